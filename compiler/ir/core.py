@@ -1,0 +1,158 @@
+"""The IR data structures: SSA values, immutable ops with source locations, blocks and functions.
+
+Ops are immutable records. A pass never edits one: it builds new ops (``Op.create``) and a new
+``Block``/``Function``; ``Rewriter`` in ``compiler/ir/rewrite.py`` keeps uses consistent while it does.
+A function is one block today; ``Op.regions`` exists so loops can nest blocks later without
+changing the shape of these classes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+
+if TYPE_CHECKING:
+    from compiler.prims.base import Primitive
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in the user's source an op came from: ``loc("file.py":line:col)``."""
+
+    file: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+UNKNOWN_LOC = Location("<unknown>", 0, 0)
+
+
+class Value:
+    """An SSA value. Identity is the object; the printer numbers values when it prints."""
+
+    __slots__ = ("type",)
+
+    def __init__(self, type: TensorType) -> None:
+        self.type = type
+
+    def __repr__(self) -> str:
+        return f"Value({self.type})"
+
+
+AttrValue = Any  # int | float | bool | str | tuple[int, ...] | DType | np.ndarray
+
+
+def attr_key(value: AttrValue) -> object:
+    """A hashable stand-in for an attribute value (arrays by dtype, shape and bytes)."""
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, float):
+        return ("float", value.hex())  # keeps -0.0 and NaN apart from their neighbours
+    return (type(value).__name__, value)
+
+
+@dataclass(frozen=True, eq=False)
+class Op:
+    """One operation: a primitive applied to operands, with attributes and a source location."""
+
+    prim: Primitive
+    operands: tuple[Value, ...]
+    attrs: Mapping[str, AttrValue]
+    results: tuple[Value, ...]
+    loc: Location = UNKNOWN_LOC
+    regions: tuple[Block, ...] = ()
+
+    @staticmethod
+    def create(
+        prim: Primitive,
+        operands: tuple[Value, ...] | list[Value],
+        attrs: Mapping[str, AttrValue] | None = None,
+        loc: Location = UNKNOWN_LOC,
+    ) -> Op:
+        """Build an op, computing its result types with the primitive's shape rule."""
+        attrs = dict(attrs or {})
+        operands = tuple(operands)
+        result_types = prim.infer([v.type for v in operands], attrs)
+        return Op(prim, operands, attrs, tuple(Value(t) for t in result_types), loc)
+
+    @property
+    def result(self) -> Value:
+        assert len(self.results) == 1, f"{self.prim.name} has {len(self.results)} results"
+        return self.results[0]
+
+    @property
+    def name(self) -> str:
+        return self.prim.name
+
+    def key(self) -> tuple[object, ...]:
+        """Structural identity for CSE: primitive, operand identities and attributes."""
+        attrs = tuple(sorted((k, attr_key(v)) for k, v in self.attrs.items()))
+        return (self.prim, tuple(id(v) for v in self.operands), attrs)
+
+    def with_operands(self, operands: tuple[Value, ...]) -> Op:
+        """The same op reading other values (result values are kept: uses stay valid)."""
+        return Op(self.prim, operands, self.attrs, self.results, self.loc, self.regions)
+
+
+@dataclass(frozen=True, eq=False)
+class Block:
+    """Straight-line ops; ``args`` are the block's parameters and ``results`` what it returns."""
+
+    args: tuple[Value, ...]
+    ops: tuple[Op, ...]
+    results: tuple[Value, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Function:
+    """A ``func.func``: one block plus names and function-level attributes.
+
+    ``attrs`` holds facts for later stages, e.g. ``dsl.writeback``: for each of the last k results,
+    the index of the argument whose caller-owned array it must be written back to.
+    """
+
+    name: str
+    body: Block
+    arg_names: tuple[str, ...] = ()
+    attrs: Mapping[str, AttrValue] = field(default_factory=dict)
+    arg_locs: tuple[Location, ...] = ()
+
+    @property
+    def params(self) -> tuple[Value, ...]:
+        return self.body.args
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        return self.body.ops
+
+    @property
+    def results(self) -> tuple[Value, ...]:
+        return self.body.results
+
+    def walk(self) -> Iterator[Op]:
+        """Every op, nested regions included, in program order."""
+        yield from _walk(self.body)
+
+    def replace_body(self, body: Block, **changes: Any) -> Function:
+        return Function(
+            changes.get("name", self.name),
+            body,
+            changes.get("arg_names", self.arg_names),
+            changes.get("attrs", self.attrs),
+            changes.get("arg_locs", self.arg_locs),
+        )
+
+
+def _walk(block: Block) -> Iterator[Op]:
+    for op in block.ops:
+        yield op
+        for region in op.regions:
+            yield from _walk(region)

@@ -1,0 +1,152 @@
+"""Print IR as MLIR text: ``func.func`` with ops in MLIR's generic operation syntax.
+
+The real ``mlir-opt --allow-unregistered-dialect`` parses every dump, and ``compiler/ir/parser.py``
+reads it back: print -> parse -> print is the identity. A function carrying the ``dsl.bufferized``
+attribute is printed with ``memref`` types (the buffers of the bufferized stage).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.core import AttrValue, Function, Location, Op, Value
+from compiler.ir.types import DType, TensorType
+
+BUFFERIZED = "dsl.bufferized"
+
+
+def format_float(value: float, dtype: DType = DType.f64) -> str:
+    """An MLIR float literal that reads back to the same ``dtype`` value (hex for inf and NaN)."""
+    typed = dtype.np.type(value)
+    if not np.isfinite(typed):
+        bits = np.array([typed]).view(f"u{dtype.itemsize}")[0]
+        return f"0x{int(bits):0{2 * dtype.itemsize}X}"
+    text = str(typed) if dtype is DType.f32 else repr(float(typed))
+    mantissa, e, exponent = text.partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    return mantissa + (f"e{exponent}" if e else "")
+
+
+def _scalar(value: object, dtype: DType) -> str:
+    if dtype.is_bool:
+        return "true" if value else "false"
+    if dtype.is_float:
+        return format_float(float(value), dtype)  # type: ignore[arg-type]
+    return str(int(value))  # type: ignore[call-overload]
+
+
+def format_dense(value: np.ndarray) -> str:
+    from compiler.prims.source import is_splat  # the splat test is the constant primitive's
+
+    dtype = DType.from_numpy(value.dtype)
+    ttype = TensorType(tuple(value.shape), dtype)
+    if value.size == 0:
+        return f"dense<> : {ttype}"
+    if value.ndim == 0 or is_splat(value):
+        return f"dense<{_scalar(value.flat[0], dtype)}> : {ttype}"
+
+    def nest(a: np.ndarray) -> str:
+        if a.ndim == 0:
+            return _scalar(a.item(), dtype)
+        return "[" + ", ".join(nest(sub) for sub in a) + "]"
+
+    return f"dense<{nest(value)}> : {ttype}"
+
+
+def format_attr(value: AttrValue) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value} : i64"
+    if isinstance(value, float):
+        return f"{format_float(value)} : f64"
+    if isinstance(value, str):
+        return format_string(value)
+    if isinstance(value, DType):
+        return str(value)
+    if isinstance(value, tuple):
+        return "array<i64" + (": " + ", ".join(str(int(v)) for v in value) if value else "") + ">"
+    if isinstance(value, np.ndarray):
+        return format_dense(value)
+    raise TypeError(f"cannot print attribute value {value!r}")
+
+
+def format_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def format_loc(loc: Location) -> str:
+    return f"loc({format_string(loc.file)}:{loc.line}:{loc.col})"
+
+
+def format_attr_dict(attrs: dict[str, AttrValue] | object) -> str:
+    items = sorted(attrs.items())  # type: ignore[attr-defined]
+    return "{" + ", ".join(f"{k} = {format_attr(v)}" for k, v in items) + "}"
+
+
+class Printer:
+    def __init__(self, func: Function) -> None:
+        self.func = func
+        self.names: dict[Value, str] = {}
+        self.bufferized = BUFFERIZED in func.attrs
+        self.counter = 0
+
+    def type(self, t: TensorType) -> str:
+        text = str(t)
+        return "memref" + text[len("tensor") :] if self.bufferized else text
+
+    def name(self, v: Value) -> str:
+        try:
+            return self.names[v]
+        except KeyError:
+            raise ValueError(f"value {v} is used before it is defined") from None
+
+    def op(self, op: Op) -> str:
+        res = ""
+        if op.results:
+            first = f"%{self.counter}"
+            res = (f"{first}:{len(op.results)}" if len(op.results) > 1 else first) + " = "
+            for i, r in enumerate(op.results):
+                self.names[r] = first if len(op.results) == 1 else f"{first}#{i}"
+            self.counter += 1
+        operands = ", ".join(self.name(v) for v in op.operands)
+        attrs = " " + format_attr_dict(dict(op.attrs)) if op.attrs else ""
+        in_types = ", ".join(self.type(v.type) for v in op.operands)
+        out_types = [self.type(v.type) for v in op.results]
+        out = out_types[0] if len(out_types) == 1 else "(" + ", ".join(out_types) + ")"
+        return f'{res}"{op.prim.mlir_name}"({operands}){attrs} : ({in_types}) -> {out} {format_loc(op.loc)}'
+
+    def function(self) -> str:
+        f = self.func
+        args = []
+        for i, v in enumerate(f.params):
+            self.names[v] = f"%arg{i}"
+            arg = f"%arg{i}: {self.type(v.type)}"
+            if i < len(f.arg_names) and f.arg_names[i]:
+                arg += " {dsl.name = " + format_string(f.arg_names[i]) + "}"
+            if i < len(f.arg_locs):
+                arg += " " + format_loc(f.arg_locs[i])
+            args.append(arg)
+        rtypes = [self.type(v.type) for v in f.results]
+        sig = "" if not rtypes else " -> " + (rtypes[0] if len(rtypes) == 1 else "(" + ", ".join(rtypes) + ")")
+        attrs = " attributes " + format_attr_dict(dict(f.attrs)) if f.attrs else ""
+        lines = [f"  func.func @{f.name}({', '.join(args)}){sig}{attrs} {{"]
+        lines += ["    " + self.op(op) for op in f.ops]
+        ret = "return"
+        if f.results:
+            ret += " " + ", ".join(self.name(v) for v in f.results) + " : " + ", ".join(rtypes)
+        lines.append("    " + ret)
+        lines.append("  }")
+        return "\n".join(lines)
+
+
+def print_function(func: Function) -> str:
+    """One function wrapped in a module."""
+    return print_module([func])
+
+
+def print_module(funcs: list[Function]) -> str:
+    body = "\n".join(Printer(f).function() for f in funcs)
+    return "module {\n" + body + "\n}\n"

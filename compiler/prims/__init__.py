@@ -1,0 +1,50 @@
+"""The closed set of primitives, one definition each, and the registry that names them.
+
+``REGISTRY`` maps the IR name (``add`` for ``"dsl.add"``) to the ``Primitive`` object. Property sets
+(``ELEMENTWISE`` ...) answer "what kind of op is this" without comparing names.
+"""
+
+from __future__ import annotations
+
+from compiler.prims import contraction, elementwise, movement, reduction, source
+from compiler.prims.base import AttrType, Kind, Memory, Primitive, Reuse
+
+_MODULES = (elementwise, reduction, movement, contraction, source)
+
+REGISTRY: dict[str, Primitive] = {}
+for _module in _MODULES:
+    for _obj in vars(_module).values():
+        if isinstance(_obj, Primitive):
+            assert _obj.name not in REGISTRY, f"two primitives named {_obj.name}"
+            REGISTRY[_obj.name] = _obj
+
+
+def by_kind(kind: Kind) -> frozenset[Primitive]:
+    return frozenset(p for p in REGISTRY.values() if p.kind is kind)
+
+
+ELEMENTWISE = by_kind(Kind.ELEMENTWISE)
+REDUCTIONS = by_kind(Kind.REDUCTION)
+MOVEMENT = by_kind(Kind.MOVEMENT)
+CONTRACTIONS = by_kind(Kind.CONTRACTION)
+SOURCES = by_kind(Kind.SOURCE)
+
+
+__all__ = [
+    "REGISTRY",
+    "ELEMENTWISE",
+    "REDUCTIONS",
+    "MOVEMENT",
+    "CONTRACTIONS",
+    "SOURCES",
+    "AttrType",
+    "Kind",
+    "Memory",
+    "Primitive",
+    "Reuse",
+    "contraction",
+    "elementwise",
+    "movement",
+    "reduction",
+    "source",
+]

@@ -1,0 +1,141 @@
+"""What a primitive is: one record holding every fact about one operation.
+
+A ``Primitive`` carries its shape/dtype rule, NumPy reference, kind (for fusion), memory behaviour,
+scalar lowering (shared by the CPU and CUDA backends) and vjp slot. Nothing outside its definition in
+``compiler/prims/`` asks "is this op named X?": passes ask for properties (``prim.kind``,
+``prim.memory``) or call the slots.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from compiler.ir.types import DType, TensorType
+from runtime.errors import ShapeError
+
+
+class Kind(enum.Enum):
+    ELEMENTWISE = "elementwise"  # result[i] depends on operands[i] only; shapes equal
+    REDUCTION = "reduction"  # folds some axes of one operand with an associative combiner
+    MOVEMENT = "movement"  # moves or selects elements without arithmetic (reshape, slice, ...)
+    CONTRACTION = "contraction"  # matmul
+    SOURCE = "source"  # no tensor operands: constant, iota
+
+
+class AttrType(enum.Enum):
+    """How an attribute is typed, printed and parsed."""
+
+    INT = "int"  # 3 : i64
+    FLOAT = "float"  # 2.5 : f64
+    BOOL = "bool"  # true
+    INTS = "ints"  # array<i64: 0, 1>
+    DTYPE = "dtype"  # f32 (a type attribute)
+    DENSE = "dense"  # dense<[1.0, 2.0]> : tensor<2xf32>  (a numpy array)
+
+
+class Reuse(enum.Enum):
+    """When a result may be written into an operand's buffer (the op's indexing condition)."""
+
+    NEVER = "never"
+    SAME_INDEX = "same_index"  # element i of the result reads only element i of the operand
+    BASE = "base"  # update_slice: the result is the base with a region replaced
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Memory behaviour.
+
+    ``view_of``: the result can be the operand's buffer reinterpreted (no data moves).
+    ``may_reuse``: operands whose buffer the result may overwrite, under ``reuse``.
+    ``vjp_needs``: which values the vjp reads: ``"inputs"``, ``"output"``, both or neither; the
+    memory planner keeps exactly these alive for the backward.
+    """
+
+    view_of: int | None = None
+    may_reuse: tuple[int, ...] = ()
+    reuse: Reuse = Reuse.NEVER
+    vjp_needs: frozenset[str] = frozenset()
+
+
+class EmitContext(Protocol):
+    """What a scalar lowering may ask of the code generator (CPU and CUDA implement it alike).
+
+    ``read`` returns a name or literal that is safe to repeat in an expression.
+    """
+
+    result_type: TensorType
+    operand_types: Sequence[TensorType]
+    attrs: Mapping[str, Any]
+
+    def read(self, k: int, idx: Sequence[str]) -> str: ...
+
+    def const(self, value: float | int | bool, dtype: DType) -> str: ...
+
+    def global_array(self, value: np.ndarray) -> str: ...
+
+
+# A scalar lowering: given the context and the output element's index expressions, return the
+# expression of that element's value.
+Emit = Callable[[EmitContext, Sequence[str]], str]
+ShapeRule = Callable[[Sequence[TensorType], Mapping[str, Any]], list[TensorType]]
+
+
+@dataclass(frozen=True)
+class Reducer:
+    """Scalar lowering of a reduction: the combiner and its identity element."""
+
+    combine: Callable[[str, str], str]
+    identity: Callable[[DType], float | int | bool]
+
+
+@dataclass(frozen=True, eq=False)
+class Primitive:
+    name: str
+    kind: Kind
+    nargs: int | None  # None: variadic (at least one)
+    attrs: Mapping[str, AttrType]
+    shape_rule: ShapeRule
+    reference: Callable[..., np.ndarray]
+    memory: Memory = field(default_factory=Memory)
+    emit: Emit | None = None  # elementwise / movement / source element form
+    reducer: Reducer | None = None  # reductions
+    differentiable: bool = True
+    vjp: Callable[..., Any] | None = None  # rules arrive with the autodiff issue
+
+    def __repr__(self) -> str:
+        return f"<prim {self.name}>"
+
+    @property
+    def mlir_name(self) -> str:
+        return f"dsl.{self.name}"
+
+    def infer(self, operand_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+        """Check arity and attributes, then apply the shape rule. Raises ``ShapeError``."""
+        if self.nargs is not None and len(operand_types) != self.nargs:
+            raise ShapeError(f"{self.name} takes {self.nargs} operands, got {len(operand_types)}")
+        if self.nargs is None and not operand_types:
+            raise ShapeError(f"{self.name} needs at least one operand")
+        for name in attrs:
+            if name not in self.attrs and not name.startswith("dsl."):
+                raise ShapeError(f"{self.name} has no attribute '{name}' (it has: {', '.join(self.attrs)})")
+        for name in self.attrs:
+            if name not in attrs:
+                raise ShapeError(f"{self.name} needs attribute '{name}'")
+        return self.shape_rule(operand_types, attrs)
+
+    def run_reference(self, operands: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
+        """Evaluate with NumPy; the result has exactly the inferred type."""
+        (rtype,) = self.infer([TensorType(a.shape, DType.from_numpy(a.dtype)) for a in operands], attrs)
+        kwargs = {k: v for k, v in attrs.items() if not k.startswith("dsl.")}
+        with np.errstate(all="ignore"):
+            out = np.asarray(self.reference(*operands, **kwargs))
+        return np.ascontiguousarray(out.astype(rtype.dtype.np, copy=False).reshape(rtype.shape))
+
+
+def fail(message: str) -> ShapeError:
+    return ShapeError(message)

@@ -1,0 +1,38 @@
+"""Contraction: batched matrix multiply ``[..., m, k] @ [..., k, n] -> [..., m, n]``.
+
+Batch dimensions must be equal (the frontend broadcasts them and turns 1-D operands into matrices).
+The loop/tile structure is backend scaffolding; the scalar math is the product and the ``add`` reducer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from compiler.prims.base import Kind, Memory, Primitive, Reducer, fail
+
+
+def _matmul_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    a, b = types
+    if a.rank < 2 or a.rank != b.rank:
+        raise fail(f"matmul: operands need equal rank >= 2, got shapes {a.shape} and {b.shape}")
+    if a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:
+        raise fail(f"matmul: shapes {a.shape} and {b.shape} are not aligned")
+    if a.dtype != b.dtype or a.dtype.is_bool:
+        raise fail(f"matmul: operands need one numeric dtype, got {a.dtype} and {b.dtype}")
+    return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
+
+
+matmul = Primitive(
+    name="matmul",
+    kind=Kind.CONTRACTION,
+    nargs=2,
+    attrs={},
+    shape_rule=_matmul_rule,
+    reference=np.matmul,
+    memory=Memory(vjp_needs=frozenset({"inputs"})),
+    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0),
+)

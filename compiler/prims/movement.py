@@ -1,0 +1,318 @@
+"""Movement primitives: broadcast, reshape, transpose, slice, pad, concatenate, update_slice.
+
+Their scalar lowering is an index map: the element at output index ``idx`` is an operand element at
+an index computed from ``idx``. Piecewise ops (pad, concatenate, update_slice) clamp every read into
+range so that a backend may evaluate both sides of the choice eagerly without reading out of bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.types import TensorType
+from compiler.prims.base import AttrType, EmitContext, Kind, Memory, Primitive, Reuse, fail
+
+INPUTS = frozenset({"inputs"})
+
+
+def _ints(attrs: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in attrs[name])
+
+
+def _clamp(expr: str, hi: int) -> str:
+    return f"min(max({expr}, 0), {hi})"
+
+
+# ---- broadcast -------------------------------------------------------------------------------
+
+
+def _broadcast_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    (x,) = types
+    shape = _ints(attrs, "shape")
+    off = len(shape) - x.rank
+    if off < 0 or any(d not in (1, shape[off + j]) for j, d in enumerate(x.shape)):
+        raise fail(f"broadcast: cannot broadcast shape {x.shape} to {shape}")
+    return [x.with_shape(shape)]
+
+
+def _broadcast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    x = ctx.operand_types[0]
+    shape = ctx.result_type.shape
+    off = len(shape) - x.rank
+    src = [idx[off + j] if d == shape[off + j] else "0" for j, d in enumerate(x.shape)]
+    return ctx.read(0, src)
+
+
+broadcast = Primitive(
+    name="broadcast",
+    kind=Kind.MOVEMENT,
+    nargs=1,
+    attrs={"shape": AttrType.INTS},
+    shape_rule=_broadcast_rule,
+    reference=lambda x, shape: np.broadcast_to(x, tuple(shape)),
+    emit=_broadcast_emit,
+)
+
+# ---- reshape ---------------------------------------------------------------------------------
+
+
+def _reshape_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    (x,) = types
+    shape = _ints(attrs, "shape")
+    out = x.with_shape(shape)
+    if any(d < 0 for d in shape) or out.size != x.size:
+        raise fail(f"reshape: cannot reshape an array of shape {x.shape} into shape {shape}")
+    return [out]
+
+
+def _strides(shape: Sequence[int]) -> list[int]:
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return strides[::-1]
+
+
+def _reshape_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    src_shape = ctx.operand_types[0].shape
+    dst_shape = ctx.result_type.shape
+    src_big = [i for i, d in enumerate(src_shape) if d != 1]
+    dst_big = [i for i, d in enumerate(dst_shape) if d != 1]
+    if [src_shape[i] for i in src_big] == [dst_shape[i] for i in dst_big]:
+        # Only unit dimensions move: index each remaining dimension directly.
+        src = ["0"] * len(src_shape)
+        for s, d in zip(src_big, dst_big, strict=True):
+            src[s] = idx[d]
+        return ctx.read(0, src)
+    flat = " + ".join(f"{i} * {s}" for i, s in zip(idx, _strides(dst_shape), strict=True)) or "0"
+    src = [f"(({flat}) // {s}) % {d}" for s, d in zip(_strides(src_shape), src_shape, strict=True)]
+    return ctx.read(0, src)
+
+
+reshape = Primitive(
+    name="reshape",
+    kind=Kind.MOVEMENT,
+    nargs=1,
+    attrs={"shape": AttrType.INTS},
+    shape_rule=_reshape_rule,
+    reference=lambda x, shape: np.reshape(x, tuple(shape)),
+    memory=Memory(view_of=0),
+    emit=_reshape_emit,
+)
+
+# ---- transpose -------------------------------------------------------------------------------
+
+
+def _transpose_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    (x,) = types
+    perm = _ints(attrs, "perm")
+    if sorted(perm) != list(range(x.rank)):
+        raise fail(f"transpose: {perm} is not a permutation of the {x.rank} axes of shape {x.shape}")
+    return [x.with_shape(tuple(x.shape[p] for p in perm))]
+
+
+def _transpose_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    perm = _ints(ctx.attrs, "perm")
+    src = [""] * len(perm)
+    for i, p in enumerate(perm):
+        src[p] = idx[i]
+    return ctx.read(0, src)
+
+
+transpose = Primitive(
+    name="transpose",
+    kind=Kind.MOVEMENT,
+    nargs=1,
+    attrs={"perm": AttrType.INTS},
+    shape_rule=_transpose_rule,
+    reference=lambda x, perm: np.transpose(x, tuple(perm)),
+    emit=_transpose_emit,
+)
+
+# ---- slice (Python range semantics per axis: start, limit, stride; stride may be negative) ----
+
+
+def slice_shape(shape: Sequence[int], attrs: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    start, limit, stride = (_ints(attrs, k) for k in ("start", "limit", "stride"))
+    if not len(start) == len(limit) == len(stride) == len(shape):
+        raise fail(f"{name}: start/limit/stride need one entry per axis of shape {tuple(shape)}")
+    out = []
+    for d, s, lim, st in zip(shape, start, limit, stride, strict=True):
+        if st == 0:
+            raise fail(f"{name}: stride must not be zero")
+        n = len(range(s, lim, st))
+        if n and not (0 <= s < d and 0 <= s + (n - 1) * st < d):
+            raise fail(f"{name}: range({s}, {lim}, {st}) is out of bounds for an axis of size {d}")
+        out.append(n)
+    return tuple(out)
+
+
+def numpy_slices(attrs: Mapping[str, Any]) -> tuple[slice, ...]:
+    start, limit, stride = (_ints(attrs, k) for k in ("start", "limit", "stride"))
+    return tuple(
+        slice(s, None if lim < 0 else lim, st) for s, lim, st in zip(start, limit, stride, strict=True)
+    )
+
+
+def _slice_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    (x,) = types
+    return [x.with_shape(slice_shape(x.shape, attrs, "slice"))]
+
+
+def _slice_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    start, stride = _ints(ctx.attrs, "start"), _ints(ctx.attrs, "stride")
+    src = [i if (s, st) == (0, 1) else f"({s} + {i} * {st})" for i, s, st in zip(idx, start, stride)]
+    return ctx.read(0, src)
+
+
+SLICE_ATTRS = {"start": AttrType.INTS, "limit": AttrType.INTS, "stride": AttrType.INTS}
+
+slice_ = Primitive(
+    name="slice",
+    kind=Kind.MOVEMENT,
+    nargs=1,
+    attrs=SLICE_ATTRS,
+    shape_rule=_slice_rule,
+    reference=lambda x, **a: x[numpy_slices(a)],
+    emit=_slice_emit,
+)
+
+# ---- pad (constant padding; low/high >= 0) ---------------------------------------------------
+
+
+def _pad_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    x, value = types
+    low, high = _ints(attrs, "low"), _ints(attrs, "high")
+    if value.rank != 0 or value.dtype != x.dtype:
+        raise fail(f"pad: the padding value must be a scalar of dtype {x.dtype}, got {value}")
+    if len(low) != x.rank or len(high) != x.rank or min(low + high, default=0) < 0:
+        raise fail(f"pad: low={low} and high={high} need one non-negative entry per axis of {x.shape}")
+    return [x.with_shape(tuple(d + lo + hi for d, lo, hi in zip(x.shape, low, high)))]
+
+
+def _pad_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    x = ctx.operand_types[0]
+    value = ctx.read(1, ())
+    if x.size == 0:
+        return value
+    low, high = _ints(ctx.attrs, "low"), _ints(ctx.attrs, "high")
+    conds, src = [], []
+    for i, d, lo, hi in zip(idx, x.shape, low, high):
+        src.append(i if lo == 0 and hi == 0 else _clamp(f"{i} - {lo}", d - 1))
+        if lo or hi:
+            conds.append(f"{lo} <= {i} < {lo + d}")
+    inner = ctx.read(0, src)
+    return f"({inner} if ({' and '.join(conds)}) else {value})" if conds else inner
+
+
+def _pad_ref(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
+    return np.pad(x, list(zip(low, high)), constant_values=value)
+
+
+pad = Primitive(
+    name="pad",
+    kind=Kind.MOVEMENT,
+    nargs=2,
+    attrs={"low": AttrType.INTS, "high": AttrType.INTS},
+    shape_rule=_pad_rule,
+    reference=_pad_ref,
+    emit=_pad_emit,
+)
+
+# ---- concatenate -----------------------------------------------------------------------------
+
+
+def _concat_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    first = types[0]
+    axis = int(attrs["axis"])
+    if not 0 <= axis < first.rank:
+        raise fail(f"concatenate: axis {axis} is out of range for arrays of rank {first.rank}")
+    total = 0
+    for t in types:
+        same = t.rank == first.rank and all(
+            a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis
+        )
+        if not same or t.dtype != first.dtype:
+            raise fail(f"concatenate: {t} does not fit {first} along axis {axis}")
+        total += t.shape[axis]
+    return [first.with_shape(first.shape[:axis] + (total,) + first.shape[axis + 1 :])]
+
+
+def _concat_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    axis = int(ctx.attrs["axis"])
+    parts: list[tuple[int, int, int]] = []  # (operand, offset, size) of the non-empty operands
+    offset = 0
+    for k, t in enumerate(ctx.operand_types):
+        if t.shape[axis]:
+            parts.append((k, offset, t.shape[axis]))
+        offset += t.shape[axis]
+    i = idx[axis]
+    expr = ""
+    for k, off, n in reversed(parts):
+        src = list(idx)
+        src[axis] = _clamp(f"{i} - {off}", n - 1) if len(parts) > 1 else f"{i} - {off}"
+        read = ctx.read(k, src)
+        expr = read if not expr else f"({read} if {i} < {off + n} else {expr})"
+    return expr
+
+
+concatenate = Primitive(
+    name="concatenate",
+    kind=Kind.MOVEMENT,
+    nargs=None,
+    attrs={"axis": AttrType.INT},
+    shape_rule=_concat_rule,
+    reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    emit=_concat_emit,
+)
+
+# ---- update_slice: the base with the region ``base[start:limit:stride]`` replaced -------------
+
+
+def _update_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    base, update = types
+    region = slice_shape(base.shape, attrs, "update_slice")
+    if update.shape != region or update.dtype != base.dtype:
+        raise fail(
+            f"update_slice: the update {update} does not match the region "
+            f"{base.with_shape(region)} it replaces"
+        )
+    return [base]
+
+
+def _update_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    update = ctx.operand_types[1]
+    if update.size == 0:
+        return ctx.read(0, idx)
+    start, stride = _ints(ctx.attrs, "start"), _ints(ctx.attrs, "stride")
+    conds, src = [], []
+    for i, s, st, n in zip(idx, start, stride, update.shape):
+        if st == 1:
+            conds.append(f"{s} <= {i} < {s + n}")
+            src.append(_clamp(f"{i} - {s}", n - 1))
+        else:
+            conds.append(f"({i} - {s}) % {st} == 0 and 0 <= ({i} - {s}) // {st} < {n}")
+            src.append(_clamp(f"({i} - {s}) // {st}", n - 1))
+    new, old = ctx.read(1, src), ctx.read(0, idx)
+    return f"({new} if ({' and '.join(conds)}) else {old})" if conds else new
+
+
+def _update_ref(base: np.ndarray, update: np.ndarray, **attrs: Any) -> np.ndarray:
+    out = base.copy()
+    out[numpy_slices(attrs)] = update
+    return out
+
+
+update_slice = Primitive(
+    name="update_slice",
+    kind=Kind.MOVEMENT,
+    nargs=2,
+    attrs=SLICE_ATTRS,
+    shape_rule=_update_rule,
+    reference=_update_ref,
+    memory=Memory(may_reuse=(0,), reuse=Reuse.BASE),
+    emit=_update_emit,
+)

@@ -1,0 +1,80 @@
+"""Sources: ``constant`` (a dense literal) and ``iota`` (indices along one axis)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.types import DType, TensorType
+from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
+
+
+def _constant_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    value = attrs["value"]
+    if not isinstance(value, np.ndarray):
+        raise fail(f"constant: attribute 'value' must be an array, got {type(value).__name__}")
+    return [TensorType(tuple(value.shape), DType.from_numpy(value.dtype))]
+
+
+def is_splat(value: np.ndarray) -> bool:
+    """One value repeated, bit for bit (the printer writes ``dense<v>``; backends use a literal)."""
+    if value.size == 0:
+        return False
+    bits = np.ascontiguousarray(value).reshape(-1).view(f"u{value.dtype.itemsize}")
+    return bool(np.all(bits == bits[0]))
+
+
+def _constant_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    value: np.ndarray = ctx.attrs["value"]
+    if value.size == 1 or is_splat(value):
+        return ctx.const(value.flat[0].item(), ctx.result_type.dtype)
+    name = ctx.global_array(value)
+    return f"{name}[{', '.join(idx)}]"
+
+
+constant = Primitive(
+    name="constant",
+    kind=Kind.SOURCE,
+    nargs=0,
+    attrs={"value": AttrType.DENSE},
+    shape_rule=_constant_rule,
+    reference=lambda value: value,
+    emit=_constant_emit,
+    differentiable=False,
+)
+
+
+def _iota_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    shape = tuple(int(d) for d in attrs["shape"])
+    dim, dtype = int(attrs["dimension"]), attrs["dtype"]
+    if not 0 <= dim < len(shape):
+        raise fail(f"iota: dimension {dim} is out of range for shape {shape}")
+    if not isinstance(dtype, DType) or dtype.is_bool:
+        raise fail(f"iota: dtype must be numeric, got {dtype}")
+    return [TensorType(shape, dtype)]
+
+
+def _iota_ref(shape: Sequence[int], dimension: int, dtype: DType) -> np.ndarray:
+    shape = tuple(shape)
+    line = np.arange(shape[dimension], dtype=dtype.np)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return np.broadcast_to(line.reshape(view), shape)
+
+
+def _iota_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    return f"np.{ctx.result_type.dtype.np.name}({idx[int(ctx.attrs['dimension'])]})"
+
+
+iota = Primitive(
+    name="iota",
+    kind=Kind.SOURCE,
+    nargs=0,
+    attrs={"shape": AttrType.INTS, "dimension": AttrType.INT, "dtype": AttrType.DTYPE},
+    shape_rule=_iota_rule,
+    reference=_iota_ref,
+    emit=_iota_emit,
+    differentiable=False,
+)

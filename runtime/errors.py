@@ -1,0 +1,41 @@
+"""The error hierarchy users catch (re-exported as ``dsl.*``).
+
+It lives in ``runtime`` because it is the bottom layer: ``dsl`` and ``compiler`` both import it, and
+``runtime`` itself raises ``DeviceError`` and call-time errors without importing ``compiler``.
+"""
+
+from __future__ import annotations
+
+
+class DSLError(Exception):
+    """Base class of every error dslc raises on purpose."""
+
+
+class TraceError(DSLError):
+    """The traced Python function did something that cannot be traced (e.g. ``if`` on an array)."""
+
+
+class ShapeError(DSLError, ValueError):
+    """Shapes, dtypes or attributes of an operation do not fit together."""
+
+
+class InplaceError(DSLError):
+    """An in-place operation that cannot be honoured."""
+
+
+class DeviceError(DSLError):
+    """The requested device is not usable."""
+
+
+class IRParseError(DSLError):
+    """IR text could not be parsed; the message carries line and column."""
+
+    def __init__(self, message: str, line: int = 0, col: int = 0, filename: str = "<ir>") -> None:
+        self.line = line
+        self.col = col
+        self.filename = filename
+        super().__init__(f"{filename}:{line}:{col}: {message}")
+
+
+class VerificationError(DSLError):
+    """The IR broke an invariant: names the op and its location. Means a compiler bug or bad IR text."""
