@@ -82,6 +82,8 @@ class EmitContext(Protocol):
 # A scalar lowering: given the context and the output element's index expressions, return the
 # expression of that element's value.
 Emit = Callable[[EmitContext, Sequence[str]], str]
+# How rules (vjp, unview) emit ops: ``build(prim, operands, attrs) -> Value``.
+Build = Callable[["Primitive", Sequence[Any], Mapping[str, Any]], Any]
 ShapeRule = Callable[[Sequence[TensorType], Mapping[str, Any]], list[TensorType]]
 
 
@@ -106,6 +108,9 @@ class Primitive:
     reducer: Reducer | None = None  # reductions
     differentiable: bool = True
     vjp: Callable[..., Any] | None = None  # rules arrive with the autodiff issue
+    # For ops a user sees as views (slice, reshape, transpose): ``unview(build, base, new_view, attrs)``
+    # returns the new value of ``base`` after ``new_view`` was written through the view.
+    unview: Callable[[Build, Any, Any, Mapping[str, Any]], Any] | None = None
 
     def __repr__(self) -> str:
         return f"<prim {self.name}>"
@@ -134,7 +139,7 @@ class Primitive:
         kwargs = {k: v for k, v in attrs.items() if not k.startswith("dsl.")}
         with np.errstate(all="ignore"):
             out = np.asarray(self.reference(*operands, **kwargs))
-        return np.ascontiguousarray(out.astype(rtype.dtype.np, copy=False).reshape(rtype.shape))
+        return out.reshape(rtype.shape).astype(rtype.dtype.np, order="C", copy=True)
 
 
 def fail(message: str) -> ShapeError:

@@ -101,6 +101,7 @@ reshape = Primitive(
     reference=lambda x, shape: np.reshape(x, tuple(shape)),
     memory=Memory(view_of=0),
     emit=_reshape_emit,
+    unview=lambda build, base, new, attrs: build(reshape, [new], {"shape": base.type.shape}),
 )
 
 # ---- transpose -------------------------------------------------------------------------------
@@ -130,6 +131,9 @@ transpose = Primitive(
     shape_rule=_transpose_rule,
     reference=lambda x, perm: np.transpose(x, tuple(perm)),
     emit=_transpose_emit,
+    unview=lambda build, base, new, attrs: build(
+        transpose, [new], {"perm": tuple(int(i) for i in np.argsort(attrs["perm"]))}
+    ),
 )
 
 # ---- slice (Python range semantics per axis: start, limit, stride; stride may be negative) ----
@@ -178,6 +182,7 @@ slice_ = Primitive(
     shape_rule=_slice_rule,
     reference=lambda x, **a: x[numpy_slices(a)],
     emit=_slice_emit,
+    unview=lambda build, base, new, attrs: build(update_slice, [base, new], attrs),
 )
 
 # ---- pad (constant padding; low/high >= 0) ---------------------------------------------------

@@ -1,0 +1,137 @@
+"""Simplification: dead-code elimination, common-subexpression elimination, constant folding and
+algebraic identities. All primitives are pure, so an op whose results nobody reads can go."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Block, Function, Op, Value
+from compiler.ir.rewrite import Rewriter
+from compiler.prims import elementwise as ew
+from compiler.prims import movement as mv
+from compiler.prims import source
+from compiler.prims.base import Primitive
+
+FOLD_LIMIT = 1024  # fold constants up to this many elements; larger results stay as ops
+INPLACE_ATTR = "dsl.inplace"
+
+
+def dce(func: Function) -> Function:
+    """Drop ops whose results are never read (walks backward from the function's results)."""
+    live: set[Value] = set(func.results)
+    kept: list[Op] = []
+    for op in reversed(func.ops):
+        if any(r in live for r in op.results):
+            kept.append(op)
+            live.update(op.operands)
+    if len(kept) == len(func.ops):
+        return func
+    return func.replace_body(Block(func.params, tuple(reversed(kept)), func.results))
+
+
+def _splat(op: Op | None) -> float | int | bool | None:
+    """The repeated value of a splat constant op, else None."""
+    if op is None or op.prim is not source.constant:
+        return None
+    value: np.ndarray = op.attrs["value"]
+    return value.flat[0].item() if source.is_splat(value) else None
+
+
+# Identities ``op(x, c) -> x`` by primitive: (operand positions that may hold the constant, constant).
+_NEUTRAL: dict[Primitive, tuple[tuple[int, ...], float]] = {
+    ew.add: ((0, 1), 0),
+    ew.sub: ((1,), 0),
+    ew.mul: ((0, 1), 1),
+    ew.div: ((1,), 1),
+    ew.pow_: ((1,), 1),
+}
+
+
+def _ints(attrs: Mapping[str, Any], name: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in attrs[name])
+
+
+# Unary ops that are the identity when their attributes say so.
+_IDENTITY: dict[Primitive, Callable[[Op], bool]] = {
+    ew.copy: lambda op: True,
+    ew.cast: lambda op: op.attrs["dtype"] is op.operands[0].type.dtype,
+    mv.reshape: lambda op: op.result.type == op.operands[0].type,
+    mv.broadcast: lambda op: op.result.type == op.operands[0].type,
+    mv.transpose: lambda op: _ints(op.attrs, "perm") == tuple(range(len(op.attrs["perm"]))),
+    mv.slice_: lambda op: op.result.type == op.operands[0].type and set(_ints(op.attrs, "stride")) <= {1},
+}
+
+
+class _Simplifier:
+    def __init__(self, func: Function) -> None:
+        self.rw = Rewriter(func)
+        self.producer: dict[Value, Op] = {}
+        self.seen: dict[tuple[object, ...], Op] = {}
+
+    def forward(self, op: Op) -> Value | None:
+        """A value equal to ``op``'s result that already exists, if any."""
+        if INPLACE_ATTR in op.attrs:  # keep the user's in-place requests visible to later passes
+            return None
+        if op.prim in _IDENTITY and _IDENTITY[op.prim](op):
+            return op.operands[0]
+        if op.prim in _NEUTRAL:
+            positions, neutral = _NEUTRAL[op.prim]
+            for k in positions:
+                other = op.operands[1 - k]
+                c = _splat(self.producer.get(op.operands[k]))
+                if c is not None and c == neutral and other.type == op.result.type:
+                    return other
+        if op.prim is ew.neg:  # -(-x)
+            inner = self.producer.get(op.operands[0])
+            if inner is not None and inner.prim is ew.neg:
+                return inner.operands[0]
+        return None
+
+    def fold(self, op: Op) -> Op:
+        """Evaluate an op whose operands are all constants (small results only)."""
+        if op.prim is source.constant or op.result.type.size > FOLD_LIMIT or not op.operands:
+            return op
+        producers = [self.producer.get(v) for v in op.operands]
+        if not all(p is not None and p.prim is source.constant for p in producers):
+            return op
+        value = op.prim.run_reference([p.attrs["value"] for p in producers], op.attrs)  # type: ignore[union-attr]
+        return Op(source.constant, (), {"value": value}, op.results, op.loc)
+
+    def merge_reshapes(self, op: Op) -> Op:
+        if op.prim is not mv.reshape:
+            return op
+        inner = self.producer.get(op.operands[0])
+        if inner is not None and inner.prim is mv.reshape:
+            return Op(op.prim, inner.operands, op.attrs, op.results, op.loc)
+        return op
+
+    def run(self) -> Function:
+        for original in self.rw.func.ops:
+            op = original.with_operands(self.rw.operands(original))
+            same = self.forward(op)
+            if same is not None:
+                self.rw.replace(op.result, same)
+                continue
+            op = self.merge_reshapes(self.fold(op))
+            key = op.key()
+            earlier = self.seen.get(key)
+            if earlier is not None and INPLACE_ATTR not in op.attrs:
+                self.rw.replace(op.result, earlier.result)
+                continue
+            self.seen[key] = op
+            self.rw.add(op)
+            self.producer[op.result] = op
+        return self.rw.finish()
+
+
+def simplify(func: Function) -> Function:
+    """CSE + folding + identities, then DCE; repeated until nothing changes (a few rounds at most)."""
+    for _ in range(4):
+        before = len(func.ops)
+        func = dce(_Simplifier(func).run())
+        if len(func.ops) == before:
+            break
+    return func

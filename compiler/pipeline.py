@@ -1,0 +1,136 @@
+"""The compiler pipeline: one visible, ordered list of named passes, then the backend.
+
+    traced --functionalize--> functional --simplify--> optimized --fuse+plan--> bufferized --codegen
+
+Functionalization of user mutation happens while tracing (``dsl/array.py`` resolves views and writes
+into pure SSA, marking the ops that realize each in-place request); the ``functionalize`` pass then
+drops the superseded versions nobody reads. Autodiff (the ``grad`` stage) slots in after it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from compiler.ir.core import Function
+from compiler.ir.printer import print_function
+from compiler.passes.simplify import dce, simplify
+
+
+def verify_enabled() -> bool:
+    return os.environ.get("DSL_VERIFY", "") not in ("", "0")
+
+
+def inplace_enabled() -> bool:
+    return os.environ.get("DSL_NO_INPLACE", "") in ("", "0")
+
+
+@dataclass
+class Options:
+    """Compiler options; the CLI and ``dsl.compile`` set these fields."""
+
+    target: str = "cpu"
+    inplace: bool = field(default_factory=inplace_enabled)
+    strict_inplace: bool = False
+    donate_argnums: tuple[int, ...] = ()
+    verify: bool = field(default_factory=verify_enabled)
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    stage: str  # the IR stage this pass's output is
+    run: Callable[[Function, Options], Function]
+    doc: str
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("functionalize", "functional", lambda f, o: dce(f), "drop values superseded by in-place writes"),
+    Pass("simplify", "optimized", lambda f, o: simplify(f), "DCE, CSE, constant folding, identities"),
+)
+PASSES_BY_NAME = {p.name: p for p in PASSES} | {
+    "dce": Pass("dce", "dce", lambda f, o: dce(f), "dead-code elimination only"),
+}
+STAGES = ("traced",) + tuple(p.stage for p in PASSES) + ("bufferized",)
+
+
+def run_passes(
+    func: Function,
+    options: Options,
+    passes: tuple[Pass, ...] = PASSES,
+    observe: Callable[[Pass, Function], None] | None = None,
+) -> dict[str, Function]:
+    """Run ``passes`` in order; returns the function after each stage (``traced`` first)."""
+    stages = {"traced": func}
+    if options.verify:
+        _verify(func, "the tracer")
+    for p in passes:
+        func = p.run(func, options)
+        if options.verify:
+            _verify(func, f"pass '{p.name}'")
+        stages[p.stage] = func
+        if observe is not None:
+            observe(p, func)
+    return stages
+
+
+def _verify(func: Function, after: str) -> None:
+    from compiler.ir.verify import verify  # verification is for tests and debug mode only
+
+    try:
+        verify(func)
+    except Exception as err:
+        raise type(err)(f"IR invalid after {after}: {err}") from None
+
+
+def dump_stages(stages: dict[str, str], name: str, directory: str) -> None:
+    """``DSL_DUMP_IR=<dir>``: one file per stage."""
+    os.makedirs(directory, exist_ok=True)
+    for i, (stage, text) in enumerate(stages.items()):
+        with open(os.path.join(directory, f"{name}.{i}.{stage}.mlir"), "w") as f:
+            f.write(text)
+
+
+__all__ = ["Options", "PASSES", "PASSES_BY_NAME", "STAGES", "Pass", "print_function", "run_passes"]
+
+
+@dataclass
+class Program:
+    """Everything compiling one traced function produced: IR per stage, plan, code, executable."""
+
+    stages: dict[str, Function]
+    stage_text: dict[str, str]
+    executable: object
+    memory_plan: object
+    source: str
+
+    def explain_inplace(self) -> str:
+        """Each user in-place request and what the compiler did with it."""
+        from compiler.passes.simplify import INPLACE_ATTR
+
+        requests = [op for op in self.stages["functional"].ops if INPLACE_ATTR in op.attrs]
+        if not requests:
+            return "no in-place requests in this program\n"
+        lines = []
+        for op in requests:
+            lines.append(
+                f"{op.loc}: {op.attrs[INPLACE_ATTR]} ({op.prim.mlir_name}) -> computed out of place into its own "
+                "buffer: the in-place pass that reuses buffers is not built yet"
+            )
+        return "\n".join(lines) + "\n"
+
+    def dump(self, directory: str) -> None:
+        dump_stages(self.stage_text, self.stages["traced"].name, directory)
+
+
+def compile_function(func: Function, options: Options) -> Program:
+    """Run the passes, then build the executable for ``options.target``."""
+    from compiler.codegen import build_cpu_executable
+    from compiler.passes.bufferize import annotate
+
+    stages = run_passes(func, options)
+    executable, cpu_program, fusion, plan = build_cpu_executable(stages["optimized"])
+    stages["bufferized"] = annotate(stages["optimized"], fusion, plan)
+    text = {name: print_function(f) for name, f in stages.items()}
+    return Program(stages, text, executable, plan, cpu_program.source)

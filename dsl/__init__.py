@@ -1,0 +1,55 @@
+"""dslc: a Python array DSL with an optimizing compiler.
+
+    import dsl
+    import dsl.numpy as dnp
+
+    @dsl.compile
+    def f(x, w):
+        return dnp.tanh(x @ w).sum()
+"""
+
+from dsl.array import Array
+from dsl.compile import CallError, Compiled, Lowered, compile
+from dsl.errors import (
+    DeviceError,
+    DSLError,
+    IndexingError,
+    InplaceError,
+    IRParseError,
+    ShapeError,
+    TraceError,
+    VerificationError,
+)
+from dsl import methods as _methods
+from dsl import nn, numpy
+
+_methods.install(Array)  # operators and methods, once dsl.numpy and dsl.nn exist
+
+float32 = numpy.float32
+float64 = numpy.float64
+int32 = numpy.int32
+int64 = numpy.int64
+bool_ = numpy.bool_
+
+__all__ = [
+    "Array",
+    "CallError",
+    "Compiled",
+    "DSLError",
+    "DeviceError",
+    "IRParseError",
+    "IndexingError",
+    "InplaceError",
+    "Lowered",
+    "ShapeError",
+    "TraceError",
+    "VerificationError",
+    "bool_",
+    "compile",
+    "float32",
+    "float64",
+    "int32",
+    "int64",
+    "nn",
+    "numpy",
+]

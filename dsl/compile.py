@@ -1,0 +1,304 @@
+"""``dsl.compile``: trace once per input signature, compile, cache, and run.
+
+The signature of a call is the structure of its arguments, each array leaf's shape and dtype (Python
+scalars count by kind: they are weak, like NumPy's), the values of static arguments, and the target.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import re
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Block, Function, Location, Value
+from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
+from compiler.pipeline import Options, Program, compile_function
+from dsl import ops, pytree, tracing
+from dsl.array import Array, Storage
+from dsl.errors import DSLError, TraceError
+from runtime.devices import resolve_target
+
+_SCALARS = (bool, int, float)
+_WEAK_DTYPE = {bool: DType.i1, int: DType.i64, float: DType.f64}
+
+
+class CallError(TraceError, TypeError):
+    """A compiled function was called with arguments it cannot take."""
+
+
+def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
+    """The IR type of one argument leaf and whether it is weak (a Python scalar)."""
+    if isinstance(leaf, np.ndarray) or isinstance(leaf, np.generic):
+        if not is_supported_numpy_dtype(leaf.dtype):
+            raise CallError(
+                f"argument '{name}' has dtype {leaf.dtype}, which dslc does not support; "
+                "convert it to float32, float64, int32, int64 or bool"
+            )
+        return TensorType(tuple(leaf.shape), DType.from_numpy(leaf.dtype)), False
+    for kind in _SCALARS[::-1]:  # bool before int: bool is a subclass of int
+        if type(leaf) is kind:
+            return TensorType((), _WEAK_DTYPE[kind]), True
+    raise CallError(
+        f"argument '{name}' is a {type(leaf).__name__}, which dslc cannot trace; pass NumPy arrays, "
+        "Python numbers or tuples/lists/dicts of them, or mark the argument static (static_argnums)"
+    )
+
+
+def _symbol(name: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name).strip("_") or "fn"
+    return clean if not clean[0].isdigit() else "f_" + clean
+
+
+class Lowered:
+    """A traced and compiled program, for inspection (``f.lower(...)``)."""
+
+    def __init__(self, program: Program) -> None:
+        self._program = program
+
+    def stages(self) -> list[str]:
+        return list(self._program.stage_text)
+
+    def ir(self, stage: str = "optimized") -> str:
+        try:
+            return self._program.stage_text[stage]
+        except KeyError:
+            raise DSLError(f"no IR stage {stage!r}; this program has: {', '.join(self.stages())}") from None
+
+    def memory_plan(self) -> Any:
+        return self._program.memory_plan
+
+    def source(self) -> str:
+        return self._program.source
+
+    def explain_inplace(self) -> str:
+        return self._program.explain_inplace()
+
+
+class _Entry:
+    """One compiled signature: runs the executable and rebuilds the result structure."""
+
+    def __init__(self, program: Program, out_tree: pytree.TreeDef, mutated: Sequence[int], names: list[str]):
+        self.program = program
+        self.run = program.executable
+        self.out_tree = out_tree
+        self.single = out_tree == pytree.LEAF
+        self.mutated = tuple(mutated)
+        self.names = names
+
+    def __call__(self, leaves: list[Any]) -> Any:
+        if self.mutated:
+            self._check_mutated(leaves)
+        outs = self.run(*leaves)
+        return outs[0] if self.single else pytree.unflatten(self.out_tree, outs)
+
+    def _check_mutated(self, leaves: list[Any]) -> None:
+        for i in self.mutated:
+            a = leaves[i]
+            if not a.flags.writeable:
+                raise DSLError(
+                    f"argument '{self.names[i]}' is read-only, but the program modifies it in place; "
+                    "pass a writeable array (e.g. a.copy())"
+                )
+            for j, b in enumerate(leaves):
+                if j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b):
+                    raise DSLError(
+                        f"arguments '{self.names[i]}' and '{self.names[j]}' share memory, but the program "
+                        f"modifies '{self.names[i]}' in place; pass separate arrays (e.g. a.copy())"
+                    )
+
+
+class Compiled:
+    """A function compiled by ``dsl.compile``: call it like the original."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        target: str | None = None,
+        static_argnums: int | Sequence[int] = (),
+        donate_argnums: int | Sequence[int] = (),
+        inplace: bool | None = None,
+        strict_inplace: bool = False,
+    ) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._target = target
+        self._static = frozenset((static_argnums,) if isinstance(static_argnums, int) else static_argnums)
+        donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        self._options = dict(donate_argnums=donate, strict_inplace=strict_inplace)
+        if inplace is not None:
+            self._options["inplace"] = inplace
+        self._cache: dict[Any, _Entry] = {}
+        self._lock = threading.Lock()
+        self.trace_count = 0  # how many times the Python function was traced (tests count on it)
+        try:
+            self._signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self._signature = None
+        self._names = self._param_names()
+
+    def _param_names(self) -> list[str]:
+        if self._signature is None:
+            return []
+        return [p.name for p in self._signature.parameters.values()]
+
+    # ---- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self._bind(args, kwargs)
+        key, leaves = self._key(args)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._compile(key, args)
+        return entry(leaves)
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """Trace and compile for these arguments without running."""
+        args = self._bind(args, kwargs)
+        key, _ = self._key(args)
+        entry = self._cache.get(key) or self._compile(key, args)
+        return Lowered(entry.program)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        if self._signature is None:
+            return args
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError as err:
+            caller = tracing.user_location()
+            raise CallError(f"{caller}: {self.__name__}(): {err}") from None
+        bound.apply_defaults()
+        return tuple(bound.args) + tuple(bound.kwargs.values())
+
+    def _key(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]]:
+        parts: list[Any] = []
+        leaves: list[Any] = []
+        for i, a in enumerate(args):
+            if i in self._static:
+                try:
+                    hash(a)
+                except TypeError:
+                    raise CallError(f"static argument {self._name(i)} must be hashable") from None
+                parts.append(("static", type(a), a))
+            elif type(a) is np.ndarray:
+                parts.append((a.shape, a.dtype))
+                leaves.append(a)
+            else:
+                flat, treedef = pytree.flatten(a)
+                names = pytree.leaf_paths(a, self._name(i))
+                parts.append((treedef, tuple(_leaf_key(x, n) for x, n in zip(flat, names))))
+                leaves.extend(flat)
+        return tuple(parts), leaves
+
+    def _name(self, i: int) -> str:
+        return self._names[i] if i < len(self._names) else f"arg{i}"
+
+    # ---- tracing and compiling -----------------------------------------------------------------
+
+    def _compile(self, key: Any, args: tuple[Any, ...]) -> _Entry:
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is None:
+                options = Options(target=resolve_target(self._target), **self._options)
+                func, out_tree, mutated, names = self._trace(args)
+                program = compile_function(func, options)
+                entry = _Entry(program, out_tree, mutated, names)
+                self._cache[key] = entry
+                dump_dir = os.environ.get("DSL_DUMP_IR")
+                if dump_dir:
+                    program.dump(dump_dir)
+        return entry
+
+    def _trace(self, args: tuple[Any, ...]) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
+        self.trace_count += 1
+        params: list[Value] = []
+        arrays: list[Array] = []
+        names: list[str] = []
+        mutable: list[bool] = []
+        with tracing.tracing() as trace:
+            traced_args = []
+            for i, a in enumerate(args):
+                if i in self._static:
+                    traced_args.append(a)
+                    continue
+                flat, treedef = pytree.flatten(a)
+                leaf_arrays = []
+                for leaf, name in zip(flat, pytree.leaf_paths(a, self._name(i))):
+                    ttype, weak = _leaf_type(leaf, name)
+                    param = Value(ttype)
+                    arr = Array(Storage(param, arg_name=name), weak=weak)
+                    params.append(param)
+                    arrays.append(arr)
+                    names.append(name)
+                    mutable.append(isinstance(leaf, np.ndarray))
+                    leaf_arrays.append(arr)
+                traced_args.append(pytree.unflatten(treedef, leaf_arrays))
+            out = self._fn(*traced_args)
+            trace.loc_override = _function_location(self._fn)
+            out_leaves, out_tree = pytree.flatten(out)
+            results = [_result_value(x) for x in out_leaves]
+            mutated = [
+                k for k, arr in enumerate(arrays) if mutable[k] and arr._storage.value is not params[k]
+            ]
+            writebacks = [arrays[k]._storage.value for k in mutated]
+        where = _function_location(self._fn)
+        attrs = {"dsl.writeback": tuple(mutated)} if mutated else {}
+        func = Function(
+            _symbol(getattr(self._fn, "__name__", "fn")),
+            Block(tuple(params), tuple(trace.ops), tuple(results + writebacks)),
+            tuple(names),
+            attrs,
+            tuple(where for _ in params),
+        )
+        return func, out_tree, mutated, names
+
+
+def _function_location(fn: Callable[..., Any]) -> Location:
+    code = getattr(fn, "__code__", None)
+    return Location(code.co_filename, code.co_firstlineno, 1) if code else Location("<unknown>", 0)
+
+
+def _leaf_key(leaf: Any, name: str) -> tuple[Any, ...]:
+    ttype, weak = _leaf_type(leaf, name)
+    return (ttype, weak)
+
+
+def _result_value(x: Any) -> Value:
+    if isinstance(x, Array) or isinstance(x, (*_SCALARS, np.ndarray, np.generic)):
+        return ops.asarray(x).value
+    raise TraceError(
+        f"the compiled function returned a {type(x).__name__}; return arrays, numbers, or "
+        "tuples/lists/dicts of them"
+    )
+
+
+def compile(  # noqa: A001 (the public name is dsl.compile)
+    fn: Callable[..., Any] | None = None,
+    *,
+    target: str | None = None,
+    static_argnums: int | Sequence[int] = (),
+    donate_argnums: int | Sequence[int] = (),
+    inplace: bool | None = None,
+    strict_inplace: bool = False,
+) -> Any:
+    """Compile ``fn``; usable as ``@dsl.compile`` or ``@dsl.compile(target=..., ...)``.
+
+    ``inplace=None`` follows ``DSL_NO_INPLACE`` (in-place on unless it is set).
+    """
+    options = dict(
+        target=target,
+        static_argnums=static_argnums,
+        donate_argnums=donate_argnums,
+        inplace=inplace,
+        strict_inplace=strict_inplace,
+    )
+    if fn is None:
+        return lambda f: Compiled(f, **options)  # type: ignore[arg-type]
+    if isinstance(fn, Compiled):
+        fn = fn._fn
+    return Compiled(fn, **options)  # type: ignore[arg-type]

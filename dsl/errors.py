@@ -1,0 +1,27 @@
+"""The errors users catch: ``dsl.DSLError`` and its subclasses (defined in ``runtime.errors``)."""
+
+from runtime.errors import (
+    DeviceError,
+    DSLError,
+    InplaceError,
+    IRParseError,
+    ShapeError,
+    TraceError,
+    VerificationError,
+)
+
+
+class IndexingError(ShapeError, IndexError):
+    """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
+
+
+__all__ = [
+    "DSLError",
+    "DeviceError",
+    "IRParseError",
+    "InplaceError",
+    "IndexingError",
+    "ShapeError",
+    "TraceError",
+    "VerificationError",
+]

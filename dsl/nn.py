@@ -1,0 +1,62 @@
+"""Neural-network functions (``import dsl.nn``), built from ``dsl.numpy``."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from compiler.prims import elementwise as ew
+from dsl import numpy as dnp
+from dsl import ops
+from dsl.array import Array
+
+
+def relu(x: Any) -> Array:
+    return dnp.maximum(x, 0)
+
+
+def sigmoid(x: Any) -> Array:
+    return ops.unary(ew.logistic, x, float_only=True)
+
+
+def _shifted(x: Any, axis: Any) -> tuple[Array, Array]:
+    """``x - max(x)`` along ``axis`` (for stable exponentials) and that max, kept finite."""
+    x = ops.asarray(x)
+    if not x.ir_dtype.is_float:
+        x = ops.cast(x, ops.DType.f64)
+    top = dnp.max(x, axis=axis, keepdims=True)
+    top = dnp.where(dnp.less(dnp.abs(top), math.inf), top, 0.0)  # all -inf rows: shift by 0
+    return dnp.subtract(x, top), top
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    shifted, top = _shifted(x, axis)
+    out = dnp.add(dnp.log(dnp.sum(dnp.exp(shifted), axis=axis, keepdims=True)), top)
+    if not keepdims:
+        x = ops.asarray(x)
+        axes = ops.normalize_axes(axis, x.ndim)
+        out = dnp.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return out
+
+
+def softmax(x: Any, axis: Any = -1) -> Array:
+    shifted, _ = _shifted(x, axis)
+    e = dnp.exp(shifted)
+    return dnp.divide(e, dnp.sum(e, axis=axis, keepdims=True))
+
+
+def log_softmax(x: Any, axis: Any = -1) -> Array:
+    shifted, _ = _shifted(x, axis)
+    return dnp.subtract(shifted, dnp.log(dnp.sum(dnp.exp(shifted), axis=axis, keepdims=True)))
+
+
+def gelu(x: Any, approximate: bool = True) -> Array:
+    """GELU; ``approximate=True`` (JAX's default) uses the tanh form, ``False`` the exact erf form."""
+    x = ops.asarray(x)
+    if not x.ir_dtype.is_float:
+        x = ops.cast(x, ops.DType.f64)
+    if approximate:
+        inner = dnp.multiply(math.sqrt(2 / math.pi), dnp.add(x, dnp.multiply(0.044715, dnp.power(x, 3))))
+        return dnp.multiply(dnp.multiply(0.5, x), dnp.add(1.0, dnp.tanh(inner)))
+    cdf = dnp.multiply(0.5, dnp.add(1.0, ops.unary(ew.erf, dnp.multiply(x, 1 / math.sqrt(2)))))
+    return dnp.multiply(x, cdf)

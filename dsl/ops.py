@@ -1,0 +1,448 @@
+"""NumPy semantics on traced arrays: promotion, broadcasting, indexing, reductions, views.
+
+Everything here emits primitives; ``dsl.numpy``, ``dsl.nn`` and the array methods are thin layers on
+top. Type promotion is NumPy's own (``np.result_type``, where Python scalars are weak); a traced
+array made from a Python scalar argument stays weak like the scalar it came from.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
+from compiler.prims import contraction, elementwise, movement, reduction, source
+from compiler.prims.base import Primitive
+from dsl import tracing
+from dsl.array import Array, Storage
+from dsl.errors import IndexingError, ShapeError, TraceError
+
+Scalar = (bool, int, float)
+
+
+# ---- making arrays ------------------------------------------------------------------------------
+
+
+def emit(prim: Primitive, operands: Sequence[Array], attrs: dict[str, Any] | None = None, weak: bool = False):
+    value = tracing.current().emit(prim, [a.value for a in operands], attrs)
+    return Array.fresh(value, weak)
+
+
+def constant(value: Any, dtype: DType | None = None, weak: bool = False) -> Array:
+    array = np.asarray(value, dtype=dtype.np if dtype else None)
+    if not is_supported_numpy_dtype(array.dtype):
+        raise tracing.user_error(ShapeError, f"unsupported dtype {array.dtype} in a compiled function")
+    return emit(source.constant, [], {"value": np.array(array, order="C")}, weak)
+
+
+def asarray(x: Any) -> Array:
+    """A traced array for ``x``: traced arrays pass through; Python scalars become weak constants."""
+    if isinstance(x, Array):
+        return x
+    if isinstance(x, Scalar):
+        return constant(x, _default_dtype(x), weak=True)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return constant(x)
+    raise tracing.user_error(
+        TraceError,
+        f"cannot use a value of type {type(x).__name__} as an array in a compiled function; "
+        "use NumPy arrays, Python numbers or dsl arrays",
+    )
+
+
+def _default_dtype(x: bool | int | float) -> DType:
+    if isinstance(x, bool):
+        return DType.i1
+    return DType.i64 if isinstance(x, int) else DType.f64
+
+
+def _promotion_key(x: Any) -> Any:
+    if isinstance(x, Array):
+        if x.weak:  # a weak array promotes like a Python scalar of its kind
+            return {"b": False, "i": 0, "f": 0.0}[x.dtype.kind]
+        return x.dtype
+    if isinstance(x, Scalar):
+        return x
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype
+    return asarray(x)  # raises the unsupported-type error
+
+
+def result_dtype(*xs: Any) -> DType:
+    """NumPy's result dtype for mixing ``xs`` (NEP 50: Python scalars are weak)."""
+    dt = np.result_type(*(_promotion_key(x) for x in xs))
+    if not is_supported_numpy_dtype(dt):
+        raise tracing.user_error(ShapeError, f"the result dtype {dt} is not supported by dslc")
+    return DType.from_numpy(dt)
+
+
+def to_dtype(x: Any, dtype: DType) -> Array:
+    """``x`` as an array of ``dtype`` (Python scalars are made directly in it)."""
+    if isinstance(x, Scalar):
+        return constant(x, dtype, weak=True)
+    return cast(asarray(x), dtype)
+
+
+def cast(x: Array, dtype: DType) -> Array:
+    if x.ir_dtype is dtype:
+        return x
+    return emit(elementwise.cast, [x], {"dtype": dtype}, x.weak)
+
+
+def can_cast(src: DType, dst: DType, casting: str) -> bool:
+    return bool(np.can_cast(src.np, dst.np, casting=casting))  # type: ignore[arg-type]
+
+
+def fit(x: Array, target: Array, casting: str, what: str) -> Array:
+    """``x`` broadcast to ``target``'s shape and cast to its dtype (for writes into ``target``)."""
+    if x.shape != target.shape:
+        if broadcast_shapes(x.shape, target.shape) != target.shape:
+            raise tracing.user_error(
+                ShapeError,
+                f"{what}: a value of shape {x.shape} cannot be written into an array of shape "
+                f"{target.shape} (it does not broadcast to it)",
+            )
+        x = broadcast_to(x, target.shape)
+    if not x.weak and not can_cast(x.ir_dtype, target.ir_dtype, casting):
+        raise tracing.user_error(
+            ShapeError,
+            f"{what}: cannot write a {x.dtype} result into a {target.dtype} array in place "
+            f"(casting rule '{casting}'); use .astype() first",
+        )
+    return cast(x, target.ir_dtype)
+
+
+# ---- broadcasting --------------------------------------------------------------------------------
+
+
+def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(rank):
+        dims = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0} - {1}
+        if len(dims) > 1:
+            listed = " ".join(str(s) for s in shapes)
+            raise tracing.user_error(
+                ShapeError, f"operands could not be broadcast together with shapes {listed}"
+            )
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
+def broadcast_to(x: Any, shape: Sequence[int]) -> Array:
+    x = asarray(x)
+    shape = tuple(int(d) for d in shape)
+    if x.shape == shape:
+        return x
+    if broadcast_shapes(x.shape, shape) != shape:
+        raise tracing.user_error(ShapeError, f"cannot broadcast an array of shape {x.shape} to shape {shape}")
+    return emit(movement.broadcast, [x], {"shape": shape}, x.weak)
+
+
+def _broadcast_all(xs: Sequence[Array]) -> list[Array]:
+    shape = broadcast_shapes(*(x.shape for x in xs))
+    return [broadcast_to(x, shape) for x in xs]
+
+
+# ---- elementwise -----------------------------------------------------------------------------------
+
+
+def unary(prim: Primitive, x: Any, float_only: bool = False) -> Array:
+    x = asarray(x)
+    if float_only and not x.ir_dtype.is_float:
+        x = cast(x, DType.f64 if x.ir_dtype.is_int else DType.f32)  # NumPy computes ints in float64
+    return emit(prim, [x], weak=x.weak)
+
+
+def binary(prim: Primitive, x: Any, y: Any, dtype: DType | None = None) -> Array:
+    """Promote, broadcast and apply a two-operand elementwise primitive."""
+    dtype = dtype or result_dtype(x, y)
+    weak = all(isinstance(v, Scalar) or (isinstance(v, Array) and v.weak) for v in (x, y))
+    a, b = _broadcast_all([to_dtype(x, dtype), to_dtype(y, dtype)])
+    return emit(prim, [a, b], weak=weak)
+
+
+def true_divide(x: Any, y: Any) -> Array:
+    dtype = result_dtype(x, y)
+    return binary(elementwise.div, x, y, dtype if dtype.is_float else DType.f64)
+
+
+def where(cond: Any, x: Any, y: Any) -> Array:
+    pred = cast(asarray(cond), DType.i1)
+    dtype = result_dtype(x, y)
+    p, a, b = _broadcast_all([pred, to_dtype(x, dtype), to_dtype(y, dtype)])
+    return emit(elementwise.select, [p, a, b])
+
+
+# ---- reductions --------------------------------------------------------------------------------------
+
+
+def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    out = []
+    for a in axes:
+        if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
+            raise tracing.user_error(TraceError, f"axis must be an int or a tuple of ints, got {a!r}")
+        if not -ndim <= a < ndim:
+            raise tracing.user_error(ShapeError, f"axis {a} is out of bounds for an array of dimension {ndim}")
+        out.append(int(a) % ndim)
+    if len(set(out)) != len(out):
+        raise tracing.user_error(ShapeError, f"repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def reduce(prim: Primitive, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    x = asarray(x)
+    axes = normalize_axes(axis, x.ndim)
+    out = emit(prim, [x], {"axes": axes})
+    if keepdims:
+        out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
+    return out
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001 (NumPy's name)
+    x = asarray(x)
+    if not x.ir_dtype.is_float and x.ir_dtype is not DType.i64:
+        x = cast(x, DType.i64)  # NumPy sums bools and small ints in the default int
+    return reduce(reduction.reduce_sum, x, axis, keepdims)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    x = asarray(x)
+    if not x.ir_dtype.is_float:
+        x = cast(x, DType.f64)
+    axes = normalize_axes(axis, x.ndim)
+    count = 1
+    for a in axes:
+        count *= x.shape[a]
+    return true_divide(sum(x, axis, keepdims), count)
+
+
+# ---- views: reshape, transpose, indexing ---------------------------------------------------------------
+
+
+def _resolve_shape(x: Array, shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    shape = [operator.index(d) for d in shape]
+    if shape.count(-1) > 1:
+        raise tracing.user_error(ShapeError, "can only specify one unknown dimension (-1)")
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1]))
+        if known == 0 or x.size % known:
+            raise tracing.user_error(ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}")
+        shape[shape.index(-1)] = x.size // known
+    if int(np.prod(shape)) != x.size or any(d < 0 for d in shape):
+        raise tracing.user_error(ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}")
+    return tuple(shape)
+
+
+def reshape(x: Any, shape: Any) -> Array:
+    """A view when NumPy would give one (the shadow decides), else a copy."""
+    x = asarray(x)
+    shape = _resolve_shape(x, shape)
+    if shape == x.shape:
+        return Array(x._storage, x._steps, x._shadow, x.weak, x.type)
+    try:
+        shadow = np.reshape(x._shadow, shape, copy=False)
+    except ValueError:  # NumPy would copy: the result owns new storage
+        return emit(movement.reshape, [x], {"shape": shape}, x.weak)
+    return x.view(movement.reshape, {"shape": shape}, shadow)
+
+
+def transpose(x: Any, axes: Any = None) -> Array:
+    x = asarray(x)
+    perm = tuple(reversed(range(x.ndim))) if axes is None else tuple(operator.index(a) for a in axes)
+    if sorted(a % max(x.ndim, 1) for a in perm) != list(range(x.ndim)) or len(perm) != x.ndim:
+        raise tracing.user_error(ShapeError, f"axes {perm} don't match an array of shape {x.shape}")
+    perm = tuple(a % x.ndim for a in perm)
+    if perm == tuple(range(x.ndim)):
+        return Array(x._storage, x._steps, x._shadow, x.weak, x.type)
+    return x.view(movement.transpose, {"perm": perm}, x._shadow.transpose(perm))
+
+
+def _index_items(x: Array, index: Any) -> list[Any]:
+    items = list(index) if isinstance(index, tuple) else [index]
+    for it in items:
+        ok = it is None or it is Ellipsis or isinstance(it, slice)
+        ok = ok or (isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)))
+        if not ok:
+            kind = "a traced array (gather)" if isinstance(it, Array) else type(it).__name__
+            raise tracing.user_error(
+                IndexingError,
+                f"only integers, slices (`:`), ellipsis (`...`) and None are valid indices; got {kind}",
+            )
+    if builtins.sum(it is Ellipsis for it in items) > 1:
+        raise tracing.user_error(IndexingError, "an index can only have a single ellipsis ('...')")
+    used = builtins.sum(it is not None and it is not Ellipsis for it in items)
+    if used > x.ndim:
+        raise tracing.user_error(
+            IndexingError,
+            f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed",
+        )
+    fill = [slice(None)] * (x.ndim - used)
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        return items[:at] + fill + items[at + 1 :]
+    return items + fill
+
+
+def index_view(x: Array, index: Any) -> Array:
+    """The view ``x[index]`` (also when NumPy would return a scalar copy: setitem writes through it)."""
+    items = _index_items(x, index)
+    start, limit, stride, shape, slices = [], [], [], [], []
+    axis = 0
+    for it in items:
+        if it is None:
+            shape.append(1)
+            continue
+        n = x.shape[axis]
+        if isinstance(it, slice):
+            s, lim, st = it.indices(n)
+            shape.append(len(range(s, lim, st)))
+        else:
+            if not -n <= it < n:
+                raise tracing.user_error(
+                    IndexingError, f"index {it} is out of bounds for axis {axis} with size {n}"
+                )
+            s, lim, st = int(it) % n, int(it) % n + 1, 1
+        start.append(s)
+        limit.append(lim)
+        stride.append(st)
+        slices.append(slice(s, None if lim < 0 else lim, st))
+        axis += 1
+    view = x
+    if any((s, lim, st) != (0, n, 1) for s, lim, st, n in zip(start, limit, stride, x.shape)):
+        attrs = {"start": tuple(start), "limit": tuple(limit), "stride": tuple(stride)}
+        view = view.view(movement.slice_, attrs, x._shadow[tuple(slices)])
+    shape_t = tuple(shape)
+    if view.shape != shape_t:
+        view = view.view(movement.reshape, {"shape": shape_t}, np.reshape(view._shadow, shape_t, copy=False))
+    return view
+
+
+def getitem(x: Array, index: Any) -> Array:
+    items = index if isinstance(index, tuple) else (index,)
+    all_ints = len(items) == x.ndim and all(
+        isinstance(it, (int, np.integer)) and not isinstance(it, bool) for it in items
+    )
+    view = index_view(x, index)
+    if all_ints:  # NumPy returns a scalar here: a copy, not a view
+        return Array.fresh(view.value, x.weak)
+    return view
+
+
+# ---- contraction ------------------------------------------------------------------------------------------
+
+
+def matmul(a: Any, b: Any) -> Array:
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise tracing.user_error(ShapeError, "matmul: operands must have at least one dimension (use * for scalars)")
+    dtype = result_dtype(a, b)
+    if dtype.is_bool:
+        dtype = DType.i64
+    a, b = cast(a, dtype), cast(b, dtype)
+    a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
+    b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise tracing.user_error(
+            ShapeError,
+            f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
+            f"{a2.shape[-1]} (last axis of the first) != {b2.shape[-2]} (the contracted axis of the second)",
+        )
+    batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    a3 = broadcast_to(a2, batch + a2.shape[-2:])
+    b3 = broadcast_to(b2, batch + b2.shape[-2:])
+    out = emit(contraction.matmul, [a3, b3])
+    shape = batch + (a2.shape[-2:-1] if a.ndim > 1 else ()) + (b2.shape[-1:] if b.ndim > 1 else ())
+    return reshape(out, shape) if shape != out.shape else out
+
+
+def dot(a: Any, b: Any) -> Array:
+    """``np.dot``: scalars multiply; otherwise contract the last axis of ``a`` with the second-to-last
+    (or only) axis of ``b``."""
+    a, b = asarray(a), asarray(b)
+    if a.ndim == 0 or b.ndim == 0:
+        return binary(elementwise.mul, a, b)
+    if b.ndim <= 2:
+        return matmul(a, b)
+    k = b.shape[-2]
+    moved = transpose(b, (b.ndim - 2,) + tuple(i for i in range(b.ndim) if i != b.ndim - 2))
+    flat = matmul(reshape(a, (-1, a.shape[-1])) if a.ndim > 1 else a, reshape(moved, (k, -1)))
+    return reshape(flat, a.shape[:-1] + b.shape[:-2] + b.shape[-1:])
+
+
+# ---- joining and making ---------------------------------------------------------------------------------
+
+
+def concatenate(xs: Sequence[Any], axis: int = 0) -> Array:
+    arrays = [asarray(x) for x in xs]
+    if not arrays:
+        raise tracing.user_error(ShapeError, "need at least one array to concatenate")
+    if any(x.ndim == 0 for x in arrays):
+        raise tracing.user_error(ShapeError, "zero-dimensional arrays cannot be concatenated")
+    (ax,) = normalize_axes(axis, arrays[0].ndim)
+    dtype = result_dtype(*arrays)
+    arrays = [cast(x, dtype) for x in arrays]
+    for x in arrays[1:]:
+        if x.ndim != arrays[0].ndim or any(
+            d != e for i, (d, e) in enumerate(zip(x.shape, arrays[0].shape)) if i != ax
+        ):
+            raise tracing.user_error(
+                ShapeError,
+                f"concatenate: shapes {arrays[0].shape} and {x.shape} differ outside axis {ax}",
+            )
+    if len(arrays) == 1:
+        return Array.fresh(arrays[0].value)
+    return emit(movement.concatenate, arrays, {"axis": ax})
+
+
+def stack(xs: Sequence[Any], axis: int = 0) -> Array:
+    arrays = [asarray(x) for x in xs]
+    if not arrays:
+        raise tracing.user_error(ShapeError, "need at least one array to stack")
+    if len({x.shape for x in arrays}) != 1:
+        raise tracing.user_error(ShapeError, "stack: all input arrays must have the same shape")
+    (ax,) = normalize_axes(axis, arrays[0].ndim + 1)
+    expanded = [reshape(x, x.shape[:ax] + (1,) + x.shape[ax:]) for x in arrays]
+    return concatenate(expanded, ax)
+
+
+def full(shape: Any, value: Any, dtype: Any = None) -> Array:
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if dtype is not None:
+        ir = DType.from_numpy(dtype)
+        fill = to_dtype(value, ir)
+        fill = Array.fresh(fill.value)  # an explicit dtype makes the result strong
+    elif isinstance(value, Scalar):
+        fill = constant(value, _default_dtype(value))
+    else:
+        fill = asarray(value)
+    return broadcast_to(Array.fresh(fill.value), shape)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Array:
+    if stop is None:
+        start, stop = 0, start
+    for v in (start, stop, step):
+        if not isinstance(v, (int, float, np.integer, np.floating)):
+            raise tracing.user_error(TraceError, "arange needs Python numbers (its length must be static)")
+    n = max(0, int(np.ceil((stop - start) / step)))
+    ir = DType.from_numpy(dtype) if dtype is not None else DType.from_numpy(np.result_type(start, stop, step))
+    idx = emit(source.iota, [], {"shape": (n,), "dimension": 0, "dtype": DType.i64})
+    if (start, step) == (0, 1):
+        return cast(idx, ir)
+    work = ir if ir.is_float else DType.i64
+    return cast(binary(elementwise.add, binary(elementwise.mul, cast(idx, work), step, work), start, work), ir)
+
+
+def new_storage(x: Array) -> Array:
+    """A copy: same value, its own storage (writes to one are not seen by the other)."""
+    return Array(Storage(x.value), weak=x.weak)

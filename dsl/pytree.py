@@ -1,0 +1,66 @@
+"""Pytrees: nested tuples, lists and dicts (and None) of leaves, flattened with a hashable treedef."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+TreeDef = tuple[Any, ...]
+LEAF: TreeDef = ("*",)
+NONE: TreeDef = ("None",)
+
+
+def flatten(tree: Any, leaves: list[Any] | None = None) -> tuple[list[Any], TreeDef]:
+    """Leaves in order (dict keys sorted, as in JAX) and the structure to rebuild them."""
+    out: list[Any] = [] if leaves is None else leaves
+    return out, _flatten(tree, out)
+
+
+def _flatten(tree: Any, out: list[Any]) -> TreeDef:
+    if tree is None:
+        return NONE
+    if isinstance(tree, (tuple, list)):
+        kind = "tuple" if isinstance(tree, tuple) else "list"
+        return (kind, tuple(_flatten(x, out) for x in tree))
+    if isinstance(tree, dict):
+        keys = sorted(tree)
+        return ("dict", tuple(keys), tuple(_flatten(tree[k], out) for k in keys))
+    out.append(tree)
+    return LEAF
+
+
+def unflatten(treedef: TreeDef, leaves: Any) -> Any:
+    it = iter(leaves)
+    return _build(treedef, it)
+
+
+def _build(td: TreeDef, it: Iterator[Any]) -> Any:
+    kind = td[0]
+    if kind == "*":
+        return next(it)
+    if kind == "None":
+        return None
+    if kind == "dict":
+        return {k: _build(sub, it) for k, sub in zip(td[1], td[2])}
+    items = [_build(sub, it) for sub in td[1]]
+    return tuple(items) if kind == "tuple" else items
+
+
+def leaf_paths(tree: Any, prefix: str) -> list[str]:
+    """A readable name per leaf: ``params['w']``, ``batch[0]`` (used in messages and IR arg names)."""
+    names: list[str] = []
+    _paths(tree, prefix, names.append)
+    return names
+
+
+def _paths(tree: Any, prefix: str, add: Callable[[str], None]) -> None:
+    if tree is None:
+        return
+    if isinstance(tree, (tuple, list)):
+        for i, x in enumerate(tree):
+            _paths(x, f"{prefix}[{i}]", add)
+    elif isinstance(tree, dict):
+        for k in sorted(tree):
+            _paths(tree[k], f"{prefix}[{k!r}]", add)
+    else:
+        add(prefix)

@@ -1,0 +1,119 @@
+"""The tracing context: records ops while the user's function runs on abstract arrays.
+
+Each op gets the location of the user's own line: the first frame on the stack that is not inside
+dslc's packages. Errors raised while an op is built are re-raised with that location in front.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from types import CodeType, FrameType
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compiler.ir.core import Location, Op, Value
+from compiler.prims import elementwise
+from compiler.prims.base import Build, Primitive
+from runtime.errors import DSLError
+
+INPLACE_ATTR = "dsl.inplace"  # on ops that realize a user's in-place request; value: the request
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIRS = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("dsl", "compiler", "runtime"))
+
+
+def _is_internal(filename: str) -> bool:
+    return filename.startswith(_PACKAGE_DIRS) or filename.startswith("<frozen")
+
+
+_POSITIONS: dict[CodeType, list[tuple[int | None, ...]]] = {}
+
+
+def _column(frame: FrameType) -> int:
+    """1-based column of the expression running in ``frame`` (0 when Python does not know)."""
+    code = frame.f_code
+    positions = _POSITIONS.get(code)
+    if positions is None:
+        positions = _POSITIONS[code] = list(code.co_positions())
+    i = frame.f_lasti // 2
+    col = positions[i][2] if 0 <= i < len(positions) else None
+    return col + 1 if col is not None else 0
+
+
+def user_location() -> Location:
+    """The innermost stack frame that belongs to the user's code."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if not _is_internal(code.co_filename):
+            return Location(code.co_filename, frame.f_lineno or 0, _column(frame))
+        frame = frame.f_back
+    return Location("<unknown>", 0, 0)
+
+
+def user_error(cls: type[DSLError], message: str) -> DSLError:
+    """An error whose message starts with the user's ``file:line``."""
+    return cls(f"{user_location()}: {message}")
+
+
+class Trace:
+    """The ops recorded so far for one function being traced."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.loc_override: Location | None = None  # set while the tracer itself emits (results)
+
+    def emit(self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None) -> Value:
+        loc = self.loc_override or user_location()
+        try:
+            op = Op.create(prim, list(operands), attrs or {}, loc)
+        except DSLError as err:
+            raise type(err)(f"{loc}: {err}") from None
+        self.ops.append(op)
+        return op.result
+
+    def mark_inplace(self, value: Value, request: str, since: int) -> Value:
+        """Mark the op (recorded after ``since``) that computed ``value`` as the user's in-place
+        ``request``; if ``value`` existed before the request, record an explicit marked copy."""
+        for i in range(len(self.ops) - 1, since - 1, -1):
+            op = self.ops[i]
+            if op.results[0] is value:
+                attrs = {**op.attrs, INPLACE_ATTR: request}
+                self.ops[i] = Op(op.prim, op.operands, attrs, op.results, op.loc)
+                return value
+        return self.emit(elementwise.copy, [value], {INPLACE_ATTR: request})
+
+    def emit_inplace(self, request: str) -> Build:
+        """A builder for the write-back ops of ``request`` (they carry the in-place mark too)."""
+
+        def build(prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
+            return self.emit(prim, operands, {**attrs, INPLACE_ATTR: request})
+
+        return build
+
+
+_state = threading.local()
+
+
+def current() -> Trace:
+    trace = getattr(_state, "trace", None)
+    if trace is None:
+        raise DSLError("dsl arrays can only be used inside a function being compiled by dsl.compile")
+    return trace
+
+
+class tracing:
+    """Context manager installing a fresh ``Trace`` for this thread (nests: inner traces stack)."""
+
+    def __init__(self) -> None:
+        self.trace = Trace()
+
+    def __enter__(self) -> Trace:
+        self.outer = getattr(_state, "trace", None)
+        _state.trace = self.trace
+        return self.trace
+
+    def __exit__(self, *exc: object) -> None:
+        _state.trace = self.outer

@@ -1,0 +1,38 @@
+"""Which devices are usable. ``target="auto"`` asks here; ``target="cuda"`` without a GPU fails here."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+from runtime.errors import DeviceError
+
+TARGETS = ("cpu", "cuda", "auto")
+
+
+@functools.cache
+def cuda_available() -> bool:
+    """True when numba's CUDA target finds a driver and a GPU (never raises)."""
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False  # the simulator is for tests of generated kernels, not a device to run on
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def resolve_target(requested: str | None) -> str:
+    """``"cpu"`` or ``"cuda"`` for a requested target (argument, else ``DSL_TARGET``, else auto)."""
+    target = requested or os.environ.get("DSL_TARGET") or "auto"
+    if target not in TARGETS:
+        raise DeviceError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    if target == "cuda" and not cuda_available():
+        raise DeviceError(
+            "target='cuda' needs a usable NVIDIA GPU and driver, and none was found "
+            "(numba.cuda.is_available() is False); use target='cpu' or 'auto'"
+        )
+    if target == "cuda":
+        raise DeviceError("the CUDA backend is not available in this version of dslc; use target='cpu'")
+    return "cpu"  # 'auto' means CPU until the CUDA backend lands

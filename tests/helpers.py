@@ -1,0 +1,47 @@
+"""Shared test helpers: run a traced program on the reference interpreter, compare with NumPy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import dsl
+from compiler.interpreter import interpret
+from compiler.pipeline import Options, run_passes
+from dsl import pytree
+
+
+def trace(fn: Any, *args: Any, **compile_options: Any):
+    """The traced ``Function`` of ``fn`` for ``args`` (and its output structure)."""
+    compiled = dsl.compile(fn, **compile_options)
+    func, out_tree, mutated, names = compiled._trace(args)
+    return func, out_tree, mutated
+
+
+def interpret_fn(fn: Any, *args: Any) -> Any:
+    """Run ``fn`` through tracing, the passes and the reference interpreter; write-backs applied."""
+    func, out_tree, mutated = trace(fn, *args)
+    stages = run_passes(func, Options(verify=True))
+    leaves, _ = pytree.flatten(list(args))
+    outs = interpret(stages["optimized"], leaves)
+    n = len(outs) - len(mutated)
+    for k, value in zip(mutated, outs[n:]):
+        np.copyto(leaves[k], value)
+    return pytree.unflatten(out_tree, outs[:n])
+
+
+def assert_same(got: Any, want: Any, rtol: float = 1e-6) -> None:
+    """Equal structure, shapes and dtypes; values equal (floats to ``rtol``, NaNs in the same places)."""
+    got_leaves, got_tree = pytree.flatten(got)
+    want_leaves, want_tree = pytree.flatten(want)
+    assert got_tree == want_tree, f"structure {got_tree} != {want_tree}"
+    for g, w in zip(got_leaves, want_leaves):
+        w = np.asarray(w)
+        assert isinstance(g, np.ndarray), f"expected an ndarray, got {type(g).__name__}"
+        assert g.shape == w.shape, f"shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"dtype {g.dtype} != {w.dtype}"
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, equal_nan=True)
+        else:
+            np.testing.assert_array_equal(g, w)

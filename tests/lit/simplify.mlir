@@ -1,0 +1,39 @@
+// RUN: %dslc opt %s --passes simplify | FileCheck %s
+
+// CSE merges the two exps, the neutral add disappears, and mul reads the one exp twice.
+// CHECK-LABEL: func.func @cse_and_identity
+// CHECK-NEXT:    %0 = "dsl.exp"(%arg0)
+// CHECK-NEXT:    %1 = "dsl.mul"(%0, %0)
+// CHECK-NEXT:    return %1
+func.func @cse_and_identity(%arg0: tensor<3xf32>) -> tensor<3xf32> {
+  %0 = "dsl.constant"() {value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %1 = "dsl.add"(%arg0, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  %2 = "dsl.exp"(%1) : (tensor<3xf32>) -> tensor<3xf32>
+  %3 = "dsl.exp"(%1) : (tensor<3xf32>) -> tensor<3xf32>
+  %4 = "dsl.mul"(%2, %3) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %4 : tensor<3xf32>
+}
+
+// Constants fold through elementwise ops and broadcasts of small size.
+// CHECK-LABEL: func.func @fold
+// CHECK-NEXT:    %0 = "dsl.constant"() {value = dense<[3.0, 6.0]> : tensor<2xf64>}
+// CHECK-NEXT:    return %0
+func.func @fold() -> tensor<2xf64> {
+  %0 = "dsl.constant"() {value = dense<[1.0, 2.0]> : tensor<2xf64>} : () -> tensor<2xf64>
+  %1 = "dsl.constant"() {value = dense<2.0> : tensor<2xf64>} : () -> tensor<2xf64>
+  %2 = "dsl.mul"(%0, %1) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %3 = "dsl.add"(%2, %0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  return %3 : tensor<2xf64>
+}
+
+// Identity movement ops vanish; reshape of reshape is one reshape.
+// CHECK-LABEL: func.func @movement
+// CHECK-NEXT:    %0 = "dsl.reshape"(%arg0) {shape = array<i64: 6>}
+// CHECK-NEXT:    return %0
+func.func @movement(%arg0: tensor<2x3xf32>) -> tensor<6xf32> {
+  %0 = "dsl.transpose"(%arg0) {perm = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = "dsl.reshape"(%0) {shape = array<i64: 3, 2>} : (tensor<2x3xf32>) -> tensor<3x2xf32>
+  %2 = "dsl.reshape"(%1) {shape = array<i64: 6>} : (tensor<3x2xf32>) -> tensor<6xf32>
+  %3 = "dsl.copy"(%2) : (tensor<6xf32>) -> tensor<6xf32>
+  return %3 : tensor<6xf32>
+}
