@@ -15,11 +15,8 @@ from dataclasses import dataclass, field
 
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
+from compiler.ir.verify import verify, verify_enabled
 from compiler.passes.simplify import dce, simplify
-
-
-def verify_enabled() -> bool:
-    return os.environ.get("DSL_VERIFY", "") not in ("", "0")
 
 
 def inplace_enabled() -> bool:
@@ -76,8 +73,6 @@ def run_passes(
 
 
 def _verify(func: Function, after: str) -> None:
-    from compiler.ir.verify import verify  # verification is for tests and debug mode only
-
     try:
         verify(func)
     except Exception as err:

@@ -8,8 +8,12 @@ import numpy as np
 
 import dsl
 from compiler.interpreter import interpret
+from compiler.ir.core import Function
+from compiler.ir.parser import parse_module
+from compiler.ir.printer import print_function, print_module
 from compiler.pipeline import Options, run_passes
 from dsl import pytree
+from mlir_tools import find_mlir_opt, run_mlir_opt
 
 
 def trace(fn: Any, *args: Any, **compile_options: Any):
@@ -23,6 +27,7 @@ def interpret_fn(fn: Any, *args: Any) -> Any:
     """Run ``fn`` through tracing, the passes and the reference interpreter; write-backs applied."""
     func, out_tree, mutated = trace(fn, *args)
     stages = run_passes(func, Options(verify=True))
+    check_text_form(stages.values())
     leaves, _ = pytree.flatten(list(args))
     outs = interpret(stages["optimized"], leaves)
     n = len(outs) - len(mutated)
@@ -45,3 +50,16 @@ def assert_same(got: Any, want: Any, rtol: float = 1e-6) -> None:
             np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol, equal_nan=True)
         else:
             np.testing.assert_array_equal(g, w)
+
+
+def check_text_form(funcs: Any) -> None:
+    """Every stage prints, parses back to the same text, and (if installed) passes mlir-opt."""
+    texts = []
+    for func in funcs:
+        assert isinstance(func, Function)
+        text = print_function(func)
+        assert print_module(parse_module(text)) == text, "print -> parse -> print changed the text"
+        texts.append(text)
+    if find_mlir_opt() is not None:
+        for text in texts:
+            run_mlir_opt(text)

@@ -7,15 +7,17 @@ attribute is printed with ``memref`` types (the buffers of the bufferized stage)
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
-from compiler.ir.core import AttrValue, Function, Location, Op, Value
+from compiler.ir.core import UNKNOWN_LOC, AttrValue, Function, Location, Op, Value
 from compiler.ir.types import DType, TensorType
 
 BUFFERIZED = "dsl.bufferized"
 
 
-def format_float(value: float, dtype: DType = DType.f64) -> str:
+def format_float(value: float | np.floating, dtype: DType = DType.f64) -> str:
     """An MLIR float literal that reads back to the same ``dtype`` value (hex for inf and NaN)."""
     typed = dtype.np.type(value)
     if not np.isfinite(typed):
@@ -32,7 +34,8 @@ def _scalar(value: object, dtype: DType) -> str:
     if dtype.is_bool:
         return "true" if value else "false"
     if dtype.is_float:
-        return format_float(float(value), dtype)  # type: ignore[arg-type]
+        # The NumPy scalar itself: a trip through a Python float would quiet a signaling NaN.
+        return format_float(value, dtype)  # type: ignore[arg-type]
     return str(int(value))  # type: ignore[call-overload]
 
 
@@ -48,7 +51,7 @@ def format_dense(value: np.ndarray) -> str:
 
     def nest(a: np.ndarray) -> str:
         if a.ndim == 0:
-            return _scalar(a.item(), dtype)
+            return _scalar(a[()], dtype)
         return "[" + ", ".join(nest(sub) for sub in a) + "]"
 
     return f"dense<{nest(value)}> : {ttype}"
@@ -74,10 +77,19 @@ def format_attr(value: AttrValue) -> str:
 
 def format_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # MLIR rejects a raw vertical tab or form feed in a string; \XX is its byte escape.
+    escaped = escaped.replace("\v", "\\0B").replace("\f", "\\0C")
     return f'"{escaped}"'
 
 
+def format_symbol(name: str) -> str:
+    """``@f``, or ``@"<lambda>"`` for a name that is not an MLIR bare identifier."""
+    return "@" + (name if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_$.]*", name) else format_string(name))
+
+
 def format_loc(loc: Location) -> str:
+    if loc == UNKNOWN_LOC:
+        return "loc(unknown)"
     return f"loc({format_string(loc.file)}:{loc.line}:{loc.col})"
 
 
@@ -132,7 +144,7 @@ class Printer:
         rtypes = [self.type(v.type) for v in f.results]
         sig = "" if not rtypes else " -> " + (rtypes[0] if len(rtypes) == 1 else "(" + ", ".join(rtypes) + ")")
         attrs = " attributes " + format_attr_dict(dict(f.attrs)) if f.attrs else ""
-        lines = [f"  func.func @{f.name}({', '.join(args)}){sig}{attrs} {{"]
+        lines = [f"  func.func {format_symbol(f.name)}({', '.join(args)}){sig}{attrs} {{"]
         lines += ["    " + self.op(op) for op in f.ops]
         ret = "return"
         if f.results:

@@ -1,0 +1,175 @@
+"""dsl.compile end to end on the CPU backend: caching, pytrees, statics, lowering, write-backs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import assert_same
+
+import dsl
+import dsl.numpy as dnp
+from compiler.ir.parser import parse_module
+from compiler.ir.printer import print_module
+
+
+def test_second_call_does_not_retrace() -> None:
+    @dsl.compile
+    def f(x, y):
+        return dnp.tanh(x) * y + 1.0
+
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+    y = np.float32(2.0) * np.ones(4, np.float32)
+    assert_same(f(x, y), np.tanh(x) * y + np.float32(1.0), rtol=1e-6)
+    assert_same(f(x + 1, y), np.tanh(x + 1) * y + np.float32(1.0), rtol=1e-6)
+    assert f.trace_count == 1
+    f(x.astype(np.float64), y)  # a new dtype is a new signature: traced and compiled again
+    assert f.trace_count == 2
+    f(x.astype(np.float64), y)
+    assert f.trace_count == 2
+
+
+def test_pytrees_in_and_out_and_kwargs() -> None:
+    @dsl.compile
+    def f(params, x, scale=2.0):
+        h = x @ params["w"] + params["b"]
+        return {"out": h * scale, "parts": (h.sum(), [h.max()])}
+
+    rng = np.random.default_rng(1)
+    params = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    x = rng.standard_normal((4, 3))
+    h = x @ params["w"] + params["b"]
+    want = {"out": h * 3.0, "parts": (np.asarray(h.sum()), [np.asarray(h.max())])}
+    assert_same(f(params, x, scale=3.0), want, rtol=1e-12)
+    assert_same(f(params, x=x, scale=3.0), want, rtol=1e-12)
+
+
+def test_static_argnums_are_part_of_the_key() -> None:
+    @dsl.compile(static_argnums=(1,))
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2.0
+        return x
+
+    x = np.ones(3)
+    assert_same(f(x, 3), np.full(3, 8.0))
+    assert_same(f(x, 1), np.full(3, 2.0))
+    assert f.trace_count == 2
+    f(x, 3)
+    assert f.trace_count == 2
+
+
+def test_python_scalar_arguments_are_weak() -> None:
+    @dsl.compile
+    def f(x, lr):
+        return x * lr
+
+    out = f(np.ones(3, np.float32), 0.5)
+    assert out.dtype == np.float32
+    assert_same(out, np.full(3, 0.5, np.float32))
+
+
+def test_results_never_alias_inputs_or_each_other() -> None:
+    @dsl.compile
+    def f(x):
+        return x, x, x.reshape(-1)
+
+    x = np.arange(6.0).reshape(2, 3)
+    a, b, c = f(x)
+    for r in (a, b, c):
+        assert not np.shares_memory(r, x)
+    assert not np.shares_memory(a, b)
+    a[0, 0] = 99.0
+    assert x[0, 0] == 0.0 and b[0, 0] == 0.0
+
+
+def test_mutated_argument_is_written_back_and_others_are_untouched() -> None:
+    @dsl.compile
+    def step(w, g, lr):
+        w -= lr * g
+        w[0] = 0.0
+        return (w * w).sum()
+
+    w = np.arange(4, dtype=np.float32)
+    g = np.ones(4, np.float32)
+    g_before = g.copy()
+    norm = step(w, g, 0.5)
+    want = np.arange(4, dtype=np.float32) - 0.5
+    want[0] = 0.0
+    assert_same(w, want)
+    assert_same(g, g_before)
+    assert_same(norm, np.asarray((want * want).sum(), np.float32), rtol=1e-6)
+
+
+def test_mutating_a_readonly_or_aliased_argument_is_a_clear_error() -> None:
+    @dsl.compile
+    def f(w, g):
+        w += g
+        return w.sum()
+
+    w = np.ones(3)
+    w.flags.writeable = False
+    with pytest.raises(dsl.DSLError, match="read-only"):
+        f(w, np.ones(3))
+    w = np.ones(3)
+    with pytest.raises(dsl.DSLError, match="share memory"):
+        f(w, w)
+    np.testing.assert_array_equal(w, np.ones(3))
+
+
+def test_inputs_are_not_modified_and_odd_layouts_work() -> None:
+    @dsl.compile
+    def f(x):
+        return (x * 2.0)[:, 1:]
+
+    base = np.arange(24.0).reshape(4, 6)
+    x_f = np.asfortranarray(base)
+    x_strided = np.arange(48.0).reshape(4, 12)[:, ::2]
+    for x in (x_f, x_strided):
+        before = x.copy()
+        assert_same(f(x), (x * 2.0)[:, 1:])
+        np.testing.assert_array_equal(x, before)
+
+
+def test_zero_d_and_empty_arrays() -> None:
+    @dsl.compile
+    def f(x, e):
+        return x * 2.0, e.sum(), e * 3.0
+
+    x = np.array(1.5)
+    e = np.zeros((0, 3))
+    out = f(x, e)
+    assert_same(out, (np.array(3.0), np.array(0.0), np.zeros((0, 3))))
+
+
+def test_lower_stages_and_round_trip() -> None:
+    @dsl.compile
+    def f(x, y):
+        z = x @ y
+        z += 1.0
+        return dsl.nn.softmax(z)
+
+    lo = f.lower(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
+    assert lo.stages() == ["traced", "functional", "optimized", "bufferized"]
+    for stage in lo.stages():
+        text = lo.ir(stage)
+        assert "func.func @f" in text
+        assert print_module(parse_module(text)) == text
+    assert "dsl.offset" in lo.ir("bufferized") or "dsl.buffer" in lo.ir("bufferized")
+    assert "memref<" in lo.ir("bufferized")
+    assert "@numba.njit" in lo.source() or "njit" in lo.source()
+    assert lo.memory_plan().naive_bytes > 0
+    with pytest.raises(dsl.DSLError, match="no IR stage 'grad'"):
+        lo.ir("grad")
+    assert f.trace_count == 1
+
+
+def test_ir_dump_env(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("DSL_DUMP_IR", str(tmp_path))
+
+    @dsl.compile
+    def g(x):
+        return x + 1
+
+    g(np.ones(2))
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert [n.split(".")[2] for n in names] == ["traced", "functional", "optimized", "bufferized"]
