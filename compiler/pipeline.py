@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
@@ -96,8 +97,8 @@ class Program:
 
     stages: dict[str, Function]
     stage_text: dict[str, str]
-    executable: object
-    memory_plan: object
+    executable: Callable[..., tuple[Any, ...]]
+    memory_plan: Any
     source: str
 
     def explain_inplace(self) -> str:
@@ -110,8 +111,8 @@ class Program:
         lines = []
         for op in requests:
             lines.append(
-                f"{op.loc}: {op.attrs[INPLACE_ATTR]} ({op.prim.mlir_name}) -> computed out of place into its own "
-                "buffer: the in-place pass that reuses buffers is not built yet"
+                f"{op.loc}: {op.attrs[INPLACE_ATTR]} ({op.prim.mlir_name}) -> computed out of place into "
+                "its own buffer: the in-place pass that reuses buffers is not built yet"
             )
         return "\n".join(lines) + "\n"
 

@@ -1,13 +1,15 @@
 """dslc: a Python array DSL with an optimizing compiler.
 
-    import dsl
-    import dsl.numpy as dnp
+import dsl
+import dsl.numpy as dnp
 
-    @dsl.compile
-    def f(x, w):
-        return dnp.tanh(x @ w).sum()
+@dsl.compile
+def f(x, w):
+    return dnp.tanh(x @ w).sum()
 """
 
+from dsl import methods as _methods
+from dsl import nn, numpy
 from dsl.array import Array
 from dsl.compile import CallError, Compiled, Lowered, compile
 from dsl.errors import (
@@ -20,8 +22,6 @@ from dsl.errors import (
     TraceError,
     VerificationError,
 )
-from dsl import methods as _methods
-from dsl import nn, numpy
 
 _methods.install(Array)  # operators and methods, once dsl.numpy and dsl.nn exist
 

@@ -153,7 +153,7 @@ class Array:
 
     @property
     def T(self) -> Array:  # noqa: N802 (NumPy's name)
-        return self.transpose()
+        return _ops.transpose(self)
 
     def __len__(self) -> int:
         if not self.shape:

@@ -130,9 +130,9 @@ class Compiled:
         self._target = target
         self._static = frozenset((static_argnums,) if isinstance(static_argnums, int) else static_argnums)
         donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
-        self._options = dict(donate_argnums=donate, strict_inplace=strict_inplace)
-        if inplace is not None:
-            self._options["inplace"] = inplace
+        self._donate = donate
+        self._strict_inplace = strict_inplace
+        self._inplace = inplace
         self._cache: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
         self.trace_count = 0  # how many times the Python function was traced (tests count on it)
@@ -171,7 +171,8 @@ class Compiled:
             bound = self._signature.bind(*args, **kwargs)
         except TypeError as err:
             caller = tracing.user_location()
-            raise CallError(f"{caller}: {self.__name__}(): {err}") from None
+            name = getattr(self._fn, "__name__", "function")
+            raise CallError(f"{caller}: {name}(): {err}") from None
         bound.apply_defaults()
         return tuple(bound.args) + tuple(bound.kwargs.values())
 
@@ -204,7 +205,13 @@ class Compiled:
         with self._lock:
             entry = self._cache.get(key)
             if entry is None:
-                options = Options(target=resolve_target(self._target), **self._options)
+                options = Options(
+                    target=resolve_target(self._target),
+                    donate_argnums=self._donate,
+                    strict_inplace=self._strict_inplace,
+                )
+                if self._inplace is not None:
+                    options.inplace = self._inplace
                 func, out_tree, mutated, names = self._trace(args)
                 program = compile_function(func, options)
                 entry = _Entry(program, out_tree, mutated, names)

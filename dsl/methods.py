@@ -38,7 +38,9 @@ def _scale(x: Array, scale: Any = 1.0, bias: Any = 0.0, bias_after_scale: bool =
     """Paddle's ``scale_``: ``x * scale + bias`` (or ``(x + bias) * scale``)."""
     if isinstance(bias, (int, float)) and bias == 0:
         return dnp.multiply(x, scale)
-    return dnp.add(dnp.multiply(x, scale), bias) if bias_after_scale else dnp.multiply(dnp.add(x, bias), scale)
+    return (
+        dnp.add(dnp.multiply(x, scale), bias) if bias_after_scale else dnp.multiply(dnp.add(x, bias), scale)
+    )
 
 
 def _fill(x: Array, value: Any) -> Array:
@@ -67,7 +69,7 @@ COMPARE = {
 }
 AUGMENTED = {"iadd": ("+=", dnp.add), "isub": ("-=", dnp.subtract), "imul": ("*=", dnp.multiply)}
 AUGMENTED["itruediv"] = ("/=", dnp.divide)
-INPLACE = {
+INPLACE: dict[str, Callable[..., Array]] = {
     "add_": dnp.add,
     "sub_": dnp.subtract,
     "mul_": dnp.multiply,
@@ -119,31 +121,53 @@ def install(cls: type[Array]) -> None:
         setattr(cls, f"__r{name}__", _swap(f))
     for name, f in COMPARE.items():
         setattr(cls, f"__{name}__", f)
-    for name, (request, f) in AUGMENTED.items():
-        setattr(cls, f"__{name}__", _inplace(request, f))
-    for name, f in INPLACE.items():
-        setattr(cls, name, _inplace(name, f))
-    cls.copy_ = _inplace("copy_", _copy_from, casting="unsafe")  # type: ignore[attr-defined]
-    cls.__neg__ = dnp.negative  # type: ignore[assignment]
-    cls.__pos__ = lambda self: self  # type: ignore[assignment]
-    cls.__abs__ = dnp.abs  # type: ignore[assignment]
-    cls.__and__ = dnp.logical_and  # type: ignore[assignment]
-    cls.__or__ = dnp.logical_or  # type: ignore[assignment]
-    cls.__invert__ = dnp.logical_not  # type: ignore[assignment]
-    cls.__array_ufunc__ = _array_ufunc  # type: ignore[attr-defined]
-    cls.__array_function__ = _array_function  # type: ignore[attr-defined]
-    cls.reshape = lambda self, *shape: ops.reshape(self, shape[0] if len(shape) == 1 else shape)  # type: ignore[assignment]
-    cls.transpose = lambda self, *axes: ops.transpose(  # type: ignore[assignment]
-        self, (axes[0] if len(axes) == 1 and not isinstance(axes[0], int) else axes) or None
-    )
-    cls.sum = lambda self, axis=None, keepdims=False: dnp.sum(self, axis, keepdims)  # type: ignore[attr-defined]
-    cls.mean = lambda self, axis=None, keepdims=False: dnp.mean(self, axis, keepdims)  # type: ignore[attr-defined]
-    cls.max = lambda self, axis=None, keepdims=False: dnp.max(self, axis, keepdims)  # type: ignore[attr-defined]
-    cls.min = lambda self, axis=None, keepdims=False: dnp.min(self, axis, keepdims)  # type: ignore[attr-defined]
-    cls.astype = dnp.astype  # type: ignore[attr-defined]
-    cls.copy = ops.new_storage  # type: ignore[attr-defined]
-    cls.clip = dnp.clip  # type: ignore[attr-defined]
-    cls.ravel = dnp.ravel  # type: ignore[attr-defined]
-    cls.flatten = lambda self: ops.new_storage(dnp.ravel(self))  # type: ignore[attr-defined]
-    cls.squeeze = dnp.squeeze  # type: ignore[attr-defined]
-    cls.dot = dnp.dot  # type: ignore[attr-defined]
+    for name, (request, op) in AUGMENTED.items():
+        setattr(cls, f"__{name}__", _inplace(request, op))
+    for name, compute in INPLACE.items():
+        setattr(cls, name, _inplace(name, compute))
+    for name, value in _plain_methods().items():
+        setattr(cls, name, value)
+
+
+def _reshape(self: Array, *shape: Any) -> Array:
+    return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _transpose(self: Array, *axes: Any) -> Array:
+    if len(axes) == 1 and not isinstance(axes[0], int):
+        axes = tuple(axes[0])
+    return ops.transpose(self, axes or None)
+
+
+def _reducer(fn: Callable[..., Array]) -> Callable[..., Array]:
+    def method(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
+        return fn(self, axis, keepdims)
+
+    return method
+
+
+def _plain_methods() -> dict[str, Any]:
+    return {
+        "copy_": _inplace("copy_", _copy_from, casting="unsafe"),
+        "__neg__": dnp.negative,
+        "__pos__": lambda self: self,
+        "__abs__": dnp.abs,
+        "__and__": dnp.logical_and,
+        "__or__": dnp.logical_or,
+        "__invert__": dnp.logical_not,
+        "__array_ufunc__": _array_ufunc,
+        "__array_function__": _array_function,
+        "reshape": _reshape,
+        "transpose": _transpose,
+        "sum": _reducer(dnp.sum),
+        "mean": _reducer(dnp.mean),
+        "max": _reducer(dnp.max),
+        "min": _reducer(dnp.min),
+        "astype": dnp.astype,
+        "copy": ops.new_storage,
+        "clip": dnp.clip,
+        "ravel": dnp.ravel,
+        "flatten": lambda self: ops.new_storage(dnp.ravel(self)),
+        "squeeze": dnp.squeeze,
+        "dot": dnp.dot,
+    }

@@ -236,7 +236,8 @@ def squeeze(x: Any, axis: Any = None) -> Array:
         for a in axes:
             if x.shape[a] != 1:
                 raise ops.tracing.user_error(
-                    ops.ShapeError, f"cannot select an axis to squeeze out which has size not equal to one: {a}"
+                    ops.ShapeError,
+                    f"cannot select an axis to squeeze out which has size not equal to one: {a}",
                 )
     return ops.reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
+from compiler.ir.types import DType, is_supported_numpy_dtype
 from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
 from dsl import tracing
@@ -190,7 +190,9 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
         if not isinstance(a, (int, np.integer)) or isinstance(a, bool):
             raise tracing.user_error(TraceError, f"axis must be an int or a tuple of ints, got {a!r}")
         if not -ndim <= a < ndim:
-            raise tracing.user_error(ShapeError, f"axis {a} is out of bounds for an array of dimension {ndim}")
+            raise tracing.user_error(
+                ShapeError, f"axis {a} is out of bounds for an array of dimension {ndim}"
+            )
         out.append(int(a) % ndim)
     if len(set(out)) != len(out):
         raise tracing.user_error(ShapeError, f"repeated axis in {axis}")
@@ -236,10 +238,14 @@ def _resolve_shape(x: Array, shape: Any) -> tuple[int, ...]:
     if -1 in shape:
         known = int(np.prod([d for d in shape if d != -1]))
         if known == 0 or x.size % known:
-            raise tracing.user_error(ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}")
+            raise tracing.user_error(
+                ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}"
+            )
         shape[shape.index(-1)] = x.size // known
     if int(np.prod(shape)) != x.size or any(d < 0 for d in shape):
-        raise tracing.user_error(ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}")
+        raise tracing.user_error(
+            ShapeError, f"cannot reshape an array of shape {x.shape} into {tuple(shape)}"
+        )
     return tuple(shape)
 
 
@@ -344,7 +350,9 @@ def getitem(x: Array, index: Any) -> Array:
 def matmul(a: Any, b: Any) -> Array:
     a, b = asarray(a), asarray(b)
     if a.ndim == 0 or b.ndim == 0:
-        raise tracing.user_error(ShapeError, "matmul: operands must have at least one dimension (use * for scalars)")
+        raise tracing.user_error(
+            ShapeError, "matmul: operands must have at least one dimension (use * for scalars)"
+        )
     dtype = result_dtype(a, b)
     if dtype.is_bool:
         dtype = DType.i64
@@ -440,7 +448,9 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
     if (start, step) == (0, 1):
         return cast(idx, ir)
     work = ir if ir.is_float else DType.i64
-    return cast(binary(elementwise.add, binary(elementwise.mul, cast(idx, work), step, work), start, work), ir)
+    return cast(
+        binary(elementwise.add, binary(elementwise.mul, cast(idx, work), step, work), start, work), ir
+    )
 
 
 def new_storage(x: Array) -> Array:

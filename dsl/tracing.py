@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from types import CodeType, FrameType
 from collections.abc import Mapping, Sequence
+from types import CodeType, FrameType
 from typing import Any
 
 from compiler.ir.core import Location, Op, Value
@@ -65,7 +65,9 @@ class Trace:
         self.ops: list[Op] = []
         self.loc_override: Location | None = None  # set while the tracer itself emits (results)
 
-    def emit(self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None) -> Value:
+    def emit(
+        self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None
+    ) -> Value:
         loc = self.loc_override or user_location()
         try:
             op = Op.create(prim, list(operands), attrs or {}, loc)

@@ -7,6 +7,8 @@ attribute is printed with ``memref`` types (the buffers of the bufferized stage)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import re
 
 import numpy as np
@@ -93,8 +95,8 @@ def format_loc(loc: Location) -> str:
     return f"loc({format_string(loc.file)}:{loc.line}:{loc.col})"
 
 
-def format_attr_dict(attrs: dict[str, AttrValue] | object) -> str:
-    items = sorted(attrs.items())  # type: ignore[attr-defined]
+def format_attr_dict(attrs: Mapping[str, AttrValue]) -> str:
+    items = sorted(attrs.items())
     return "{" + ", ".join(f"{k} = {format_attr(v)}" for k, v in items) + "}"
 
 
@@ -142,7 +144,9 @@ class Printer:
                 arg += " " + format_loc(f.arg_locs[i])
             args.append(arg)
         rtypes = [self.type(v.type) for v in f.results]
-        sig = "" if not rtypes else " -> " + (rtypes[0] if len(rtypes) == 1 else "(" + ", ".join(rtypes) + ")")
+        sig = (
+            "" if not rtypes else " -> " + (rtypes[0] if len(rtypes) == 1 else "(" + ", ".join(rtypes) + ")")
+        )
         attrs = " attributes " + format_attr_dict(dict(f.attrs)) if f.attrs else ""
         lines = [f"  func.func {format_symbol(f.name)}({', '.join(args)}){sig}{attrs} {{"]
         lines += ["    " + self.op(op) for op in f.ops]

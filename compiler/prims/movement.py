@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from compiler.ir.types import TensorType
-from compiler.prims.base import AttrType, EmitContext, Kind, Memory, Primitive, Reuse, fail
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, fail
 
 INPUTS = frozenset({"inputs"})
 
@@ -101,8 +101,12 @@ reshape = Primitive(
     reference=lambda x, shape: np.reshape(x, tuple(shape)),
     memory=Memory(view_of=0),
     emit=_reshape_emit,
-    unview=lambda build, base, new, attrs: build(reshape, [new], {"shape": base.type.shape}),
+    unview=lambda build, base, new, attrs: _reshape_unview(build, base, new),
 )
+
+
+def _reshape_unview(build: Build, base: Any, new: Any) -> Any:
+    return build(reshape, [new], {"shape": base.type.shape})
 
 # ---- transpose -------------------------------------------------------------------------------
 
@@ -131,10 +135,12 @@ transpose = Primitive(
     shape_rule=_transpose_rule,
     reference=lambda x, perm: np.transpose(x, tuple(perm)),
     emit=_transpose_emit,
-    unview=lambda build, base, new, attrs: build(
-        transpose, [new], {"perm": tuple(int(i) for i in np.argsort(attrs["perm"]))}
-    ),
+    unview=lambda build, base, new, attrs: _transpose_unview(build, new, attrs),
 )
+
+
+def _transpose_unview(build: Build, new: Any, attrs: Mapping[str, Any]) -> Any:
+    return build(transpose, [new], {"perm": tuple(int(i) for i in np.argsort(attrs["perm"]))})
 
 # ---- slice (Python range semantics per axis: start, limit, stride; stride may be negative) ----
 
@@ -182,7 +188,7 @@ slice_ = Primitive(
     shape_rule=_slice_rule,
     reference=lambda x, **a: x[numpy_slices(a)],
     emit=_slice_emit,
-    unview=lambda build, base, new, attrs: build(update_slice, [base, new], attrs),
+    unview=lambda build, base, new, attrs: _slice_unview(build, base, new, attrs),
 )
 
 # ---- pad (constant padding; low/high >= 0) ---------------------------------------------------
@@ -214,6 +220,8 @@ def _pad_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
 
 
 def _pad_ref(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
+    if x.ndim == 0:  # np.pad rejects 0-d arrays; padding no axes is the identity
+        return x.copy()
     return np.pad(x, list(zip(low, high)), constant_values=value)
 
 
@@ -303,6 +311,10 @@ def _update_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
             src.append(_clamp(f"({i} - {s}) // {st}", n - 1))
     new, old = ctx.read(1, src), ctx.read(0, idx)
     return f"({new} if ({' and '.join(conds)}) else {old})" if conds else new
+
+
+def _slice_unview(build: Build, base: Any, new: Any, attrs: Mapping[str, Any]) -> Any:
+    return build(update_slice, [base, new], attrs)
 
 
 def _update_ref(base: np.ndarray, update: np.ndarray, **attrs: Any) -> np.ndarray:
