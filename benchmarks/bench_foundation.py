@@ -113,7 +113,9 @@ def main() -> None:
     np.testing.assert_allclose(mlp_dsl(xb, *params), mlp_numpy(xb, *params), rtol=1e-3, atol=1e-3)
     t_np_mlp = median_time(lambda: mlp_numpy(xb, *params), repeats)
     t_dsl_mlp = median_time(lambda: mlp_dsl(xb, *params), repeats)
-    rows.append(("3-layer MLP forward, batch 1024, 784-1024-1024-10 f32", t_np_mlp, t_dsl_mlp, "ratio <= 1.1"))
+    rows.append(
+        ("3-layer MLP forward, batch 1024, 784-1024-1024-10 f32", t_np_mlp, t_dsl_mlp, "ratio <= 1.1")
+    )
 
     one = np.ones(1, np.float32)
     tiny(one)

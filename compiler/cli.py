@@ -143,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add_lowering(p: argparse.ArgumentParser) -> None:
         p.add_argument("target", metavar="FILE.py:FUNC", help="the Python function to compile")
-        p.add_argument("--arg", action="append", default=[], metavar="SPEC", help="argument type: f32[128,64]")
+        p.add_argument(
+            "--arg", action="append", default=[], metavar="SPEC", help="argument type: f32[128,64]"
+        )
         p.add_argument("--target", dest="target_device", default="cpu", choices=("cpu", "cuda", "auto"))
         p.add_argument("--no-inplace", action="store_true", help="the reference plan: no buffer reuse")
         p.add_argument("-o", "--output", help="write to this file instead of stdout")
@@ -163,8 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
     passes = ", ".join(f"{p.name} ({p.doc})" for p in PASSES_BY_NAME.values())
     p = sub.add_parser("opt", help="parse IR text, run passes, print IR", description=f"passes: {passes}")
     p.add_argument("file", metavar="FILE.mlir", help="IR text ('-' for stdin)")
-    p.add_argument("--passes", help=f"comma-separated passes (default: none; pipeline: "
-                   f"{','.join(p.name for p in PASSES)})")
+    p.add_argument(
+        "--passes",
+        help=f"comma-separated passes (default: none; pipeline: {','.join(p.name for p in PASSES)})",
+    )
     p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.set_defaults(run=cmd_opt)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from mlir_tools import find_mlir_opt, run_mlir_opt
 
 import dsl
 from compiler.interpreter import interpret
@@ -13,7 +14,6 @@ from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
 from compiler.pipeline import Options, run_passes
 from dsl import pytree
-from mlir_tools import find_mlir_opt, run_mlir_opt
 
 
 def trace(fn: Any, *args: Any, **compile_options: Any):

@@ -14,6 +14,9 @@ def test_lit_suite() -> None:
     if shutil.which("filecheck") is None and shutil.which("FileCheck") is None:
         pytest.skip("FileCheck not installed: pip install 'dslc[test]'")
     proc = subprocess.run(
-        [sys.executable, "-c", "from lit.main import main; main()", "-v", LIT_DIR], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", "from lit.main import main; main()", "-v", LIT_DIR],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]

@@ -61,7 +61,11 @@ CASES = {
     "equal": (dnp.equal, np.equal, (I23, np.int32(1))),
     "not_equal": (dnp.not_equal, np.not_equal, (A23, A23)),
     "sum": (dnp.sum, np.sum, (A23,)),
-    "sum_axis": (lambda x: dnp.sum(x, axis=1, keepdims=True), lambda x: np.sum(x, axis=1, keepdims=True), (A23,)),
+    "sum_axis": (
+        lambda x: dnp.sum(x, axis=1, keepdims=True),
+        lambda x: np.sum(x, axis=1, keepdims=True),
+        (A23,),
+    ),
     "sum_int": (lambda x: dnp.sum(x, axis=0), lambda x: np.sum(x, axis=0), (I23,)),
     "sum_bool": (dnp.sum, np.sum, (BOOL,)),
     "mean": (lambda x: dnp.mean(x, axis=(0, 1)), lambda x: np.mean(x, axis=(0, 1)), (D34,)),
@@ -76,12 +80,20 @@ CASES = {
     "dot": (dnp.dot, np.dot, (B3, B3)),
     "dot_nd": (dnp.dot, np.dot, (rng.standard_normal((2, 3)), rng.standard_normal((2, 3, 4)))),
     "transpose": (dnp.transpose, np.transpose, (A23,)),
-    "transpose_axes": (lambda x: dnp.transpose(x, (2, 0, 1)), lambda x: np.transpose(x, (2, 0, 1)), (rng.random((2, 3, 4)),)),
+    "transpose_axes": (
+        lambda x: dnp.transpose(x, (2, 0, 1)),
+        lambda x: np.transpose(x, (2, 0, 1)),
+        (rng.random((2, 3, 4)),),
+    ),
     "reshape": (lambda x: dnp.reshape(x, (3, -1)), lambda x: np.reshape(x, (3, -1)), (A23,)),
     "expand_dims": (lambda x: dnp.expand_dims(x, 1), lambda x: np.expand_dims(x, 1), (A23,)),
     "squeeze": (dnp.squeeze, np.squeeze, (rng.random((1, 3, 1)),)),
     "broadcast_to": (lambda x: dnp.broadcast_to(x, (4, 3)), lambda x: np.broadcast_to(x, (4, 3)), (B3,)),
-    "concatenate": (lambda a, b: dnp.concatenate([a, b], axis=1), lambda a, b: np.concatenate([a, b], axis=1), (A23, P23)),
+    "concatenate": (
+        lambda a, b: dnp.concatenate([a, b], axis=1),
+        lambda a, b: np.concatenate([a, b], axis=1),
+        (A23, P23),
+    ),
     "stack": (lambda a, b: dnp.stack([a, b], axis=-1), lambda a, b: np.stack([a, b], axis=-1), (A23, P23)),
     "zeros": (lambda: dnp.zeros((2, 3)), lambda: np.zeros((2, 3)), ()),
     "ones": (lambda: dnp.ones(3, dnp.float32), lambda: np.ones(3, np.float32), ()),
@@ -107,7 +119,11 @@ NN_CASES = {
         lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
         (D34,),
     ),
-    "gelu_exact": (lambda x: dsl.nn.gelu(x, approximate=False), lambda x: 0.5 * x * (1 + special.erf(x / math.sqrt(2))), (D34,)),
+    "gelu_exact": (
+        lambda x: dsl.nn.gelu(x, approximate=False),
+        lambda x: 0.5 * x * (1 + special.erf(x / math.sqrt(2))),
+        (D34,),
+    ),
 }
 
 API_FUNCTIONS = (

@@ -7,9 +7,8 @@ attribute is printed with ``memref`` types (the buffers of the bufferized stage)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import re
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -108,6 +108,7 @@ reshape = Primitive(
 def _reshape_unview(build: Build, base: Any, new: Any) -> Any:
     return build(reshape, [new], {"shape": base.type.shape})
 
+
 # ---- transpose -------------------------------------------------------------------------------
 
 
@@ -141,6 +142,7 @@ transpose = Primitive(
 
 def _transpose_unview(build: Build, new: Any, attrs: Mapping[str, Any]) -> Any:
     return build(transpose, [new], {"perm": tuple(int(i) for i in np.argsort(attrs["perm"]))})
+
 
 # ---- slice (Python range semantics per axis: start, limit, stride; stride may be negative) ----
 

@@ -1,0 +1,30 @@
+"""Code generation: IR -> Numba source -> an ``Executable`` (``runtime.executable``)."""
+
+from __future__ import annotations
+
+from compiler.codegen.cpu import CpuProgram, generate_cpu
+from compiler.ir.core import Function
+from compiler.passes.fuse import FusionPlan, fuse
+from compiler.passes.plan import MemoryPlan, plan_buffers
+from runtime.executable import Executable
+from runtime.module_cache import load_module
+
+
+def build_cpu_executable(func: Function) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
+    """fuse -> plan -> generate_cpu -> load_module -> Executable, for optimized IR."""
+    fusion = fuse(func)
+    plan = plan_buffers(func, fusion)
+    program = generate_cpu(func, fusion, plan)
+    module = load_module(program.source, program.constants)
+    executable = Executable(
+        getattr(module, program.entry),
+        program.arena_bytes,
+        program.n_results,
+        program.writeback,
+        [(p.type.shape, p.type.dtype.np) for p in func.params],
+        name=func.name,
+    )
+    return executable, program, fusion, plan
+
+
+__all__ = ["CpuProgram", "build_cpu_executable", "generate_cpu"]

@@ -1,0 +1,344 @@
+"""CPU code generation: one ``numba.njit`` kernel per fusion group and one ``njit`` driver.
+
+The driver ``run(arena, a0, a1, ...)`` carves typed views of the uint8 arena at the planned
+offsets, allocates every function result fresh (results never alias the arena or the inputs),
+calls the kernels in order and returns the results as a tuple: a call enters native code once.
+
+Loop forms. A LOOP group is first written as one flat loop over the iteration space, reading its
+same-shape inputs through 1-D views: LLVM vectorizes that best. If any read needs the
+multi-dimensional index (a broadcast, transpose, slice, iota ...) the group is written as a loop
+nest in storage order instead. Reductions iterate their operand in storage order and accumulate
+into the output (into a local accumulator over the trailing reduced axes). Float matmuls call
+``np.dot`` (BLAS through SciPy) on contiguous 2-D views, one call per batch element; integer
+matmuls are explicit i-k-j loops.
+
+0-d values are 0-d Numba arrays, read and written as ``x[()]``; a flat loop reshapes them to
+``(1,)``. Groups of at least ``PARALLEL_MIN_ELEMENTS`` elements get ``parallel=True`` and a
+``numba.prange`` outer loop; below that, threading costs more than it saves.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from compiler.codegen.emit import (
+    BodyBuilder,
+    ConstantPool,
+    indent,
+    literal,
+    loop_nest,
+    mentions,
+    np_type,
+    subscript,
+    typed,
+)
+from compiler.ir.core import Function, Op, Value
+from compiler.ir.types import TensorType
+from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.plan import MemoryPlan
+
+PARALLEL_MIN_ELEMENTS = 1 << 16
+REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
+ENTRY = "run"
+
+
+@dataclass
+class CpuProgram:
+    source: str
+    constants: dict[str, np.ndarray]
+    entry: str
+    n_results: int
+    writeback: tuple[int, ...]
+    arena_bytes: int
+    result_types: list[TensorType]
+
+
+@dataclass
+class Kernel:
+    name: str
+    args: list[str]  # the driver's names of the buffers passed, inputs then outputs
+    text: str
+
+
+def jit_decorator(parallel: bool = False) -> str:
+    extra = ", parallel=True" if parallel else ""
+    return f'@numba.njit(cache=True, nogil=True, error_model="numpy"{extra})'
+
+
+def py_name(printed: str) -> str:
+    """``%arg0`` -> ``a0``, ``%3`` -> ``v3``, ``%3#1`` -> ``v3_1``: printer names as identifiers."""
+    if printed.startswith("%arg"):
+        return "a" + printed[4:]
+    return "v" + printed[1:].replace("#", "_")
+
+
+def shape_literal(shape: tuple[int, ...]) -> str:
+    return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
+
+
+def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuProgram:
+    names = {v: py_name(n) for v, n in fusion.names.items()}
+    pool = ConstantPool()
+    kernels: dict[Group, Kernel] = {}
+    for group in fusion.groups:
+        kernel = _WRITERS[group.kind](_KernelSpec(group, names, pool))
+        if kernel is not None:
+            kernels[group] = kernel
+    parts = [_prelude(pool), *(k.text for k in kernels.values()), _driver(func, fusion, plan, kernels, names)]
+    return CpuProgram(
+        source="\n\n".join(parts) + "\n",
+        constants=dict(pool.arrays),
+        entry=ENTRY,
+        n_results=len(func.results),
+        writeback=tuple(int(i) for i in func.attrs.get("dsl.writeback", ())),
+        arena_bytes=plan.peak_bytes,
+        result_types=[v.type for v in func.results],
+    )
+
+
+@dataclass
+class _KernelSpec:
+    group: Group
+    names: dict[Value, str]
+    pool: ConstantPool
+
+    @property
+    def kernel_name(self) -> str:
+        return f"k{self.group.index}_{self.group.root.prim.name}"
+
+    @property
+    def args(self) -> list[str]:
+        return [self.names[v] for v in self.group.inputs + self.group.outputs]
+
+    def inlined(self) -> dict[Value, Op]:
+        return {op.result: op for op in self.group.ops}
+
+    def define(self, body: list[str], parallel: bool = False) -> Kernel:
+        header = [jit_decorator(parallel), f"def {self.kernel_name}({', '.join(self.args)}):"]
+        text = "\n".join(header + indent(body or ["pass"], 1))
+        return Kernel(self.kernel_name, self.args, text)
+
+
+@dataclass
+class _Body:
+    lines: list[str]  # loop body statements (computations and stores)
+    views: list[str]  # statements before the loops (flat views)
+    loops: list[str]  # loop variable names, outermost first
+    extents: list[int]
+    target: str | None  # temporary holding the requested value (the reduction operand)
+
+
+def _loop_body(
+    spec: _KernelSpec, shape: tuple[int, ...], stores: list[Value], want: Value | None, try_flat: bool
+) -> _Body:
+    """One flat loop if allowed and no read needs the multi-dimensional index, else a loop nest."""
+    if try_flat:
+        flat = _body(spec, shape, stores, want, flat=True)
+        if flat is not None:
+            return flat
+    nested = _body(spec, shape, stores, want, flat=False)
+    assert nested is not None  # a loop nest can always be written
+    return nested
+
+
+def _body(
+    spec: _KernelSpec, shape: tuple[int, ...], stores: list[Value], want: Value | None, flat: bool
+) -> _Body | None:
+    """The loop body over ``shape`` storing ``stores``; ``None`` if ``flat`` and a read needs indices."""
+    idx = tuple(f"i{d}" for d in range(len(shape)))
+    flat_views: dict[str, None] = {}
+
+    def load(v: Value, at: tuple[str, ...]) -> str:
+        if flat and at == idx and v.type.shape == shape:
+            flat_views[spec.names[v]] = None
+            return f"{spec.names[v]}_f[i]"
+        return subscript(spec.names[v], at)
+
+    builder = BodyBuilder(spec.inlined(), load, spec.pool)
+    target = builder.value_at(want, idx) if want is not None else None
+    store_lines = []
+    for v in stores:
+        temp = builder.value_at(v, idx)
+        if flat:
+            flat_views[spec.names[v]] = None
+        store_lines.append(
+            f"{spec.names[v]}_f[i] = {temp}" if flat else f"{subscript(spec.names[v], idx)} = {temp}"
+        )
+    lines = builder.lines + store_lines
+    if not flat:
+        return _Body(lines, [], list(idx), list(shape), target)
+    if mentions(lines, idx):
+        return None
+    size = math.prod(shape)
+    views = [f"{name}_f = {name}.reshape({size})" for name in flat_views]
+    return _Body(lines, views, ["i"], [size], target)
+
+
+def _loop_kernel(spec: _KernelSpec) -> Kernel | None:
+    shape = spec.group.shape
+    if math.prod(shape) == 0:
+        return None
+    body = _loop_body(spec, shape, spec.group.outputs, None, try_flat=True)
+    parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+    return spec.define(body.views + loop_nest(body.loops, body.extents, body.lines, parallel), parallel)
+
+
+def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
+    root = spec.group.root
+    out = root.result
+    if out.type.size == 0:
+        return None
+    shape = spec.group.shape
+    axes = {int(a) for a in root.attrs["axes"]}
+    split = len(shape)  # loops from ``split`` on are all reduced: they accumulate into a local
+    while split > 0 and split - 1 in axes:
+        split -= 1
+    extra = [v for v in spec.group.outputs if v is not out]  # prologue values stored as well
+    body = _loop_body(spec, shape, extra, root.operands[0], try_flat=split == 0)  # flat: full reductions
+    assert body.target is not None
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    dtype = out.type.dtype
+    identity = literal(reducer.identity(dtype), dtype)
+    update = f"acc = {typed(reducer.combine('acc', body.target), dtype)}"
+    kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
+    dest = subscript(spec.names[out], kept)
+    n_outer = split  # a flat body only happens for a full reduction, where split == 0
+    big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+    if n_outer == 0 and big:
+        return _chunked_full_reduction(spec, body, update, identity, dest, reducer.combine)
+    revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
+    inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [update])
+    block = [f"acc = {dest if revisit else identity}", *inner, f"{dest} = acc"]
+    parallel = big and n_outer > 0 and 0 not in axes  # distinct i0 write distinct outputs
+    lines = list(body.views)
+    if revisit:
+        lines += _fill(spec.names[out], out.type.size, identity)
+    lines += loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, parallel)
+    return spec.define(lines, parallel)
+
+
+def _chunked_full_reduction(
+    spec: _KernelSpec, body: _Body, update: str, identity: str, dest: str, combine: Callable[[str, str], str]
+) -> Kernel:
+    """A big full reduction: fixed chunks of the outer loop in parallel, then their partials in order."""
+    dtype = spec.group.root.result.type.dtype
+    n = body.extents[0]
+    chunks = min(REDUCE_CHUNKS, n)
+    chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
+    per_chunk = loop_nest(body.loops, body.extents, body.lines + [update], outer_range=chunk_range)
+    lines = [
+        *body.views,
+        f"part = np.empty({chunks}, {np_type(dtype)})",
+        f"for ch in numba.prange({chunks}):",
+        *indent([f"acc = {identity}", *per_chunk, "part[ch] = acc"], 1),
+        f"acc = {identity}",
+        f"for ch in range({chunks}):",
+        f"    acc = {typed(combine('acc', 'part[ch]'), dtype)}",
+        f"{dest} = acc",
+    ]
+    return spec.define(lines, parallel=True)
+
+
+def _fill(name: str, size: int, value: str) -> list[str]:
+    return [
+        f"{name}_init = {name}.reshape({size})",
+        f"for q in range({size}):",
+        f"    {name}_init[q] = {value}",
+    ]
+
+
+def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
+    root = spec.group.root
+    a, b = (spec.names[v] for v in root.operands)
+    out = root.result
+    if out.type.size == 0:
+        return None
+    *batch, m, k = root.operands[0].type.shape
+    n = out.type.shape[-1]
+    nb = math.prod(batch)
+    o = spec.names[out]
+    dtype = out.type.dtype
+    if k == 0:
+        return spec.define(_fill(o, out.type.size, literal(0, dtype)))
+    lines = [
+        f"x3 = {a}.reshape(({nb}, {m}, {k}))",
+        f"y3 = {b}.reshape(({nb}, {k}, {n}))",
+        f"o3 = {o}.reshape(({nb}, {m}, {n}))",
+    ]
+    if dtype.is_float:  # BLAS gemm on contiguous 2-D views, written straight into the output
+        return spec.define(lines + [f"for t in range({nb}):", "    np.dot(x3[t], y3[t], o3[t])"])
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    step = typed(reducer.combine("o3[t, i, j]", "(aik * y3[t, p, j])"), dtype)
+    row = [
+        f"for j in range({n}):",
+        f"    o3[t, i, j] = {literal(reducer.identity(dtype), dtype)}",
+        f"for p in range({k}):",
+        "    aik = x3[t, i, p]",
+        f"    for j in range({n}):",
+        f"        o3[t, i, j] = {step}",
+    ]
+    parallel = nb * m * n * k >= PARALLEL_MIN_ELEMENTS and m > 1  # rows are independent
+    rows = "numba.prange" if parallel else "range"
+    lines += [f"for t in range({nb}):", f"    for i in {rows}({m}):", *indent(row, 2)]
+    return spec.define(lines, parallel)
+
+
+_WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
+    GroupKind.LOOP: _loop_kernel,
+    GroupKind.REDUCE: _reduce_kernel,
+    GroupKind.CONTRACT: _matmul_kernel,
+}
+
+
+def _prelude(pool: ConstantPool) -> str:
+    lines = [
+        '"""Generated by dslc. Do not edit: regenerated from the IR."""',
+        "",
+        "import math",
+        "",
+        "import numba",
+        "import numpy as np",
+    ]
+    if pool.arrays:
+        # The runtime saves the constants beside this file (same name, .npz); Numba freezes them.
+        lines += ["", 'with np.load(__file__[:-3] + ".npz") as _constants:']
+        lines += [f'    {name} = _constants["{name}"]' for name in pool.arrays]
+    return "\n".join(lines)
+
+
+def _allocation(v: Value, plan: MemoryPlan) -> str:
+    t = v.type
+    offset = plan.offsets.get(v)
+    if offset is None:  # a function result (fresh per call) or a zero-size value
+        return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
+    view = f"arena[{offset}:{offset + t.nbytes}].view({np_type(t.dtype)})"
+    return f"{view}.reshape({shape_literal(t.shape)})"
+
+
+def _driver(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    kernels: dict[Group, Kernel],
+    names: dict[Value, str],
+) -> str:
+    params = ["arena", *(names[p] for p in func.params)]
+    body = []
+    for group in fusion.groups:
+        body += [f"{names[v]} = {_allocation(v, plan)}" for v in group.outputs]
+        kernel = kernels.get(group)
+        if kernel is not None:
+            body.append(f"{kernel.name}({', '.join(kernel.args)})")
+    results, seen = [], set(func.params)
+    for v in func.results:  # a param or a repeated value is copied: results never alias anything
+        results.append(names[v] + (".copy()" if v in seen else ""))
+        seen.add(v)
+    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
+    lines = [jit_decorator(), f"def {ENTRY}({', '.join(params)}):", *indent([*body, f"return {ret}"], 1)]
+    return "\n".join(lines)

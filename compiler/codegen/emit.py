@@ -1,0 +1,175 @@
+"""Scalar code shared by the backends: the ``EmitContext`` that primitives lower through, the
+expression memo of one loop body, typed literals, the constant pool and the loop-nest writer.
+
+A loop body is straight-line code. ``BodyBuilder.value_at(v, idx)`` returns a temporary holding
+the element of ``v`` at index ``idx``: an inlined op's ``prim.emit`` is called (its operand reads
+recurse back into ``value_at``), anything else is loaded through the backend's ``load`` callback.
+Each ``(value, index)`` pair is computed once (the memo), and every index expression that is more
+than a name or a literal is bound to its own temporary, so expressions never grow with the depth
+of fused index maps. Every computed temporary is cast to its value's dtype: Numba widens
+``int32 + int32`` to ``int64`` and mixes float widths, while NumPy (the oracle) wraps and rounds
+at every op, so the cast keeps the two bit-compatible.
+
+Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) and in ``load``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Op, Value
+from compiler.ir.types import DType, TensorType
+
+Load = Callable[[Value, tuple[str, ...]], str]
+
+_SIMPLE = re.compile(r"^(?:[A-Za-z_]\w*|-?\d+)$")
+
+
+def literal(value: float | int | bool, dtype: DType) -> str:
+    """A typed scalar literal valid in both ``numba.njit`` and ``numba.cuda.jit`` code."""
+    if dtype.is_bool:
+        return "True" if value else "False"
+    ctor = np_type(dtype)
+    if dtype.is_int:
+        return f"{ctor}({int(value)})"
+    x = float(value)
+    if math.isnan(x):
+        return f"{ctor}(math.nan)"
+    if math.isinf(x):
+        return f"{ctor}({'-' if x < 0 else ''}math.inf)"
+    return f"{ctor}({float(dtype.np.type(x))!r})"
+
+
+def np_type(dtype: DType) -> str:
+    """The NumPy scalar type as generated code spells it (``np.bool`` is unknown to older Numbas)."""
+    return "np.bool_" if dtype.is_bool else f"np.{dtype.np.name}"
+
+
+def typed(expr: str, dtype: DType) -> str:
+    """``expr`` converted to ``dtype`` (comparisons and logic already yield a bool)."""
+    ctor = np_type(dtype)
+    if dtype.is_bool or re.fullmatch(re.escape(ctor) + r"\([^()]*\)", expr):  # bool, or a typed literal
+        return expr
+    return f"{ctor}({expr})"
+
+
+def subscript(name: str, idx: Sequence[str]) -> str:
+    return f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
+
+
+def mentions(lines: Iterable[str], names: Iterable[str]) -> bool:
+    """Whether any of the identifiers ``names`` occurs in ``lines`` (used to choose loop forms)."""
+    wanted = set(names)
+    if not wanted:
+        return False
+    return any(tok in wanted for line in lines for tok in re.findall(r"[A-Za-z_]\w*", line))
+
+
+class ConstantPool:
+    """Big constant arrays referenced by generated code as module globals ``c0, c1, ...``."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+        self._names: dict[tuple[str, tuple[int, ...], bytes], str] = {}
+
+    def add(self, value: np.ndarray) -> str:
+        value = np.ascontiguousarray(value)
+        key = (value.dtype.str, tuple(value.shape), value.tobytes())
+        if key not in self._names:
+            name = f"c{len(self.arrays)}"
+            self._names[key] = name
+            self.arrays[name] = value
+        return self._names[key]
+
+
+class OpContext:
+    """The ``EmitContext`` one op's ``prim.emit`` sees: its types, attributes and operand reads."""
+
+    def __init__(self, builder: BodyBuilder, op: Op) -> None:
+        self._builder = builder
+        self._op = op
+        self.result_type: TensorType = op.result.type
+        self.operand_types: Sequence[TensorType] = [v.type for v in op.operands]
+        self.attrs: Mapping[str, Any] = op.attrs
+
+    def read(self, k: int, idx: Sequence[str]) -> str:
+        return self._builder.value_at(self._op.operands[k], idx)
+
+    def const(self, value: float | int | bool, dtype: DType) -> str:
+        return literal(value, dtype)
+
+    def global_array(self, value: np.ndarray) -> str:
+        return self._builder.pool.add(value)
+
+
+class BodyBuilder:
+    """Straight-line code of one loop body; ``lines`` grows as values are requested."""
+
+    def __init__(self, inlined: Mapping[Value, Op], load: Load, pool: ConstantPool) -> None:
+        self.inlined = inlined
+        self.load = load
+        self.pool = pool
+        self.lines: list[str] = []
+        self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
+        self._index_memo: dict[str, str] = {}
+        self._temps: set[str] = set()
+
+    def value_at(self, value: Value, idx: Sequence[str]) -> str:
+        key = (value, tuple(self._index(e) for e in idx))
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        op = self.inlined.get(value)
+        if op is None:
+            expr = self.load(value, key[1])
+        else:
+            assert op.prim.emit is not None, f"{op.prim.name} has no scalar lowering"
+            expr = op.prim.emit(OpContext(self, op), key[1])
+            if expr in self._temps:  # an index map returned an operand read: share its temporary
+                self._memo[key] = expr
+                return expr
+            expr = typed(expr, value.type.dtype)
+        name = f"t{len(self._temps)}"
+        self._temps.add(name)
+        self.lines.append(f"{name} = {expr}")
+        self._memo[key] = name
+        return name
+
+    def _index(self, expr: str) -> str:
+        expr = expr.strip()
+        if _SIMPLE.match(expr):
+            return expr
+        if expr not in self._index_memo:
+            name = f"k{len(self._index_memo)}"
+            self._index_memo[expr] = name
+            self.lines.append(f"{name} = {expr}")
+        return self._index_memo[expr]
+
+
+def indent(lines: Iterable[str], depth: int) -> list[str]:
+    pad = "    " * depth
+    return [pad + line for line in lines]
+
+
+def loop_nest(
+    names: Sequence[str],
+    extents: Sequence[int | str],
+    body: Sequence[str],
+    parallel_outer: bool = False,
+    outer_range: str | None = None,
+) -> list[str]:
+    """Nested ``for`` loops, outermost first; ``outer_range`` replaces the first loop's range."""
+    lines: list[str] = []
+    for depth, (name, extent) in enumerate(zip(names, extents, strict=True)):
+        rng = f"range({extent})"
+        if depth == 0:
+            rng = outer_range or rng
+            if parallel_outer:
+                rng = "numba.p" + rng
+        lines.append("    " * depth + f"for {name} in {rng}:")
+    return lines + indent(body, len(names))

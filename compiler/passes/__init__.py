@@ -1,0 +1,1 @@
+"""Compiler passes: each a named unit with one entry point (fusion, buffer planning, ...)."""

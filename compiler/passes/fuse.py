@@ -1,0 +1,218 @@
+"""Fusion: partition a function's ops into kernel groups; decide which values need a buffer.
+
+A group is one kernel. Its *root* is its last op; the other ops are producers inlined into it:
+their scalar lowering (``prim.emit``) is called through ``ctx.read`` wherever the group reads them,
+so a chain such as ``exp(x * 2 + broadcast(b))`` is one loop nest with no intermediate buffer.
+
+Group kinds follow the root's primitive kind:
+- ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
+- ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
+  (the prologue) are inlined.
+- ``CONTRACT``: a matmul; reads materialized operands only (BLAS wants real arrays).
+
+The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
+before the value itself. For each group that reads a value we record its *access keys*: the chain
+of non-elementwise ops (index maps) between the group's root and the read. Reads with the same
+key happen at the same index expression, which the code generator computes once (its memo); so
+the number of element evaluations inlining costs is the sum, over the keys, of the evaluations of
+the reading op. An elementwise, movement or source op that is not a function result, whose
+readers are all LOOP or REDUCE groups reading it at no more than ``MAX_ACCESS_KEYS`` keys each,
+is inlined:
+
+1. a movement or source op into *every* group that reads it. Recomputing an index map or a literal
+   costs index arithmetic only, and its operands are charged the recomputation through their own
+   access keys; so a broadcast read by two reductions needs no full-size buffer (its small operand
+   may);
+2. an elementwise op read by one group only, when inlining does not recompute it (evaluations <=
+   its element count). An expensive value read at many indices (``exp(c)`` feeding a broadcast,
+   both sides of a ``concatenate``) is therefore materialized.
+
+Otherwise, if the earliest group that reads it reads it only at the identity index (same
+iteration space, e.g. ``y = exp(x)`` used by ``y + 1`` and also returned or read by a later
+kernel), it is computed in that group's loop and also stored; later groups read the buffer.
+Otherwise it roots a new group. Reductions and matmuls always root a group. Dead ops (no users,
+not returned) are dropped. Groups run in the order of their roots; a stored non-root value is
+stored by the earliest group reading it, so every group runs after the groups whose buffers it
+reads.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from compiler.ir.core import Function, Op, Value
+from compiler.prims.base import Kind
+
+MAX_ACCESS_KEYS = 16
+
+# A read's position relative to its group root: ((op position, operand index), ...) along the path.
+AccessKey = tuple[tuple[int, int], ...]
+IDENTITY: AccessKey = ()
+
+
+class GroupKind(enum.Enum):
+    LOOP = "loop"
+    REDUCE = "reduce"
+    CONTRACT = "contract"
+
+
+_GROUP_OF_KIND = {
+    Kind.ELEMENTWISE: GroupKind.LOOP,
+    Kind.MOVEMENT: GroupKind.LOOP,
+    Kind.SOURCE: GroupKind.LOOP,
+    Kind.REDUCTION: GroupKind.REDUCE,
+    Kind.CONTRACTION: GroupKind.CONTRACT,
+}
+_INLINABLE = frozenset({Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.SOURCE})
+_INDEX_MAPS = frozenset({Kind.MOVEMENT, Kind.SOURCE})
+
+
+@dataclass(eq=False)
+class Group:
+    """One kernel: ``ops`` in program order, the last being ``root``."""
+
+    kind: GroupKind
+    root: Op
+    root_pos: int
+    ops: list[Op] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)  # values this kernel stores (root first)
+    inputs: list[Value] = field(default_factory=list)  # buffers it reads (params or other outputs)
+    index: int = -1  # position in execution order
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The iteration space: the reduction operand's shape for REDUCE, else the root's shape."""
+        if self.kind is GroupKind.REDUCE:
+            return self.root.operands[0].type.shape
+        return self.root.result.type.shape
+
+    def produces(self, value: Value) -> bool:
+        return any(value in op.results for op in self.ops)
+
+
+@dataclass
+class FusionPlan:
+    groups: list[Group]  # execution order
+    group_of: dict[Op, Group]  # an inlined index map read by several groups: the first of them
+    materialized: set[Value]  # op results that need a buffer (params are buffers already)
+    dead: list[Op]
+    names: dict[Value, str]  # printer-style names: %argN, %N
+
+    def __str__(self) -> str:
+        lines = []
+        for g in self.groups:
+            ops = " ".join(self.names[op.result] for op in g.ops)
+            outs = ", ".join(self.names[v] for v in g.outputs)
+            ins = ", ".join(self.names[v] for v in g.inputs) or "-"
+            shape = "x".join(map(str, g.shape)) or "scalar"
+            lines.append(f"group {g.index} {g.kind.value} [{shape}]: {ops}  stores {outs}  reads {ins}")
+        return "\n".join(lines)
+
+
+def value_names(func: Function) -> dict[Value, str]:
+    """Names as ``compiler/ir/printer.py`` prints them."""
+    names = {v: f"%arg{i}" for i, v in enumerate(func.params)}
+    counter = 0
+    for op in func.ops:
+        if not op.results:
+            continue
+        for i, r in enumerate(op.results):
+            names[r] = f"%{counter}" if len(op.results) == 1 else f"%{counter}#{i}"
+        counter += 1
+    return names
+
+
+def fuse(func: Function) -> FusionPlan:
+    return _Fuser(func).run()
+
+
+class _Fuser:
+    def __init__(self, func: Function) -> None:
+        self.func = func
+        self.returned = set(func.results)
+        self.users: dict[Value, list[Op]] = defaultdict(list)
+        for op in func.ops:
+            for v in op.operands:
+                self.users[v].append(op)
+        # value -> reading group -> access key -> element evaluations at that key
+        self.reads: dict[Value, dict[Group, dict[AccessKey, int]]] = defaultdict(dict)
+        self.placed: dict[Op, list[Group]] = {}  # an index map may be inlined into several groups
+        self.materialized: set[Value] = set()
+
+    def run(self) -> FusionPlan:
+        dead = []
+        for pos in reversed(range(len(self.func.ops))):
+            op = self.func.ops[pos]
+            (value,) = op.results
+            if not self.users[value] and value not in self.returned:
+                dead.append(op)
+                continue
+            self._place(op, pos)
+            for group in self.placed[op]:
+                self._record_operand_reads(op, pos, group)
+        unique = {id(g): g for groups in self.placed.values() for g in groups}
+        groups = sorted(unique.values(), key=lambda g: g.root_pos)
+        for i, g in enumerate(groups):
+            g.index = i
+            g.ops.reverse()  # they were added in reverse program order
+            g.inputs = self._inputs_of(g)
+        group_of = {op: groups[0] for op, groups in self.placed.items()}
+        return FusionPlan(groups, group_of, self.materialized, dead[::-1], value_names(self.func))
+
+    def _place(self, op: Op, pos: int) -> None:
+        value = op.result
+        reads = self.reads[value]
+        targets, store = self._fusion_targets(op, reads)
+        if not targets:
+            targets, store = [Group(_GROUP_OF_KIND[op.prim.kind], op, pos)], True
+            if targets[0].kind is GroupKind.LOOP:
+                reads[targets[0]] = {IDENTITY: value.type.size}
+        for group in targets:
+            group.ops.append(op)
+        self.placed[op] = targets
+        if store:
+            targets[0].outputs.append(value)
+            self.materialized.add(value)
+
+    def _fusion_targets(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> tuple[list[Group], bool]:
+        """The groups to inline ``op`` into (and whether it must also be stored), per the module rules."""
+        if op.prim.kind not in _INLINABLE or not reads:
+            return [], False
+        value = op.result
+        inlinable = value not in self.returned and all(
+            g.kind is not GroupKind.CONTRACT and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
+        )
+        if inlinable and op.prim.kind in _INDEX_MAPS:
+            return list(reads), False
+        if inlinable and len(reads) == 1:
+            ((group, keys),) = reads.items()
+            if sum(keys.values()) <= value.type.size:
+                return [group], False
+        first = min(reads, key=lambda g: g.root_pos)
+        if first.kind is not GroupKind.CONTRACT and set(reads[first]) == {IDENTITY}:
+            return [first], True
+        return [], False
+
+    def _record_operand_reads(self, op: Op, pos: int, group: Group) -> None:
+        """Charge the operands of ``op`` with the reads ``group`` makes of them."""
+        if group.kind is GroupKind.CONTRACT:
+            own, same_index = {IDENTITY: 0}, True  # CONTRACT groups never inline: numbers unused
+        elif group.kind is GroupKind.REDUCE and op is group.root:
+            own, same_index = {IDENTITY: op.operands[0].type.size}, True  # operand's own index space
+        else:
+            own = self.reads[op.result][group]
+            same_index = op.prim.kind is Kind.ELEMENTWISE  # reads its operands at its own index
+        for k, operand in enumerate(op.operands):
+            moved = dict(own) if same_index else {key + ((pos, k),): n for key, n in own.items()}
+            self.reads[operand].setdefault(group, {}).update(moved)
+
+    def _inputs_of(self, group: Group) -> list[Value]:
+        inside = {op.result for op in group.ops}
+        seen: dict[Value, None] = {}
+        for op in group.ops:
+            for v in op.operands:
+                if v not in inside:
+                    seen[v] = None
+        return list(seen)

@@ -1,0 +1,87 @@
+"""A compiled program ready to call: the native driver, its arena and the call-time checks.
+
+The arena is allocated once per ``Executable`` and reused by every call; a lock serializes calls
+because they share it (the driver itself releases the GIL). Everything a call needs is computed at
+construction so the per-call Python path is a few list operations around one native call.
+Write-back results (the new values of arguments the program mutates) are copied into the caller's
+arrays only after the driver returned, so an exception leaves every caller array untouched.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from runtime.errors import DSLError, ShapeError
+
+InputType = tuple[tuple[int, ...], np.dtype]
+
+
+class Executable:
+    def __init__(
+        self,
+        driver: Callable[..., tuple[np.ndarray, ...]],
+        arena_bytes: int,
+        n_results: int,
+        writeback: Sequence[int],
+        input_types: Sequence[tuple[Sequence[int], Any]],
+        name: str = "program",
+    ) -> None:
+        self.driver = driver
+        self.name = name
+        self.arena = np.empty(max(int(arena_bytes), 1), np.uint8)
+        self.n_results = n_results
+        self.writeback = tuple(writeback)
+        self.n_public = n_results - len(self.writeback)
+        self.input_types: list[InputType] = [(tuple(s), np.dtype(d)) for s, d in input_types]
+        self._dtypes = [d for _, d in self.input_types]
+        self._shapes = [s for s, _ in self.input_types]
+        self._lock = threading.Lock()
+        if not 0 <= self.n_public <= n_results:
+            raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
+
+    def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
+        if len(arrays) != len(self._dtypes):
+            raise TypeError(f"{self.name} takes {len(self._dtypes)} arguments, got {len(arrays)}")
+        args = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._dtypes)]
+        if [a.shape for a in args] != self._shapes:
+            self._shape_error(args)
+        if self.writeback:
+            self._check_writeback_targets(arrays)
+        with self._lock:
+            results = self.driver(self.arena, *args)
+        if self.writeback:
+            for index, new in zip(self.writeback, results[self.n_public :]):
+                np.copyto(arrays[index], new, casting="unsafe")
+            return results[: self.n_public]
+        return results
+
+    def _shape_error(self, args: list[np.ndarray]) -> None:
+        for i, (a, shape) in enumerate(zip(args, self._shapes)):
+            if a.shape != shape:
+                raise ShapeError(
+                    f"{self.name}: argument {i} has shape {a.shape}, but the program was compiled for "
+                    f"shape {shape}; compile it again for the new shape"
+                )
+
+    def _check_writeback_targets(self, arrays: Sequence[Any]) -> None:
+        """Every array the program writes back to must be writable and must not overlap another
+        argument; checked before the call so a failure leaves all caller arrays as they were."""
+        for index in self.writeback:
+            target = arrays[index]
+            if not isinstance(target, np.ndarray):
+                raise DSLError(
+                    f"{self.name}: argument {index} is modified in place, so it must be a NumPy array, "
+                    f"not {type(target).__name__}"
+                )
+            if not target.flags.writeable:
+                raise DSLError(f"{self.name}: argument {index} is modified in place but is read-only")
+            for other, a in enumerate(arrays):
+                if other != index and isinstance(a, np.ndarray) and np.may_share_memory(target, a):
+                    raise DSLError(
+                        f"{self.name}: arguments {index} and {other} share memory, and argument {index} "
+                        "is modified in place; pass a copy"
+                    )

@@ -1,0 +1,117 @@
+"""The on-disk cache of generated modules.
+
+A generated module is named by the hash of its content (source text plus constant arrays):
+``<cache_dir>/dslc_<hash16>.py`` with its constants in ``dslc_<hash16>.npz`` beside it. It is
+imported under the stable name ``dslc_gen_<hash16>``. Because the file, its path and its
+modification time stay the same across processes, Numba's ``cache=True`` finds its compiled code
+in ``__pycache__`` next to the file and a new process skips compilation.
+
+Files are written atomically (temporary file + ``os.replace``), so a concurrent reader sees the
+old file or the new one, never half of one. A cached file whose content does not match what its
+name promises (truncated, edited) is rewritten; the new modification time makes Numba recompile.
+
+``DSL_CACHE_DIR`` sets the directory (default ``~/.cache/dslc``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import io
+import os
+import sys
+import tempfile
+import threading
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+_lock = threading.Lock()  # one import per module name even when two threads compile the same program
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("DSL_CACHE_DIR") or Path.home() / ".cache" / "dslc")
+
+
+def content_hash(source: str, constants: dict[str, np.ndarray]) -> str:
+    h = hashlib.sha256(source.encode())
+    for name in sorted(constants):
+        value = np.ascontiguousarray(constants[name])
+        h.update(f"\0{name}:{value.dtype.str}:{value.shape}\0".encode())
+        h.update(value.tobytes())
+    return h.hexdigest()[:16]
+
+
+def load_module(source: str, constants: dict[str, np.ndarray]) -> types.ModuleType:
+    """Write (if needed) and import the module for ``source``; returns the imported module."""
+    digest = content_hash(source, constants)
+    directory = cache_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"dslc_{digest}.py"
+    with _lock:
+        if constants:
+            _ensure_file(path.with_suffix(".npz"), _npz_bytes(constants), _npz_matches(constants))
+        _ensure_file(path, source.encode(), lambda data: data == source.encode())
+        name = f"dslc_gen_{digest}"
+        module = sys.modules.get(name)
+        if module is None:
+            module = _import(name, path)
+    return module
+
+
+def _ensure_file(path: Path, content: bytes, matches: Callable[[bytes], bool]) -> None:
+    """Make ``path`` hold ``content`` unless what it holds already ``matches``."""
+    try:
+        if matches(path.read_bytes()):
+            return
+    except OSError:
+        pass  # absent or unreadable: (re)write it
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _npz_bytes(constants: dict[str, np.ndarray]) -> bytes:
+    buf = io.BytesIO()
+    np.savez(buf, **constants)  # type: ignore[arg-type]  # the stubs type every keyword as allow_pickle
+    return buf.getvalue()
+
+
+def _npz_matches(constants: dict[str, np.ndarray]) -> Callable[[bytes], bool]:
+    """Whether stored npz bytes hold exactly ``constants`` (compared by value, not by zip bytes)."""
+
+    def matches(data: bytes) -> bool:
+        try:
+            with np.load(io.BytesIO(data)) as stored:
+                if sorted(stored.files) != sorted(constants):
+                    return False
+                return all(_same_array(stored[k], v) for k, v in constants.items())
+        except Exception:  # a truncated zip raises anything from BadZipFile to ValueError
+            return False
+
+    return matches
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    b = np.ascontiguousarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _import(name: str, path: Path) -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, f"cannot import {path}"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # Numba's cache and pickling look the module up by this name
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
