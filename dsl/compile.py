@@ -141,6 +141,15 @@ class Compiled:
         except (TypeError, ValueError):
             self._signature = None
         self._names = self._param_names()
+        self._fast_arity = self._positional_arity()
+
+    def _positional_arity(self) -> int:
+        """The argument count for which a plain positional call needs no binding (-1: none)."""
+        if self._signature is None:
+            return -1
+        kinds = {p.kind for p in self._signature.parameters.values()}
+        simple = kinds <= {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}
+        return len(self._signature.parameters) if simple else -1
 
     def _param_names(self) -> list[str]:
         if self._signature is None:
@@ -165,7 +174,7 @@ class Compiled:
         return Lowered(entry.program)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        if self._signature is None:
+        if self._signature is None or (not kwargs and len(args) == self._fast_arity):
             return args
         try:
             bound = self._signature.bind(*args, **kwargs)

@@ -29,6 +29,7 @@ class Executable:
         writeback: Sequence[int],
         input_types: Sequence[tuple[Sequence[int], Any]],
         name: str = "program",
+        out_types: Sequence[tuple[Sequence[int], Any]] = (),
     ) -> None:
         self.driver = driver
         self.name = name
@@ -39,6 +40,8 @@ class Executable:
         self.input_types: list[InputType] = [(tuple(s), np.dtype(d)) for s, d in input_types]
         self._dtypes = [d for _, d in self.input_types]
         self._shapes = [s for s, _ in self.input_types]
+        # Results allocated here with NumPy (huge-page friendly) and passed to the driver first.
+        self._outs = [(tuple(s), np.dtype(d)) for s, d in out_types]
         self._lock = threading.Lock()
         if not 0 <= self.n_public <= n_results:
             raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
@@ -51,8 +54,9 @@ class Executable:
             self._shape_error(args)
         if self.writeback:
             self._check_writeback_targets(arrays)
+        outs = [np.empty(s, d) for s, d in self._outs]
         with self._lock:
-            results = self.driver(self.arena, *args)
+            results = self.driver(self.arena, *outs, *args)
         if self.writeback:
             for index, new in zip(self.writeback, results[self.n_public :]):
                 np.copyto(arrays[index], new, casting="unsafe")

@@ -63,3 +63,12 @@ def check_text_form(funcs: Any) -> None:
     if find_mlir_opt() is not None:
         for text in texts:
             run_mlir_opt(text)
+
+
+def check_lowered(lowered: Any) -> None:
+    """Every stage of a ``Lowered`` program round-trips and (if installed) passes mlir-opt."""
+    for stage in lowered.stages():
+        text = lowered.ir(stage)
+        assert print_module(parse_module(text)) == text, f"stage {stage}: print -> parse -> print changed it"
+        if find_mlir_opt() is not None:
+            run_mlir_opt(text)

@@ -23,6 +23,7 @@ def build_cpu_executable(func: Function) -> tuple[Executable, CpuProgram, Fusion
         program.writeback,
         [(p.type.shape, p.type.dtype.np) for p in func.params],
         name=func.name,
+        out_types=[(t.shape, t.dtype.np) for t in program.out_types],
     )
     return executable, program, fusion, plan
 
