@@ -27,7 +27,10 @@ Scalar = (bool, int, float)
 # ---- making arrays ------------------------------------------------------------------------------
 
 
-def emit(prim: Primitive, operands: Sequence[Array], attrs: dict[str, Any] | None = None, weak: bool = False):
+def emit(
+    prim: Primitive, operands: Sequence[Array], attrs: dict[str, Any] | None = None, weak: bool = False
+) -> Array:
+    """Record ``prim`` on the operands' current values; the result owns a new storage."""
     value = tracing.current().emit(prim, [a.value for a in operands], attrs)
     return Array.fresh(value, weak)
 
