@@ -17,7 +17,10 @@ from typing import Any
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
 from compiler.ir.verify import verify, verify_enabled
-from compiler.passes.simplify import dce, simplify
+from compiler.passes.alias import annotate_aliases
+from compiler.passes.liveness import annotate_liveness
+from compiler.passes.simplify import INPLACE_ATTR, dce, simplify
+from runtime.errors import InplaceError
 
 
 def inplace_enabled() -> bool:
@@ -49,6 +52,18 @@ PASSES: tuple[Pass, ...] = (
 )
 PASSES_BY_NAME = {p.name: p for p in PASSES} | {
     "dce": Pass("dce", "dce", lambda f, o: dce(f), "dead-code elimination only"),
+    "liveness": Pass(
+        "liveness",
+        "liveness",
+        lambda f, o: annotate_liveness(f),
+        "annotate each op with the operands that die there",
+    ),
+    "alias": Pass(
+        "alias",
+        "alias",
+        lambda f, o: annotate_aliases(f, o.donate_argnums),
+        "annotate each op with its storage class",
+    ),
 }
 STAGES = ("traced",) + tuple(p.stage for p in PASSES) + ("bufferized",)
 
@@ -102,22 +117,40 @@ class Program:
     source: str
 
     def explain_inplace(self) -> str:
-        """Each user in-place request and what the compiler did with it."""
-        from compiler.passes.simplify import INPLACE_ATTR
-
-        requests = [op for op in self.stages["functional"].ops if INPLACE_ATTR in op.attrs]
-        if not requests:
-            return "no in-place requests in this program\n"
-        lines = []
-        for op in requests:
-            lines.append(
-                f"{op.loc}: {op.attrs[INPLACE_ATTR]} ({op.prim.mlir_name}) -> computed out of place into "
-                "its own buffer: the in-place pass that reuses buffers is not built yet"
-            )
+        """Each user in-place request and what the compiler did with it, then its own reuses."""
+        requests = [d for d in self.memory_plan.inplace if d.request]
+        planned = {(d.loc, d.request) for d in requests}
+        lines = [str(d) for d in requests]
+        for op in self.stages["functional"].ops:
+            request = op.attrs.get(INPLACE_ATTR)
+            if request is not None and (op.loc, request) not in planned:
+                lines.append(
+                    f"{op.loc}: {request} -> removed: the optimizer found the written value unused "
+                    "or equal to another (no work, no buffer)"
+                )
+                planned.add((op.loc, request))
+        chosen = [str(d) for d in self.memory_plan.inplace if not d.request]
+        if not lines:
+            lines.append("no in-place requests in this program")
+        if chosen:
+            lines += ["buffers reused in place by the compiler:", *(f"  {c}" for c in chosen)]
         return "\n".join(lines) + "\n"
 
     def dump(self, directory: str) -> None:
         dump_stages(self.stage_text, self.stages["traced"].name, directory)
+
+
+def _check_strict(plan: Any, options: Options) -> None:
+    """``strict_inplace=True``: an in-place request demoted to a copy is a compile-time error."""
+    if not options.strict_inplace:
+        return
+    for d in plan.inplace:
+        if d.request and d.outcome == "copy":
+            where = f"; the old value is still read at {d.blocker}" if d.blocker else ""
+            raise InplaceError(
+                f"{d.loc}: the in-place {d.request} cannot be realized without a copy{where} "
+                f"(strict_inplace=True; reason: {d.reason})"
+            )
 
 
 def compile_function(func: Function, options: Options) -> Program:
@@ -126,7 +159,10 @@ def compile_function(func: Function, options: Options) -> Program:
     from compiler.passes.bufferize import annotate
 
     stages = run_passes(func, options)
-    executable, cpu_program, fusion, plan = build_cpu_executable(stages["optimized"])
+    executable, cpu_program, fusion, plan = build_cpu_executable(
+        stages["optimized"], options.inplace, options.donate_argnums
+    )
+    _check_strict(plan, options)
     stages["bufferized"] = annotate(stages["optimized"], fusion, plan)
     text = {name: print_function(f) for name, f in stages.items()}
     return Program(stages, text, executable, plan, cpu_program.source)

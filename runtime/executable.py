@@ -30,6 +30,7 @@ class Executable:
         input_types: Sequence[tuple[Sequence[int], Any]],
         name: str = "program",
         out_types: Sequence[tuple[Sequence[int], Any]] = (),
+        direct_writeback: Sequence[int] = (),
     ) -> None:
         self.driver = driver
         self.name = name
@@ -42,6 +43,8 @@ class Executable:
         self._shapes = [s for s, _ in self.input_types]
         # Results allocated here with NumPy (huge-page friendly) and passed to the driver first.
         self._outs = [(tuple(s), np.dtype(d)) for s, d in out_types]
+        # Arguments whose new value the driver stores directly into the array it was given.
+        self.direct = frozenset(direct_writeback)
         self._lock = threading.Lock()
         if not 0 <= self.n_public <= n_results:
             raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
@@ -59,7 +62,9 @@ class Executable:
             results = self.driver(self.arena, *outs, *args)
         if self.writeback:
             for index, new in zip(self.writeback, results[self.n_public :]):
-                np.copyto(arrays[index], new, casting="unsafe")
+                if index not in self.direct or args[index] is not arrays[index]:
+                    # not written directly, or the driver wrote into a converted copy of the argument
+                    np.copyto(arrays[index], new, casting="unsafe")
             return results[: self.n_public]
         return results
 

@@ -10,10 +10,12 @@ from runtime.executable import Executable
 from runtime.module_cache import load_module
 
 
-def build_cpu_executable(func: Function) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
+def build_cpu_executable(
+    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()
+) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
     """fuse -> plan -> generate_cpu -> load_module -> Executable, for optimized IR."""
     fusion = fuse(func)
-    plan = plan_buffers(func, fusion)
+    plan = plan_buffers(func, fusion, inplace, donate_argnums)
     program = generate_cpu(func, fusion, plan)
     module = load_module(program.source, program.constants)
     executable = Executable(
@@ -24,6 +26,7 @@ def build_cpu_executable(func: Function) -> tuple[Executable, CpuProgram, Fusion
         [(p.type.shape, p.type.dtype.np) for p in func.params],
         name=func.name,
         out_types=[(t.shape, t.dtype.np) for t in program.out_types],
+        direct_writeback=program.direct_writeback,
     )
     return executable, program, fusion, plan
 

@@ -54,6 +54,7 @@ class CpuProgram:
     n_results: int
     writeback: tuple[int, ...]
     arena_bytes: int
+    direct_writeback: tuple[int, ...]  # arguments the driver writes into directly
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the caller allocates and passes in, in driver order
 
@@ -99,6 +100,7 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuPro
         n_results=len(func.results),
         writeback=tuple(int(i) for i in func.attrs.get("dsl.writeback", ())),
         arena_bytes=plan.peak_bytes,
+        direct_writeback=tuple(sorted(plan.direct_writeback.values())),
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
@@ -114,7 +116,7 @@ def caller_allocated(func: Function, plan: MemoryPlan) -> list[Value]:
     seen = set(func.params)
     outs = []
     for v in func.results:
-        if v not in seen and v not in plan.offsets:
+        if v not in seen and v not in plan.offsets and v not in plan.direct_writeback:
             outs.append(v)
         seen.add(v)
     return outs
@@ -332,8 +334,12 @@ def _prelude(pool: ConstantPool) -> str:
     return "\n".join(lines)
 
 
-def _allocation(v: Value, plan: MemoryPlan) -> str:
+def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:
     t = v.type
+    if v in plan.direct_writeback:  # the new value of an argument, stored into the caller's array
+        return params[plan.direct_writeback[v]]
+    if v in plan.in_param:  # lives in a donated argument's memory
+        return f"{params[plan.in_param[v]]}.reshape(-1).view({np_type(t.dtype)}).reshape({shape_literal(t.shape)})"
     offset = plan.offsets.get(v)
     if offset is None:  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
@@ -349,11 +355,12 @@ def _driver(
     names: dict[Value, str],
     outs: list[Value],
 ) -> str:
-    params = ["arena", *(names[v] for v in outs), *(names[p] for p in func.params)]
+    arg_names = [names[p] for p in func.params]
+    params = ["arena", *(names[v] for v in outs), *arg_names]
     passed_in = set(outs)
     body = []
     for group in fusion.groups:
-        body += [f"{names[v]} = {_allocation(v, plan)}" for v in group.outputs if v not in passed_in]
+        body += [f"{names[v]} = {_allocation(v, plan, arg_names)}" for v in group.outputs if v not in passed_in]
         kernel = kernels.get(group)
         if kernel is not None:
             body.append(f"{kernel.name}({', '.join(kernel.args)})")

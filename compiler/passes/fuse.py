@@ -99,6 +99,16 @@ class FusionPlan:
     materialized: set[Value]  # op results that need a buffer (params are buffers already)
     dead: list[Op]
     names: dict[Value, str]  # printer-style names: %argN, %N
+    # value -> group reading it -> the access keys of those reads (IDENTITY: at the group's own index)
+    access: dict[Value, dict[Group, frozenset[AccessKey]]] = field(default_factory=dict)
+
+    def in_place_safe(self, old: Value, new: Value, group: Group) -> bool:
+        """``group`` may store ``new`` over ``old``: both span its iteration space, and it reads
+        ``old`` (if at all) only at the element being written, before writing it (a loop body
+        computes every value of an element before its stores)."""
+        if group.kind is GroupKind.CONTRACT or not old.type.shape == new.type.shape == group.shape:
+            return False
+        return self.access.get(old, {}).get(group, frozenset({IDENTITY})) <= {IDENTITY}
 
     def __str__(self) -> str:
         lines = []
@@ -159,7 +169,9 @@ class _Fuser:
             g.ops.reverse()  # they were added in reverse program order
             g.inputs = self._inputs_of(g)
         group_of = {op: groups[0] for op, groups in self.placed.items()}
-        return FusionPlan(groups, group_of, self.materialized, dead[::-1], value_names(self.func))
+        access = {v: {g: frozenset(keys) for g, keys in by_group.items()} for v, by_group in self.reads.items()}
+        names = value_names(self.func)
+        return FusionPlan(groups, group_of, self.materialized, dead[::-1], names, access)
 
     def _place(self, op: Op, pos: int) -> None:
         value = op.result

@@ -1,23 +1,35 @@
-"""Buffer planning: give every materialized intermediate an offset in one arena.
+"""Buffer planning: in-place reuse and best-fit packing of every materialized value into one arena.
 
-This is the simple plan: no reuse, each buffer its own 64-byte-aligned slot, so ``peak_bytes`` is
-the sum of the materialized intermediates. The memory issue replaces ``assign_offsets`` with a
-best-fit allocator over the live ranges already recorded here; nothing else has to change.
+Time is kernel order: a buffer is live from the group that stores it to the last group that reads
+it (both inclusive). Groups are visited in order; before a group's outputs are placed, every buffer
+whose last reader ran earlier is back on the free list. Each output then gets, in this order:
 
-What is planned: op results that fusion materializes, minus function results (allocated fresh per
-call, so a result never aliases the arena or an input) and minus zero-size values. Params are the
-caller's buffers. Live ranges are in op positions of the kernels that touch the buffer: a buffer is
-written when its group's root runs and is last read when the last group reading it runs.
+1. *in place*: the block of an input that dies at this group, when the group reads that input only
+   at the element it writes (``FusionPlan.in_place_safe``: each element is read before it
+   is overwritten), the sizes and element widths are equal, and the block is ours to overwrite
+   (arena, or a donated argument); a user's in-place request is realized exactly this way;
+2. *best fit*: the smallest free block that is large enough (a larger freed block is split), else
+   new space at the top of the arena (64-byte aligned).
+
+A value written back to an argument (``dsl.writeback``) is stored straight into the caller's array
+when the argument's old value is read by no later group and only at identity by this one; otherwise
+it goes to fresh memory and the runtime copies it after the call.
+
+``inplace=False`` (``DSL_NO_INPLACE=1``) gives the reference plan: every buffer its own slot, no
+in-place, no direct write-backs. Results returned to the caller are never planned: they are
+allocated fresh per call, so a result never aliases the arena or an input.
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
-from compiler.ir.core import Function, Value
-from compiler.passes.fuse import FusionPlan
+from compiler.ir.core import Function, Location, Op, Value
+from compiler.passes.fuse import FusionPlan, Group
 
 ALIGNMENT = 64  # a cache line: keeps vector loads aligned and kernels off each other's lines
+INPLACE_ATTR = "dsl.inplace"
 
 
 @dataclass
@@ -25,9 +37,27 @@ class BufferRow:
     name: str
     value: Value
     bytes: int
-    offset: int
-    live: tuple[int, int]  # (op position that writes it, last op position that reads it)
+    offset: int  # in the arena; -1 when the value lives in a donated argument (``param``)
+    live: tuple[int, int]  # (op position of the group that writes it, of the last group reading it)
     reused_from: str | None = None
+    param: int | None = None  # index of the donated argument whose memory holds it
+
+
+@dataclass
+class InplaceDecision:
+    """One in-place decision: a user's request (``request``) or a reuse the compiler chose."""
+
+    value: str
+    loc: Location
+    request: str | None
+    target: str
+    outcome: str  # "in place" | "fused" | "copy"
+    reason: str
+    blocker: Location | None = None  # the line that still needs the old value, for a "copy"
+
+    def __str__(self) -> str:
+        who = f"{self.request} " if self.request else ""
+        return f"{self.loc}: {who}{self.value} -> {self.outcome} ({self.target}): {self.reason}"
 
 
 @dataclass
@@ -35,8 +65,10 @@ class MemoryPlan:
     peak_bytes: int
     naive_bytes: int
     buffers: list[BufferRow]
-    inplace: list[object] = field(default_factory=list)
+    inplace: list[InplaceDecision] = field(default_factory=list)
     offsets: dict[Value, int] = field(default_factory=dict)
+    in_param: dict[Value, int] = field(default_factory=dict)  # value -> donated argument holding it
+    direct_writeback: dict[Value, int] = field(default_factory=dict)  # value -> argument written into
 
     def __str__(self) -> str:
         header = f"{'buffer':<10}{'bytes':>12}{'offset':>12}  {'live':<14}{'reused_from':<12}type"
@@ -44,24 +76,16 @@ class MemoryPlan:
         for b in self.buffers:
             live = f"[{b.live[0]}, {b.live[1]}]"
             reused = b.reused_from or "-"
-            lines.append(f"{b.name:<10}{b.bytes:>12}{b.offset:>12}  {live:<14}{reused:<12}{b.value.type}")
-        lines.append(f"peak {self.peak_bytes} bytes, naive {self.naive_bytes} bytes")
+            where = str(b.offset) if b.param is None else f"arg{b.param}"
+            lines.append(f"{b.name:<10}{b.bytes:>12}{where:>12}  {live:<14}{reused:<12}{b.value.type}")
+        saved = f" ({self.naive_bytes / self.peak_bytes:.1f}x less)" if self.peak_bytes else ""
+        lines.append(f"peak {self.peak_bytes} bytes, naive {self.naive_bytes} bytes{saved}")
+        lines += [f"  {d}" for d in self.inplace]
         return "\n".join(lines)
 
 
 def align(n: int) -> int:
     return (n + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
-
-
-def plan_buffers(func: Function, fusion: FusionPlan) -> MemoryPlan:
-    rows = _buffer_rows(func, fusion)
-    peak = assign_offsets(rows)
-    return MemoryPlan(
-        peak_bytes=peak,
-        naive_bytes=naive_bytes(func),
-        buffers=rows,
-        offsets={row.value: row.offset for row in rows},
-    )
 
 
 def naive_bytes(func: Function) -> int:
@@ -70,26 +94,212 @@ def naive_bytes(func: Function) -> int:
     return sum(r.type.nbytes for op in func.ops for r in op.results if r not in returned)
 
 
-def _buffer_rows(func: Function, fusion: FusionPlan) -> list[BufferRow]:
-    returned = set(func.results)
-    last_read: dict[Value, int] = {}
-    for group in fusion.groups:
-        for v in group.inputs:
-            last_read[v] = max(last_read.get(v, -1), group.root_pos)
-    rows = []
-    for group in fusion.groups:
+def plan_buffers(
+    func: Function, fusion: FusionPlan, inplace: bool = True, donate_argnums: tuple[int, ...] = ()
+) -> MemoryPlan:
+    planner = _Planner(func, fusion, inplace, donate_argnums)
+    peak = planner.run()
+    plan = MemoryPlan(
+        peak_bytes=peak,
+        naive_bytes=naive_bytes(func),
+        buffers=planner.rows,
+        inplace=planner.decisions,
+        offsets={r.value: r.offset for r in planner.rows if r.param is None},
+        in_param={r.value: r.param for r in planner.rows if r.param is not None},
+        direct_writeback=planner.direct,
+    )
+    plan.inplace += report_requests(func, fusion, plan, inplace)
+    return plan
+
+
+class _FreeList:
+    """Free arena blocks as sorted, coalesced (offset, size) pairs; best-fit allocation."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[int, int]] = []
+        self.top = 0
+
+    def alloc(self, size: int) -> int:
+        size = align(size)
+        best = -1
+        for i, (_, free) in enumerate(self.blocks):
+            if free >= size and (best < 0 or free < self.blocks[best][1]):
+                best = i
+        if best < 0:
+            offset, self.top = self.top, self.top + size
+            return offset
+        offset, free = self.blocks.pop(best)
+        if free > size:
+            bisect.insort(self.blocks, (offset + size, free - size))
+        return offset
+
+    def free(self, offset: int, size: int) -> None:
+        size = align(size)
+        i = bisect.bisect(self.blocks, (offset, size))
+        self.blocks.insert(i, (offset, size))
+        # Coalesce with the right, then the left neighbour.
+        if i + 1 < len(self.blocks) and offset + size == self.blocks[i + 1][0]:
+            size += self.blocks.pop(i + 1)[1]
+            self.blocks[i] = (offset, size)
+        if i > 0 and self.blocks[i - 1][0] + self.blocks[i - 1][1] == offset:
+            prev_offset, prev_size = self.blocks.pop(i - 1)
+            self.blocks[i - 1] = (prev_offset, prev_size + size)
+
+
+class _Planner:
+    def __init__(self, func: Function, fusion: FusionPlan, inplace: bool, donate: tuple[int, ...]) -> None:
+        self.func = func
+        self.fusion = fusion
+        self.inplace = inplace
+        self.returned = set(func.results)
+        self.params = {p: i for i, p in enumerate(func.params)}
+        self.donated = {func.params[i] for i in donate if 0 <= i < len(func.params)}
+        self.last_read: dict[Value, int] = {}
+        for group in fusion.groups:
+            for v in group.inputs:
+                self.last_read[v] = max(self.last_read.get(v, -1), group.root_pos)
+        self.rows: list[BufferRow] = []
+        self.row_of: dict[Value, BufferRow] = {}
+        self.decisions: list[InplaceDecision] = []
+        self.direct: dict[Value, int] = {}
+        self.writeback = _writeback_params(func)
+        self.free = _FreeList()
+
+    def run(self) -> int:
+        for group in self.fusion.groups:
+            self.place_outputs(group)
+            self.release(group)
+        return self.free.top
+
+    def place_outputs(self, group: Group) -> None:
+        taken: set[Value] = set()
         for v in group.outputs:
-            if v in returned or v.type.nbytes == 0:
+            if v in self.writeback and self.inplace and self.can_write_directly(v, group):
+                self.direct[v] = self.writeback[v]
                 continue
-            live = (group.root_pos, last_read.get(v, group.root_pos))
-            rows.append(BufferRow(fusion.names[v], v, v.type.nbytes, -1, live))
-    return rows
+            if v in self.returned or v.type.nbytes == 0:
+                continue
+            live = (group.root_pos, self.last_read.get(v, group.root_pos))
+            row = BufferRow(self.fusion.names[v], v, v.type.nbytes, -1, live)
+            donor = self.donor(v, group, taken) if self.inplace else None
+            if donor is None:
+                row.offset = self.free.alloc(row.bytes)
+            else:
+                taken.add(donor)
+                self.take_block(row, donor, group)
+            self.rows.append(row)
+            self.row_of[v] = row
+
+    def donor(self, v: Value, group: Group, taken: set[Value]) -> Value | None:
+        """An input of ``group`` whose block ``v`` may overwrite (rule 1 of the module docstring)."""
+        for x in group.inputs:
+            if x in taken or self.last_read.get(x) != group.root_pos:
+                continue
+            owned = x in self.row_of or (x in self.donated and not self.row_of_param_used(x))
+            same = x.type.nbytes == v.type.nbytes and x.type.dtype.itemsize == v.type.dtype.itemsize
+            if owned and same and self.fusion.in_place_safe(x, v, group):
+                return x
+        return None
+
+    def row_of_param_used(self, param: Value) -> bool:
+        return any(r.param == self.params[param] for r in self.rows)
+
+    def take_block(self, row: BufferRow, donor: Value, group: Group) -> None:
+        name = self.fusion.names[donor]
+        if donor in self.row_of:
+            source = self.row_of.pop(donor)  # the block moves to the new value: not freed
+            row.offset, row.param = source.offset, source.param
+        else:
+            row.param = self.params[donor]
+        row.reused_from = name
+        self.decisions.append(
+            InplaceDecision(
+                row.name, group.root.loc, None, name, "in place", "its operand dies here and is read "
+                "only at the element being written"
+            )
+        )
+
+    def release(self, group: Group) -> None:
+        """Free the blocks of values whose last reader is ``group`` (after its outputs are placed).
+        The reference plan never frees: every buffer keeps its own slot."""
+        if not self.inplace:
+            return
+        for v in group.inputs:
+            row = self.row_of.get(v)
+            if row is not None and self.last_read.get(v) == group.root_pos:
+                del self.row_of[v]
+                if row.param is None:
+                    self.free.free(row.offset, row.bytes)
+        for v in group.outputs:  # stored but never read again (a value kept only for a later group)
+            row = self.row_of.get(v)
+            if row is not None and v not in self.last_read:
+                del self.row_of[v]
+                if row.param is None:
+                    self.free.free(row.offset, row.bytes)
+
+    def can_write_directly(self, v: Value, group: Group) -> bool:
+        """The write-back of argument ``p`` may go straight into the caller's array."""
+        param = self.func.params[self.writeback[v]]
+        if list(self.func.results).count(v) != 1:
+            return False  # also returned as a result: results must not alias the caller's arrays
+        read_later = self.last_read.get(param, -1) > group.root_pos
+        return not read_later and v.type == param.type and self.fusion.in_place_safe(param, v, group)
 
 
-def assign_offsets(rows: list[BufferRow]) -> int:
-    """No reuse: buffers side by side in order. Returns the arena size."""
-    top = 0
-    for row in rows:
-        row.offset = top
-        top = align(top + row.bytes)
-    return top
+def _writeback_params(func: Function) -> dict[Value, int]:
+    indices = tuple(int(i) for i in func.attrs.get("dsl.writeback", ()))
+    tail = func.results[len(func.results) - len(indices) :] if indices else ()
+    return dict(zip(tail, indices))
+
+
+def report_requests(func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool) -> list[InplaceDecision]:
+    """What became of each user in-place request (ops carrying ``dsl.inplace``)."""
+    out = []
+    row_of = {r.value: r for r in plan.buffers}
+    returned = set(func.results)
+    readers = _later_readers(func, fusion)
+    for op in func.ops:
+        request = op.attrs.get(INPLACE_ATTR)
+        if request is None or not op.operands:
+            continue
+        v, target = op.result, op.operands[0]
+        name, tname = fusion.names.get(v, "?"), fusion.names.get(target, "?")
+        decision = InplaceDecision(name, op.loc, str(request), tname, "copy", "")
+        if not inplace:
+            decision.reason = "in-place is off (inplace=False or DSL_NO_INPLACE=1): reference plan"
+        elif v in plan.direct_writeback:
+            decision.outcome, decision.reason = "in place", "written straight into the caller's array"
+        elif v not in fusion.materialized:
+            decision.outcome, decision.reason = "fused", "computed inside its kernel's loop: needs no buffer"
+        elif v in row_of and row_of[v].reused_from == tname:
+            decision.outcome, decision.reason = "in place", f"reuses the buffer of {tname}"
+        else:
+            blocker = readers.get((v, target))
+            if blocker is not None:
+                decision.blocker = blocker.loc
+                decision.reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
+            elif v in returned:
+                decision.reason = "the value is returned (or written back) to the caller: fresh memory"
+            elif target in fusion.names and target in set(func.params):
+                decision.reason = "the old value is an input the caller still owns"
+            else:
+                decision.reason = "its kernel reads the old value at other elements than it writes"
+        out.append(decision)
+    return out
+
+
+def _later_readers(func: Function, fusion: FusionPlan) -> dict[tuple[Value, Value], Op]:
+    """For an op computing ``v`` from ``target``: the first op after it that still reads ``target``."""
+    position = {op: i for i, op in enumerate(func.ops)}
+    readers: dict[Value, list[Op]] = {}
+    for op in func.ops:
+        for x in op.operands:
+            readers.setdefault(x, []).append(op)
+    found = {}
+    for op in func.ops:
+        if INPLACE_ATTR in op.attrs and op.operands:
+            target = op.operands[0]
+            later = [r for r in readers.get(target, []) if position[r] > position[op]]
+            if later:
+                found[(op.result, target)] = later[0]
+    return found
