@@ -121,7 +121,10 @@ def cmd_opt(args: argparse.Namespace) -> None:
             if args.print_ir_after_all:
                 sys.stdout.write(f"// -----// IR Dump After {p.name} //----- //\n{print_function(f)}")
 
-        stages = run_passes(func, Options(verify=True), passes, observe)
+        options = Options(verify=True, donate_argnums=tuple(args.donate))
+        if args.no_inplace:
+            options.inplace = False
+        stages = run_passes(func, options, passes, observe)
         out.append(list(stages.values())[-1])
     _write(print_module(out), args.output)
 
@@ -170,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated passes (default: none; pipeline: {','.join(p.name for p in PASSES)})",
     )
     p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass")
+    p.add_argument("--no-inplace", action="store_true", help="plan with the reference plan: no reuse")
+    p.add_argument("--donate", type=int, action="append", default=[], metavar="K", help="donate argument K")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.set_defaults(run=cmd_opt)
     return parser

@@ -18,6 +18,7 @@ from compiler.ir.core import Function
 from compiler.ir.printer import print_function
 from compiler.ir.verify import verify, verify_enabled
 from compiler.passes.alias import annotate_aliases
+from compiler.passes.bufferize import annotate_inplace, plan_and_annotate
 from compiler.passes.liveness import annotate_liveness
 from compiler.passes.simplify import INPLACE_ATTR, dce, simplify
 from runtime.errors import InplaceError
@@ -25,6 +26,10 @@ from runtime.errors import InplaceError
 
 def inplace_enabled() -> bool:
     return os.environ.get("DSL_NO_INPLACE", "") in ("", "0")
+
+
+def sanitize_enabled() -> bool:
+    return os.environ.get("DSL_SANITIZE", "") not in ("", "0")
 
 
 @dataclass
@@ -36,6 +41,7 @@ class Options:
     strict_inplace: bool = False
     donate_argnums: tuple[int, ...] = ()
     verify: bool = field(default_factory=verify_enabled)
+    sanitize: bool = field(default_factory=sanitize_enabled)
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,18 @@ PASSES: tuple[Pass, ...] = (
 )
 PASSES_BY_NAME = {p.name: p for p in PASSES} | {
     "dce": Pass("dce", "dce", lambda f, o: dce(f), "dead-code elimination only"),
+    "inplace": Pass(
+        "inplace",
+        "inplace",
+        lambda f, o: annotate_inplace(f, o.inplace, o.donate_argnums),
+        "fuse and plan; annotate buffer reuse and each in-place request's outcome",
+    ),
+    "plan": Pass(
+        "plan",
+        "bufferized",
+        lambda f, o: plan_and_annotate(f, o.inplace, o.donate_argnums),
+        "fuse and plan buffers; print the bufferized stage (offsets, reuse, kernels)",
+    ),
     "liveness": Pass(
         "liveness",
         "liveness",
@@ -160,7 +178,7 @@ def compile_function(func: Function, options: Options) -> Program:
 
     stages = run_passes(func, options)
     executable, cpu_program, fusion, plan = build_cpu_executable(
-        stages["optimized"], options.inplace, options.donate_argnums
+        stages["optimized"], options.inplace, options.donate_argnums, options.sanitize
     )
     _check_strict(plan, options)
     stages["bufferized"] = annotate(stages["optimized"], fusion, plan)

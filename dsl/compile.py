@@ -83,12 +83,19 @@ class Lowered:
 class _Entry:
     """One compiled signature: runs the executable and rebuilds the result structure."""
 
-    def __init__(self, program: Program, out_tree: pytree.TreeDef, mutated: Sequence[int], names: list[str]):
+    def __init__(
+        self,
+        program: Program,
+        out_tree: pytree.TreeDef,
+        mutated: Sequence[int],
+        names: list[str],
+        donated: Sequence[int] = (),
+    ):
         self.program = program
         self.run = program.executable
         self.out_tree = out_tree
         self.single = out_tree == pytree.LEAF
-        self.mutated = tuple(mutated)
+        self.mutated = tuple(dict.fromkeys((*mutated, *donated)))  # arrays the call may write into
         self.names = names
 
     def __call__(self, leaves: list[Any]) -> Any:
@@ -102,14 +109,14 @@ class _Entry:
             a = leaves[i]
             if not a.flags.writeable:
                 raise DSLError(
-                    f"argument '{self.names[i]}' is read-only, but the program modifies it in place; "
-                    "pass a writeable array (e.g. a.copy())"
+                    f"argument '{self.names[i]}' is read-only, but the program modifies it in place "
+                    "(or it is donated); pass a writeable array (e.g. a.copy())"
                 )
             for j, b in enumerate(leaves):
                 if j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b):
                     raise DSLError(
                         f"arguments '{self.names[i]}' and '{self.names[j]}' share memory, but the program "
-                        f"modifies '{self.names[i]}' in place; pass separate arrays (e.g. a.copy())"
+                        f"modifies (or was donated) '{self.names[i]}'; pass separate arrays (e.g. a.copy())"
                     )
 
 
@@ -214,21 +221,31 @@ class Compiled:
         with self._lock:
             entry = self._cache.get(key)
             if entry is None:
-                options = Options(
-                    target=resolve_target(self._target),
-                    donate_argnums=self._donate,
-                    strict_inplace=self._strict_inplace,
-                )
+                target = resolve_target(self._target)
+                func, out_tree, mutated, names = self._trace(args)
+                donated = self._donated_leaves(args)
+                options = Options(target=target, donate_argnums=donated, strict_inplace=self._strict_inplace)
                 if self._inplace is not None:
                     options.inplace = self._inplace
-                func, out_tree, mutated, names = self._trace(args)
                 program = compile_function(func, options)
-                entry = _Entry(program, out_tree, mutated, names)
+                entry = _Entry(program, out_tree, mutated, names, donated)
                 self._cache[key] = entry
                 dump_dir = os.environ.get("DSL_DUMP_IR")
                 if dump_dir:
                     program.dump(dump_dir)
         return entry
+
+    def _donated_leaves(self, args: tuple[Any, ...]) -> tuple[int, ...]:
+        """``donate_argnums`` counts Python arguments; the IR counts array leaves."""
+        out, k = [], 0
+        for i, a in enumerate(args):
+            if i in self._static:
+                continue
+            flat = pytree.flatten(a)[0]
+            if i in self._donate:  # only arrays can be donated: a Python number has no memory to reuse
+                out += [k + j for j, leaf in enumerate(flat) if isinstance(leaf, np.ndarray)]
+            k += len(flat)
+        return tuple(out)
 
     def _trace(self, args: tuple[Any, ...]) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
         self.trace_count += 1

@@ -5,18 +5,23 @@ from __future__ import annotations
 from compiler.codegen.cpu import CpuProgram, generate_cpu
 from compiler.ir.core import Function
 from compiler.passes.fuse import FusionPlan, fuse
-from compiler.passes.plan import MemoryPlan, plan_buffers
+from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
 from runtime.executable import Executable
 from runtime.module_cache import load_module
 
 
 def build_cpu_executable(
-    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()
+    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), sanitize: bool = False
 ) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
-    """fuse -> plan -> generate_cpu -> load_module -> Executable, for optimized IR."""
+    """fuse -> plan -> generate_cpu -> load_module -> Executable, for optimized IR.
+
+    ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
+    """
     fusion = fuse(func)
     plan = plan_buffers(func, fusion, inplace, donate_argnums)
-    program = generate_cpu(func, fusion, plan)
+    if sanitize:
+        check_no_overlap(plan)
+    program = generate_cpu(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = Executable(
         getattr(module, program.entry),

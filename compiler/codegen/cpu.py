@@ -37,9 +37,9 @@ from compiler.codegen.emit import (
     typed,
 )
 from compiler.ir.core import Function, Op, Value
-from compiler.ir.types import TensorType
+from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
-from compiler.passes.plan import MemoryPlan
+from compiler.passes.plan import BufferRow, MemoryPlan
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
@@ -82,7 +82,7 @@ def shape_literal(shape: tuple[int, ...]) -> str:
     return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
 
 
-def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuProgram:
+def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize: bool = False) -> CpuProgram:
     names = {v: py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool()
     kernels: dict[Group, Kernel] = {}
@@ -91,7 +91,8 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuPro
         if kernel is not None:
             kernels[group] = kernel
     outs = caller_allocated(func, plan)
-    driver = _driver(func, fusion, plan, kernels, names, outs)
+    poison = poison_after(fusion, plan) if sanitize else {}
+    driver = _driver(func, fusion, plan, kernels, names, outs, poison)
     parts = [_prelude(pool), *(k.text for k in kernels.values()), driver]
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
@@ -104,6 +105,25 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuPro
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
+
+
+def poison_value(dtype: DType) -> float | int | bool:
+    """What the sanitizer writes into a dead buffer: NaN, or a value no test program produces."""
+    if dtype.is_float:
+        return math.nan
+    return True if dtype.is_bool else int(np.iinfo(dtype.np).min) + 7
+
+
+def poison_after(fusion: FusionPlan, plan: MemoryPlan) -> dict[Group, list[BufferRow]]:
+    """Sanitizer: the arena buffers to poison after each group, i.e. those whose value dies there
+    and whose block is not handed on in place to a value of that group."""
+    handed_on = {r.reused_from for r in plan.buffers if r.reused_from}
+    by_pos = {g.root_pos: g for g in fusion.groups}
+    out: dict[Group, list[BufferRow]] = {}
+    for row in plan.buffers:
+        if row.param is None and row.name not in handed_on and row.live[1] in by_pos:
+            out.setdefault(by_pos[row.live[1]], []).append(row)
+    return out
 
 
 def caller_allocated(func: Function, plan: MemoryPlan) -> list[Value]:
@@ -339,7 +359,8 @@ def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:
     if v in plan.direct_writeback:  # the new value of an argument, stored into the caller's array
         return params[plan.direct_writeback[v]]
     if v in plan.in_param:  # lives in a donated argument's memory
-        return f"{params[plan.in_param[v]]}.reshape(-1).view({np_type(t.dtype)}).reshape({shape_literal(t.shape)})"
+        flat = f"{params[plan.in_param[v]]}.reshape(-1)"
+        return f"{flat}.view({np_type(t.dtype)}).reshape({shape_literal(t.shape)})"
     offset = plan.offsets.get(v)
     if offset is None:  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
@@ -354,16 +375,22 @@ def _driver(
     kernels: dict[Group, Kernel],
     names: dict[Value, str],
     outs: list[Value],
+    poison: dict[Group, list[BufferRow]] | None = None,
 ) -> str:
     arg_names = [names[p] for p in func.params]
     params = ["arena", *(names[v] for v in outs), *arg_names]
     passed_in = set(outs)
     body = []
     for group in fusion.groups:
-        body += [f"{names[v]} = {_allocation(v, plan, arg_names)}" for v in group.outputs if v not in passed_in]
+        body += [
+            f"{names[v]} = {_allocation(v, plan, arg_names)}" for v in group.outputs if v not in passed_in
+        ]
         kernel = kernels.get(group)
         if kernel is not None:
             body.append(f"{kernel.name}({', '.join(kernel.args)})")
+        for row in (poison or {}).get(group, []):
+            view = f"arena[{row.offset}:{row.offset + row.bytes}].view({np_type(row.value.type.dtype)})"
+            body.append(f"{view}[:] = {literal(poison_value(row.value.type.dtype), row.value.type.dtype)}")
     results, seen = [], set(func.params)
     for v in func.results:  # a param or a repeated value is copied: results never alias anything
         results.append(names[v] + (".copy()" if v in seen else ""))

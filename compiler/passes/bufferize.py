@@ -2,8 +2,10 @@
 
 Printed with memref types (the ``dsl.bufferized`` function attribute), each op carries:
 ``dsl.kernel`` (the kernel group that computes it), and for a value that gets a buffer either
-``dsl.offset`` (its arena offset in bytes) or ``dsl.buffer = "result"`` (allocated fresh per call,
-returned to the caller). Ops without a buffer were fused into their kernel's loop.
+``dsl.offset`` (its arena offset in bytes; with ``dsl.reuses = "%N"`` when it took over the block of
+operand ``%N`` in place), ``dsl.buffer = "result"`` (allocated fresh per call, returned to the
+caller) or ``dsl.buffer = "arg K"`` (stored in argument K's memory: a direct write-back or a donated
+argument). Ops without a buffer were fused into their kernel's loop.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from typing import Any
 
 from compiler.ir.core import Block, Function, Op
 from compiler.ir.printer import BUFFERIZED
-from compiler.passes.fuse import FusionPlan
-from compiler.passes.plan import MemoryPlan
+from compiler.passes.fuse import FusionPlan, fuse
+from compiler.passes.plan import INPLACE_ATTR, MemoryPlan, plan_buffers
 
 
 def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
     returned = set(func.results)
+    rows = {r.value: r for r in plan.buffers}
+    in_arg = {**plan.in_param, **plan.direct_writeback}
     ops = []
     for op in func.ops:
         attrs: dict[str, Any] = dict(op.attrs)
@@ -27,8 +31,39 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
         result = op.results[0] if op.results else None
         if result in plan.offsets:
             attrs["dsl.offset"] = plan.offsets[result]
-        elif result in returned:
+        if result in rows and rows[result].reused_from:
+            attrs["dsl.reuses"] = rows[result].reused_from
+        if result in in_arg:
+            attrs["dsl.buffer"] = f"arg {in_arg[result]}"
+        elif result in returned and result not in plan.offsets:
             attrs["dsl.buffer"] = "result"
         ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
     fattrs = {**func.attrs, BUFFERIZED: True, "dsl.arena_bytes": plan.peak_bytes}
     return func.replace_body(Block(func.params, tuple(ops), func.results), attrs=fattrs)
+
+
+def plan_and_annotate(func: Function, inplace: bool, donate_argnums: tuple[int, ...] = ()) -> Function:
+    """The ``plan`` pass of ``dslc opt``: fuse, plan, and print the bufferized stage."""
+    fusion = fuse(func)
+    return annotate(func, fusion, plan_buffers(func, fusion, inplace, donate_argnums))
+
+
+def annotate_inplace(func: Function, inplace: bool, donate_argnums: tuple[int, ...] = ()) -> Function:
+    """The ``inplace`` pass of ``dslc opt``: each value that takes over an operand's buffer gets
+    ``dsl.reuses = "%N"``; each user in-place request gets ``dsl.inplace_outcome`` and the reason."""
+    fusion = fuse(func)
+    plan = plan_buffers(func, fusion, inplace, donate_argnums)
+    reuses = {r.value: r.reused_from for r in plan.buffers if r.reused_from}
+    reuses |= {v: fusion.names[func.params[k]] for v, k in plan.direct_writeback.items()}
+    outcome = {d.value: d for d in plan.inplace if d.request}
+    ops = []
+    for op in func.ops:
+        attrs: dict[str, Any] = dict(op.attrs)
+        v = op.results[0] if op.results else None
+        if v in reuses:
+            attrs["dsl.reuses"] = reuses[v]
+        decision = outcome.get(fusion.names.get(v, "")) if v is not None else None
+        if decision is not None and INPLACE_ATTR in op.attrs:
+            attrs["dsl.inplace_outcome"] = f"{decision.outcome}: {decision.reason}"
+        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
+    return func.replace_body(Block(func.params, tuple(ops), func.results))

@@ -169,7 +169,9 @@ class _Fuser:
             g.ops.reverse()  # they were added in reverse program order
             g.inputs = self._inputs_of(g)
         group_of = {op: groups[0] for op, groups in self.placed.items()}
-        access = {v: {g: frozenset(keys) for g, keys in by_group.items()} for v, by_group in self.reads.items()}
+        access = {
+            v: {g: frozenset(keys) for g, keys in by_group.items()} for v, by_group in self.reads.items()
+        }
         names = value_names(self.func)
         return FusionPlan(groups, group_of, self.materialized, dead[::-1], names, access)
 

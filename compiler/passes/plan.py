@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.liveness import liveness
+from runtime.errors import VerificationError
 
 ALIGNMENT = 64  # a cache line: keeps vector loads aligned and kernels off each other's lines
 INPLACE_ATTR = "dsl.inplace"
@@ -214,8 +216,12 @@ class _Planner:
         row.reused_from = name
         self.decisions.append(
             InplaceDecision(
-                row.name, group.root.loc, None, name, "in place", "its operand dies here and is read "
-                "only at the element being written"
+                row.name,
+                group.root.loc,
+                None,
+                name,
+                "in place",
+                "its operand dies here and is read only at the element being written",
             )
         )
 
@@ -252,7 +258,9 @@ def _writeback_params(func: Function) -> dict[Value, int]:
     return dict(zip(tail, indices))
 
 
-def report_requests(func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool) -> list[InplaceDecision]:
+def report_requests(
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool
+) -> list[InplaceDecision]:
     """What became of each user in-place request (ops carrying ``dsl.inplace``)."""
     out = []
     row_of = {r.value: r for r in plan.buffers}
@@ -289,17 +297,39 @@ def report_requests(func: Function, fusion: FusionPlan, plan: MemoryPlan, inplac
 
 
 def _later_readers(func: Function, fusion: FusionPlan) -> dict[tuple[Value, Value], Op]:
-    """For an op computing ``v`` from ``target``: the first op after it that still reads ``target``."""
-    position = {op: i for i, op in enumerate(func.ops)}
-    readers: dict[Value, list[Op]] = {}
-    for op in func.ops:
-        for x in op.operands:
-            readers.setdefault(x, []).append(op)
+    """For an in-place request computing ``v`` from ``target``: an op that still reads ``target``
+    after ``v`` is written. Program order first (the liveness analysis: the last reader), then
+    kernel order (a kernel running later that reads ``target`` through a fused op)."""
+    live = liveness(func)
     found = {}
     for op in func.ops:
-        if INPLACE_ATTR in op.attrs and op.operands:
-            target = op.operands[0]
-            later = [r for r in readers.get(target, []) if position[r] > position[op]]
-            if later:
-                found[(op.result, target)] = later[0]
+        if INPLACE_ATTR not in op.attrs or not op.operands:
+            continue
+        target = op.operands[0]
+        last = live.last_use.get(target, -1)
+        if live.position[op] < last < len(func.ops):
+            found[(op.result, target)] = func.ops[last]
+            continue
+        group = fusion.group_of.get(op)
+        for later in fusion.groups:
+            if group is not None and later.root_pos > group.root_pos and target in later.inputs:
+                found[(op.result, target)] = next(x for x in later.ops if target in x.operands)
+                break
     return found
+
+
+def check_no_overlap(plan: MemoryPlan) -> None:
+    """Sanitizer: no two buffers live at the same time share arena bytes (except a value and the
+    operand whose block it took over in place at the kernel where that operand dies)."""
+    active: list[BufferRow] = []
+    for row in sorted((r for r in plan.buffers if r.param is None), key=lambda r: r.live[0]):
+        active = [a for a in active if a.live[1] >= row.live[0]]
+        for a in active:
+            bytes_overlap = a.offset < row.offset + row.bytes and row.offset < a.offset + a.bytes
+            handed_on = row.reused_from == a.name and a.live[1] == row.live[0]
+            if bytes_overlap and not handed_on:
+                raise VerificationError(
+                    f"memory plan: {a.name} (bytes {a.offset}..{a.offset + a.bytes}, live {a.live}) and "
+                    f"{row.name} (bytes {row.offset}..{row.offset + row.bytes}, live {row.live}) overlap"
+                )
+        active.append(row)

@@ -1,0 +1,155 @@
+"""The memory planner end to end: in-place reuse, direct write-backs, strict mode, donation, reports,
+the sanitizer, and the arena matching the plan."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from helpers import assert_same
+
+import dsl
+import dsl.numpy as dnp
+
+rng = np.random.default_rng(3)
+A = rng.standard_normal((16, 8)).astype(np.float32)
+W = rng.standard_normal((8, 8)).astype(np.float32)
+
+
+def _line(fn, needle: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, text in enumerate(lines) if needle in text)
+
+
+def test_scale_inplace_is_the_same_array_and_needs_no_new_buffer() -> None:
+    def f(a, w):
+        x = a @ w
+        y = x.scale_(2.0)
+        assert y is x
+        return (y @ w).sum()
+
+    compiled = dsl.compile(f)
+    plan = compiled.lower(A, W).memory_plan()
+    x_row, y_row, product_row = plan.buffers  # x = a @ w, y = x * 2, y @ w (read by the sum)
+    assert y_row.reused_from == x_row.name and y_row.offset == x_row.offset  # y: no new buffer
+    assert product_row.reused_from is None and product_row.offset != y_row.offset
+    assert_same(compiled(A, W), np.asarray(((A @ W) * 2 @ W).sum(), np.float32), rtol=1e-4)
+    assert "scale_" in compiled.lower(A, W).explain_inplace()
+
+
+def test_sgd_step_updates_the_callers_array_without_an_arena_buffer() -> None:
+    @dsl.compile
+    def step(w, g, lr):
+        w -= lr * g
+        return (w * w).sum()
+
+    w, g = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    plan = step.lower(w, g, 0.1).memory_plan()
+    assert all(r.bytes < w.nbytes for r in plan.buffers)  # no arena buffer for the new w (only lr's cast)
+    assert list(plan.direct_writeback.values()) == [0]
+    expected = w - np.float32(0.1) * g
+    step(w, g, 0.1)
+    np.testing.assert_array_equal(w, expected)
+    text = step.lower(w, g, 0.1).explain_inplace()
+    assert "written straight into the caller's array" in text
+    with pytest.raises(dsl.DSLError, match="share memory"):
+        step(w, w, 0.1)
+
+
+def test_fused_chain_needs_no_intermediate_buffer() -> None:
+    @dsl.compile
+    def chain(x):
+        return dnp.exp(dnp.log(dnp.sin(x) + 1) * 2)
+
+    x = rng.random(4096).astype(np.float32)
+    plan = chain.lower(x).memory_plan()
+    assert plan.naive_bytes >= 4 * x.nbytes  # an eager run allocates sin, +1, log, *2
+    assert len(plan.buffers) <= 1 and plan.peak_bytes <= x.nbytes
+    assert_same(chain(x), np.exp(np.log(np.sin(x) + 1) * 2), rtol=1e-5)
+
+
+def test_demoted_request_is_explained_and_strict_mode_names_both_lines() -> None:
+    def f(a, w):
+        x = a @ w
+        y = x * 2.0  # reads the old x, computed lazily in a later kernel
+        x.exp_()  # the in-place request
+        return (x @ w) + y
+
+    want = np.exp(A @ W) @ W + (A @ W) * 2
+    lenient = dsl.compile(f)
+    assert_same(lenient(A, W), want.astype(np.float32), rtol=1e-4)
+    explained = lenient.lower(A, W).explain_inplace()
+    assert "exp_" in explained and "copy" in explained and "still read later" in explained
+    with pytest.raises(dsl.InplaceError) as info:
+        dsl.compile(f, strict_inplace=True)(A, W)
+    msg = str(info.value)
+    assert f"{__file__}:{_line(f, 'the in-place request')}" in msg
+    assert f"{__file__}:{_line(f, 'reads the old x')}" in msg
+
+
+def test_reference_plan_and_identical_results() -> None:
+    def f(a, w):
+        h = dnp.tanh(a @ w)
+        h = dnp.tanh(h @ w) + h
+        h[0] = 0.0
+        return dsl.nn.softmax(h @ w)
+
+    on, off = dsl.compile(f), dsl.compile(f, inplace=False)
+    plan_on, plan_off = on.lower(A, W).memory_plan(), off.lower(A, W).memory_plan()
+    assert plan_on.peak_bytes < plan_off.peak_bytes
+    assert all(r.reused_from is None for r in plan_off.buffers)
+    assert plan_off.peak_bytes >= sum(r.bytes for r in plan_off.buffers)
+    np.testing.assert_array_equal(on(A, W), off(A, W))
+
+
+def test_sanitizer_poisons_dead_buffers_and_results_stay_identical(monkeypatch) -> None:
+    def f(a, w):
+        h = dnp.tanh(a @ w)
+        return (dnp.exp(h @ w) * h).sum(axis=1)
+
+    plain = dsl.compile(f)(A, W)
+    monkeypatch.setenv("DSL_SANITIZE", "1")
+    sanitized = dsl.compile(f)
+    np.testing.assert_array_equal(sanitized(A, W), plain)
+    assert "math.nan" in sanitized.lower(A, W).source()
+
+
+def test_overlap_check_catches_a_broken_plan() -> None:
+    from compiler.passes.plan import check_no_overlap
+
+    def f(a, w):
+        h = dnp.tanh(a @ w)
+        return (h @ w) * h
+
+    plan = dsl.compile(f).lower(A, W).memory_plan()
+    check_no_overlap(plan)
+    assert len(plan.buffers) >= 2
+    live_together = [r for r in plan.buffers]
+    live_together[1].offset = live_together[0].offset  # corrupt: two live buffers on one block
+    live_together[1].reused_from = None
+    with pytest.raises(dsl.VerificationError, match="overlap"):
+        check_no_overlap(plan)
+
+
+def test_arena_is_exactly_the_planned_size() -> None:
+    def f(a, w):
+        return dnp.tanh(dnp.tanh(a @ w) @ w) @ w
+
+    lowered = dsl.compile(f).lower(A, W)
+    assert lowered._program.executable.arena.nbytes == max(lowered.memory_plan().peak_bytes, 1)
+
+
+def test_donated_argument_holds_a_temporary() -> None:
+    def f(a, w):
+        t = dnp.tanh(a * 2.0)  # a dies here: t may live in a's memory when a is donated
+        return t @ w
+
+    donated = dsl.compile(f, donate_argnums=(0,))
+    plan = donated.lower(A, W).memory_plan()
+    assert plan.in_param and plan.peak_bytes == 0
+    want = np.tanh(A * 2) @ W
+    assert_same(donated(A.copy(), W), want, rtol=1e-5)
+    with pytest.raises(dsl.DSLError, match="share memory"):
+        a = A.copy()
+        donated(a, a[:8])
