@@ -38,3 +38,35 @@ def test_sample_programs_text_form() -> None:
     check_lowered(dump.normalize_rows.lower(np.ones((3, 4), np.float32), 1e-5))
     sgd = load("sgd_step")
     check_lowered(sgd.sgd_step.lower(np.ones(5, np.float32), np.ones(5, np.float32), 0.1))
+
+
+def _sample_programs():
+    rng = np.random.default_rng(1)
+    mlp = load("mlp_forward")
+    params = [
+        (rng.standard_normal((8, 6)).astype(np.float32), rng.standard_normal(6).astype(np.float32)),
+        (rng.standard_normal((6, 4)).astype(np.float32), np.zeros(4, np.float32)),
+    ]
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    yield mlp.mlp.__wrapped__, (x, params)
+    yield load("ir_dump").normalize_rows.__wrapped__, (rng.standard_normal((3, 4)).astype(np.float32), 1e-5)
+    w, g = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7).astype(np.float32)
+    yield load("sgd_step").sgd_step.__wrapped__, (w, g, 0.1)
+
+
+def test_samples_identical_with_inplace_off_and_under_the_sanitizer(monkeypatch) -> None:
+    import copy
+
+    import dsl
+
+    for fn, args in _sample_programs():
+        outputs = []
+        for mode in ("on", "off", "sanitize"):
+            monkeypatch.setenv("DSL_SANITIZE", "1" if mode == "sanitize" else "0")
+            compiled = dsl.compile(fn, inplace=mode != "off")
+            mode_args = copy.deepcopy(args)  # sgd_step mutates its first argument
+            outputs.append((compiled(*mode_args), mode_args))
+        (first, first_args), *rest = outputs
+        for out, mode_args in rest:
+            np.testing.assert_equal(out, first)
+            np.testing.assert_equal(mode_args, first_args)
