@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.autodiff import GradSpec, grad_function
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
 from compiler.ir.verify import verify, verify_enabled
@@ -42,6 +43,7 @@ class Options:
     donate_argnums: tuple[int, ...] = ()
     verify: bool = field(default_factory=verify_enabled)
     sanitize: bool = field(default_factory=sanitize_enabled)
+    grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,12 @@ class Pass:
 
 PASSES: tuple[Pass, ...] = (
     Pass("functionalize", "functional", lambda f, o: dce(f), "drop values superseded by in-place writes"),
+    Pass(
+        "autodiff",
+        "grad",
+        lambda f, o: grad_function(f, o.grad) if o.grad else f,
+        "joint forward+backward program for the requested gradients only",
+    ),
     Pass("simplify", "optimized", lambda f, o: simplify(f), "DCE, CSE, constant folding, identities"),
 )
 PASSES_BY_NAME = {p.name: p for p in PASSES} | {

@@ -22,6 +22,7 @@ from dsl.errors import (
     TraceError,
     VerificationError,
 )
+from dsl.transforms import check_grads, grad, hessian, stop_gradient, value_and_grad, vjp
 
 _methods.install(Array)  # operators and methods, once dsl.numpy and dsl.nn exist
 
@@ -45,6 +46,12 @@ __all__ = [
     "TraceError",
     "VerificationError",
     "bool_",
+    "check_grads",
+    "grad",
+    "hessian",
+    "stop_gradient",
+    "value_and_grad",
+    "vjp",
     "compile",
     "float32",
     "float64",

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import os
 import re
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,8 @@ class CallError(TraceError, TypeError):
 
 def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
     """The IR type of one argument leaf and whether it is weak (a Python scalar)."""
+    if isinstance(leaf, Array):  # a traced array: a transform traced inside another trace
+        return leaf.type, leaf.weak
     if isinstance(leaf, np.ndarray) or isinstance(leaf, np.generic):
         if not is_supported_numpy_dtype(leaf.dtype):
             raise CallError(
@@ -86,23 +89,21 @@ class _Entry:
     def __init__(
         self,
         program: Program,
-        out_tree: pytree.TreeDef,
+        build: Callable[[Sequence[Any]], Any],
         mutated: Sequence[int],
         names: list[str],
         donated: Sequence[int] = (),
     ):
         self.program = program
         self.run = program.executable
-        self.out_tree = out_tree
-        self.single = out_tree == pytree.LEAF
+        self.build = build
         self.mutated = tuple(dict.fromkeys((*mutated, *donated)))  # arrays the call may write into
         self.names = names
 
     def __call__(self, leaves: list[Any]) -> Any:
         if self.mutated:
             self._check_mutated(leaves)
-        outs = self.run(*leaves)
-        return outs[0] if self.single else pytree.unflatten(self.out_tree, outs)
+        return self.build(self.run(*leaves))
 
     def _check_mutated(self, leaves: list[Any]) -> None:
         for i in self.mutated:
@@ -166,6 +167,8 @@ class Compiled:
     # ---- calling -----------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if tracing.active():  # called while tracing (inside a transform or another compiled fn)
+            return self._fn(*args, **kwargs)
         args = self._bind(args, kwargs)
         key, leaves = self._key(args)
         entry = self._cache.get(key)
@@ -222,13 +225,19 @@ class Compiled:
             entry = self._cache.get(key)
             if entry is None:
                 target = resolve_target(self._target)
-                func, out_tree, mutated, names = self._trace(args)
                 donated = self._donated_leaves(args)
                 options = Options(target=target, donate_argnums=donated, strict_inplace=self._strict_inplace)
                 if self._inplace is not None:
                     options.inplace = self._inplace
+                if getattr(self._fn, "dsl_grad_transform", False):  # autodiff runs as a pipeline pass
+                    self.trace_count += 1
+                    traced, options.grad, build = self._fn.forward(args, self._name)  # type: ignore[attr-defined]
+                    func, mutated, names = traced.func, traced.mutated, traced.names
+                else:
+                    func, out_tree, mutated, names = self._trace(args)
+                    build = _unflattener(out_tree)
                 program = compile_function(func, options)
-                entry = _Entry(program, out_tree, mutated, names, donated)
+                entry = _Entry(program, build, mutated, names, donated)
                 self._cache[key] = entry
                 dump_dir = os.environ.get("DSL_DUMP_IR")
                 if dump_dir:
@@ -249,46 +258,77 @@ class Compiled:
 
     def _trace(self, args: tuple[Any, ...]) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
         self.trace_count += 1
-        params: list[Value] = []
-        arrays: list[Array] = []
-        names: list[str] = []
-        mutable: list[bool] = []
-        with tracing.tracing() as trace:
-            traced_args = []
-            for i, a in enumerate(args):
-                if i in self._static:
-                    traced_args.append(a)
-                    continue
-                flat, treedef = pytree.flatten(a)
-                leaf_arrays = []
-                for leaf, name in zip(flat, pytree.leaf_paths(a, self._name(i))):
-                    ttype, weak = _leaf_type(leaf, name)
-                    param = Value(ttype)
-                    arr = Array(Storage(param, arg_name=name), weak=weak)
-                    params.append(param)
-                    arrays.append(arr)
-                    names.append(name)
-                    mutable.append(isinstance(leaf, np.ndarray))
-                    leaf_arrays.append(arr)
-                traced_args.append(pytree.unflatten(treedef, leaf_arrays))
-            out = self._fn(*traced_args)
-            trace.loc_override = _function_location(self._fn)
-            out_leaves, out_tree = pytree.flatten(out)
-            results = [_result_value(x) for x in out_leaves]
-            mutated = [
-                k for k, arr in enumerate(arrays) if mutable[k] and arr._storage.value is not params[k]
-            ]
-            writebacks = [arrays[k]._storage.value for k in mutated]
-        where = _function_location(self._fn)
-        attrs = {"dsl.writeback": tuple(mutated)} if mutated else {}
-        func = Function(
-            _symbol(getattr(self._fn, "__name__", "fn")),
-            Block(tuple(params), tuple(trace.ops), tuple(results + writebacks)),
-            tuple(names),
-            attrs,
-            tuple(where for _ in params),
-        )
-        return func, out_tree, mutated, names
+        t = trace_function(self._fn, args, self._static, self._name)
+        return t.func, t.out_tree, t.mutated, t.names
+
+
+class Traced(NamedTuple):
+    func: Function
+    out_tree: pytree.TreeDef
+    mutated: list[int]  # leaves written back (indices into params)
+    names: list[str]  # one per leaf
+    leaf_arg: list[int]  # the Python argument each leaf belongs to
+
+
+FROZEN = "argument '{}' is being differentiated and can't be modified in place; modify a copy instead"
+
+
+def trace_function(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    static: frozenset[int] | set[int] = frozenset(),
+    arg_name: Callable[[int], str] = lambda i: f"arg{i}",
+    frozen: frozenset[int] | set[int] = frozenset(),
+) -> Traced:
+    """Trace ``fn`` on abstract arrays shaped like ``args`` (NumPy arrays, Python numbers or traced
+    arrays): one IR param per array leaf; ``frozen`` arguments must not be modified in place."""
+    params: list[Value] = []
+    arrays: list[Array] = []
+    names: list[str] = []
+    leaf_arg: list[int] = []
+    mutable: list[bool] = []
+    with tracing.tracing() as trace:
+        traced_args = []
+        for i, a in enumerate(args):
+            if i in static:
+                traced_args.append(a)
+                continue
+            flat, treedef = pytree.flatten(a)
+            leaf_arrays = []
+            for leaf, name in zip(flat, pytree.leaf_paths(a, arg_name(i))):
+                ttype, weak = _leaf_type(leaf, name)
+                param = Value(ttype)
+                arr = Array(Storage(param, arg_name=name), weak=weak)
+                if i in frozen:
+                    arr._storage.frozen = FROZEN.format(name)
+                params.append(param)
+                arrays.append(arr)
+                names.append(name)
+                leaf_arg.append(i)
+                mutable.append(isinstance(leaf, (np.ndarray, Array)) and not weak)
+                leaf_arrays.append(arr)
+            traced_args.append(pytree.unflatten(treedef, leaf_arrays))
+        out = fn(*traced_args)
+        trace.loc_override = _function_location(fn)
+        out_leaves, out_tree = pytree.flatten(out)
+        results = [_result_value(x) for x in out_leaves]
+        mutated = [k for k, arr in enumerate(arrays) if mutable[k] and arr._storage.value is not params[k]]
+        writebacks = [arrays[k]._storage.value for k in mutated]
+    where = _function_location(fn)
+    func = Function(
+        _symbol(getattr(fn, "__name__", "fn")),
+        Block(tuple(params), tuple(trace.ops), tuple(results + writebacks)),
+        tuple(names),
+        {"dsl.writeback": tuple(mutated)} if mutated else {},
+        tuple(where for _ in params),
+    )
+    return Traced(func, out_tree, mutated, names, leaf_arg)
+
+
+def _unflattener(out_tree: pytree.TreeDef) -> Callable[[Sequence[Any]], Any]:
+    if out_tree == pytree.LEAF:
+        return operator.itemgetter(0)
+    return functools.partial(pytree.unflatten, out_tree)
 
 
 def _function_location(fn: Callable[..., Any]) -> Location:

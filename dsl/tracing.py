@@ -99,6 +99,12 @@ class Trace:
 _state = threading.local()
 
 
+def active() -> bool:
+    """Whether a trace is being recorded on this thread (a compiled function called inside one
+    is inlined instead of run)."""
+    return getattr(_state, "trace", None) is not None
+
+
 def current() -> Trace:
     trace = getattr(_state, "trace", None)
     if trace is None:

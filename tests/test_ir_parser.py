@@ -53,6 +53,7 @@ PRIM_CASES: dict[str, list[Case]] = {
     "select": [((T(2, 2, dtype=I1), T(2, 2), T(2, 2)), {})],
     "cast": CASTS,
     "copy": [((T(2, dtype=I1),), {}), ((T(dtype=I64),), {})],
+    "stop_gradient": [((T(2, 3),), {})],
     "reduce_sum": [((T(2, 3, 4),), {"axes": (0, 2)}), ((T(3, dtype=I32),), {"axes": ()})],
     "reduce_max": [((T(2, 3),), {"axes": (1,)}), ((T(2, dtype=I1),), {"axes": (0,)})],
     "reduce_min": [((T(2, 3, dtype=F64),), {"axes": (0, 1)})],

@@ -57,6 +57,7 @@ def _ints(attrs: Mapping[str, Any], name: str) -> tuple[int, ...]:
 # Unary ops that are the identity when their attributes say so.
 _IDENTITY: dict[Primitive, Callable[[Op], bool]] = {
     ew.copy: lambda op: True,
+    ew.stop_gradient: lambda op: True,
     ew.cast: lambda op: op.attrs["dtype"] is op.operands[0].type.dtype,
     mv.reshape: lambda op: op.result.type == op.operands[0].type,
     mv.broadcast: lambda op: op.result.type == op.operands[0].type,

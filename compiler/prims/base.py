@@ -11,12 +11,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from compiler.ir.types import DType, TensorType
 from runtime.errors import ShapeError
+
+if TYPE_CHECKING:
+    from compiler.ir.core import Op
 
 
 class Kind(enum.Enum):
@@ -85,6 +88,11 @@ Emit = Callable[[EmitContext, Sequence[str]], str]
 # How rules (vjp, unview) emit ops: ``build(prim, operands, attrs) -> Value``.
 Build = Callable[["Primitive", Sequence[Any], Mapping[str, Any]], Any]
 ShapeRule = Callable[[Sequence[TensorType], Mapping[str, Any]], list[TensorType]]
+# A vector-Jacobian product: ``rule(build, op, ct, wanted)`` returns one cotangent (a Value) or None per
+# operand of the forward ``op``, given the cotangent ``ct`` of its result. ``wanted[k]`` says whether
+# operand k needs one; None means zero and costs nothing, so unwanted operands get None and no ops.
+# Rules emit only primitives through ``build``: the backward is IR that can be differentiated again.
+Vjp = Callable[[Build, "Op", Any, tuple[bool, ...]], tuple[Any | None, ...]]
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ class Primitive:
     emit: Emit | None = None  # elementwise / movement / source element form
     reducer: Reducer | None = None  # reductions
     differentiable: bool = True
-    vjp: Callable[..., Any] | None = None  # rules arrive with the autodiff issue
+    vjp: Vjp | None = None  # None exactly when not differentiable (the vjp test checks both ways)
     # For ops a user sees as views (slice, reshape, transpose): ``unview(build, base, new_view, attrs)``
     # returns the new value of ``base`` after ``new_view`` was written through the view.
     unview: Callable[[Build, Any, Any, Mapping[str, Any]], Any] | None = None

@@ -11,8 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from compiler.ir.core import Op, Value
 from compiler.ir.types import TensorType
-from compiler.prims.base import Kind, Memory, Primitive, Reducer, fail
+from compiler.prims import movement as mv
+from compiler.prims.base import Build, Kind, Memory, Primitive, Reducer, fail
+from compiler.prims.vjp_helpers import Cotangents, Wanted, vjp_rule
 
 
 def _matmul_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
@@ -26,6 +29,21 @@ def _matmul_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[
     return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
 
 
+def _swap_last_two(build: Build, v: Value) -> Value:
+    r = v.type.rank
+    return build(mv.transpose, [v], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})
+
+
+@vjp_rule
+def _matmul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # Each side costs a matmul as large as the forward: build only the ones asked for (an input
+    # gradient alone must not pay for the weight gradient).
+    a, b = op.operands
+    ct_a = build(matmul, [ct, _swap_last_two(build, b)], {}) if wanted[0] else None
+    ct_b = build(matmul, [_swap_last_two(build, a), ct], {}) if wanted[1] else None
+    return (ct_a, ct_b)
+
+
 matmul = Primitive(
     name="matmul",
     kind=Kind.CONTRACTION,
@@ -35,4 +53,5 @@ matmul = Primitive(
     reference=np.matmul,
     memory=Memory(vjp_needs=frozenset({"inputs"})),
     reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0),
+    vjp=_matmul_vjp,
 )

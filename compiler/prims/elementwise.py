@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.prims.base import AttrType, EmitContext, Kind, Memory, Primitive, Reuse, fail
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, Vjp, fail
+from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
 
 INPUTS = frozenset({"inputs"})
 OUTPUT = frozenset({"output"})
@@ -54,6 +56,7 @@ def _elementwise(
     vjp_needs: frozenset[str] = NOTHING,
     result_dtype: DType | None = None,
     differentiable: bool = True,
+    vjp: Vjp | None = None,
 ) -> Primitive:
     """``code(ctx, *operand_names)`` is the scalar lowering: an expression over the operands."""
 
@@ -75,6 +78,7 @@ def _elementwise(
         ),
         emit=emit,
         differentiable=differentiable,
+        vjp=vjp,
     )
 
 
@@ -116,32 +120,164 @@ def _logistic_ref(x: np.ndarray) -> np.ndarray:
     return special.expit(x)
 
 
-neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative)
-abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, vjp_needs=INPUTS)
-sign = _elementwise("sign", 1, _sign, np.sign)
-exp = _elementwise("exp", 1, lambda c, x: f"math.exp({x})", np.exp, FLOAT, OUTPUT)
-log = _elementwise("log", 1, lambda c, x: f"math.log({x})", np.log, FLOAT, INPUTS)
-log1p = _elementwise("log1p", 1, lambda c, x: f"math.log1p({x})", np.log1p, FLOAT, INPUTS)
-expm1 = _elementwise("expm1", 1, lambda c, x: f"math.expm1({x})", np.expm1, FLOAT, OUTPUT)
-sqrt = _elementwise("sqrt", 1, lambda c, x: f"math.sqrt({x})", np.sqrt, FLOAT, OUTPUT)
-sin = _elementwise("sin", 1, lambda c, x: f"math.sin({x})", np.sin, FLOAT, INPUTS)
-cos = _elementwise("cos", 1, lambda c, x: f"math.cos({x})", np.cos, FLOAT, INPUTS)
-tan = _elementwise("tan", 1, lambda c, x: f"math.tan({x})", np.tan, FLOAT, OUTPUT)
-tanh = _elementwise("tanh", 1, lambda c, x: f"math.tanh({x})", np.tanh, FLOAT, OUTPUT)
-erf = _elementwise("erf", 1, lambda c, x: f"math.erf({x})", special.erf, FLOAT, INPUTS)
+# ---- derivatives ------------------------------------------------------------------------------
+# Elementwise operands always have the result's shape (the ``broadcast`` rule undoes broadcasting), so
+# these rules never reshape. ``vjp_rule`` gives integer and bool operands no cotangent.
+
+
+@vjp_rule
+def _neg_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(neg, [ct], {}),)
+
+
+@vjp_rule
+def _abs_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(mul, [ct, build(sign, op.operands, {})], {}),)
+
+
+@vjp_rule
+def _sign_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (None,)  # piecewise constant: the derivative is zero wherever it exists
+
+
+@vjp_rule
+def _exp_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(mul, [ct, op.result], {}),)
+
+
+@vjp_rule
+def _log_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(div, [ct, op.operands[0]], {}),)
+
+
+@vjp_rule
+def _log1p_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    (x,) = op.operands
+    return (build(div, [ct, build(add, [x, full_like(build, 1, x.type)], {})], {}),)
+
+
+@vjp_rule
+def _expm1_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    out = op.result
+    return (build(mul, [ct, build(add, [out, full_like(build, 1, out.type)], {})], {}),)
+
+
+@vjp_rule
+def _sqrt_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    out = op.result
+    return (build(div, [ct, build(mul, [full_like(build, 2, out.type), out], {})], {}),)
+
+
+@vjp_rule
+def _sin_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(mul, [ct, build(cos, op.operands, {})], {}),)
+
+
+@vjp_rule
+def _cos_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(neg, [build(mul, [ct, build(sin, op.operands, {})], {})], {}),)
+
+
+@vjp_rule
+def _tan_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, out = emitter(build), op.result
+    return (e(mul, ct, e(add, full_like(build, 1, out.type), e(mul, out, out))),)
+
+
+@vjp_rule
+def _tanh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, out = emitter(build), op.result
+    return (e(mul, ct, e(sub, full_like(build, 1, out.type), e(mul, out, out))),)
+
+
+@vjp_rule
+def _erf_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, (x,) = emitter(build), op.operands
+    scale = full_like(build, 2 / math.sqrt(math.pi), x.type)
+    return (e(mul, ct, e(mul, scale, e(exp, e(neg, e(mul, x, x))))),)
+
+
+@vjp_rule
+def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, out = emitter(build), op.result
+    return (e(mul, ct, e(mul, out, e(sub, full_like(build, 1, out.type), out))),)
+
+
+neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative, vjp=_neg_vjp)
+abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, vjp_needs=INPUTS, vjp=_abs_vjp)
+sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp)
+exp = _elementwise("exp", 1, lambda c, x: f"math.exp({x})", np.exp, FLOAT, OUTPUT, vjp=_exp_vjp)
+log = _elementwise("log", 1, lambda c, x: f"math.log({x})", np.log, FLOAT, INPUTS, vjp=_log_vjp)
+log1p = _elementwise("log1p", 1, lambda c, x: f"math.log1p({x})", np.log1p, FLOAT, INPUTS, vjp=_log1p_vjp)
+expm1 = _elementwise("expm1", 1, lambda c, x: f"math.expm1({x})", np.expm1, FLOAT, OUTPUT, vjp=_expm1_vjp)
+sqrt = _elementwise("sqrt", 1, lambda c, x: f"math.sqrt({x})", np.sqrt, FLOAT, OUTPUT, vjp=_sqrt_vjp)
+sin = _elementwise("sin", 1, lambda c, x: f"math.sin({x})", np.sin, FLOAT, INPUTS, vjp=_sin_vjp)
+cos = _elementwise("cos", 1, lambda c, x: f"math.cos({x})", np.cos, FLOAT, INPUTS, vjp=_cos_vjp)
+tan = _elementwise("tan", 1, lambda c, x: f"math.tan({x})", np.tan, FLOAT, OUTPUT, vjp=_tan_vjp)
+tanh = _elementwise("tanh", 1, lambda c, x: f"math.tanh({x})", np.tanh, FLOAT, OUTPUT, vjp=_tanh_vjp)
+erf = _elementwise("erf", 1, lambda c, x: f"math.erf({x})", special.erf, FLOAT, INPUTS, vjp=_erf_vjp)
 logistic = _elementwise(
-    "logistic", 1, lambda c, x: f"({_one(c)} / ({_one(c)} + math.exp(-{x})))", _logistic_ref, FLOAT, OUTPUT
+    "logistic",
+    1,
+    lambda c, x: f"({_one(c)} / ({_one(c)} + math.exp(-{x})))",
+    _logistic_ref,
+    FLOAT,
+    OUTPUT,
+    vjp=_logistic_vjp,
 )
 
-add = _elementwise("add", 2, lambda c, a, b: f"({a} + {b})", np.add)
-sub = _elementwise("sub", 2, lambda c, a, b: f"({a} - {b})", np.subtract)
-mul = _elementwise("mul", 2, lambda c, a, b: f"({a} * {b})", np.multiply, vjp_needs=INPUTS)
-div = _elementwise("div", 2, _div, _int_div, vjp_needs=frozenset({"inputs", "output"}))
+
+@vjp_rule
+def _add_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (ct, ct)
+
+
+@vjp_rule
+def _sub_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (ct, build(neg, [ct], {}) if wanted[1] else None)
+
+
+@vjp_rule
+def _mul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    a, b = op.operands
+    return (build(mul, [ct, b], {}) if wanted[0] else None, build(mul, [ct, a], {}) if wanted[1] else None)
+
+
+@vjp_rule
+def _div_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # d(a/b)/db = -(a/b)/b: reuse the output and the a-cotangent ct/b, which both sides need.
+    ct_a = build(div, [ct, op.operands[1]], {})
+    return (ct_a, build(neg, [build(mul, [ct_a, op.result], {})], {}) if wanted[1] else None)
+
+
+@vjp_rule
+def _pow_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, (a, b) = emitter(build), op.operands
+    ct_a = ct_b = None
+    if wanted[0]:
+        ct_a = e(mul, ct, e(mul, b, e(pow_, a, e(sub, b, full_like(build, 1, b.type)))))
+    if wanted[1]:
+        # d(a**b)/db = out * log(a). Where a <= 0 the real derivative does not exist; take 0 there
+        # (JAX's choice at a == 0). The select sits before the log so that no inf or NaN from
+        # log(a <= 0) reaches a second derivative either (the double-where trick).
+        one = full_like(build, 1, a.type)
+        safe_a = e(select, e(gt, a, full_like(build, 0, a.type)), a, one)
+        ct_b = e(mul, ct, e(mul, op.result, e(log, safe_a)))
+    return (ct_a, ct_b)
+
+
+add = _elementwise("add", 2, lambda c, a, b: f"({a} + {b})", np.add, vjp=_add_vjp)
+sub = _elementwise("sub", 2, lambda c, a, b: f"({a} - {b})", np.subtract, vjp=_sub_vjp)
+mul = _elementwise("mul", 2, lambda c, a, b: f"({a} * {b})", np.multiply, vjp_needs=INPUTS, vjp=_mul_vjp)
+div = _elementwise("div", 2, _div, _int_div, vjp_needs=frozenset({"inputs", "output"}), vjp=_div_vjp)
 pow_ = _elementwise(
-    "pow", 2, lambda c, a, b: f"({a} ** {b})", np.power, vjp_needs=frozenset({"inputs", "output"})
+    "pow",
+    2,
+    lambda c, a, b: f"({a} ** {b})",
+    np.power,
+    vjp_needs=frozenset({"inputs", "output"}),
+    vjp=_pow_vjp,
 )
-max_ = _elementwise("max", 2, _max, np.maximum, ANY, INPUTS)
-min_ = _elementwise("min", 2, _min, np.minimum, ANY, INPUTS)
 
 
 def _compare(name: str, symbol: str, reference: Callable[..., np.ndarray]) -> Primitive:
@@ -162,6 +298,28 @@ lt = _compare("lt", "<", np.less)
 le = _compare("le", "<=", np.less_equal)
 gt = _compare("gt", ">", np.greater)
 ge = _compare("ge", ">=", np.greater_equal)
+
+
+def _pick_vjp(wins: Primitive) -> Vjp:
+    """max/min: the cotangent goes to the operand that was picked; a tie splits it 0.5/0.5 (as JAX
+    does, so that max(x, x) has derivative 1). Only the inputs are read, as ``vjp_needs`` says."""
+
+    @vjp_rule
+    def rule(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+        e, (a, b) = emitter(build), op.operands
+        zero, half = full_like(build, 0, ct.type), full_like(build, 0.5, ct.type)
+        tie_share = e(mul, ct, half)
+
+        def share(x: Value, y: Value) -> Value:
+            return e(select, e(wins, x, y), ct, e(select, e(eq, x, y), tie_share, zero))
+
+        return (share(a, b) if wanted[0] else None, share(b, a) if wanted[1] else None)
+
+    return rule
+
+
+max_ = _elementwise("max", 2, _max, np.maximum, ANY, INPUTS, vjp=_pick_vjp(gt))
+min_ = _elementwise("min", 2, _min, np.minimum, ANY, INPUTS, vjp=_pick_vjp(lt))
 
 and_ = _elementwise("and", 2, lambda c, a, b: f"({a} and {b})", np.logical_and, BOOL, differentiable=False)
 or_ = _elementwise("or", 2, lambda c, a, b: f"({a} or {b})", np.logical_or, BOOL, differentiable=False)
@@ -184,6 +342,17 @@ def _select_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return f"({a} if {p} else {b})"
 
 
+@vjp_rule
+def _select_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    pred = op.operands[0]  # bool: never wanted
+    zero = full_like(build, 0, ct.type)
+    return (
+        None,
+        build(select, [pred, ct, zero], {}) if wanted[1] else None,
+        build(select, [pred, zero, ct], {}) if wanted[2] else None,
+    )
+
+
 select = Primitive(
     name="select",
     kind=Kind.ELEMENTWISE,
@@ -193,6 +362,7 @@ select = Primitive(
     reference=np.where,
     memory=Memory(may_reuse=(1, 2), reuse=Reuse.SAME_INDEX, vjp_needs=INPUTS),
     emit=_select_emit,
+    vjp=_select_vjp,
 )
 
 
@@ -215,6 +385,14 @@ def _cast_ref(x: np.ndarray, dtype: DType) -> np.ndarray:
     return x.astype(dtype.np)
 
 
+@vjp_rule
+def _cast_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # Only float -> float carries a derivative; a float -> int/bool result is piecewise constant.
+    if not op.result.type.dtype.is_float:
+        return (None,)
+    return (build(cast, [ct], {"dtype": op.operands[0].type.dtype}),)
+
+
 cast = Primitive(
     name="cast",
     kind=Kind.ELEMENTWISE,
@@ -224,8 +402,23 @@ cast = Primitive(
     reference=_cast_ref,
     memory=Memory(),
     emit=_cast_emit,
+    vjp=_cast_vjp,
 )
 
-copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY)
+
+@vjp_rule
+def _copy_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (ct,)
+
+
+@vjp_rule
+def _stop_gradient_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (None,)
+
+
+copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY, vjp=_copy_vjp)
+# The identity whose derivative is declared zero (``dsl.stop_gradient``). Autodiff runs before
+# ``simplify``, which then removes it like a copy.
+stop_gradient = _elementwise("stop_gradient", 1, lambda c, x: x, np.copy, ANY, vjp=_stop_gradient_vjp)
 
 __all__ = ["math"]  # the lowerings above refer to ``math.*`` by name in generated code

@@ -12,8 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from compiler.ir.core import Op, Value
 from compiler.ir.types import TensorType
+from compiler.prims import elementwise as ew
+from compiler.prims import reduction as red
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, fail
+from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, own_attrs, vjp_rule
 
 INPUTS = frozenset({"inputs"})
 
@@ -46,6 +50,20 @@ def _broadcast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return ctx.read(0, src)
 
 
+@vjp_rule
+def _broadcast_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """The one place where broadcasting is undone: sum over the added and the stretched axes."""
+    x = op.operands[0].type
+    shape = op.result.type.shape
+    off = len(shape) - x.rank
+    stretched = [off + j for j, d in enumerate(x.shape) if d != shape[off + j]]
+    axes = tuple(range(off)) + tuple(stretched)
+    if not axes:
+        return (ct,)
+    summed = build(red.reduce_sum, [ct], {"axes": axes})
+    return (summed if summed.type.shape == x.shape else build(reshape, [summed], {"shape": x.shape}),)
+
+
 broadcast = Primitive(
     name="broadcast",
     kind=Kind.MOVEMENT,
@@ -54,6 +72,7 @@ broadcast = Primitive(
     shape_rule=_broadcast_rule,
     reference=lambda x, shape: np.broadcast_to(x, tuple(shape)),
     emit=_broadcast_emit,
+    vjp=_broadcast_vjp,
 )
 
 # ---- reshape ---------------------------------------------------------------------------------
@@ -92,6 +111,11 @@ def _reshape_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return ctx.read(0, src)
 
 
+@vjp_rule
+def _reshape_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(reshape, [ct], {"shape": op.operands[0].type.shape}),)
+
+
 reshape = Primitive(
     name="reshape",
     kind=Kind.MOVEMENT,
@@ -102,6 +126,7 @@ reshape = Primitive(
     memory=Memory(view_of=0),
     emit=_reshape_emit,
     unview=lambda build, base, new, attrs: _reshape_unview(build, base, new),
+    vjp=_reshape_vjp,
 )
 
 
@@ -128,6 +153,11 @@ def _transpose_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return ctx.read(0, src)
 
 
+@vjp_rule
+def _transpose_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (_transpose_unview(build, ct, op.attrs),)  # the inverse permutation
+
+
 transpose = Primitive(
     name="transpose",
     kind=Kind.MOVEMENT,
@@ -137,6 +167,7 @@ transpose = Primitive(
     reference=lambda x, perm: np.transpose(x, tuple(perm)),
     emit=_transpose_emit,
     unview=lambda build, base, new, attrs: _transpose_unview(build, new, attrs),
+    vjp=_transpose_vjp,
 )
 
 
@@ -182,6 +213,14 @@ def _slice_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
 
 SLICE_ATTRS = {"start": AttrType.INTS, "limit": AttrType.INTS, "stride": AttrType.INTS}
 
+
+@vjp_rule
+def _slice_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # Scatter into zeros with the same start/limit/stride: right for any stride, negative included.
+    zeros = full_like(build, 0, op.operands[0].type)
+    return (build(update_slice, [zeros, ct], own_attrs(slice_, op)),)
+
+
 slice_ = Primitive(
     name="slice",
     kind=Kind.MOVEMENT,
@@ -191,6 +230,7 @@ slice_ = Primitive(
     reference=lambda x, **a: x[numpy_slices(a)],
     emit=_slice_emit,
     unview=lambda build, base, new, attrs: _slice_unview(build, base, new, attrs),
+    vjp=_slice_vjp,
 )
 
 # ---- pad (constant padding; low/high >= 0) ---------------------------------------------------
@@ -227,6 +267,23 @@ def _pad_ref(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequenc
     return np.pad(x, list(zip(low, high)), constant_values=value)
 
 
+def _sum_all(build: Build, v: Value) -> Value:
+    return build(red.reduce_sum, [v], {"axes": tuple(range(v.type.rank))})
+
+
+@vjp_rule
+def _pad_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    x = op.operands[0].type
+    low, high = _ints(op.attrs, "low"), _ints(op.attrs, "high")
+    if not any(low + high):  # padding nothing: the identity, and the value is never read
+        return (ct, None)
+    limit = tuple(lo + d for lo, d in zip(low, x.shape))
+    inner = build(slice_, [ct], {"start": low, "limit": limit, "stride": (1,) * x.rank})
+    # The value fills every position outside the operand: its cotangent is the sum there.
+    ct_value = build(ew.sub, [_sum_all(build, ct), _sum_all(build, inner)], {}) if wanted[1] else None
+    return (inner if wanted[0] else None, ct_value)
+
+
 pad = Primitive(
     name="pad",
     kind=Kind.MOVEMENT,
@@ -235,6 +292,7 @@ pad = Primitive(
     shape_rule=_pad_rule,
     reference=_pad_ref,
     emit=_pad_emit,
+    vjp=_pad_vjp,
 )
 
 # ---- concatenate -----------------------------------------------------------------------------
@@ -274,6 +332,24 @@ def _concat_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return expr
 
 
+@vjp_rule
+def _concat_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    axis = int(op.attrs["axis"])
+    shape = ct.type.shape
+    out: list[Value | None] = []
+    offset = 0
+    for v, w in zip(op.operands, wanted):
+        n = v.type.shape[axis]
+        if w:
+            start = tuple(offset if i == axis else 0 for i in range(len(shape)))
+            limit = tuple(offset + n if i == axis else d for i, d in enumerate(shape))
+            out.append(build(slice_, [ct], {"start": start, "limit": limit, "stride": (1,) * len(shape)}))
+        else:
+            out.append(None)
+        offset += n
+    return tuple(out)
+
+
 concatenate = Primitive(
     name="concatenate",
     kind=Kind.MOVEMENT,
@@ -282,6 +358,7 @@ concatenate = Primitive(
     shape_rule=_concat_rule,
     reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
     emit=_concat_emit,
+    vjp=_concat_vjp,
 )
 
 # ---- update_slice: the base with the region ``base[start:limit:stride]`` replaced -------------
@@ -325,6 +402,15 @@ def _update_ref(base: np.ndarray, update: np.ndarray, **attrs: Any) -> np.ndarra
     return out
 
 
+@vjp_rule
+def _update_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    attrs = own_attrs(update_slice, op)
+    update = op.operands[1].type
+    # The base shows through everywhere except the replaced region; the update is exactly that region.
+    ct_base = build(update_slice, [ct, full_like(build, 0, update)], attrs) if wanted[0] else None
+    return (ct_base, build(slice_, [ct], attrs) if wanted[1] else None)
+
+
 update_slice = Primitive(
     name="update_slice",
     kind=Kind.MOVEMENT,
@@ -334,4 +420,5 @@ update_slice = Primitive(
     reference=_update_ref,
     memory=Memory(may_reuse=(0,), reuse=Reuse.BASE),
     emit=_update_emit,
+    vjp=_update_vjp,
 )

@@ -7,8 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.prims.base import AttrType, Kind, Memory, Primitive, Reducer, fail
+from compiler.prims import elementwise as ew
+from compiler.prims import movement as mv
+from compiler.prims.base import AttrType, Build, Kind, Memory, Primitive, Reducer, Vjp, fail
+from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, vjp_rule
 
 
 def _reduce_rule(name: str, allow_bool: bool):
@@ -45,6 +49,7 @@ def _reduction(
     reducer: Reducer,
     vjp_needs: frozenset[str],
     allow_bool: bool,
+    vjp: Vjp,
 ) -> Primitive:
     return Primitive(
         name=name,
@@ -55,6 +60,7 @@ def _reduction(
         reference=reference,
         memory=Memory(vjp_needs=vjp_needs),
         reducer=reducer,
+        vjp=vjp,
     )
 
 
@@ -70,9 +76,38 @@ def _min_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.min(x, axis=tuple(axes), initial=_highest(DType.from_numpy(x.dtype)))
 
 
+def _expand(build: Build, v: Value, op: Op) -> Value:
+    """``v`` (shaped like the reduction's result) broadcast back over the reduced axes of its operand."""
+    x = op.operands[0].type
+    if v.type.shape == x.shape:  # no axes reduced
+        return v
+    kept = tuple(1 if i in op.attrs["axes"] else d for i, d in enumerate(x.shape))
+    return build(mv.broadcast, [build(mv.reshape, [v], {"shape": kept})], {"shape": x.shape})
+
+
+@vjp_rule
+def _sum_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (_expand(build, ct, op),)
+
+
+@vjp_rule
+def _chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """max/min: the cotangent is shared equally by every position that attains the result (JAX's rule;
+    for one winner that is the winner, and a tie of k positions gives each 1/k)."""
+    e, (x,) = emitter(build), op.operands
+    winners = e(ew.cast, e(ew.eq, x, _expand(build, op.result, op)), dtype=x.type.dtype)
+    count = e(reduce_sum, winners, axes=op.attrs["axes"])
+    return (e(ew.mul, winners, _expand(build, e(ew.div, ct, count), op)),)
+
+
 # combine(acc, x): NaN propagates through max/min as in NumPy.
 reduce_sum = _reduction(
-    "reduce_sum", _sum_ref, Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0), frozenset(), False
+    "reduce_sum",
+    _sum_ref,
+    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0),
+    frozenset(),
+    False,
+    _sum_vjp,
 )
 reduce_max = _reduction(
     "reduce_max",
@@ -80,6 +115,7 @@ reduce_max = _reduction(
     Reducer(lambda acc, x: f"({x} if ({x} > {acc} or {x} != {x}) else {acc})", _lowest),
     frozenset({"inputs", "output"}),
     True,
+    _chooser_vjp,
 )
 reduce_min = _reduction(
     "reduce_min",
@@ -87,4 +123,5 @@ reduce_min = _reduction(
     Reducer(lambda acc, x: f"({x} if ({x} < {acc} or {x} != {x}) else {acc})", _highest),
     frozenset({"inputs", "output"}),
     True,
+    _chooser_vjp,
 )

@@ -1,0 +1,139 @@
+"""Reverse-mode autodiff on the IR: a forward function in, the joint forward+backward function out.
+
+The sweep walks the ops backward, asking each primitive's ``vjp`` rule for its operands'
+cotangents. Only what the requested gradients need is built:
+
+- an operand gets a cotangent only if it depends on a differentiated argument (``needs``), so a
+  matmul whose weight is not differentiated emits no weight-gradient matmul;
+- a rule may return ``None`` (a symbolic zero): nothing is emitted for it;
+- forward values that only fed pruned work are never read by the backward and disappear in the
+  following dead-code elimination, so they are not kept alive either.
+
+The backward is ordinary IR: simplified, fused, planned in place like the forward, and
+differentiable again (``grad(grad(f))`` runs this sweep on a function that already has one).
+Cotangents of a value used k times are summed as they arrive; the planner turns that chain of adds
+into one buffer updated in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Block, Function, Location, Op, Value
+from compiler.ir.types import DType, TensorType
+from compiler.prims import elementwise as ew
+from compiler.prims import movement, source
+from compiler.prims.base import Primitive
+from runtime.errors import DSLError
+
+
+@dataclass(frozen=True)
+class GradSpec:
+    """What to differentiate: the scalar result 0 of the function w.r.t. params ``wrt``.
+
+    The joint function returns ``[value] if keep_value`` + the ``n_aux`` results after the value +
+    one gradient per ``wrt`` param + the write-backs (unchanged, last, as ``dsl.writeback`` wants).
+    With ``cotangent_param`` the seed is a new last parameter instead of 1.0 (for ``vjp``).
+    """
+
+    wrt: tuple[int, ...]
+    keep_value: bool = False
+    n_aux: int = 0
+    cotangent_param: bool = False
+
+
+class _Builder:
+    """Emits backward ops; each gets the location of the forward op it differentiates."""
+
+    def __init__(self) -> None:
+        self.ops: list[Op] = []
+        self.loc: Location | None = None
+
+    def __call__(self, prim: Primitive, operands: Sequence[Value], attrs: Any = None) -> Value:
+        op = Op.create(prim, list(operands), dict(attrs or {}), self.loc or Location("<autodiff>", 0))
+        self.ops.append(op)
+        return op.result
+
+    def zeros(self, ttype: TensorType) -> Value:
+        zero = self(source.constant, [], {"value": np.zeros((), ttype.dtype.np)})
+        return self(movement.broadcast, [zero], {"shape": ttype.shape}) if ttype.shape else zero
+
+    def one(self, dtype: DType) -> Value:
+        return self(source.constant, [], {"value": np.ones((), dtype.np)})
+
+
+def _needs(func: Function, wrt: Sequence[int]) -> set[Value]:
+    """Values that depend on a differentiated parameter (only these get cotangents)."""
+    needs = {func.params[i] for i in wrt}
+    for op in func.ops:
+        if op.prim.differentiable and any(v in needs for v in op.operands):
+            needs.update(r for r in op.results if r.type.dtype.is_float)
+    return needs
+
+
+def backward(
+    func: Function, wrt: Sequence[int], seeds: dict[Value, Value], build: _Builder
+) -> list[Value | None]:
+    """Append the backward ops of ``func`` to ``build``; returns the cotangent of each wrt param."""
+    needs = _needs(func, wrt)
+    ct: dict[Value, Value] = {}
+    for v, seed in seeds.items():
+        if v in needs:
+            _accumulate(ct, v, seed, build)
+    for op in reversed(func.ops):
+        if not op.results or op.result not in ct or not op.prim.differentiable:
+            continue
+        wanted = tuple(v in needs for v in op.operands)
+        if not any(wanted):
+            continue
+        if op.prim.vjp is None:
+            raise DSLError(f"{op.loc}: {op.prim.mlir_name} has no derivative rule (vjp)")
+        build.loc = op.loc
+        for v, c, w in zip(op.operands, op.prim.vjp(build, op, ct[op.result], wanted), wanted, strict=True):
+            if w and c is not None:
+                _accumulate(ct, v, c, build)
+    return [ct.get(func.params[i]) for i in wrt]
+
+
+def _accumulate(ct: dict[Value, Value], v: Value, c: Value, build: _Builder) -> None:
+    if c.type != v.type:
+        raise DSLError(f"internal: cotangent {c.type} for a value of type {v.type}")
+    ct[v] = build(ew.add, [ct[v], c]) if v in ct else c
+
+
+def grad_function(func: Function, spec: GradSpec) -> Function:
+    """The joint forward+backward function of ``func`` (see ``GradSpec`` for its results)."""
+    writeback = tuple(int(i) for i in func.attrs.get("dsl.writeback", ()))
+    n_public = len(func.results) - len(writeback)
+    value = func.results[0]
+    for i in spec.wrt:
+        p = func.params[i]
+        if not p.type.dtype.is_float:
+            raise TypeError(f"grad requires floating-point inputs; argument {i} is {p.type}")
+    build = _Builder()
+    params = func.params
+    if spec.cotangent_param:
+        seed = Value(value.type)
+        params = params + (seed,)
+    else:
+        if value.type.shape != () or not value.type.dtype.is_float:
+            raise TypeError(f"grad requires a real scalar output, got an array of type {value.type}")
+        build.loc = Location("<autodiff seed>", 0)
+        seed = build.one(value.type.dtype)
+    grads = backward(func, spec.wrt, {value: seed}, build)
+    build.loc = Location("<autodiff zeros>", 0)
+    grad_values = [g if g is not None else build.zeros(func.params[i].type) for g, i in zip(grads, spec.wrt)]
+    results = (
+        ([value] if spec.keep_value else [])
+        + list(func.results[1 : 1 + spec.n_aux])
+        + grad_values
+        + list(func.results[n_public:])
+    )
+    body = Block(params, tuple(func.ops) + tuple(build.ops), tuple(results))
+    names = func.arg_names + (("cotangent",) if spec.cotangent_param else ())
+    locs = func.arg_locs + ((func.arg_locs[0],) if spec.cotangent_param and func.arg_locs else ())
+    return Function(func.name, body, names, dict(func.attrs), locs)

@@ -1,0 +1,244 @@
+"""Function transforms: ``grad``, ``value_and_grad``, ``vjp``, ``hessian``, ``stop_gradient``,
+``check_grads``.
+
+A transform traces the user's function into IR (``trace_function``) and asks the compiler for the
+joint forward+backward function (``compiler.autodiff.grad_function``). Called on NumPy arrays, the
+result is a compiled program whose ``grad`` stage is that joint function. Called inside another
+trace (``grad(grad(f))``, or inside a compiled function), the joint function is inlined into the
+outer trace, so the outer transform differentiates it again: nesting works to any order.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.autodiff import GradSpec, grad_function
+from compiler.ir.core import Function, Op, Value
+from compiler.prims import elementwise
+from dsl import ops, pytree, tracing
+from dsl.array import Array
+from dsl.compile import Compiled, Traced, trace_function
+from dsl.errors import TraceError
+
+
+def _unwrap(f: Callable[..., Any]) -> Callable[..., Any]:
+    return f._fn if isinstance(f, Compiled) else f
+
+
+def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not isinstance(i, int) or not -nargs <= i < nargs:
+            raise tracing.user_error(
+                TraceError, f"argnums {argnums!r} is out of range for a function of {nargs} arguments"
+            )
+    return tuple(i % nargs for i in nums)
+
+
+def inline(func: Function, inputs: Sequence[Value]) -> list[Value]:
+    """Append ``func``'s ops to the current trace reading ``inputs`` (used once per traced func)."""
+    trace = tracing.current()
+    mapping = dict(zip(func.params, inputs, strict=True))
+    for op in func.ops:
+        trace.ops.append(
+            Op(op.prim, tuple(mapping.get(v, v) for v in op.operands), op.attrs, op.results, op.loc)
+        )
+    return [mapping.get(v, v) for v in func.results]
+
+
+class GradFn:
+    """The body of ``grad``/``value_and_grad``: traceable, and known to ``Compiled`` so that a
+    top-level gradient gets a real ``grad`` stage in the pipeline."""
+
+    dsl_grad_transform = True
+
+    def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, keep_value: bool):
+        functools.update_wrapper(self, _unwrap(f))
+        self.f = _unwrap(f)
+        self.argnums = argnums
+        self.has_aux = has_aux
+        self.keep_value = keep_value
+
+    def forward(self, args: tuple[Any, ...], arg_name: Callable[[int], str]) -> tuple[Traced, GradSpec, Any]:
+        """Trace the forward function; returns it, what to differentiate, and the result builder."""
+        nums = _argnums(self.argnums, len(args))
+        traced = trace_function(self.f, args, arg_name=arg_name, frozen=set(nums))
+        aux_tree = self._aux_tree(traced.out_tree)
+        n_aux = _count(aux_tree)
+        wrt = tuple(k for i in nums for k, arg in enumerate(traced.leaf_arg) if arg == i)  # argnums order
+        arg_trees = {i: pytree.flatten(args[i])[1] for i in nums}
+        spec = GradSpec(wrt, self.keep_value, n_aux)
+        return traced, spec, functools.partial(self._build, nums, arg_trees, aux_tree)
+
+    def _aux_tree(self, tree: pytree.TreeDef) -> pytree.TreeDef:
+        """The structure of the auxiliary output (the first leaf is always the differentiated value)."""
+        if not self.has_aux:
+            if tree != pytree.LEAF:
+                raise TypeError("grad needs a function returning one scalar (or use has_aux=True)")
+            return pytree.NONE
+        if tree[0] != "tuple" or len(tree[1]) != 2 or tree[1][0] != pytree.LEAF:
+            raise TypeError("with has_aux=True the function must return a pair (scalar output, aux)")
+        return tree[1][1]
+
+    def _build(
+        self, nums: tuple[int, ...], arg_trees: dict[int, Any], aux_tree: Any, outs: Sequence[Any]
+    ) -> Any:
+        outs = list(outs)
+        value = outs.pop(0) if self.keep_value else None
+        n_aux = _count(aux_tree)
+        aux = pytree.unflatten(aux_tree, outs[:n_aux])
+        grads_flat = iter(outs[n_aux:])
+        per_arg = [pytree.unflatten(arg_trees[i], grads_flat) for i in nums]
+        grads = tuple(per_arg) if not isinstance(self.argnums, int) else per_arg[0]
+        if self.keep_value:
+            return ((value, aux) if self.has_aux else value), grads
+        return (grads, aux) if self.has_aux else grads
+
+    def __call__(self, *args: Any) -> Any:
+        """Inside a trace: trace, differentiate and inline the joint function."""
+        traced, spec, build = self.forward(args, lambda i: f"arg{i}")
+        joint = grad_function(traced.func, spec)
+        leaves = pytree.flatten(list(args))[0]
+        arrays = [ops.asarray(x) for x in leaves]
+        since = len(tracing.current().ops)
+        outs = inline(joint, [a.value for a in arrays])
+        n_public = len(outs) - len(traced.mutated)
+        for k, new in zip(traced.mutated, outs[n_public:]):
+            arrays[k].write(new, "write-back", since)  # the function mutated this (non-differentiated) input
+        return build([Array.fresh(v) for v in outs[:n_public]])
+
+
+def _count(tree: pytree.TreeDef) -> int:
+    if tree == pytree.LEAF:
+        return 1
+    if tree[0] == "None":
+        return 0
+    children = tree[2] if tree[0] == "dict" else tree[1]
+    return sum(_count(c) for c in children)
+
+
+def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Compiled:
+    """The gradient of scalar ``f`` w.r.t. ``argnums`` (only those: no work for other arguments)."""
+    return Compiled(GradFn(f, argnums, has_aux, keep_value=False))
+
+
+def value_and_grad(
+    f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Compiled:
+    """``(value, grads)``, or ``((value, aux), grads)`` with ``has_aux``."""
+    return Compiled(GradFn(f, argnums, has_aux, keep_value=True))
+
+
+def stop_gradient(x: Any) -> Array:
+    """``x`` itself, but no gradient flows through it."""
+    return ops.unary(elementwise.stop_gradient, x)
+
+
+class _VjpFn:
+    def __init__(self, f: Callable[..., Any], n: int) -> None:
+        self.f = _unwrap(f)
+        self.n = n
+
+    def __call__(self, *args: Any) -> Any:
+        primals, ct = args[: self.n], args[self.n]
+        traced = trace_function(self.f, tuple(primals), frozen=set(range(self.n)))
+        if traced.out_tree != pytree.LEAF:
+            raise TypeError("dsl.vjp supports functions returning one array")
+        wrt = tuple(k for k, p in enumerate(traced.func.params) if p.type.dtype.is_float)
+        joint = grad_function(traced.func, GradSpec(wrt, cotangent_param=True))
+        leaves = [ops.asarray(x) for x in pytree.flatten(list(primals))[0]]
+        seed = ops.cast(ops.asarray(ct), traced.func.results[0].type.dtype)
+        outs = inline(joint, [a.value for a in leaves] + [seed.value])
+        grads = iter(Array.fresh(v) for v in outs[: len(wrt)])
+        flat = [
+            next(grads) if k in wrt else ops.full(leaves[k].shape, 0, leaves[k].dtype)
+            for k in range(len(leaves))
+        ]
+        it = iter(flat)
+        return tuple(pytree.unflatten(pytree.flatten(p)[1], it) for p in primals)
+
+
+def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
+    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one gradient per primal."""
+    out = (f if isinstance(f, Compiled) else Compiled(f))(*primals)
+    backward = Compiled(_VjpFn(f, len(primals)))
+    return out, lambda ct: backward(*primals, ct)
+
+
+class _HessianFn:
+    def __init__(self, f: Callable[..., Any], argnums: int) -> None:
+        functools.update_wrapper(self, _unwrap(f))
+        self.f = _unwrap(f)
+        self.argnums = argnums
+
+    def __call__(self, *args: Any) -> Any:
+        i = self.argnums
+        x = ops.asarray(args[i])
+        n = x.size
+        rows = []
+        for j in range(n):  # one reverse-over-reverse sweep per row of the Hessian
+
+            def component(*a: Any, j: int = j) -> Any:
+                g = GradFn(self.f, i, False, False)(*a)
+                return ops.reshape(g, (-1,))[j]
+
+            rows.append(GradFn(component, i, False, False)(*args))
+        flat = ops.stack(rows, 0) if rows else ops.full((0,) + x.shape, 0.0, x.dtype)
+        return ops.reshape(flat, x.shape + x.shape)
+
+
+def hessian(f: Callable[..., Any], argnums: int = 0) -> Compiled:
+    """The dense Hessian of scalar ``f`` w.r.t. argument ``argnums``: shape ``x.shape + x.shape``."""
+    if not isinstance(argnums, int):
+        raise TypeError("dsl.hessian takes a single int argnums")
+    return Compiled(_HessianFn(f, argnums))
+
+
+def check_grads(
+    f: Callable[..., Any],
+    args: Sequence[Any],
+    order: int = 1,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    seed: int = 0,
+) -> None:
+    """Compare reverse-mode derivatives of ``f`` (up to ``order`` 1 or 2) with central finite
+    differences in float64 along random directions; raises ``AssertionError`` on a mismatch."""
+    rng = np.random.default_rng(seed)
+    args64 = [np.asarray(a, dtype=np.float64) for a in args]
+    weights = rng.standard_normal(np.shape(Compiled(_unwrap(f))(*args64)))
+
+    def scalar(*a: Any) -> Any:
+        return ops.sum(ops.binary(elementwise.mul, f(*a), np.asarray(weights)))
+
+    _check_first_order(scalar, args64, eps, rtol, rng)
+    if order >= 2:
+        directions = [rng.standard_normal(a.shape) for a in args64]
+
+        def directional(*a: Any) -> Any:
+            gs = GradFn(scalar, tuple(range(len(a))), False, False)(*a)
+            terms = [ops.sum(ops.binary(elementwise.mul, g, d)) for g, d in zip(gs, directions)]
+            return functools.reduce(lambda p, q: ops.binary(elementwise.add, p, q), terms)
+
+        _check_first_order(directional, args64, eps, rtol, rng)
+
+
+def _check_first_order(
+    fn: Callable[..., Any], args: list[np.ndarray], eps: float, rtol: float, rng: Any
+) -> None:
+    value = Compiled(fn)
+    grads = grad(fn, tuple(range(len(args))))(*args)
+    v = [rng.standard_normal(a.shape) for a in args]
+    plus = float(value(*[a + eps * d for a, d in zip(args, v)]))
+    minus = float(value(*[a - eps * d for a, d in zip(args, v)]))
+    numeric = (plus - minus) / (2 * eps)
+    analytic = sum(float(np.sum(g * d)) for g, d in zip(grads, v))
+    scale = max(1.0, abs(numeric), abs(analytic))
+    if abs(numeric - analytic) > rtol * scale * 10 + 1e-7 * scale:
+        raise AssertionError(
+            f"check_grads: reverse mode gives {analytic!r}, central differences give {numeric!r}"
+        )
