@@ -235,3 +235,22 @@ def test_grad_of_compiled_function_and_options_compose() -> None:
     lo = dsl.grad(f).lower(x)
     assert "dsl.exp" in lo.ir("traced") and lo.ir("grad") != lo.ir("functional")
     assert math.isfinite(float(f(x)))
+
+
+def test_backward_writes_into_dead_forward_buffers_in_place() -> None:
+    def loss(ws, x):
+        h = x
+        for w in ws:
+            h = dnp.tanh(h @ w)
+        return (h * h).sum()
+
+    x = rng.standard_normal((64, 32))
+    ws = [rng.standard_normal((32, 32)) for _ in range(3)]
+    plan = dsl.grad(loss).lower(ws, x).memory_plan()
+    forward_outputs = {r.name for r in plan.buffers if r.live[0] < 6}  # the saved tanh outputs
+    backward_reuses = [r for r in plan.buffers if r.reused_from in forward_outputs and r.live[0] >= 6]
+    assert len(backward_reuses) >= 2  # (1 - out^2) * ct is written over the dead `out`
+    assert plan.peak_bytes * 2 <= plan.naive_bytes
+    reference = dsl.compile(dsl.grad(loss), inplace=False)(ws, x)
+    for a, b in zip(dsl.grad(loss)(ws, x), reference):
+        np.testing.assert_array_equal(a, b)
