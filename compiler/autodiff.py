@@ -115,6 +115,7 @@ def grad_function(func: Function, spec: GradSpec) -> Function:
         if not p.type.dtype.is_float:
             raise TypeError(f"grad requires floating-point inputs; argument {i} is {p.type}")
     build = _Builder()
+    where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)  # the function's def line
     params = func.params
     if spec.cotangent_param:
         seed = Value(value.type)
@@ -122,10 +123,10 @@ def grad_function(func: Function, spec: GradSpec) -> Function:
     else:
         if value.type.shape != () or not value.type.dtype.is_float:
             raise TypeError(f"grad requires a real scalar output, got an array of type {value.type}")
-        build.loc = Location("<autodiff seed>", 0)
+        build.loc = where
         seed = build.one(value.type.dtype)
     grads = backward(func, spec.wrt, {value: seed}, build)
-    build.loc = Location("<autodiff zeros>", 0)
+    build.loc = where
     grad_values = [g if g is not None else build.zeros(func.params[i].type) for g, i in zip(grads, spec.wrt)]
     results = (
         ([value] if spec.keep_value else [])

@@ -66,9 +66,13 @@ def load_function(target: str) -> Any:
 def _lower(args: argparse.Namespace) -> Any:
     import dsl  # the frontend: only the subcommands that trace Python need it
 
-    if getattr(args, "grad", None):
-        raise UserError("--grad needs the autodiff transforms, which this version of dslc does not have yet")
     fn = load_function(args.target)
+    if getattr(args, "grad", None):
+        try:
+            nums = tuple(int(n) for n in args.grad.split(","))
+        except ValueError:
+            raise UserError(f"--grad takes argument numbers like 0 or 0,2; got {args.grad!r}") from None
+        fn = dsl.grad(fn, argnums=nums[0] if len(nums) == 1 else nums)
     compiled = dsl.compile(fn, target=args.target_device, inplace=not args.no_inplace)
     arrays = [parse_arg_spec(a) for a in args.arg]
     return compiled.lower(*arrays)
