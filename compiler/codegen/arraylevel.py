@@ -23,9 +23,6 @@ from compiler.ir.types import DType
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
 
-TRANSCENDENTAL = frozenset(
-    {ew.exp, ew.log, ew.log1p, ew.expm1, ew.sin, ew.cos, ew.tan, ew.tanh, ew.erf, ew.logistic, ew.pow_}
-)
 MIN_ELEMENTS = 1 << 14
 
 PRELUDE = "from compiler.ir.types import DType\nfrom compiler.prims import REGISTRY as _PRIMS"
@@ -37,7 +34,7 @@ def wants_numpy(group: Group) -> bool:
     return (
         group.kind is GroupKind.LOOP
         and math.prod(group.shape) >= MIN_ELEMENTS
-        and any(op.prim in TRANSCENDENTAL for op in group.ops)
+        and any(op.prim in ew.TRANSCENDENTAL for op in group.ops)
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
     )
 

@@ -421,4 +421,7 @@ copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY, vjp=_copy_vjp)
 # ``simplify``, which then removes it like a copy.
 stop_gradient = _elementwise("stop_gradient", 1, lambda c, x: x, np.copy, ANY, vjp=_stop_gradient_vjp)
 
-__all__ = ["math"]  # the lowerings above refer to ``math.*`` by name in generated code
+
+# Ops whose scalar lowering is a libm call per element (no SIMD in Numba without SVML): the CPU
+# backend runs big groups containing one through NumPy's vectorized ufuncs instead.
+TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, logistic, pow_})
