@@ -101,13 +101,19 @@ class _Simplifier:
         value = op.prim.run_reference([p.attrs["value"] for p in producers], op.attrs)  # type: ignore[union-attr]
         return Op(source.constant, (), {"value": value}, op.results, op.loc)
 
-    def merge_reshapes(self, op: Op) -> Op:
-        if op.prim is not mv.reshape:
+    def merge_movement(self, op: Op) -> Op:
+        """reshape(reshape(x)) is one reshape; transpose(transpose(x)) is one transpose (second-order
+        autodiff makes the latter from the transposed weights of matmul rules)."""
+        if op.prim not in (mv.reshape, mv.transpose) or INPLACE_ATTR in op.attrs:
             return op
         inner = self.producer.get(op.operands[0])
-        if inner is not None and inner.prim is mv.reshape:
-            return Op(op.prim, inner.operands, op.attrs, op.results, op.loc)
-        return op
+        if inner is None or inner.prim is not op.prim:
+            return op
+        attrs = dict(op.attrs)
+        if op.prim is mv.transpose:
+            first, second = _ints(inner.attrs, "perm"), _ints(op.attrs, "perm")
+            attrs["perm"] = tuple(first[p] for p in second)
+        return Op(op.prim, inner.operands, attrs, op.results, op.loc)
 
     def run(self) -> Function:
         for original in self.rw.func.ops:
@@ -116,7 +122,11 @@ class _Simplifier:
             if same is not None:
                 self.rw.replace(op.result, same)
                 continue
-            op = self.merge_reshapes(self.fold(op))
+            op = self.merge_movement(self.fold(op))
+            same = self.forward(op)  # the merged op may be an identity (a transpose undone)
+            if same is not None:
+                self.rw.replace(op.result, same)
+                continue
             key = op.key()
             earlier = self.seen.get(key)
             if earlier is not None and INPLACE_ATTR not in op.attrs:

@@ -37,3 +37,14 @@ func.func @movement(%arg0: tensor<2x3xf32>) -> tensor<6xf32> {
   %3 = "dsl.copy"(%2) : (tensor<6xf32>) -> tensor<6xf32>
   return %3 : tensor<6xf32>
 }
+
+// A transpose of a transpose composes into one (here: the identity, which vanishes).
+// CHECK-LABEL: func.func @transposes
+// CHECK-NEXT:    %0 = "dsl.transpose"(%arg0) {perm = array<i64: 2, 0, 1>}
+// CHECK-NEXT:    return %0, %arg0
+func.func @transposes(%arg0: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, tensor<2x3x4xf32>) {
+  %0 = "dsl.transpose"(%arg0) {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
+  %1 = "dsl.transpose"(%0) {perm = array<i64: 2, 0, 1>} : (tensor<3x4x2xf32>) -> tensor<2x3x4xf32>
+  %2 = "dsl.transpose"(%0) {perm = array<i64: 1, 2, 0>} : (tensor<3x4x2xf32>) -> tensor<4x2x3xf32>
+  return %2, %1 : tensor<4x2x3xf32>, tensor<2x3x4xf32>
+}
