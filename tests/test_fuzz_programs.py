@@ -143,9 +143,7 @@ def _o(j: int | float) -> str:
 
 
 STEP_LINES: dict[str, Callable[..., str]] = {
-    "unary": lambda new, name, i: (
-        f"{new} = {'exp(tanh' if name == 'exp' else name}(v{i}){')' * (name == 'exp')}"
-    ),
+    "unary": lambda new, name, i: f"{new} = {TEXT.get(name, name + '({})').format(f'v{i}')}",
     "binary": lambda new, name, i, j: f"{new} = {name}(v{i}, {_o(j)})",
     "reduce": lambda new, name, i, axis, keep: f"{new} = {name}(v{i}, axis={axis}, keepdims={keep})",
     "matmul": lambda new, i, j: f"{new} = v{i} @ v{j}",
@@ -154,9 +152,9 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "reshape": lambda new, i, shape: f"{new} = v{i}.reshape({shape})",
     "setitem": lambda new, t, index, j: f"v{t}[{_fmt_index(index)}] = {_o(j)}",
     "augmented": lambda new, op, t, j: f"v{t} {op} {_o(j)}",
-    "method": lambda new, name, t, *j: f"v{t}.{METHOD_TEXT.get(name, name + '({})').format(*map(_o, j))}",
+    "method": lambda new, name, t, *j: f"v{t}.{TEXT.get(name, name + '({})').format(*map(_o, j))}",
 }
-METHOD_TEXT = {"clip_": "clip_(-1.5, 1.5)", "exp_": "clip_(-2.0, 2.0).exp_()"}
+TEXT = {"exp": "exp(tanh({}))", "clip_": "clip_(-1.5, 1.5)", "exp_": "clip_(-2.0, 2.0).exp_()"}
 CREATES = {"unary", "binary", "reduce", "matmul", "slice", "transpose", "reshape"}
 
 
@@ -207,8 +205,12 @@ def _writable(env: list[Any]) -> list[int]:
 
 def _source(draw, env: list[Any], target_shape: tuple[int, ...]) -> int | float:
     """A value assignable to an array of ``target_shape``: broadcasts to it without growing it."""
-    fits = [k for k, v in enumerate(env) if _broadcasts(np.shape(v), target_shape)]
-    fits = [k for k in fits if np.broadcast_shapes(np.shape(env[k]), target_shape) == target_shape]
+    fits = [
+        k
+        for k, v in enumerate(env)
+        if _broadcasts(np.shape(v), target_shape)
+        and np.broadcast_shapes(np.shape(v), target_shape) == target_shape
+    ]
     return draw(st.sampled_from(fits + list(CONSTANTS)))
 
 
@@ -235,7 +237,7 @@ def _draw_index(draw, shape: tuple[int, ...]) -> Any:
 
 
 def _reshape_targets(size: int) -> list[tuple[int, ...]]:
-    targets = [(size,), (-1,), (1, size), (size, 1)] + [() for _ in range(size == 1)]
+    targets = [(size,), (-1,), (1, size), (size, 1)] + ([()] if size == 1 else [])
     targets += [(d, size // d) for d in range(2, size) if size % d == 0]
     targets += [(d, 1, size // d) for d in range(2, size) if size % d == 0]
     return targets

@@ -16,6 +16,9 @@ float64, exact for integers and booleans). Every run gets its own copy of the ar
 
 The full tables are used (no subset): programs are tiny, so most of the time is Numba compiling
 three variants of each (measure with ``python -m pytest tests/test_memory_modes.py --durations=5``).
+Most table programs are one or two ops, so their two plans rarely differ (the sanitizer still
+catches a buffer read after its last use); reuse and in-place across longer programs are covered
+by test_fuzz_programs.py.
 """
 
 from __future__ import annotations
