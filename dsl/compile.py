@@ -29,6 +29,12 @@ _SCALARS = (bool, int, float)
 _WEAK_DTYPE = {bool: DType.i1, int: DType.i64, float: DType.f64}
 
 
+class Default(NamedTuple):
+    """A parameter's default value the caller did not pass: handed to the function untraced."""
+
+    value: Any
+
+
 class CallError(TraceError, TypeError):
     """A compiled function was called with arguments it cannot take."""
 
@@ -192,14 +198,26 @@ class Compiled:
             caller = tracing.user_location()
             name = getattr(self._fn, "__name__", "function")
             raise CallError(f"{caller}: {name}(): {err}") from None
+        given = set(bound.arguments)
         bound.apply_defaults()
-        return tuple(bound.args) + tuple(bound.kwargs.values())
+        out: list[Any] = []
+        for name, param in self._signature.parameters.items():
+            value = bound.arguments[name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                out.extend(value)
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                out.extend(value.values())
+            else:  # a default the caller did not pass stays a Python value (as in JAX), untraced
+                out.append(value if name in given else Default(value))
+        return tuple(out)
 
     def _key(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]]:
         parts: list[Any] = []
         leaves: list[Any] = []
         for i, a in enumerate(args):
-            if i in self._static:
+            if isinstance(a, Default):
+                parts.append(("default", i))  # the same default every call: its position suffices
+            elif i in self._static:
                 try:
                     hash(a)
                 except TypeError:
@@ -248,7 +266,7 @@ class Compiled:
         """``donate_argnums`` counts Python arguments; the IR counts array leaves."""
         out, k = [], 0
         for i, a in enumerate(args):
-            if i in self._static:
+            if i in self._static or isinstance(a, Default):
                 continue
             flat = pytree.flatten(a)[0]
             if i in self._donate:  # only arrays can be donated: a Python number has no memory to reuse
@@ -290,6 +308,9 @@ def trace_function(
     with tracing.tracing() as trace:
         traced_args = []
         for i, a in enumerate(args):
+            if isinstance(a, Default):
+                traced_args.append(a.value)
+                continue
             if i in static:
                 traced_args.append(a)
                 continue

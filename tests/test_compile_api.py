@@ -174,3 +174,15 @@ def test_ir_dump_env(tmp_path, monkeypatch) -> None:
     g(np.ones(2))
     names = sorted(p.name for p in tmp_path.iterdir())
     assert [n.split(".")[2] for n in names] == ["traced", "functional", "grad", "optimized", "bufferized"]
+
+
+def test_defaults_the_caller_did_not_pass_stay_python_values() -> None:
+    def f(x, flag=True, scale=2.0):
+        return x * scale if flag else x  # `if` on a traced bool would raise
+
+    compiled = dsl.compile(f)
+    assert_same(compiled(np.ones(2)), np.full(2, 2.0))
+    assert_same(compiled(np.ones(2), scale=3.0), np.full(2, 3.0))  # passed: traced as an argument
+    assert_same(dsl.compile(dsl.nn.gelu)(np.zeros(3)), np.zeros(3))
+    with pytest.raises(dsl.TraceError, match="bool"):
+        compiled(np.ones(2), False)  # passed explicitly: traced, as in JAX
