@@ -18,6 +18,8 @@ writable arrays, and which are views of what: every drawn program is valid in bo
 Default: 40 examples (each compiles three programs). A longer campaign:
 
     DSL_FUZZ_EXAMPLES=1000 python -m pytest tests/test_fuzz_programs.py -q
+
+(about 26 minutes and 9 GB of memory on a 2-core machine: every compiled program stays imported).
 """
 
 from __future__ import annotations
