@@ -92,39 +92,13 @@ class Lowered:
 class _Entry:
     """One compiled signature: runs the executable and rebuilds the result structure."""
 
-    def __init__(
-        self,
-        program: Program,
-        build: Callable[[Sequence[Any]], Any],
-        mutated: Sequence[int],
-        names: list[str],
-        donated: Sequence[int] = (),
-    ):
+    def __init__(self, program: Program, build: Callable[[Sequence[Any]], Any]):
         self.program = program
         self.run = program.executable
         self.build = build
-        self.mutated = tuple(dict.fromkeys((*mutated, *donated)))  # arrays the call may write into
-        self.names = names
 
     def __call__(self, leaves: list[Any]) -> Any:
-        if self.mutated:
-            self._check_mutated(leaves)
-        return self.build(self.run(*leaves))
-
-    def _check_mutated(self, leaves: list[Any]) -> None:
-        for i in self.mutated:
-            a = leaves[i]
-            if not a.flags.writeable:
-                raise DSLError(
-                    f"argument '{self.names[i]}' is read-only, but the program modifies it in place "
-                    "(or it is donated); pass a writeable array (e.g. a.copy())"
-                )
-            for j, b in enumerate(leaves):
-                if j != i and isinstance(b, np.ndarray) and np.may_share_memory(a, b):
-                    raise DSLError(
-                        f"arguments '{self.names[i]}' and '{self.names[j]}' share memory, but the program "
-                        f"modifies (or was donated) '{self.names[i]}'; pass separate arrays (e.g. a.copy())"
-                    )
+        return self.build(self.run(*leaves))  # the executable checks mutated/donated arguments
 
 
 class Compiled:
@@ -250,12 +224,12 @@ class Compiled:
                 if getattr(self._fn, "dsl_grad_transform", False):  # autodiff runs as a pipeline pass
                     self.trace_count += 1
                     traced, options.grad, build = self._fn.forward(args, self._name)  # type: ignore[attr-defined]
-                    func, mutated, names = traced.func, traced.mutated, traced.names
+                    func = traced.func
                 else:
-                    func, out_tree, mutated, names = self._trace(args)
+                    func, out_tree, _, _ = self._trace(args)
                     build = _unflattener(out_tree)
                 program = compile_function(func, options)
-                entry = _Entry(program, build, mutated, names, donated)
+                entry = _Entry(program, build)
                 self._cache[key] = entry
                 dump_dir = os.environ.get("DSL_DUMP_IR")
                 if dump_dir:

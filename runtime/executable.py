@@ -31,6 +31,8 @@ class Executable:
         name: str = "program",
         out_types: Sequence[tuple[Sequence[int], Any]] = (),
         direct_writeback: Sequence[int] = (),
+        arg_names: Sequence[str] = (),
+        donated: Sequence[int] = (),
     ) -> None:
         self.driver = driver
         self.name = name
@@ -45,6 +47,9 @@ class Executable:
         self._outs = [(tuple(s), np.dtype(d)) for s, d in out_types]
         # Arguments whose new value the driver stores directly into the array it was given.
         self.direct = frozenset(direct_writeback)
+        # Arguments the call writes into (write-backs and donations): checked before every call.
+        self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
+        self._arg_names = list(arg_names)
         self._lock = threading.Lock()
         if not 0 <= self.n_public <= n_results:
             raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
@@ -55,7 +60,7 @@ class Executable:
         args = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._dtypes)]
         if [a.shape for a in args] != self._shapes:
             self._shape_error(args)
-        if self.writeback:
+        if self._written:
             self._check_writeback_targets(arrays)
         outs = [np.empty(s, d) for s, d in self._outs]
         with self._lock:
@@ -76,21 +81,28 @@ class Executable:
                     f"shape {shape}; compile it again for the new shape"
                 )
 
+    def _arg(self, i: int) -> str:
+        return f"'{self._arg_names[i]}'" if i < len(self._arg_names) else str(i)
+
     def _check_writeback_targets(self, arrays: Sequence[Any]) -> None:
-        """Every array the program writes back to must be writable and must not overlap another
-        argument; checked before the call so a failure leaves all caller arrays as they were."""
-        for index in self.writeback:
-            target = arrays[index]
+        """Every array the program writes into (mutated or donated) must be writable and must not
+        overlap another argument; checked before the call so a failure leaves all caller arrays as
+        they were. The one call-time safety check: ``dsl`` relies on it."""
+        for index in self._written:
+            target, name = arrays[index], self._arg(index)
             if not isinstance(target, np.ndarray):
                 raise DSLError(
-                    f"{self.name}: argument {index} is modified in place, so it must be a NumPy array, "
-                    f"not {type(target).__name__}"
+                    f"{self.name}: argument {name} is modified in place (or donated), so it must be a NumPy "
+                    f"array, not {type(target).__name__}"
                 )
             if not target.flags.writeable:
-                raise DSLError(f"{self.name}: argument {index} is modified in place but is read-only")
+                raise DSLError(
+                    f"{self.name}: argument {name} is read-only, but the program modifies it in place "
+                    "(or it is donated); pass a writeable array (e.g. a.copy())"
+                )
             for other, a in enumerate(arrays):
                 if other != index and isinstance(a, np.ndarray) and np.may_share_memory(target, a):
                     raise DSLError(
-                        f"{self.name}: arguments {index} and {other} share memory, and argument {index} "
-                        "is modified in place; pass a copy"
+                        f"{self.name}: arguments {name} and {self._arg(other)} share memory, but the program "
+                        f"modifies (or was donated) {name}; pass separate arrays (e.g. a.copy())"
                     )

@@ -32,6 +32,8 @@ def build_cpu_executable(
         name=func.name,
         out_types=[(t.shape, t.dtype.np) for t in program.out_types],
         direct_writeback=program.direct_writeback,
+        arg_names=func.arg_names,
+        donated=donate_argnums,
     )
     return executable, program, fusion, plan
 
