@@ -8,14 +8,23 @@ no reuse, no in-place). Also checks that each executable allocated exactly the p
 least 1 byte) and that the in-place plan computes what NumPy computes. Results and inputs are never
 counted: they belong to the caller. Sizes are fixed, so bytes do not vary between runs or machines.
 Target (issue): planned peak <= naive / 2 on the MLP and softmax + cross-entropy programs.
+
+Against MLIR (when ``mlir-opt`` is installed): each optimized program is exported to upstream MLIR
+(``compiler/codegen/mlir_export.py``) and bufferized by ``mlir-opt --one-shot-bufferize`` (function
+boundaries included), alone and after MLIR's elementwise fusion; the tables count the
+``memref.alloc`` left and the bytes they allocate (one-shot-bufferize reuses no memory), next to our
+buffers: the planned intermediates plus the results, which we allocate per call.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import glob
 import os
 import platform
+import shutil
+import subprocess
 import sys
 import tracemalloc
 from collections.abc import Callable
@@ -28,6 +37,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
+from compiler.codegen.mlir_export import (  # noqa: E402
+    FUSE_THEN_BUFFERIZE,
+    ONE_SHOT_BUFFERIZE,
+    count_allocs,
+    export_module,  # noqa: E402
+)
 
 TARGET_PROGRAMS = {"mlp", "softmax_xent"}
 
@@ -152,6 +167,9 @@ class Row:
     arena_ok: bool
     numpy_peak: int
     plan: Any
+    ours_buffers: int  # planned intermediates + results
+    result_bytes: int
+    mlir: dict[str, tuple[int, int]]  # pipeline -> (memref.alloc count, bytes), empty without mlir-opt
 
 
 def measure(case: Case) -> Row:
@@ -166,7 +184,47 @@ def measure(case: Case) -> Row:
     arena_ok = all(
         lo._program.executable.arena.nbytes == max(lo.memory_plan().peak_bytes, 1) for lo in lowered.values()
     )
-    return Row(case, plan.naive_bytes, plan.peak_bytes, ref_plan.peak_bytes, arena_ok, numpy_peak(case), plan)
+    func = lowered[True]._program.stages["optimized"]
+    results = {v for v in func.results if v not in set(func.params)}
+    return Row(
+        case,
+        plan.naive_bytes,
+        plan.peak_bytes,
+        ref_plan.peak_bytes,
+        arena_ok,
+        numpy_peak(case),
+        plan,
+        len(plan.buffers) + len(results),
+        sum(v.type.nbytes for v in results),
+        mlir_allocs(export_module([func])),
+    )
+
+
+def find_mlir_opt() -> str | None:
+    """``mlir-opt`` on PATH, else ``mlir-opt-22``, else the newest ``/usr/lib/llvm-*/bin/mlir-opt``."""
+    found = shutil.which("mlir-opt") or shutil.which("mlir-opt-22")
+    versions = sorted(
+        glob.glob("/usr/lib/llvm-*/bin/mlir-opt"), key=lambda p: int(p.split("-")[1].split("/")[0])
+    )
+    return found or (versions[-1] if versions else None)
+
+
+MLIR_PIPELINES = {
+    "one-shot-bufferize": (ONE_SHOT_BUFFERIZE,),
+    "fuse + one-shot-bufferize": FUSE_THEN_BUFFERIZE,
+}
+
+
+def mlir_allocs(text: str) -> dict[str, tuple[int, int]]:
+    """``memref.alloc`` count and bytes after each MLIR pipeline ({} when mlir-opt is missing)."""
+    mlir_opt = find_mlir_opt()
+    if mlir_opt is None:
+        return {}
+    out = {}
+    for name, flags in MLIR_PIPELINES.items():
+        proc = subprocess.run([mlir_opt, *flags], input=text, capture_output=True, text=True, check=True)
+        out[name] = count_allocs(proc.stdout)
+    return out
 
 
 def numpy_peak(case: Case) -> int:
@@ -207,6 +265,23 @@ def report(rows: list[Row]) -> list[str]:
     return lines
 
 
+def report_mlir(rows: list[Row]) -> list[str]:
+    """Our buffers next to the ``memref.alloc`` MLIR's one-shot-bufferize leaves for the same program."""
+    if not rows[0].mlir:
+        return ["mlir-opt not found: no comparison with MLIR (apt-get install mlir-22-tools)."]
+    names = list(MLIR_PIPELINES)
+    lines = [
+        "| program | our buffers (planned + results) | our bytes (peak + results) | "
+        + " | ".join(f"memref.alloc ({n}) | alloc bytes ({n})" for n in names)
+        + " |",
+        "|---|---:|---:|" + "---:|---:|" * len(names),
+    ]
+    for r in rows:
+        cells = " | ".join(f"{r.mlir[n][0]} | {size(r.mlir[n][1])}" for n in names)
+        lines.append(f"| {r.case.name} | {r.ours_buffers} | {size(r.peak + r.result_bytes)} | {cells} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "memory.md"))
@@ -231,6 +306,18 @@ def main() -> None:
         "included), for context.",
         "",
         *report(rows),
+        "",
+        "## Against MLIR's one-shot-bufferize",
+        "",
+        "Each optimized program exported to upstream MLIR (`dslc compile --emit mlir`) and bufferized "
+        'by `mlir-opt --one-shot-bufferize="bufferize-function-boundaries '
+        'function-boundary-type-conversion=identity-layout-map"`, alone and after '
+        "`--linalg-fuse-elementwise-ops --canonicalize --cse --eliminate-empty-tensors`. MLIR allocates "
+        "each result inside the function, so our side counts the results too. One-shot-bufferize does not "
+        "share memory between allocations: its bytes are the sum of every `memref.alloc`, ours the arena "
+        "peak.",
+        "",
+        *report_mlir(rows),
         "",
         "## Plans (in-place on)",
         "",

@@ -1,62 +1,72 @@
 """``dslc``: the compiler from the shell.
 
-    dslc compile FILE.py:FUNC --arg f32[128,64] --arg f32[64] [--emit STAGE] [-o OUT]
+    dslc compile FILE.py:FUNC --arg f32[128,64] --arg f32[64] [--emit STAGE|plan|numba|llvm|ptx|mlir|dot]
     dslc opt FILE.mlir [--passes simplify,dce] [--print-ir-after-all]
-    dslc plan FILE.py:FUNC --arg ...
+    dslc run FILE.mlir [--arg SPEC ... | --input a.npy ...] [--seed N] [--save-dir DIR]
+    dslc plan FILE.py:FUNC --arg ... [--plot memory.png]
 
-Exit status: 0 on success, 1 on a user error (one line, no traceback unless ``--debug``), 2 on a
-usage error. ``compile`` and ``plan`` trace Python code, so they import the ``dsl`` frontend lazily;
-``opt`` works on IR text alone.
+Exit status: 0 on success, 1 on a user error (one line naming the user's file and line, no
+traceback unless ``--debug``), 2 on a usage error. ``compile`` and ``plan`` trace Python code, so
+they import the ``dsl`` frontend lazily; ``opt`` and ``run`` work on IR text alone.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
+import os
 import re
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function, print_module
-from compiler.ir.types import DType
+from compiler.ir.types import DType, TensorType
 from compiler.pipeline import PASSES, PASSES_BY_NAME, STAGES, Options, Pass, run_passes
 from runtime.errors import DSLError
 
-EMIT_CHOICES = STAGES + ("plan", "numba")
 _ARG_RE = re.compile(r"^(f32|f64|i32|i64|i1)(?:\[([0-9, ]*)\])?$")
+# The pass whose output each stage is, for --print-ir-after-all headers.
+PASS_OF_STAGE = {"traced": "trace", **{p.stage: p.name for p in PASSES}, "bufferized": "plan"}
 
 
 class UserError(DSLError):
     """A mistake in what the user asked the CLI to do."""
 
 
-def parse_arg_spec(spec: str) -> np.ndarray:
-    """``f32[128,64]`` -> a float32 array of that shape (the values only matter to ``run``)."""
+class UsageError(Exception):
+    """A command line that makes no sense (exit status 2, like argparse's own errors)."""
+
+
+def parse_arg_spec(spec: str) -> TensorType:
+    """``f32[128,64]`` -> that tensor type; ``f64`` or ``i64[]`` is a scalar."""
     m = _ARG_RE.match(spec.strip())
     if not m:
-        raise UserError(f"bad --arg {spec!r}: expected DTYPE[DIMS] such as f32[128,64], i64[] or f64")
+        raise argparse.ArgumentTypeError(
+            f"bad argument spec {spec!r}: expected DTYPE[DIMS] such as f32[128,64], i64[] or f64 "
+            "(dtypes: f32 f64 i32 i64 i1)"
+        )
     dims = tuple(int(d) for d in m.group(2).split(",") if d.strip()) if m.group(2) else ()
-    return np.zeros(dims, dtype=DType(m.group(1)).np)
+    return TensorType(dims, DType(m.group(1)))
 
 
 def load_function(target: str) -> Any:
     """``path/to/file.py:func`` -> the function object (a ``dsl.compile``d one or a plain one)."""
     path, sep, name = target.rpartition(":")
     if not sep or not path.endswith(".py") or not name:
-        raise UserError(f"expected FILE.py:FUNC, got {target!r}")
+        raise UsageError(f"expected FILE.py:FUNC, got {target!r}")
+    if not os.path.isfile(path):
+        raise UserError(f"no such file: {path}")
     spec = importlib.util.spec_from_file_location("_dslc_user_module", path)
     if spec is None or spec.loader is None:
         raise UserError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except FileNotFoundError:
-        raise UserError(f"no such file: {path}") from None
+    spec.loader.exec_module(module)
     fn = getattr(module, name, None)
     if fn is None:
         raise UserError(f"{path} has no function named {name!r}")
@@ -67,15 +77,31 @@ def _lower(args: argparse.Namespace) -> Any:
     import dsl  # the frontend: only the subcommands that trace Python need it
 
     fn = load_function(args.target)
+    _check_arity(fn, args.target, len(args.arg))
     if getattr(args, "grad", None):
         try:
             nums = tuple(int(n) for n in args.grad.split(","))
         except ValueError:
-            raise UserError(f"--grad takes argument numbers like 0 or 0,2; got {args.grad!r}") from None
+            raise UsageError(f"--grad takes argument numbers like 0 or 0,2; got {args.grad!r}") from None
         fn = dsl.grad(fn, argnums=nums[0] if len(nums) == 1 else nums)
     compiled = dsl.compile(fn, target=args.target_device, inplace=not args.no_inplace)
-    arrays = [parse_arg_spec(a) for a in args.arg]
-    return compiled.lower(*arrays)
+    return compiled.lower(*_zeros(args.arg))
+
+
+def _check_arity(fn: Any, target: str, n: int) -> None:
+    """One ``--arg`` per parameter, said at the ``def`` line (before tracing reports it elsewhere)."""
+    try:
+        inspect.signature(fn).bind(*range(n))
+    except TypeError as err:
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        where = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""
+        raise UserError(f"{where}{target.rpartition(':')[2]}: {err} (give one --arg per argument)") from None
+    except ValueError:  # no signature to check (a builtin, say): tracing will tell
+        pass
+
+
+def _zeros(types: Sequence[TensorType]) -> list[np.ndarray]:
+    return [np.zeros(t.shape, t.dtype.np) for t in types]
 
 
 def _write(text: str, out: str | None) -> None:
@@ -86,46 +112,122 @@ def _write(text: str, out: str | None) -> None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
 
 
+def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
+    """Numba's LLVM IR of every kernel and the driver of a CPU program.
+
+    Numba compiles a dispatcher for the argument types it is called with, and code it loaded from
+    its on-disk cache has no IR to show; so every dispatcher of the generated module is switched to
+    Numba's ``NullCache`` (compiled afresh if it already was), and the executable runs once on
+    ``arrays``, which compiles the driver and, through it, the kernels.
+    """
+    from numba.core.caching import NullCache
+    from numba.core.dispatcher import Dispatcher
+
+    driver = getattr(program.executable, "driver", None)
+    if not isinstance(driver, Dispatcher):
+        raise UserError("--emit llvm needs the CPU backend (use --target cpu)")
+    module = sys.modules[driver.py_func.__module__]
+    dispatchers = {name: obj for name, obj in vars(module).items() if isinstance(obj, Dispatcher)}
+    for obj in dispatchers.values():
+        obj._cache = NullCache()  # type: ignore[attr-defined]  # Numba has no public way to turn caching off
+        if obj.signatures:
+            obj.recompile()
+    program.executable(*[a.copy() for a in arrays])
+    parts = []
+    for name, obj in dispatchers.items():
+        for sig, ir in obj.inspect_llvm().items():
+            parts.append(f"; ---- {name}{sig} ----\n{ir}")
+    return "\n".join(parts)
+
+
+def _emit_ptx(lowered: Any, args: argparse.Namespace) -> str:
+    if not hasattr(lowered, "ptx"):
+        raise UserError("--emit ptx needs the CUDA backend")
+    return str(lowered.ptx())
+
+
+def _emit_mlir(lowered: Any, args: argparse.Namespace) -> str:
+    from compiler.codegen.mlir_export import export_module
+
+    return export_module([lowered._program.stages["optimized"]])
+
+
+def _emit_dot(lowered: Any, args: argparse.Namespace) -> str:
+    from compiler.ir.dot import function_to_dot
+    from compiler.passes.fuse import fuse
+
+    optimized = lowered._program.stages["optimized"]
+    return function_to_dot(optimized, fuse(optimized))
+
+
+# What `--emit` prints besides the IR stages: kind -> (lowered program, arguments) -> text.
+EMITTERS: dict[str, Callable[[Any, argparse.Namespace], str]] = {
+    "plan": lambda lowered, args: str(lowered.memory_plan()),
+    "numba": lambda lowered, args: str(lowered.source()),
+    "llvm": lambda lowered, args: llvm_ir(lowered._program, _zeros(args.arg)),
+    "ptx": _emit_ptx,
+    "mlir": _emit_mlir,
+    "dot": _emit_dot,
+}
+EMIT_CHOICES = STAGES + tuple(EMITTERS)
+
+
 def cmd_compile(args: argparse.Namespace) -> None:
     lowered = _lower(args)
     if args.print_ir_after_all:
         for stage in lowered.stages():
-            sys.stdout.write(f"// -----// IR Dump After {stage} //----- //\n{lowered.ir(stage)}")
-    if args.emit == "plan":
-        _write(str(lowered.memory_plan()), args.output)
-    elif args.emit == "numba":
-        _write(lowered.source(), args.output)
-    else:
-        _write(lowered.ir(args.emit), args.output)
+            header = f"IR Dump After {PASS_OF_STAGE.get(stage, stage)} ({stage})"
+            sys.stdout.write(f"// -----// {header} //----- //\n{lowered.ir(stage)}")
+    emit = EMITTERS.get(args.emit)
+    _write(emit(lowered, args) if emit else lowered.ir(args.emit), args.output)
 
 
 def cmd_plan(args: argparse.Namespace) -> None:
+    lowered = _lower(args)
+    plan = lowered.memory_plan()
     if args.plot:
-        raise UserError("--plot is not available in this version of dslc")
-    _write(str(_lower(args).memory_plan()), args.output)
+        from compiler.plot import plot_memory_plan
+
+        plot_memory_plan(plan, args.plot, title=args.target.rpartition(":")[2])
+    _write(str(plan), args.output)
+
+
+def _read_ir(path: str) -> tuple[str, str]:
+    if path == "-":
+        return sys.stdin.read(), "<stdin>"
+    try:
+        with open(path) as f:
+            return f.read(), path
+    except OSError as err:
+        raise UserError(f"cannot read {path}: {err.strerror}") from None
+
+
+def _grad_spec(spec: str | None) -> Any:
+    if not spec:
+        return None
+    from compiler.autodiff import GradSpec
+
+    try:
+        return GradSpec(tuple(int(n) for n in spec.split(",")))
+    except ValueError:
+        raise UsageError(f"--grad takes argument numbers like 0 or 0,2; got {spec!r}") from None
 
 
 def cmd_opt(args: argparse.Namespace) -> None:
     from compiler.ir.parser import parse_module
 
-    if args.file == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        try:
-            with open(args.file) as f:
-                text, name = f.read(), args.file
-        except OSError as err:
-            raise UserError(f"cannot read {args.file}: {err.strerror}") from None
-    passes = _pass_list(args.passes)
-    funcs = parse_module(text, name)
+    passes = _pass_list(args.passes)  # a usage error before reading stdin
+    text, name = _read_ir(args.file)
     out: list[Function] = []
-    for func in funcs:
+    for func in parse_module(text, name):
 
         def observe(p: Pass, f: Function) -> None:
             if args.print_ir_after_all:
-                sys.stdout.write(f"// -----// IR Dump After {p.name} //----- //\n{print_function(f)}")
+                sys.stdout.write(
+                    f"// -----// IR Dump After {p.name} ({p.stage}) //----- //\n{print_function(f)}"
+                )
 
-        options = Options(verify=True, donate_argnums=tuple(args.donate))
+        options = Options(verify=True, donate_argnums=tuple(args.donate), grad=_grad_spec(args.grad))
         if args.no_inplace:
             options.inplace = False
         stages = run_passes(func, options, passes, observe)
@@ -139,34 +241,67 @@ def _pass_list(spec: str | None) -> tuple[Pass, ...]:
     names = [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in PASSES_BY_NAME]
     if unknown:
-        raise UserError(f"unknown pass {unknown[0]!r}; passes: {', '.join(PASSES_BY_NAME)}")
+        raise UsageError(f"unknown pass {unknown[0]!r}; passes: {', '.join(PASSES_BY_NAME)}")
     return tuple(PASSES_BY_NAME[n] for n in names)
 
 
+def cmd_run(args: argparse.Namespace) -> None:
+    from compiler.cli_run import run_ir_file
+
+    if args.input and args.arg:
+        raise UsageError("give the inputs either as --input files or as --arg specs, not both")
+    _write(run_ir_file(args, *_read_ir(args.file)), None)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dslc", description="The dslc array compiler.")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    """The ``dslc`` argument parser: one subparser per command, every option with its help."""
+    parser = argparse.ArgumentParser(
+        prog="dslc",
+        description="The dslc array compiler: trace Python to IR, optimize, plan memory, generate code.",
+        epilog="Exit status: 0 success, 1 user error (one line; --debug for the traceback), 2 usage error.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="what to do")
 
     def add_lowering(p: argparse.ArgumentParser) -> None:
         p.add_argument("target", metavar="FILE.py:FUNC", help="the Python function to compile")
         p.add_argument(
-            "--arg", action="append", default=[], metavar="SPEC", help="argument type: f32[128,64]"
+            "--arg",
+            action="append",
+            default=[],
+            type=parse_arg_spec,
+            metavar="SPEC",
+            help="type of the next argument, e.g. f32[128,64], i64[] or f64 (repeat once per argument)",
         )
-        p.add_argument("--target", dest="target_device", default="cpu", choices=("cpu", "cuda", "auto"))
+        p.add_argument(
+            "--target",
+            dest="target_device",
+            default="cpu",
+            choices=("cpu", "cuda", "auto"),
+            help="backend to compile for (default: cpu)",
+        )
         p.add_argument("--no-inplace", action="store_true", help="the reference plan: no buffer reuse")
-        p.add_argument("-o", "--output", help="write to this file instead of stdout")
+        p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
 
     p = sub.add_parser("compile", help="trace and compile a Python function; print one stage")
     add_lowering(p)
-    p.add_argument("--emit", default="optimized", choices=EMIT_CHOICES, help="what to print")
-    p.add_argument("--grad", metavar="ARGNUMS", help="differentiate w.r.t. these arguments")
-    p.add_argument("--print-ir-after-all", action="store_true", help="print every stage with a header")
+    p.add_argument(
+        "--emit",
+        default="optimized",
+        choices=EMIT_CHOICES,
+        help="what to print: an IR stage, the memory plan, the Numba source, Numba's LLVM IR, PTX "
+        "(CUDA), upstream MLIR (func/arith/math/tensor/linalg) or the dataflow graph in DOT "
+        "(default: optimized)",
+    )
+    p.add_argument("--grad", metavar="ARGNUMS", help="compile the gradient w.r.t. these arguments (0 or 0,2)")
+    p.add_argument(
+        "--print-ir-after-all", action="store_true", help="print every stage with a header naming its pass"
+    )
     p.set_defaults(run=cmd_compile)
 
-    p = sub.add_parser("plan", help="print the memory plan of a Python function")
+    p = sub.add_parser("plan", help="print the memory plan of a Python function (and draw it)")
     add_lowering(p)
-    p.add_argument("--plot", metavar="PNG", help="draw the arena over program time")
+    p.add_argument("--plot", metavar="PNG", help="also draw the arena over program time into this PNG")
     p.set_defaults(run=cmd_plan)
 
     passes = ", ".join(f"{p.name} ({p.doc})" for p in PASSES_BY_NAME.values())
@@ -177,22 +312,80 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated passes (default: none; pipeline: {','.join(p.name for p in PASSES)})",
     )
     p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass")
+    p.add_argument(
+        "--grad", metavar="ARGNUMS", help="what the autodiff pass differentiates: result 0 w.r.t. these"
+    )
     p.add_argument("--no-inplace", action="store_true", help="plan with the reference plan: no reuse")
     p.add_argument("--donate", type=int, action="append", default=[], metavar="K", help="donate argument K")
-    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
     p.set_defaults(run=cmd_opt)
+
+    p = sub.add_parser(
+        "run",
+        help="compile IR text and run it on random or given inputs",
+        description="Runs the pipeline passes on the IR, builds the CPU executable and prints each result "
+        "(type, min/max/mean, and the values of small arrays). Inputs: --input files, else random "
+        "values of the function's argument types (floats ~ N(0,1), integers in [1,10)).",
+    )
+    p.add_argument("file", metavar="FILE.mlir", help="IR text of a tensor stage ('-' for stdin)")
+    p.add_argument("--func", metavar="NAME", help="the function to run when the file holds several")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        type=parse_arg_spec,
+        metavar="SPEC",
+        help="expected type of the next argument (checked against the function), e.g. f32[4,8]",
+    )
+    p.add_argument(
+        "--input", action="append", default=[], metavar="NPY", help="a .npy file per argument, in order"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
+    p.add_argument("--save-dir", metavar="DIR", help="save result K as DIR/resultK.npy")
+    p.add_argument("--no-inplace", action="store_true", help="run with the reference plan: no buffer reuse")
+    p.set_defaults(run=cmd_run)
+    for command in sub.choices.values():  # `dslc compile ... --debug` works as well as `dslc --debug compile`
+        command.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback of an error"
+        )
     return parser
 
 
+def _user_line(err: BaseException, files: Sequence[str]) -> str | None:
+    """``file:line`` of the innermost traceback frame in one of the user's ``files``."""
+    wanted = {os.path.abspath(f) for f in files}
+    found = None
+    for frame, line in traceback.walk_tb(err.__traceback__):
+        if os.path.abspath(frame.f_code.co_filename) in wanted:
+            found = f"{frame.f_code.co_filename}:{line}"
+    return found
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``dslc`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         args.run(args)
-    except (DSLError, TypeError, ValueError) as err:
+    except UsageError as err:
+        parser.print_usage(sys.stderr)
+        sys.stderr.write(f"dslc: error: {err}\n")
+        return 2
+    except Exception as err:
         if args.debug:
             traceback.print_exc()
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
-        sys.stderr.write(f"dslc: error: {message}\n")
+        message = str(err).splitlines()[0] if str(err) else ""
+        if not isinstance(err, DSLError):
+            # An error raised by the user's own code (a NameError in the traced function, say):
+            # name the line in their file. Anything else but a TypeError/ValueError is ours.
+            user_file = getattr(args, "target", "").rpartition(":")[0]
+            where = _user_line(err, [user_file]) if user_file else None
+            kind = type(err).__name__
+            if where is not None:
+                message = f"{where}: {kind}: {message}"
+            elif not isinstance(err, (TypeError, ValueError)):
+                message = f"internal error: {kind}: {message} (run with --debug for the traceback)"
+        sys.stderr.write(f"dslc: error: {message or type(err).__name__}\n")
         return 1
     return 0
 

@@ -140,7 +140,27 @@ class Program:
     stage_text: dict[str, str]
     executable: Callable[..., tuple[Any, ...]]
     memory_plan: Any
-    source: str
+    source: str  # the generated Numba module (njit for the CPU, numba.cuda for CUDA)
+    target: str = "cpu"
+    options: Options | None = None
+    _ptx: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict, repr=False)
+
+    def ptx(self, cc: tuple[int, int] = (9, 0)) -> str:
+        """PTX of every CUDA kernel of this program for compute capability ``cc`` (default sm_90).
+
+        Needs the ``cuda`` extra (NVVM) but no GPU: a CPU-target program is generated for CUDA
+        from the same optimized IR and plan options.
+        """
+        if cc not in self._ptx:
+            from compiler.codegen import compile_ptx, cuda_program
+
+            opts = self.options or Options()
+            program = cuda_program(self.stages["optimized"], opts.inplace, opts.donate_argnums)
+            self._ptx[cc] = compile_ptx(program, cc)
+        return "".join(
+            f"// ===== kernel {name} (sm_{cc[0]}{cc[1]}) =====\n{text}"
+            for name, text in self._ptx[cc].items()
+        )
 
     def explain_inplace(self) -> str:
         """Each user in-place request and what the compiler did with it, then its own reuses."""
@@ -181,14 +201,15 @@ def _check_strict(plan: Any, options: Options) -> None:
 
 def compile_function(func: Function, options: Options) -> Program:
     """Run the passes, then build the executable for ``options.target``."""
-    from compiler.codegen import build_cpu_executable
+    from compiler.codegen import build_cpu_executable, build_cuda_executable
     from compiler.passes.bufferize import annotate
 
     stages = run_passes(func, options)
-    executable, cpu_program, fusion, plan = build_cpu_executable(
+    build = build_cuda_executable if options.target == "cuda" else build_cpu_executable
+    executable, generated, fusion, plan = build(
         stages["optimized"], options.inplace, options.donate_argnums, options.sanitize
     )
     _check_strict(plan, options)
     stages["bufferized"] = annotate(stages["optimized"], fusion, plan)
     text = {name: print_function(f) for name, f in stages.items()}
-    return Program(stages, text, executable, plan, cpu_program.source)
+    return Program(stages, text, executable, plan, generated.source, options.target, options)

@@ -20,6 +20,7 @@ from dsl.errors import (
     IRParseError,
     ShapeError,
     TraceError,
+    TransformError,
     VerificationError,
 )
 from dsl.transforms import check_grads, grad, hessian, stop_gradient, value_and_grad, vjp
@@ -44,6 +45,7 @@ __all__ = [
     "Lowered",
     "ShapeError",
     "TraceError",
+    "TransformError",
     "VerificationError",
     "bool_",
     "check_grads",

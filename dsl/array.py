@@ -157,7 +157,7 @@ class Array:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise TraceError("len() of a 0-d array")
+            raise tracing.user_error(TraceError, "len() of a 0-d array")
         return self.shape[0]
 
     def __iter__(self) -> Iterator[Array]:

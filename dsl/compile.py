@@ -23,6 +23,7 @@ from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, tracing
 from dsl.array import Array, Storage
 from dsl.errors import DSLError, TraceError
+from runtime.cuda_executable import device_interface, is_device_array
 from runtime.devices import resolve_target
 
 _SCALARS = (bool, int, float)
@@ -45,17 +46,29 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
         return leaf.type, leaf.weak
     if isinstance(leaf, np.ndarray) or isinstance(leaf, np.generic):
         if not is_supported_numpy_dtype(leaf.dtype):
-            raise CallError(
+            raise tracing.user_error(
+                CallError,
                 f"argument '{name}' has dtype {leaf.dtype}, which dslc does not support; "
-                "convert it to float32, float64, int32, int64 or bool"
+                "convert it to float32, float64, int32, int64 or bool",
             )
         return TensorType(tuple(leaf.shape), DType.from_numpy(leaf.dtype)), False
     for kind in _SCALARS[::-1]:  # bool before int: bool is a subclass of int
         if type(leaf) is kind:
             return TensorType((), _WEAK_DTYPE[kind]), True
-    raise CallError(
+    if is_device_array(leaf):  # a GPU array (Numba, CuPy, PyTorch): typed by its interface
+        iface = device_interface(leaf)
+        dtype = np.dtype(iface["typestr"])
+        if not is_supported_numpy_dtype(dtype):
+            raise tracing.user_error(
+                CallError,
+                f"argument '{name}' has dtype {dtype}, which dslc does not support; "
+                "convert it to float32, float64, int32, int64 or bool",
+            )
+        return TensorType(tuple(int(n) for n in iface["shape"]), DType.from_numpy(dtype)), False
+    raise tracing.user_error(
+        CallError,
         f"argument '{name}' is a {type(leaf).__name__}, which dslc cannot trace; pass NumPy arrays, "
-        "Python numbers or tuples/lists/dicts of them, or mark the argument static (static_argnums)"
+        "Python numbers or tuples/lists/dicts of them, or mark the argument static (static_argnums)",
     )
 
 
@@ -87,6 +100,13 @@ class Lowered:
 
     def explain_inplace(self) -> str:
         return self._program.explain_inplace()
+
+    def ptx(self, cc: tuple[int, int] = (9, 0)) -> str:
+        """The PTX of every CUDA kernel of this program for compute capability ``cc`` (e.g. (8, 0)).
+
+        Works without a GPU (NVVM from the ``cuda`` extra), whatever target the program was built for.
+        """
+        return self._program.ptx(cc)
 
 
 class _Entry:
@@ -195,7 +215,9 @@ class Compiled:
                 try:
                     hash(a)
                 except TypeError:
-                    raise CallError(f"static argument {self._name(i)} must be hashable") from None
+                    raise tracing.user_error(
+                        CallError, f"static argument {self._name(i)} must be hashable"
+                    ) from None
                 parts.append(("static", type(a), a))
             elif type(a) is np.ndarray:
                 parts.append((a.shape, a.dtype))
@@ -244,7 +266,7 @@ class Compiled:
                 continue
             flat = pytree.flatten(a)[0]
             if i in self._donate:  # only arrays can be donated: a Python number has no memory to reuse
-                out += [k + j for j, leaf in enumerate(flat) if isinstance(leaf, np.ndarray)]
+                out += [k + j for j, x in enumerate(flat) if isinstance(x, np.ndarray) or is_device_array(x)]
             k += len(flat)
         return tuple(out)
 
@@ -300,7 +322,7 @@ def trace_function(
                 arrays.append(arr)
                 names.append(name)
                 leaf_arg.append(i)
-                mutable.append(isinstance(leaf, (np.ndarray, Array)) and not weak)
+                mutable.append((isinstance(leaf, (np.ndarray, Array)) or is_device_array(leaf)) and not weak)
                 leaf_arrays.append(arr)
             traced_args.append(pytree.unflatten(treedef, leaf_arrays))
         out = fn(*traced_args)
@@ -339,8 +361,9 @@ def _leaf_key(leaf: Any, name: str) -> tuple[Any, ...]:
 def _result_value(x: Any) -> Value:
     if isinstance(x, Array) or isinstance(x, (*_SCALARS, np.ndarray, np.generic)):
         return ops.asarray(x).value
+    where = tracing.current().loc_override or tracing.user_location()  # the function's def line
     raise TraceError(
-        f"the compiled function returned a {type(x).__name__}; return arrays, numbers, or "
+        f"{where}: the compiled function returned a {type(x).__name__}; return arrays, numbers, or "
         "tuples/lists/dicts of them"
     )
 

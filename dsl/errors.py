@@ -15,6 +15,11 @@ class IndexingError(ShapeError, IndexError):
     """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
 
 
+class TransformError(TraceError, TypeError):
+    """A transform (grad, value_and_grad, hessian) cannot take this function or these arguments:
+    a non-scalar output, an integer argument to differentiate, bad ``argnums``."""
+
+
 __all__ = [
     "DSLError",
     "DeviceError",
@@ -23,5 +28,6 @@ __all__ = [
     "IndexingError",
     "ShapeError",
     "TraceError",
+    "TransformError",
     "VerificationError",
 ]

@@ -12,8 +12,9 @@ import numpy as np
 
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
-from dsl import ops
+from dsl import ops, tracing
 from dsl.array import Array
+from dsl.errors import ShapeError
 
 float32 = np.float32
 float64 = np.float64
@@ -28,7 +29,11 @@ def asarray(x: Any, dtype: Any = None) -> Array:
 
 
 def astype(x: Any, dtype: Any) -> Array:
-    return ops.new_storage(ops.cast(ops.asarray(x), ops.DType.from_numpy(dtype)))
+    try:
+        ir_dtype = ops.DType.from_numpy(dtype)
+    except TypeError as err:
+        raise tracing.user_error(ShapeError, str(err)) from None
+    return ops.new_storage(ops.cast(ops.asarray(x), ir_dtype))
 
 
 # ---- arithmetic ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array
 from dsl.compile import Compiled, Traced, trace_function
-from dsl.errors import TraceError
+from dsl.errors import TransformError
 
 
 def _unwrap(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -34,9 +34,32 @@ def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
     for i in nums:
         if not isinstance(i, int) or not -nargs <= i < nargs:
             raise tracing.user_error(
-                TraceError, f"argnums {argnums!r} is out of range for a function of {nargs} arguments"
+                TransformError, f"argnums {argnums!r} is out of range for a function of {nargs} arguments"
             )
     return tuple(i % nargs for i in nums)
+
+
+def _check_differentiable(traced: Traced, wrt: tuple[int, ...]) -> None:
+    """``grad`` needs a real scalar output and floating-point arguments to differentiate; the error
+    names the line that computed the output (or the argument)."""
+    func = traced.func
+    for k in wrt:
+        t = func.params[k].type
+        if not t.dtype.is_float:
+            raise tracing.user_error(
+                TransformError,
+                f"grad: argument '{traced.names[k]}' has dtype {t.dtype.np}; only floating-point arguments "
+                "can be differentiated (pass it as float, or leave it out of argnums)",
+            )
+    out = func.results[0]
+    if out.type.shape != () or not out.type.dtype.is_float:
+        where = next(
+            (op.loc for op in func.ops if out in op.results), func.arg_locs[0] if func.arg_locs else None
+        )
+        raise TransformError(
+            f"{where}: grad needs a function returning a real scalar, but it returns an array of shape "
+            f"{out.type.shape} and dtype {out.type.dtype.np}; reduce it (e.g. .sum()), or use dsl.vjp"
+        )
 
 
 def inline(func: Function, inputs: Sequence[Value]) -> list[Value]:
@@ -70,6 +93,7 @@ class GradFn:
         aux_tree = self._aux_tree(traced.out_tree)
         n_aux = _count(aux_tree)
         wrt = tuple(k for i in nums for k, arg in enumerate(traced.leaf_arg) if arg == i)  # argnums order
+        _check_differentiable(traced, wrt)
         arg_trees = {i: pytree.flatten(args[i])[1] for i in nums}
         spec = GradSpec(wrt, self.keep_value, n_aux)
         return traced, spec, functools.partial(self._build, nums, arg_trees, aux_tree)
@@ -78,10 +102,14 @@ class GradFn:
         """The structure of the auxiliary output (the first leaf is always the differentiated value)."""
         if not self.has_aux:
             if tree != pytree.LEAF:
-                raise TypeError("grad needs a function returning one scalar (or use has_aux=True)")
+                raise tracing.user_error(
+                    TransformError, "grad needs a function returning one scalar (or use has_aux=True)"
+                )
             return pytree.NONE
         if tree[0] != "tuple" or len(tree[1]) != 2 or tree[1][0] != pytree.LEAF:
-            raise TypeError("with has_aux=True the function must return a pair (scalar output, aux)")
+            raise tracing.user_error(
+                TransformError, "with has_aux=True the function must return a pair (scalar output, aux)"
+            )
         return tree[1][1]
 
     def _build(
@@ -147,7 +175,7 @@ class _VjpFn:
         primals, ct = args[: self.n], args[self.n]
         traced = trace_function(self.f, tuple(primals), frozen=set(range(self.n)))
         if traced.out_tree != pytree.LEAF:
-            raise TypeError("dsl.vjp supports functions returning one array")
+            raise tracing.user_error(TransformError, "dsl.vjp supports functions returning one array")
         wrt = tuple(k for k, p in enumerate(traced.func.params) if p.type.dtype.is_float)
         joint = grad_function(traced.func, GradSpec(wrt, cotangent_param=True))
         leaves = [ops.asarray(x) for x in pytree.flatten(list(primals))[0]]
@@ -194,7 +222,7 @@ class _HessianFn:
 def hessian(f: Callable[..., Any], argnums: int = 0) -> Compiled:
     """The dense Hessian of scalar ``f`` w.r.t. argument ``argnums``: shape ``x.shape + x.shape``."""
     if not isinstance(argnums, int):
-        raise TypeError("dsl.hessian takes a single int argnums")
+        raise tracing.user_error(TransformError, f"dsl.hessian takes a single int argnums, got {argnums!r}")
     return Compiled(_HessianFn(f, argnums))
 
 

@@ -23,16 +23,25 @@ def cuda_available() -> bool:
         return False
 
 
+def simulator_enabled() -> bool:
+    """``NUMBA_ENABLE_CUDASIM=1``: numba.cuda runs kernels in its Python simulator."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
 def resolve_target(requested: str | None) -> str:
-    """``"cpu"`` or ``"cuda"`` for a requested target (argument, else ``DSL_TARGET``, else auto)."""
+    """``"cpu"`` or ``"cuda"`` for a requested target (argument, else ``DSL_TARGET``, else auto).
+
+    ``auto`` is CUDA when a GPU is usable, else the CPU. ``cuda`` needs a GPU, or the CUDA simulator
+    switched on explicitly (tests of the generated kernels); without either it is a ``DeviceError``.
+    """
     target = requested or os.environ.get("DSL_TARGET") or "auto"
     if target not in TARGETS:
         raise DeviceError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    if target == "cuda" and not cuda_available():
+    if target == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if target == "cuda" and not (cuda_available() or simulator_enabled()):
         raise DeviceError(
             "target='cuda' needs a usable NVIDIA GPU and driver, and none was found "
             "(numba.cuda.is_available() is False); use target='cpu' or 'auto'"
         )
-    if target == "cuda":
-        raise DeviceError("the CUDA backend is not available in this version of dslc; use target='cpu'")
-    return "cpu"  # 'auto' means CPU until the CUDA backend lands
+    return target

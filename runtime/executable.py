@@ -4,20 +4,89 @@ The arena is allocated once per ``Executable`` and reused by every call; a lock 
 because they share it (the driver itself releases the GIL). Everything a call needs is computed at
 construction so the per-call Python path is a few list operations around one native call.
 Write-back results (the new values of arguments the program mutates) are copied into the caller's
-arrays only after the driver returned, so an exception leaves every caller array untouched.
+arrays only after the driver returned, so an exception leaves every caller array untouched. An
+argument the driver updates directly (``direct_writeback``) is snapshotted first when the driver can
+raise midway (it runs object-mode kernels, or is plain Python) and restored if it does.
+
+Concurrency: calls of one executable are serialized (the arena); calls of different executables run
+in parallel. Numba's ``workqueue`` threading layer aborts when two threads launch parallel kernels at
+once, so importing this module selects a thread-safe layer (``tbb`` or ``omp``, Numba's
+``threadsafe`` choice) unless ``NUMBA_THREADING_LAYER`` is set; if neither can be loaded, all calls
+take one global lock instead.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import os
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numba
 import numpy as np
 
 from runtime.errors import DSLError, ShapeError
 
 InputType = tuple[tuple[int, ...], np.dtype]
+
+
+def _select_threadsafe_layer() -> bool:
+    """Whether concurrent parallel kernels are safe: picks ``tbb``/``omp`` if one loads."""
+    chosen = os.environ.get("NUMBA_THREADING_LAYER", "")
+    if chosen and chosen != "default":
+        return chosen != "workqueue"
+    for pool in ("tbbpool", "omppool"):
+        try:
+            importlib.import_module(f"numba.np.ufunc.{pool}")
+        except ImportError:
+            continue
+        numba.config.THREADING_LAYER = "threadsafe"  # type: ignore[attr-defined]
+        return True
+    return False
+
+
+THREADSAFE_LAYER = _select_threadsafe_layer()
+# Held around every driver call when only the workqueue layer exists (it is not thread-safe).
+_GLOBAL_LOCK: contextlib.AbstractContextManager[Any] = (
+    contextlib.nullcontext() if THREADSAFE_LAYER else threading.Lock()
+)
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_DIRS = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("dsl", "compiler", "runtime"))
+
+
+def caller_location() -> str:
+    """``file:line`` of the innermost stack frame outside dslc (the user's call)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_PACKAGE_DIRS) and not name.startswith("<frozen"):
+            return f"{name}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<unknown>"
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays share a byte: bounds first (cheap), then NumPy's exact test, bounded in
+    work (interleaved views like ``x[::2]`` and ``x[1::2]`` are told apart); too hard counts as yes."""
+    if not np.may_share_memory(a, b):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))  # type: ignore[arg-type]  # stubs: -1 or 0 only
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _may_raise_midway(driver: Callable[..., Any]) -> bool:
+    """Whether the driver can raise after it started writing: nopython code with NumPy's error model
+    cannot (no bounds checks, no Python calls); object-mode kernels and plain Python drivers can."""
+    py_func = getattr(driver, "py_func", None)
+    if py_func is None:  # not a Numba dispatcher (NUMBA_DISABLE_JIT): any line may raise
+        return True
+    return "objmode" in py_func.__code__.co_names
 
 
 class Executable:
@@ -51,20 +120,30 @@ class Executable:
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
+        # Arguments written directly by a driver that may raise midway: snapshotted before each call.
+        self._guarded = tuple(sorted(self.direct)) if self.direct and _may_raise_midway(driver) else ()
         if not 0 <= self.n_public <= n_results:
             raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
 
     def __call__(self, *arrays: Any) -> tuple[np.ndarray, ...]:
         if len(arrays) != len(self._dtypes):
-            raise TypeError(f"{self.name} takes {len(self._dtypes)} arguments, got {len(arrays)}")
+            raise TypeError(
+                f"{caller_location()}: {self.name} takes {len(self._dtypes)} arguments, got {len(arrays)}"
+            )
         args = [np.asarray(a, dtype=d, order="C") for a, d in zip(arrays, self._dtypes)]
         if [a.shape for a in args] != self._shapes:
             self._shape_error(args)
         if self._written:
             self._check_writeback_targets(arrays)
         outs = [np.empty(s, d) for s, d in self._outs]
-        with self._lock:
-            results = self.driver(self.arena, *outs, *args)
+        saved = [(args[i], args[i].copy()) for i in self._guarded]
+        with self._lock, _GLOBAL_LOCK:
+            try:
+                results = self.driver(self.arena, *outs, *args)
+            except BaseException:
+                for target, before in saved:  # no caller array is left half-written
+                    np.copyto(target, before)
+                raise
         if self.writeback:
             for index, new in zip(self.writeback, results[self.n_public :]):
                 if index not in self.direct or args[index] is not arrays[index]:
@@ -77,7 +156,8 @@ class Executable:
         for i, (a, shape) in enumerate(zip(args, self._shapes)):
             if a.shape != shape:
                 raise ShapeError(
-                    f"{self.name}: argument {i} has shape {a.shape}, but the program was compiled for "
+                    f"{caller_location()}: {self.name}: argument {self._arg(i)} has shape {a.shape}, "
+                    "but the program was compiled for "
                     f"shape {shape}; compile it again for the new shape"
                 )
 
@@ -92,17 +172,18 @@ class Executable:
             target, name = arrays[index], self._arg(index)
             if not isinstance(target, np.ndarray):
                 raise DSLError(
-                    f"{self.name}: argument {name} is modified in place (or donated), so it must be a NumPy "
-                    f"array, not {type(target).__name__}"
+                    f"{caller_location()}: {self.name}: argument {name} is modified in place (or donated), "
+                    f"so it must be a NumPy array, not {type(target).__name__}"
                 )
             if not target.flags.writeable:
                 raise DSLError(
-                    f"{self.name}: argument {name} is read-only, but the program modifies it in place "
-                    "(or it is donated); pass a writeable array (e.g. a.copy())"
+                    f"{caller_location()}: {self.name}: argument {name} is read-only, but the program "
+                    "modifies it in place (or it is donated); pass a writeable array (e.g. a.copy())"
                 )
             for other, a in enumerate(arrays):
-                if other != index and isinstance(a, np.ndarray) and np.may_share_memory(target, a):
+                if other != index and isinstance(a, np.ndarray) and _overlap(target, a):
                     raise DSLError(
-                        f"{self.name}: arguments {name} and {self._arg(other)} share memory, but the program "
-                        f"modifies (or was donated) {name}; pass separate arrays (e.g. a.copy())"
+                        f"{caller_location()}: {self.name}: arguments {name} and {self._arg(other)} share "
+                        f"memory, but the program modifies (or was donated) {name}; "
+                        "pass separate arrays (e.g. a.copy())"
                     )

@@ -7,18 +7,24 @@ modification time stay the same across processes, Numba's ``cache=True`` finds i
 in ``__pycache__`` next to the file and a new process skips compilation.
 
 Files are written atomically (temporary file + ``os.replace``), so a concurrent reader sees the
-old file or the new one, never half of one. A cached file whose content does not match what its
-name promises (truncated, edited) is rewritten; the new modification time makes Numba recompile.
+old file or the new one, never half of one; two processes compiling the same program write the same
+bytes. A cached file whose content does not match what its name promises (truncated, edited) is
+rewritten; the new modification time makes Numba recompile. Numba's own cache files of a module that
+cannot be unpickled are deleted before the module is imported, so Numba recompiles instead of
+raising. Under ``NUMBA_DISABLE_JIT`` the module is imported under another name (plain Python).
 
 ``DSL_CACHE_DIR`` sets the directory (default ``~/.cache/dslc``).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import importlib.util
 import io
 import os
+import pickle
+import pickletools
 import sys
 import tempfile
 import threading
@@ -27,6 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from numba.core import config as numba_config
 
 _lock = threading.Lock()  # one import per module name even when two threads compile the same program
 
@@ -54,9 +61,11 @@ def load_module(source: str, constants: dict[str, np.ndarray]) -> types.ModuleTy
         if constants:
             _ensure_file(path.with_suffix(".npz"), _npz_bytes(constants), _npz_matches(constants))
         _ensure_file(path, source.encode(), lambda data: data == source.encode())
-        name = f"dslc_gen_{digest}"
+        # Under NUMBA_DISABLE_JIT the module is plain Python: never confuse it with a compiled one.
+        name = f"dslc_{'py' if getattr(numba_config, 'DISABLE_JIT', 0) else 'gen'}_{digest}"
         module = sys.modules.get(name)
         if module is None:
+            _drop_corrupt_numba_cache(path)
             module = _import(name, path)
     return module
 
@@ -76,6 +85,38 @@ def _ensure_file(path: Path, content: bytes, matches: Callable[[bytes], bool]) -
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _drop_corrupt_numba_cache(path: Path) -> None:
+    """Delete Numba's cache files of the module at ``path`` if any cannot be read back.
+
+    Numba unpickles its index (``.nbi``) and data (``.nbc``) files without a guard, so a truncated
+    or garbled one (a full disk, a killed writer on a filesystem without atomic rename) would make
+    every later call of the program raise. Numba writes each file atomically and recompiles what is
+    missing, so deleting the function's files is always safe. Checked once per module per process.
+    """
+    pycache = path.parent / "__pycache__"
+    try:
+        indexes = list(pycache.glob(f"{path.stem}.*.nbi"))
+    except OSError:
+        return
+    for index in indexes:
+        stem = index.name[: -len(".nbi")]
+        try:
+            with open(index, "rb") as f:
+                pickle.load(f)  # Numba's cache format version
+                _, overloads = pickle.loads(f.read())
+            for data_name in overloads.values():
+                # Data files can only be unpickled once the module is imported: walk the opcodes,
+                # which finds truncation and garbage without running anything.
+                with open(pycache / data_name, "rb") as f:
+                    for _ in pickletools.genops(f.read()):
+                        pass
+        except FileNotFoundError:
+            continue  # removed meanwhile (or a data file never written): Numba recompiles it
+        except Exception:  # any unpickling failure: truncated, garbled, from an unknown Numba
+            for stale in pycache.glob(f"{glob.escape(stem)}*.nb[ic]"):
+                stale.unlink(missing_ok=True)
 
 
 def _npz_bytes(constants: dict[str, np.ndarray]) -> bytes:

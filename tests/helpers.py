@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import numba
 import numpy as np
 from mlir_tools import find_mlir_opt, run_mlir_opt
 
@@ -72,3 +75,16 @@ def check_lowered(lowered: Any) -> None:
         assert print_module(parse_module(text)) == text, f"stage {stage}: print -> parse -> print changed it"
         if find_mlir_opt() is not None:
             run_mlir_opt(text)
+
+
+@contextmanager
+def python_kernels() -> Iterator[None]:
+    """Generated modules imported in this block run as plain Python (Numba's decorators are off):
+    the whole compiler and its generated code, without Numba's compile time (the module cache keeps
+    such modules apart from compiled ones)."""
+    before = numba.config.DISABLE_JIT
+    numba.config.DISABLE_JIT = True
+    try:
+        yield
+    finally:
+        numba.config.DISABLE_JIT = before

@@ -1,8 +1,17 @@
-"""Bad input gives a clear dsl error naming the user's file and line; nothing crashes internally."""
+"""Bad input gives a clear dsl error naming the user's file and line; nothing crashes internally.
+
+``TRACE_ERRORS`` is one row per mistake a user can make inside a compiled function: the bad op is
+written on the row's own line, and the error must name exactly that line of this file. Call-time
+mistakes (arguments, transforms, aliasing) name the line of the call. The rest checks inputs that
+are *not* errors (odd dtypes, NaN, empty and 0-d arrays, strided and Fortran-ordered arrays,
+read-only arrays) give NumPy's answers.
+"""
 
 from __future__ import annotations
 
+import inspect
 import re
+from typing import Any
 
 import numpy as np
 import pytest
@@ -12,101 +21,194 @@ import dsl.numpy as dnp
 from compiler.ir.parser import parse_module
 
 HERE = re.escape(__file__.rsplit("/", 1)[-1])
+A23, A4, A0 = np.ones((2, 3)), np.arange(4.0), np.array(2.0)
+I3 = np.arange(3, dtype=np.int32)
 
 
 def _line_of(fn, needle: str) -> int:
-    import inspect
-
     lines, start = inspect.getsourcelines(fn)
     return start + next(i for i, line in enumerate(lines) if needle in line)
 
 
-def test_wrong_arity() -> None:
-    @dsl.compile
-    def f(x, y):
-        return x + y
-
-    with pytest.raises(dsl.CallError, match=rf"{HERE}:\d+: f\(\): missing a required argument: 'y'"):
-        f(np.ones(2))
-    with pytest.raises(TypeError, match="too many positional arguments"):
-        f(np.ones(2), np.ones(2), np.ones(2))
+def _here() -> int:
+    """The line number of the caller (where the failing call is written)."""
+    frame = inspect.currentframe()
+    assert frame is not None and frame.f_back is not None
+    return frame.f_back.f_lineno
 
 
-def test_mismatched_shapes_in_add_name_line_and_both_shapes() -> None:
-    def f(x, y):
-        return x + y  # the bad line
+Shape, Index, Trace, Call, Transform = (
+    dsl.ShapeError,
+    dsl.IndexingError,
+    dsl.TraceError,
+    dsl.CallError,
+    dsl.TransformError,
+)
 
-    with pytest.raises(dsl.ShapeError) as info:
-        dsl.compile(f)(np.ones((2, 3)), np.ones(4))
+# (name, function, arguments, exception type, a phrase the message must contain). The function is a
+# one-line lambda: its line is the line of the bad op.
+TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
+    # elementwise: shapes and dtypes
+    ("add shapes", lambda x, y: x + y, (A23, A4), Shape, "(2, 3) (4,)"),
+    ("maximum shapes", lambda x, y: dnp.maximum(x, y), (A23, A4), Shape, "(2, 3) (4,)"),
+    ("where shapes", lambda x, y: dnp.where(x > 0, x, y), (A23, A4), Shape, "(4,)"),
+    ("in-place float into int", lambda x: x.__iadd__(1.5), (I3,), Shape, "float64 result into a int32"),
+    ("in-place grows target", lambda x, y: x.mul_(y), (A4, np.ones((2, 4))), Shape, "(2, 4)"),
+    ("unsupported astype", lambda x: x.astype(np.float16), (A4,), Shape, "float16"),
+    ("unsupported constant", lambda x: x + np.ones(4, np.float16), (A4,), Shape, "float16"),
+    # reductions and axes
+    ("sum axis out of range", lambda x: x.sum(axis=2), (A23,), Shape, "axis 2 is out of bounds"),
+    ("max negative axis", lambda x: dnp.max(x, axis=-3), (A23,), Shape, "axis -3 is out of bounds"),
+    ("repeated axis", lambda x: x.mean(axis=(0, 0)), (A23,), Shape, "repeated axis"),
+    ("float axis", lambda x: x.sum(axis=1.5), (A23,), Trace, "axis must be an int"),
+    ("expand_dims axis", lambda x: dnp.expand_dims(x, 5), (A23,), Shape, "axis 5 is out of bounds"),
+    ("squeeze non-1 axis", lambda x: dnp.squeeze(x, 0), (A23,), Shape, "squeeze"),
+    # movement
+    ("reshape size", lambda x: x.reshape(4), (A23,), Shape, "cannot reshape an array of shape (2, 3)"),
+    ("reshape two -1", lambda x: x.reshape(-1, -1), (A23,), Shape, "one unknown dimension"),
+    ("transpose axes", lambda x: x.transpose((0, 0)), (A23,), Shape, "axes (0, 0)"),
+    ("broadcast_to", lambda x: dnp.broadcast_to(x, (3, 3)), (A23,), Shape, "(3, 3)"),
+    # matmul
+    ("matmul shapes", lambda x, y: x @ y, (A23, np.ones((4, 5))), Shape, "(2, 3) and (4, 5)"),
+    ("matmul 0-d", lambda x, y: x @ y, (A0, A23), Shape, "at least one dimension"),
+    ("dot shapes", lambda x, y: dnp.dot(x, y), (A23, np.ones((4, 5))), Shape, "not aligned"),
+    # concatenate / stack
+    ("concatenate shapes", lambda x, y: dnp.concatenate([x, y]), (A23, np.ones((2, 4))), Shape, "(2, 4)"),
+    ("concatenate ranks", lambda x, y: dnp.concatenate([x, y]), (A23, A4), Shape, "differ outside axis"),
+    ("concatenate 0-d", lambda x: dnp.concatenate([x, x]), (A0,), Shape, "zero-dimensional"),
+    ("concatenate axis", lambda x: dnp.concatenate([x, x], axis=3), (A23,), Shape, "axis 3"),
+    ("stack shapes", lambda x, y: dnp.stack([x, y]), (A23, A4), Shape, "same shape"),
+    # indexing and setitem
+    ("index out of range", lambda x: x[5], (A4,), Index, "index 5 is out of bounds"),
+    ("negative index out of range", lambda x: x[:, -4], (A23,), Index, "index -4 is out of bounds"),
+    ("float index", lambda x: x[1.0], (A4,), Index, "got float"),
+    ("too many indices", lambda x: x[0, 0], (A4,), Index, "too many indices"),
+    ("two ellipses", lambda x: x[..., ...], (A4,), Index, "single ellipsis"),
+    ("traced index", lambda x: x[x], (A4,), Index, "traced array (gather)"),
+    ("list index", lambda x: x[[0, 1]], (A4,), Index, "got list"),
+    ("setitem shapes", lambda x, y: x.__setitem__(slice(0, 2), y), (A4, np.ones(3)), Shape, "(3,)"),
+    ("setitem out of range", lambda x: x.__setitem__(7, 1.0), (A4,), Index, "index 7"),
+    # values not known at trace time
+    ("if on an array", lambda x: 1 if x.sum() > 0 else 0, (A4,), Trace, "bool()"),
+    ("bool()", lambda x: bool(x), (A4,), Trace, "not known at trace time"),
+    ("int()", lambda x: int(x), (A0,), Trace, "int() needs the value"),
+    ("float()", lambda x: float(x), (A0,), Trace, "float() needs the value"),
+    ("range() of an array", lambda x: range(x), (np.array(3),), Trace, "as an index"),
+    ("np.asarray", lambda x: np.asarray(x), (A4,), Trace, "converting to a NumPy array"),
+    ("len of 0-d", lambda x: len(x), (A0,), Trace, "len() of a 0-d array"),
+    ("iterating 0-d", lambda x: list(x), (A0,), Trace, "iteration over a 0-d array"),
+    ("arange of an array", lambda x: dnp.arange(x), (np.array(3),), Trace, "arange needs Python numbers"),
+    ("NumPy ufunc method", lambda x: np.add.reduce(x), (A4,), Trace, "numpy.add (reduce)"),
+    ("ufunc out=", lambda x: np.exp(x, out=x), (A4,), Trace, "numpy.exp"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [row[0] for row in TRACE_ERRORS])
+def test_trace_error_names_the_line_of_the_bad_op(name: str) -> None:
+    _, fn, args, exc, phrase = next(row for row in TRACE_ERRORS if row[0] == name)
+    with pytest.raises(exc) as info:
+        dsl.compile(fn)(*args)
     msg = str(info.value)
-    assert f"{__file__}:{_line_of(f, 'the bad line')}:" in msg
-    assert "(2, 3)" in msg and "(4,)" in msg
-    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, dsl.DSLError)
+    assert f"{__file__}:{fn.__code__.co_firstlineno}:" in msg, msg
+    assert phrase in msg, msg
 
 
-def test_mismatched_shapes_in_matmul() -> None:
-    def f(x, y):
-        return x @ y  # the bad matmul
+READ_ONLY = np.arange(4.0)
+READ_ONLY.flags.writeable = False
+# Mistakes in how a compiled function is called: the error names the line of the call.
+CALL_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
+    ("missing argument", dsl.compile(lambda x, y: x + y), (A4,), Call, "missing a required argument: 'y'"),
+    ("too many arguments", dsl.compile(lambda x, y: x + y), (A4, A4, A4), TypeError, "too many positional"),
+    ("str argument", dsl.compile(lambda x: x), ("hello",), Call, "argument 'x' is a str"),
+    ("object argument", dsl.compile(lambda x: x), (object(),), Call, "is a object"),
+    ("nested str", dsl.compile(lambda x: x[0]), ([A4, "a"],), Call, "argument 'x[1]' is a str"),
+    ("float16 argument", dsl.compile(lambda x: x), (np.ones(2, np.float16),), Call, "float16"),
+    ("complex argument", dsl.compile(lambda x: x), (np.ones(2, np.complex128),), Call, "complex128"),
+    ("unhashable static", dsl.compile(lambda x, n: x, static_argnums=1), (A4, [1]), Call, "hashable"),
+    ("grad argnums range", dsl.grad(lambda x: x.sum(), argnums=3), (A4,), Transform, "argnums 3"),
+    ("grad argnums type", dsl.grad(lambda x: x.sum(), argnums="a"), (A4,), Transform, "argnums 'a'"),
+    ("grad of an int arg", dsl.grad(lambda x: x.sum()), (np.arange(3),), Transform, "dtype int64"),
+    ("grad has_aux", dsl.grad(lambda x: x.sum(), has_aux=True), (A4,), Transform, "a pair"),
+    ("read-only mutated", dsl.compile(lambda x: x.mul_(2.0)), (READ_ONLY,), dsl.DSLError, "read-only"),
+    ("same array twice", dsl.compile(lambda x, y: x.add_(y)), (A4, A4), dsl.DSLError, "share memory"),
+]  # fmt: skip
 
-    with pytest.raises(dsl.ShapeError) as info:
-        dsl.compile(f)(np.ones((2, 3)), np.ones((4, 5)))
+
+@pytest.mark.parametrize("name", [row[0] for row in CALL_ERRORS])
+def test_call_error_names_the_line_of_the_call(name: str) -> None:
+    _, f, args, exc, phrase = next(row for row in CALL_ERRORS if row[0] == name)
+    with pytest.raises(exc) as info:
+        line = _here() + 1
+        f(*args)
     msg = str(info.value)
-    assert f"{__file__}:{_line_of(f, 'the bad matmul')}:" in msg
-    assert "(2, 3)" in msg and "(4, 5)" in msg
+    assert isinstance(info.value, dsl.DSLError)
+    assert f"{__file__}:{line}:" in msg, msg
+    assert phrase in msg, msg
 
 
-def test_unsupported_dtype() -> None:
-    f = dsl.compile(lambda x: x * 2)
-    with pytest.raises(dsl.CallError, match="float16"):
-        f(np.ones(3, np.float16))
-    with pytest.raises(dsl.CallError, match="argument 'x' is a str"):
-        f("hello")
-
-
-def test_if_on_traced_value() -> None:
+def test_grad_of_a_non_scalar_names_its_shape_and_line() -> None:
     def f(x):
-        if x.sum() > 0:  # data-dependent control flow
-            return x
-        return -x
+        return x * 2.0  # the non-scalar output
 
-    with pytest.raises(dsl.TraceError, match=rf"{HERE}:{_line_of(f, 'data-dependent')}: bool\(\)"):
-        dsl.compile(f)(np.ones(3))
-
-
-def test_int_and_float_of_traced_value() -> None:
-    with pytest.raises(dsl.TraceError, match="not known at trace time"):
-        dsl.compile(lambda x: float(x))(np.ones(()))
-    with pytest.raises(dsl.TraceError, match="not known at trace time"):
-        dsl.compile(lambda x: np.asarray(x))(np.ones(2))
+    with pytest.raises(TypeError) as info:
+        dsl.grad(f)(A4)
+    msg = str(info.value)
+    assert isinstance(info.value, dsl.TransformError)
+    assert f"{__file__}:{_line_of(f, 'the non-scalar output')}:" in msg and "shape (4,)" in msg
 
 
-def test_bad_indexing() -> None:
-    with pytest.raises(dsl.IndexingError, match="out of bounds"):
-        dsl.compile(lambda x: x[5])(np.ones(3))
-    with pytest.raises(IndexError, match="too many indices"):
-        dsl.compile(lambda x: x[0, 0])(np.ones(3))
-    with pytest.raises(dsl.IndexingError, match="got float"):
-        dsl.compile(lambda x: x[1.0])(np.ones(3))
+def test_hessian_with_tuple_argnums() -> None:
+    with pytest.raises(dsl.TransformError, match=rf"{HERE}:{_here() + 1}: dsl.hessian takes a single int"):
+        dsl.hessian(lambda x: x.sum(), argnums=(0,))
 
 
-def test_bad_axis() -> None:
-    with pytest.raises(dsl.ShapeError, match="axis 2 is out of bounds"):
-        dsl.compile(lambda x: x.sum(axis=2))(np.ones((2, 2)))
+def test_inplace_on_a_differentiated_argument() -> None:
+    def f(x):
+        x.mul_(2.0)  # mutates the argument being differentiated
+        return x.sum()
+
+    with pytest.raises(dsl.InplaceError) as info:
+        dsl.grad(f)(A4.copy())
+    msg = str(info.value)
+    assert f"{__file__}:{_line_of(f, 'mutates the argument')}:" in msg
+    assert "can't be modified in place" in msg and "'x'" in msg
 
 
-def test_unknown_function_attribute() -> None:
-    with pytest.raises(AttributeError):
-        dsl.compile(lambda x: dnp.no_such_function(x))(np.ones(2))
+def test_strict_inplace_demotion_names_both_lines() -> None:
+    def f(x, w):
+        y = x * 2.0  # reads the old x later
+        x.exp_()  # the request that needs a copy
+        return (x @ w) + y
+
+    with pytest.raises(dsl.InplaceError) as info:
+        dsl.compile(f, strict_inplace=True)(np.ones((3, 3)), np.ones((3, 3)))
+    msg = str(info.value)
+    assert f"{__file__}:{_line_of(f, 'the request that needs a copy')}:" in msg
+    assert f"{__file__}:{_line_of(f, 'reads the old x later')}" in msg
+
+
+def test_wrong_shape_at_the_executable_names_the_call() -> None:
+    f = dsl.compile(lambda x: x + 1.0)
+    f(A4)
+    (entry,) = f._cache.values()
+    with pytest.raises(dsl.ShapeError, match=rf"{HERE}:{_here() + 1}: .*shape \(5,\)"):
+        entry.run(np.ones(5))
 
 
 def test_target_cuda_without_gpu() -> None:
     from runtime.devices import cuda_available
 
     if cuda_available():
-        pytest.skip("a GPU is present")
+        pytest.skip("a GPU is present: target='cuda' is valid here")
     f = dsl.compile(lambda x: x + 1, target="cuda")
     with pytest.raises(dsl.DeviceError, match="target='cuda' needs a usable NVIDIA GPU"):
         f(np.ones(2))
+
+
+def test_unknown_function_attribute() -> None:
+    with pytest.raises(AttributeError):
+        dsl.compile(lambda x: dnp.no_such_function(x))(np.ones(2))
 
 
 def test_unknown_attribute_and_malformed_ir() -> None:
@@ -122,5 +224,96 @@ def test_unknown_attribute_and_malformed_ir() -> None:
 
 
 def test_returning_an_unsupported_object() -> None:
-    with pytest.raises(dsl.TraceError, match="returned a str"):
-        dsl.compile(lambda x: "nope")(np.ones(2))
+    def f(x):
+        return "nope"
+
+    with pytest.raises(dsl.TraceError, match=rf"{HERE}:{f.__code__.co_firstlineno}: .*returned a str"):
+        dsl.compile(f)(np.ones(2))
+
+
+# ---- inputs that are not errors: NumPy's answers -------------------------------------------------
+
+
+def _mixed(x):
+    return (dnp.exp(x) * 2.0 + x).sum(axis=0), dnp.maximum(x, 0.5), x.max(axis=-1), x.T @ x
+
+
+def _numpy_mixed(x):
+    return (np.exp(x) * 2.0 + x).sum(axis=0), np.maximum(x, 0.5), x.max(axis=-1), x.T @ x
+
+
+def _check_like_numpy(got: Any, want: Any, rtol: float = 1e-12) -> None:
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, g.dtype, w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=rtol, equal_nan=True)
+
+
+def test_a_call_with_another_dtype_recompiles_and_is_right() -> None:
+    f = dsl.compile(_mixed)
+    x = np.random.default_rng(0).standard_normal((3, 4))
+    _check_like_numpy(f(x), _numpy_mixed(x))
+    x32 = x.astype(np.float32)
+    _check_like_numpy(f(x32), _numpy_mixed(x32), rtol=1e-5)
+    assert f.trace_count == 2
+    xi = np.arange(12, dtype=np.int32).reshape(3, 4)
+    g = dsl.compile(lambda x: (x * 2 + 1, x.sum(), x / 2))
+    for a in (xi, xi.astype(np.int64)):
+        _check_like_numpy(g(a), (a * 2 + 1, a.sum(), a / 2))
+    assert g.trace_count == 2
+
+
+def test_nan_and_inf_propagate_like_numpy() -> None:
+    x = np.array([[1.0, np.nan, -np.inf], [np.inf, -2.0, 0.0]])
+    f = dsl.compile(
+        lambda x: (x.max(axis=1), x.min(axis=0), x.sum(), dnp.maximum(x, 0.0), dnp.minimum(x, 0.0), x / 0.0)
+    )
+    with np.errstate(all="ignore"):
+        want = (x.max(axis=1), x.min(axis=0), x.sum(), np.maximum(x, 0.0), np.minimum(x, 0.0), x / 0.0)
+        got = f(x)
+    _check_like_numpy(got, want)
+    with np.errstate(all="ignore"):
+        _check_like_numpy(dsl.compile(_mixed)(x.T.copy()), _numpy_mixed(x.T.copy()))
+
+
+def test_empty_arrays() -> None:
+    e = np.zeros((0, 3))
+    f = dsl.compile(lambda x, w: (x.sum(axis=0), x * 2.0, x @ w, x.sum(), x.T @ x, dnp.concatenate([x, x])))
+    w = np.ones((3, 2))
+    want = (e.sum(axis=0), e * 2.0, e @ w, e.sum(), e.T @ e, np.concatenate([e, e]))
+    _check_like_numpy(f(e, w), want)
+
+
+def test_zero_d_arrays() -> None:
+    f = dsl.compile(lambda x, y: (x * y + 1.0, dnp.exp(x), x.sum(), dnp.maximum(x, y), x.reshape(1)))
+    x, y = np.array(1.5), np.array(-2.0)
+    _check_like_numpy(f(x, y), (x * y + 1.0, np.exp(x), x.sum(), np.maximum(x, y), x.reshape(1)))
+    _check_like_numpy(f(1.5, -2.0), (x * y + 1.0, np.exp(x), x.sum(), np.maximum(x, y), x.reshape(1)))
+
+
+def test_strided_and_fortran_inputs() -> None:
+    base = np.random.default_rng(1).standard_normal((8, 10))
+    f = dsl.compile(_mixed)
+    for x in (base[::2, 1::3], base.T[:4], np.asfortranarray(base), base[::-1, ::-2]):
+        _check_like_numpy(f(x), _numpy_mixed(x))
+
+    @dsl.compile
+    def g(x, y):
+        x += y  # a mutated argument that is itself a strided view
+        return x.sum()
+
+    target, want = base.copy(), base.copy()
+    view = target[1::2, ::3]
+    got = g(view, np.ones_like(view))
+    want[1::2, ::3] += 1.0
+    np.testing.assert_array_equal(target, want)
+    np.testing.assert_allclose(got, want[1::2, ::3].sum())
+
+
+def test_read_only_inputs_are_fine_unless_mutated() -> None:
+    x = np.arange(4.0)
+    x.flags.writeable = False
+    np.testing.assert_array_equal(dsl.compile(lambda x: x * 2.0)(x), x * 2.0)
+    with pytest.raises(dsl.DSLError, match="read-only"):
+        dsl.compile(lambda x: x.add_(1.0))(x)
+    np.testing.assert_array_equal(x, np.arange(4.0))

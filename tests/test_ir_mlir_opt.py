@@ -6,10 +6,12 @@ import os
 
 import pytest
 from mlir_tools import check_with_mlir_opt, find_mlir_opt, run_mlir_opt
+from sample_programs import PROGRAMS, sample_stages
 from test_ir_parser import ROUND_TRIP_CASES
 
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_module
+from compiler.pipeline import STAGES
 
 
 @pytest.mark.parametrize("case", sorted(ROUND_TRIP_CASES))
@@ -30,6 +32,15 @@ def test_mlir_opt_output_parses_back(case: str) -> None:
         for f, b in zip(funcs, back, strict=True)
     ]
     assert print_module(back) == text
+
+
+@pytest.mark.parametrize("program", sorted(PROGRAMS))
+def test_every_stage_of_every_sample_passes_mlir_opt(program: str) -> None:
+    """Each stage of each program in samples/ (one module, a function per stage, renamed apart)."""
+    stages = sample_stages(program)
+    assert list(stages) == list(STAGES)
+    funcs = [f.replace_body(f.body, name=f"{f.name}_{stage}") for stage, f in stages.items()]
+    check_with_mlir_opt(print_module(funcs))
 
 
 def test_check_reports_mlir_opt_errors() -> None:

@@ -70,6 +70,69 @@ def test_new_process_reuses_compiled_code_and_survives_corruption(tmp_path: Path
     # older Numbas stamp by mtime and recompile. Either way exactly one lookup happened.
     assert third["hits"] + third["misses"] == 1
 
+    # Numba's own cache files, truncated or garbled: deleted and recompiled, never an exception.
+    pycache = tmp_path / "__pycache__"
+    for damage in (lambda b: b[:10], lambda b: b"\x80\x05garbage"):
+        files = sorted(pycache.glob(f"{path.stem}.*.nb[ic]"))
+        assert any(f.suffix == ".nbi" for f in files) and any(f.suffix == ".nbc" for f in files)
+        for f in files:
+            f.write_bytes(damage(f.read_bytes()))
+        again = run_child(tmp_path)
+        assert again["out"] == first["out"] and again["misses"] == 1
+    assert run_child(tmp_path)["hits"] == 1  # the recompiled code was cached again
+
+
+# Two processes compile the same program at the same moment into one cache directory.
+RACE_CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import dsl, dsl.numpy as dnp
+
+    @dsl.compile
+    def f(x, w):
+        h = dnp.tanh(x @ w) + np.arange(4.0)
+        return h.sum(axis=0), (h * h).max()
+
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    w = np.linspace(0, 1, 16).reshape(4, 4)
+    a, b = f(x, w)
+    driver = next(iter(f._cache.values())).run.driver
+    stats = driver.stats
+    print(json.dumps({"a": a.tolist(), "b": float(b), "misses": sum(stats.cache_misses.values())}))
+    """
+)
+
+
+def test_two_processes_compiling_at_once_share_the_cache_safely(tmp_path: Path) -> None:
+    env = dict(os.environ, DSL_CACHE_DIR=str(tmp_path))
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACE_CHILD],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outs = []
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        outs.append(json.loads(stdout.strip().splitlines()[-1]))
+    x = np.linspace(-1, 1, 12).reshape(3, 4)
+    h = np.tanh(x @ np.linspace(0, 1, 16).reshape(4, 4)) + np.arange(4.0)
+    for out in outs:
+        np.testing.assert_allclose(out["a"], h.sum(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(out["b"], (h * h).max(), rtol=1e-12)
+    assert not list(tmp_path.rglob("*.tmp*"))  # every write was renamed into place
+    proc = subprocess.run(
+        [sys.executable, "-c", RACE_CHILD], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["misses"] == 0  # a third process reuses it
+
 
 SOURCE = "VALUE = 41\n"
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 
 import numpy as np
 import pytest
+from cuda_ptx import PTX_AVAILABLE, check_ptx
 from helpers import check_lowered
 
 SAMPLES = os.path.join(os.path.dirname(os.path.dirname(__file__)), "samples")
@@ -20,9 +22,25 @@ def load(name: str):
 
 
 @pytest.mark.parametrize("name", sorted(f[:-3] for f in os.listdir(SAMPLES) if f.endswith(".py")))
-def test_sample_runs(name: str, capsys) -> None:
-    load(name).main()  # each sample checks its own results against NumPy and raises on a mismatch
+def test_sample_runs(name: str, capsys, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sample runs (checking its own results against NumPy; it raises on a mismatch), and every
+    program it compiles also compiles to PTX for sm_80 and sm_90 where NVVM is installed."""
+    dsl_compile = sys.modules["dsl.compile"]  # the module (``dsl.compile`` is the function)
+    compiled = []
+    original = dsl_compile.compile_function
+
+    def record(func, options):
+        program = original(func, options)
+        compiled.append(program.stages["optimized"])
+        return program
+
+    monkeypatch.setattr(dsl_compile, "compile_function", record)
+    load(name).main()
     assert capsys.readouterr().out
+    assert compiled, f"sample {name} compiled nothing"
+    if PTX_AVAILABLE:
+        for i, func in enumerate(compiled):
+            check_ptx(func, f"sample {name} program {i}")
 
 
 def test_sample_programs_text_form() -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from compiler.codegen.cpu import CpuProgram, generate_cpu
+from compiler.codegen.cuda import CudaProgram, generate_cuda
 from compiler.ir.core import Function
 from compiler.passes.fuse import FusionPlan, fuse
 from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
@@ -38,4 +42,95 @@ def build_cpu_executable(
     return executable, program, fusion, plan
 
 
-__all__ = ["CpuProgram", "build_cpu_executable", "generate_cpu"]
+def build_cuda_executable(
+    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), sanitize: bool = False
+) -> tuple[Any, CudaProgram, FusionPlan, MemoryPlan]:
+    """fuse -> plan -> generate_cuda -> load_module -> ``CudaExecutable`` (needs a GPU or the simulator)."""
+    from runtime.cuda_executable import CudaExecutable
+
+    fusion = fuse(func)
+    plan = plan_buffers(func, fusion, inplace, donate_argnums)
+    if sanitize:
+        check_no_overlap(plan)
+    program = generate_cuda(func, fusion, plan, sanitize)
+    module = load_module(program.source, program.constants)
+    executable = CudaExecutable(
+        module,
+        program.entry,
+        program.arena_bytes,
+        program.n_results,
+        program.writeback,
+        [(p.type.shape, p.type.dtype.np) for p in func.params],
+        [(t.shape, t.dtype.np) for t in program.result_types],
+        out_types=[(t.shape, t.dtype.np) for t in program.out_types],
+        name=func.name,
+        direct_writeback=program.direct_writeback,
+        arg_names=func.arg_names,
+        donated=donate_argnums,
+    )
+    return executable, program, fusion, plan
+
+
+def cuda_program(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> CudaProgram:
+    """The CUDA code for optimized IR, without building an executable (no GPU needed)."""
+    fusion = fuse(func)
+    return generate_cuda(func, fusion, plan_buffers(func, fusion, inplace, donate_argnums))
+
+
+def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
+    """PTX for compute capability ``cc`` of every kernel of ``program``, by kernel name.
+
+    Runs NVVM from the ``cuda`` extra's wheels (``numba.cuda.compile_ptx``): no GPU or driver needed,
+    but not inside the CUDA simulator.
+    """
+    import numba
+    from numba import types
+
+    from runtime.cuda_executable import cuda_module
+    from runtime.errors import DeviceError
+
+    cuda = cuda_module()
+    if not hasattr(cuda, "compile_ptx") or os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        raise DeviceError("PTX needs NVVM (pip install 'dslc[cuda]'), and not the CUDA simulator")
+    module = load_module(program.source, program.constants)
+    out = {}
+    for kernel in program.kernels:
+        sig = tuple(
+            types.Array(numba.from_dtype(d.np), ndim, "C") if ndim else numba.from_dtype(d.np)
+            for d, ndim in kernel.arg_types
+        )
+        key = (kernel.text, tuple(kernel.arg_types))
+        library = _LOWERED.get(key)
+        if library is None:  # type and lower once; NVVM then runs once per compute capability
+            library = _LOWERED[key] = _lower_kernel(cuda, getattr(module, kernel.name).py_func, sig)
+        if library is None:
+            out[kernel.name], _ = cuda.compile_ptx(getattr(module, kernel.name).py_func, sig, cc=cc)
+        else:
+            (out[kernel.name],) = library.get_asm_strs(cc=cc)
+    return out
+
+
+_LOWERED: dict[Any, Any] = {}  # kernel text and signature -> its Numba code library (LLVM IR)
+
+
+def _lower_kernel(cuda: Any, py_func: Any, sig: tuple[Any, ...]) -> Any:
+    """numba-cuda's code library of a kernel (what ``compile_ptx`` builds before NVVM), or ``None``
+    where this numba-cuda lacks the internal entry point (then ``compile_ptx`` runs per arch)."""
+    try:
+        from numba.cuda.compiler import _compile_pyfunc_with_fixup  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    library, _ = _compile_pyfunc_with_fixup(py_func, sig, device=False, abi="numba", cc=(8, 0))
+    return library
+
+
+__all__ = [
+    "CpuProgram",
+    "CudaProgram",
+    "build_cpu_executable",
+    "build_cuda_executable",
+    "compile_ptx",
+    "cuda_program",
+    "generate_cpu",
+    "generate_cuda",
+]

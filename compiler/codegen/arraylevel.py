@@ -13,26 +13,37 @@ output shares a block with an input (in place) still reads every input before wr
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from compiler.codegen.emit import ConstantPool, indent, np_type
-from compiler.ir.core import Value
+from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
+from compiler.prims import reduction
+from compiler.prims.base import Kind
 
 MIN_ELEMENTS = 1 << 14
+CHUNK_ELEMENTS = 1 << 15  # elements per chunk of a chunked kernel: its temporaries stay in L2
 
-PRELUDE = "from compiler.ir.types import DType\nfrom compiler.prims import REGISTRY as _PRIMS"
+PRELUDE = (
+    "from compiler.codegen.arraylevel import row_blocks as _row_blocks\n"
+    "from compiler.ir.types import DType\n"
+    "from compiler.prims import REGISTRY as _PRIMS"
+)
 
 
 def wants_numpy(group: Group) -> bool:
     """Big loop groups with at least one libm-bound op (and floats only: NumPy's int semantics for
-    division and overflow differ from the loop code's)."""
+    division and overflow differ from the loop code's); also reductions with such an op in their
+    prologue, when their chunks' partial results combine with a NumPy function (``_COMBINE``)."""
     return (
-        group.kind is GroupKind.LOOP
+        (group.kind is GroupKind.LOOP or (group.kind is GroupKind.REDUCE and group.root.prim in _COMBINE))
         and math.prod(group.shape) >= MIN_ELEMENTS
         and any(op.prim in ew.TRANSCENDENTAL for op in group.ops)
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
@@ -51,22 +62,124 @@ def _literal(value: Any, pool: ConstantPool) -> str:
     return repr(value)
 
 
+def _call(op: Op, operands: list[str], pool: ConstantPool) -> str:
+    attrs = [f"{key}={_literal(val, pool)}" for key, val in sorted(op.attrs.items()) if not key.startswith("dsl.")]
+    call = f'_PRIMS["{op.prim.name}"].reference({", ".join(operands + attrs)})'
+    return f"np.asarray({call}).astype({np_type(op.result.type.dtype)}, copy=False)"
+
+
 def numpy_kernel(
-    name: str, args: list[str], group: Group, names: dict[Value, str], pool: ConstantPool
+    name: str,
+    args: list[str],
+    group: Group,
+    names: dict[Value, str],
+    pool: ConstantPool,
+    chunked: bool = True,
 ) -> str:
-    """A plain Python function evaluating ``group`` op by op with NumPy, then storing its outputs."""
+    """A plain Python function evaluating ``group`` op by op with NumPy, then storing its outputs;
+    in chunks of rows when ``chunked`` and the group allows it (``_chunk_plan``)."""
+    plan = _chunk_plan(group) if chunked else None
+    if plan is None:
+        lines = _whole_array_body(group, names, pool)
+    else:
+        lines = _chunked_body(group, names, pool, *plan)
+    return "\n".join([f"def {name}({', '.join(args)}):", *indent(lines, 1)])
+
+
+def _whole_array_body(group: Group, names: dict[Value, str], pool: ConstantPool) -> list[str]:
     local: dict[Value, str] = {v: names[v] for v in group.inputs}
     lines = []
     for k, op in enumerate(group.ops):
-        operands = [local[v] for v in op.operands]
-        attrs = [
-            f"{key}={_literal(val, pool)}"
-            for key, val in sorted(op.attrs.items())
-            if not key.startswith("dsl.")
-        ]
-        call = f'_PRIMS["{op.prim.name}"].reference({", ".join(operands + attrs)})'
-        dtype = np_type(op.result.type.dtype)
-        lines.append(f"t{k} = np.asarray({call}).astype({dtype}, copy=False)")
+        lines.append(f"t{k} = {_call(op, [local[v] for v in op.operands], pool)}")
         local[op.result] = f"t{k}"
-    lines += [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
-    return "\n".join([f"def {name}({', '.join(args)}):", *indent(lines, 1)])
+    return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
+
+
+# How the partial results of a reduction's chunks combine (only needed when axis 0 is reduced).
+_COMBINE = {reduction.reduce_sum: "np.add", reduction.reduce_max: "np.maximum", reduction.reduce_min: "np.minimum"}
+
+
+def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
+    """Chunking by rows (axis 0 of the iteration space) keeps each temporary in cache and recycles its
+    memory, instead of a fresh full-size array per op. Elementwise ops over the whole iteration space
+    run per chunk; everything else (index maps, constants, small values) is evaluated once, whole
+    (NumPy gives views for broadcasts), and sliced where a chunk reads it. Returns the per-chunk values
+    and the rows per chunk, or None where a whole-array value would depend on a per-chunk one."""
+    shape = group.shape
+    if not shape or shape[0] < 2:
+        return None
+    per_chunk: set[Value] = set()
+    body = group.ops[:-1] if group.kind is GroupKind.REDUCE else group.ops
+    for op in body:
+        if op.prim.kind is Kind.ELEMENTWISE and op.result.type.shape == shape:
+            per_chunk.add(op.result)
+        elif any(v in per_chunk for v in op.operands):
+            return None
+    stored = [v for v in group.outputs if v is not group.root.result or group.kind is GroupKind.LOOP]
+    if any(v.type.shape != shape for v in stored):
+        return None
+    rows = max(1, CHUNK_ELEMENTS // max(1, math.prod(shape[1:])))
+    return (per_chunk, rows) if rows < shape[0] else None
+
+
+def _chunked_body(
+    group: Group, names: dict[Value, str], pool: ConstantPool, per_chunk: set[Value], rows: int
+) -> list[str]:
+    shape = group.shape
+    local: dict[Value, str] = {v: names[v] for v in group.inputs}
+    before, inside = [], []
+
+    def chunk_of(v: Value) -> str:
+        return local[v] if v in per_chunk else f"{local[v]}[r0:r1]"
+
+    root = group.root
+    for k, op in enumerate(group.ops):
+        if op.result in per_chunk:
+            inside.append(f"t{k} = {_call(op, [chunk_of(v) for v in op.operands], pool)}")
+        elif op is root and group.kind is GroupKind.REDUCE:
+            inside.append(f"t{k} = {_call(op, [chunk_of(op.operands[0])], pool)}")
+        else:
+            before.append(f"t{k} = {_call(op, [local[v] for v in op.operands], pool)}")
+        local[op.result] = f"t{k}"
+    for v in group.outputs:
+        if v is root.result and group.kind is GroupKind.REDUCE:
+            out = names[v]
+            axes = {int(a) for a in root.attrs["axes"]}
+            if 0 in axes:  # every chunk adds to the whole result
+                combine = _COMBINE[root.prim]
+                inside += [
+                    "if r0 == 0:",
+                    f"    np.copyto({out}, {local[v]}, casting='unsafe')",
+                    "else:",
+                    f"    {combine}({out}, {local[v]}, out={out}, casting='unsafe')",
+                ]
+            else:
+                inside.append(f"np.copyto({out}[r0:r1], {local[v]}, casting='unsafe')")
+        else:
+            inside.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
+    loop = [f"for r0 in range(lo, hi, {rows}):", f"    r1 = min(r0 + {rows}, hi)", *indent(inside, 1)]
+    # Chunks of disjoint rows are independent (a reduction over axis 0 accumulates: one thread).
+    threads = "1" if group.kind is GroupKind.REDUCE and 0 in root.attrs["axes"] else "0"
+    call = f"_row_blocks(rows_of, {shape[0]}, {rows}, {threads})"
+    return before + ["def rows_of(lo, hi):", *indent(loop, 1), call]
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def row_blocks(body: Callable[[int, int], None], n_rows: int, rows: int, threads: int = 0) -> None:
+    """Run ``body(lo, hi)`` over ``[0, n_rows)`` split into one block of whole chunks per thread
+    (``threads=0``: one per core). NumPy releases the GIL inside its loops, so blocks run in parallel."""
+    threads = threads or os.cpu_count() or 1
+    chunks = -(-n_rows // rows)
+    threads = min(threads, chunks)
+    if threads < 2:
+        body(0, n_rows)
+        return
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) - 1, thread_name_prefix="dslc"))
+    bounds = [min(n_rows, rows * (chunks * t // threads)) for t in range(threads + 1)]
+    futures = [_POOL[0].submit(body, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
+    body(bounds[0], bounds[1])
+    for f in futures:
+        f.result()

@@ -41,8 +41,16 @@ from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import BufferRow, MemoryPlan
+from compiler.prims import reduction
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
+# Code-generation choices that only change speed; tests switch each off to check it against the
+# plain form (``tests/test_perf_paths.py``):
+# - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
+#   them (partial sums per vector lane: the result differs from serial order within rounding);
+# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
+OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy"}
+_REASSOCIABLE = frozenset({reduction.reduce_sum})
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
 ENTRY = "run"
 
@@ -68,8 +76,9 @@ class Kernel:
     objmode: bool = False  # a plain Python (NumPy) kernel: the driver calls it in object mode
 
 
-def jit_decorator(parallel: bool = False, nogil: bool = True) -> str:
+def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
     extra = ", parallel=True" if parallel else ""
+    extra += ', fastmath={"reassoc"}' if reassoc else ""
     return f'@numba.njit(cache=True, nogil={nogil}, error_model="numpy"{extra})'
 
 
@@ -161,8 +170,8 @@ class _KernelSpec:
     def inlined(self) -> dict[Value, Op]:
         return {op.result: op for op in self.group.ops}
 
-    def define(self, body: list[str], parallel: bool = False) -> Kernel:
-        header = [jit_decorator(parallel), f"def {self.kernel_name}({', '.join(self.args)}):"]
+    def define(self, body: list[str], parallel: bool = False, reassoc: bool = False) -> Kernel:
+        header = [jit_decorator(parallel, reassoc=reassoc), f"def {self.kernel_name}({', '.join(self.args)}):"]
         text = "\n".join(header + indent(body or ["pass"], 1))
         return Kernel(self.kernel_name, self.args, text)
 
@@ -227,12 +236,17 @@ def _loop_kernel(spec: _KernelSpec) -> Kernel | None:
     if math.prod(shape) == 0:
         return None
     if arraylevel.wants_numpy(spec.group):
-        name = spec.kernel_name + "_np"
-        text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool)
-        return Kernel(name, spec.args, text, objmode=True)
+        return _numpy_kernel(spec)
     body = _loop_body(spec, shape, spec.group.outputs, None, try_flat=True)
     parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
     return spec.define(body.views + loop_nest(body.loops, body.extents, body.lines, parallel), parallel)
+
+
+def _numpy_kernel(spec: _KernelSpec) -> Kernel:
+    name = spec.kernel_name + "_np"
+    chunked = "chunked_numpy" in OPTIMIZATIONS
+    text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
+    return Kernel(name, spec.args, text, objmode=True)
 
 
 def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
@@ -240,6 +254,8 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     out = root.result
     if out.type.size == 0:
         return None
+    if arraylevel.wants_numpy(spec.group):
+        return _numpy_kernel(spec)
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
     split = len(shape)  # loops from ``split`` on are all reduced: they accumulate into a local
@@ -257,8 +273,9 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     dest = subscript(spec.names[out], kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
     big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
+    reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     if n_outer == 0 and big:
-        return _chunked_full_reduction(spec, body, update, identity, dest, reducer.combine)
+        return _chunked_full_reduction(spec, body, update, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
     inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [update])
     block = [f"acc = {dest if revisit else identity}", *inner, f"{dest} = acc"]
@@ -267,11 +284,17 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     if revisit:
         lines += _fill(spec.names[out], out.type.size, identity)
     lines += loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, parallel)
-    return spec.define(lines, parallel)
+    return spec.define(lines, parallel, reassoc=reassoc and n_outer < len(shape))
 
 
 def _chunked_full_reduction(
-    spec: _KernelSpec, body: _Body, update: str, identity: str, dest: str, combine: Callable[[str, str], str]
+    spec: _KernelSpec,
+    body: _Body,
+    update: str,
+    identity: str,
+    dest: str,
+    combine: Callable[[str, str], str],
+    reassoc: bool,
 ) -> Kernel:
     """A big full reduction: fixed chunks of the outer loop in parallel, then their partials in order."""
     dtype = spec.group.root.result.type.dtype
@@ -289,7 +312,7 @@ def _chunked_full_reduction(
         f"    acc = {typed(combine('acc', 'part[ch]'), dtype)}",
         f"{dest} = acc",
     ]
-    return spec.define(lines, parallel=True)
+    return spec.define(lines, parallel=True, reassoc=reassoc)
 
 
 def _fill(name: str, size: int, value: str) -> list[str]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.prims.base import Kind
 
 Load = Callable[[Value, tuple[str, ...]], str]
 
@@ -121,6 +122,38 @@ class BodyBuilder:
 
     def value_at(self, value: Value, idx: Sequence[str]) -> str:
         key = (value, tuple(self._index(e) for e in idx))
+        found = self._memo.get(key)
+        if found is not None:
+            return found
+        self._operands_first(value, key[1])
+        return self._compute(value, key)
+
+    def _operands_first(self, value: Value, idx: tuple[str, ...]) -> None:
+        """Evaluate the operands of a chain of inlined elementwise ops (which read every operand at
+        their own index, in operand order) deepest first, with an explicit stack: a fused chain of
+        thousands of ops would otherwise exceed Python's recursion limit. Same lines, same order."""
+        order: list[Value] = []
+        stack: list[tuple[Value, bool]] = [(value, False)]
+        seen: set[Value] = set()
+        while stack:
+            v, expanded = stack.pop()
+            if expanded:
+                order.append(v)
+                continue
+            if v in seen or (v, idx) in self._memo:
+                continue
+            seen.add(v)
+            op = self.inlined.get(v)
+            if op is None or op.prim.kind is not Kind.ELEMENTWISE:
+                order.append(v)  # a load or an index-mapping op: evaluated as before
+                continue
+            stack.append((v, True))
+            stack.extend((o, False) for o in reversed(op.operands))
+        for v in order[:-1]:  # the last is ``value`` itself
+            if (v, idx) not in self._memo:
+                self._compute(v, (v, idx))
+
+    def _compute(self, value: Value, key: tuple[Value, tuple[str, ...]]) -> str:
         found = self._memo.get(key)
         if found is not None:
             return found

@@ -1,0 +1,79 @@
+"""The measured effect of each CPU code-generation optimization (``compiler.codegen.cpu.OPTIMIZATIONS``):
+each suite program compiled with all of them and with one switched off, timed interleaved in one run.
+
+    python benchmarks/bench_optimizations.py [--only NAME,...] [--rounds 5]
+
+Also checks that both builds give the same results (allclose), so each optimization is checked
+against its switched-off form on every suite program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import suite_programs  # noqa: E402
+from bench_suite import copy_tree, leaves  # noqa: E402
+
+from compiler.codegen import cpu  # noqa: E402
+
+
+def build(name: str, switched_off: set[str]) -> tuple[Callable[[], Any], Any]:
+    saved = set(cpu.OPTIMIZATIONS)
+    cpu.OPTIMIZATIONS.difference_update(switched_off)
+    try:
+        prog = suite_programs.BUILDERS[name]()
+        args = copy_tree(prog.args)
+        first = leaves(prog.dslc(*copy_tree(prog.args)))  # compiles with the switches as set now
+    finally:
+        cpu.OPTIMIZATIONS.clear()
+        cpu.OPTIMIZATIONS.update(saved)
+    return (lambda: prog.dslc(*args)), first
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_round: int = 3) -> dict[str, float]:
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            for _ in range(per_round):
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", default="")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    wanted = [w for w in args.only.split(",") if w]
+    print(f"load average {os.getloadavg()[0]:.2f}; optimizations: {sorted(cpu.OPTIMIZATIONS)}")
+    print("| program | all on ms | " + " | ".join(f"without {o} ms" for o in sorted(cpu.OPTIMIZATIONS)) + " |")
+    for name in suite_programs.BUILDERS:
+        if wanted and not any(w in name for w in wanted):
+            continue
+        on, want = build(name, set())
+        fns = {"on": on}
+        for opt in sorted(cpu.OPTIMIZATIONS):
+            fns[opt], got = build(name, {opt})
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3 * max(1.0, float(np.abs(w).max())))
+        t = interleaved(fns, args.rounds)
+        cells = " | ".join(f"{1e3 * t[o]:.2f} ({t[o] / t['on']:.2f}x)" for o in sorted(cpu.OPTIMIZATIONS))
+        print(f"| {name} | {1e3 * t['on']:.2f} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

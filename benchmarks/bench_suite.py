@@ -1,0 +1,367 @@
+"""Benchmark suite (issue 7): dslc against NumPy, JAX (jax.jit on CPU) and PyTorch eager, in one run.
+
+    python benchmarks/bench_suite.py [--quick] [--only NAME,...] [--out benchmarks/results/suite.md]
+
+For each program of ``suite_programs.py``: results are checked equal (allclose) across dslc, NumPy
+(forward value), JAX and PyTorch before anything is timed; then each framework is timed in its own
+block (median of repeated runs after warm-up; JAX's and PyTorch's worker threads would otherwise
+slow the next framework's calls) and ratios are taken within the run. Also: the elementwise chain's
+fraction of memory bandwidth (a NumPy copy of the same bytes, measured in the same run), memory
+(dslc's planned peak and arena against ``memory_analysis()`` temp bytes of JAX's compiled program),
+cold and warm first-call latency per program in fresh processes, the pass pipeline's time on
+synthetic programs of 1k-100k ops, and the tiny-function call overhead. JAX and PyTorch are optional
+(``pip install -e '.[bench]'``); a missing one is noted in the table. Writes suite.md and suite.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import suite_compile  # noqa: E402
+import suite_programs  # noqa: E402
+from suite_programs import Program  # noqa: E402
+
+import dsl  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FRAMEWORKS = ("dslc", "numpy", "jax", "torch")
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, budget_s: float = 20.0) -> float:
+    """Median seconds per call; stops early once ``budget_s`` is spent (at least 3 timed calls)."""
+    for _ in range(warmup):
+        fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < repeats and (len(times) < 3 or time.perf_counter() - start < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---- running each framework on the same inputs ------------------------------------------------------
+
+
+def leaves(x: Any) -> list[np.ndarray]:
+    """Arrays of a result structure in a fixed order (dicts by sorted key), as float64 NumPy arrays."""
+    if isinstance(x, dict):
+        return [a for k in sorted(x) for a in leaves(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [a for v in x for a in leaves(v)]
+    if hasattr(x, "detach"):  # torch
+        x = x.detach().numpy()
+    return [np.asarray(x, np.float64)]
+
+
+def copy_tree(x: Any, to: Callable[[Any], Any] = np.copy) -> Any:
+    """``to`` applied to every array leaf (NumPy or torch) of a structure."""
+    if isinstance(x, dict):
+        return {k: copy_tree(v, to) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(copy_tree(v, to) for v in x)
+    return to(x) if isinstance(x, np.ndarray) or hasattr(x, "detach") else x
+
+
+class Runner:
+    """One framework's callable on its own copy of the inputs; ``call()`` runs once, ``check()`` returns
+    the values compared across frameworks (a training step's updated parameters included)."""
+
+    def __init__(self, prog: Program, framework: str) -> None:
+        self.prog, self.framework = prog, framework
+        self.args = self._convert(copy_tree(prog.args))
+        self.fn = self._build()
+        self.state: list[Any] = []  # JAX's donated parameters of a training step
+
+    def _convert(self, args: Any) -> Any:
+        if self.framework == "jax":
+            import jax
+
+            return jax.device_put(args)
+        if self.framework == "torch":
+            import torch
+
+            conv = copy_tree(args, torch.from_numpy)
+            if self.prog.mutates:  # the parameters are leaf tensors updated by the step
+                conv = (copy_tree(conv[0], lambda t: t.requires_grad_(True)), *conv[1:])
+            return conv
+        return args
+
+    def _build(self) -> Callable[..., Any]:
+        if self.framework == "dslc":
+            return self.prog.dslc
+        if self.framework == "numpy":
+            return self.prog.numpy
+        make = self.prog.jax if self.framework == "jax" else self.prog.torch
+        assert make is not None
+        return make()
+
+    def call(self) -> Any:
+        if self.framework == "jax":
+            import jax
+
+            if self.prog.mutates:
+                args = (self.state[-1] if self.state else self.args[0], *self.args[1:])
+                out = self.fn(*args)
+                self.state[:] = [out[1]]
+            else:
+                out = self.fn(*self.args)
+            return jax.block_until_ready(out)
+        return self.fn(*self.args)
+
+    def check(self) -> list[np.ndarray]:
+        out = self.call()
+        if self.framework == "dslc" and self.prog.mutates:
+            return leaves(out) + leaves(self.args[0])
+        if self.framework == "torch" and self.prog.mutates:
+            return leaves(out[0]) + leaves(out[1])
+        return leaves(out)
+
+
+def compare(prog: Program, name: str, got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    """Max relative error over all values; fails loudly if any value is not allclose."""
+    assert len(got) == len(want), f"{prog.name}: {name} returned {len(got)} values, dslc {len(want)}"
+    worst = 0.0
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = g.reshape(w.shape) if g.size == w.size else g
+        scale = max(float(np.abs(w).max(initial=0.0)), 1e-30)
+        np.testing.assert_allclose(
+            g, w, rtol=prog.tol, atol=prog.tol * scale, err_msg=f"{prog.name}: {name} value {i}"
+        )
+        worst = max(worst, float(np.abs(g - w).max(initial=0.0)) / scale)
+    return worst
+
+
+def available(framework: str) -> str | None:
+    """None if usable, else why not."""
+    try:
+        if framework == "jax":
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")
+        elif framework == "torch":
+            import torch
+
+            torch.set_num_threads(os.cpu_count() or 1)
+    except ImportError as err:
+        return f"not installed ({err}); `pip install -e '.[bench]'`"
+    return None
+
+
+def run_program(prog: Program, repeats: int, missing: dict[str, str]) -> dict[str, Any]:
+    row: dict[str, Any] = {"program": prog.name, "description": prog.description, "times": {}, "notes": []}
+    runners = {f: Runner(prog, f) for f in FRAMEWORKS if f not in missing}
+    want = runners["dslc"].check()
+    errs = {}
+    for f, r in runners.items():
+        if f == "dslc":
+            continue
+        got = r.check()
+        errs[f] = compare(prog, f, got[:1] if f == "numpy" and prog.numpy_is_forward else got, want[: len(got)])
+    row["max_rel_err"] = errs
+    for f, r in runners.items():
+        row["times"][f] = median_time(r.call, repeats)
+    for f, why in missing.items():
+        row["notes"].append(f"{f} skipped: {why}")
+    if prog.numpy_is_forward:
+        row["notes"].append("NumPy: forward value only (hand-written)")
+    if prog.bytes_moved:
+        x = prog.args[0]
+        out = np.empty_like(x)
+        copy = median_time(lambda: np.copyto(out, x), repeats)
+        row["copy_s"] = copy
+        row["bandwidth_fraction"] = copy / row["times"]["dslc"]
+        row["dslc_GBps"] = prog.bytes_moved / row["times"]["dslc"] / 1e9
+        row["copy_GBps"] = prog.bytes_moved / copy / 1e9
+    row["memory"] = memory(prog, runners.get("jax"))
+    return row
+
+
+def memory(prog: Program, jax_runner: Runner | None) -> dict[str, Any]:
+    lowered = prog.dslc.lower(*prog.args)
+    plan = lowered.memory_plan()
+    arenas = [e.run.arena.nbytes for e in prog.dslc._cache.values()]  # the executable that ran
+    out: dict[str, Any] = {"planned_peak": plan.peak_bytes, "naive": plan.naive_bytes, "arena": max(arenas)}
+    out["kernels"] = lowered.source().count("@numba.njit") - 1
+    if jax_runner is not None:
+        compiled = jax_runner.fn.lower(*jax_runner.args).compile()
+        analysis = compiled.memory_analysis()
+        out["jax_temp"] = int(analysis.temp_size_in_bytes) if analysis is not None else None
+    return out
+
+
+# ---- machine and versions -----------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def versions() -> dict[str, str]:
+    import numba
+
+    out = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__}
+    for name in ("jax", "torch"):
+        try:
+            out[name] = __import__(name).__version__
+        except ImportError:
+            out[name] = "not installed"
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
+        out["dslc"] = sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+    except OSError:
+        out["dslc"] = "unknown"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(), "load": load}
+
+
+# ---- the report -----------------------------------------------------------------------------------------
+
+
+def fmt_ms(t: float | None) -> str:
+    return "-" if t is None else f"{1e3 * t:.2f}"
+
+
+def ratio(row: dict[str, Any], peer: str) -> str:
+    t = row["times"]
+    return f"{t['dslc'] / t[peer]:.2f}" if peer in t else "skipped"
+
+
+def markdown(result: dict[str, Any], command: str) -> str:
+    m, v = result["machine"], result["versions"]
+    lines = [
+        "# Benchmark suite (issue 7)",
+        "",
+        f"- date: {result['date']}",
+        f"- machine: {m['cpu']}, {m['cores']} cores, {m['platform']}; load average at start "
+        f"{m['load'][0]:.2f}",
+        "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+        f"- command: `{command}`",
+        "- time: median of repeated calls after warm-up, each framework timed in its own block; "
+        "dslc/peer < 1 means dslc is faster",
+        "",
+        "| program | dslc ms | NumPy fwd ms | JAX ms | PyTorch ms | dslc/JAX | dslc/PyTorch | max rel err |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in result["programs"]:
+        t = row["times"]
+        err = ", ".join(f"{k} {e:.1e}" for k, e in row["max_rel_err"].items())
+        lines.append(
+            f"| {row['program']} | {fmt_ms(t['dslc'])} | {fmt_ms(t.get('numpy'))} | {fmt_ms(t.get('jax'))} | "
+            f"{fmt_ms(t.get('torch'))} | {ratio(row, 'jax')} | {ratio(row, 'torch')} | {err} |"
+        )
+    lines += ["", "Programs:", ""]
+    lines += [f"- {row['program']}: {row['description']}" for row in result["programs"]]
+    for row in result["programs"]:
+        if "bandwidth_fraction" in row:
+            lines.append(
+                f"- {row['program']}: dslc {row['dslc_GBps']:.1f} GB/s = {100 * row['bandwidth_fraction']:.0f}% "
+                f"of a NumPy copy of the same bytes ({row['copy_GBps']:.1f} GB/s, measured in this run)"
+            )
+    notes = sorted({n for row in result["programs"] for n in row["notes"]})
+    lines += [f"- {n}" for n in notes]
+    lines += [
+        "",
+        "## Memory",
+        "",
+        "| program | dslc kernels | planned peak | arena | naive | JAX temp bytes | planned / JAX |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["programs"]:
+        mem = row["memory"]
+        jt = mem.get("jax_temp")
+        rel = f"{mem['planned_peak'] / jt:.2f}" if jt else "-"
+        lines.append(
+            f"| {row['program']} | {mem['kernels']} | {mem['planned_peak']:,} | {mem['arena']:,} | "
+            f"{mem['naive']:,} | {'-' if jt is None else f'{jt:,}'} | {rel} |"
+        )
+    lines += suite_compile.markdown(result["compile"])
+    return "\n".join(lines) + "\n"
+
+
+def tiny_overhead(n: int) -> float:
+    tiny = dsl.compile(lambda x: x + 1.0)
+    one = np.ones(1, np.float32)
+    tiny(one)
+    best = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            tiny(one)
+        best.append((time.perf_counter() - t0) / n)
+    return min(best)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller pipeline programs")
+    parser.add_argument("--only", default="", help="comma-separated program names (substring match)")
+    parser.add_argument("--no-compile-times", action="store_true", help="skip first-call subprocesses")
+    parser.add_argument("--first-call", default="", help=argparse.SUPPRESS)  # child process mode
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "suite.md"))
+    args = parser.parse_args()
+    if args.first_call:
+        suite_compile.first_call_child(args.first_call)
+        return
+    command = "python benchmarks/bench_suite.py" + " --quick" * args.quick
+    command += f" --only {args.only}" * bool(args.only) + " --no-compile-times" * args.no_compile_times
+    repeats = 5 if args.quick else 15
+    missing = {f: why for f in ("jax", "torch") if (why := available(f)) is not None}
+    result: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "versions": versions(),
+        "command": command,
+        "programs": [],
+    }
+    wanted = [w for w in args.only.split(",") if w]
+    for name, build in suite_programs.BUILDERS.items():
+        if wanted and not any(w in name for w in wanted):
+            continue
+        prog = build()
+        print(f"== {prog.name}", flush=True)
+        result["programs"].append(run_program(prog, repeats, missing))
+        print(json.dumps(result["programs"][-1]["times"]), flush=True)
+    names = [p["program"] for p in result["programs"]]
+    result["compile"] = suite_compile.measure(
+        names if not args.no_compile_times else [], args.quick, tiny_overhead(5000 if args.quick else 20000)
+    )
+    text = markdown(result, command)
+    print(text)
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        f.write(text)
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+        json.dump(result, f, indent=2, default=float)
+
+
+if __name__ == "__main__":
+    main()

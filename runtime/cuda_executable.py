@@ -1,0 +1,189 @@
+"""A compiled program on an NVIDIA GPU: one device arena, one stream, the generated host driver.
+
+Arguments may be NumPy arrays (copied to the device, results copied back) or any object with
+``__cuda_array_interface__`` (Numba device arrays, CuPy, PyTorch CUDA tensors), used in place with
+no copy; when any argument is on the device, results stay on the device (Numba device arrays,
+which themselves have ``__cuda_array_interface__``). Every device buffer the driver sees is flat.
+
+Write-backs (arguments the program mutates) follow the CPU executable's rule: caller arrays change
+only after every kernel ran; a NumPy argument gets the new value copied back, a device argument is
+written in place (directly by the kernels when the plan says so, else by a device copy).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from runtime.errors import DeviceError, DSLError, ShapeError
+
+
+def cuda_module() -> Any:
+    """``numba.cuda``, or a ``DeviceError`` saying how to install it."""
+    try:
+        from numba import cuda
+    except ImportError as err:  # pragma: no cover - numba always has a cuda module or numba-cuda
+        raise DeviceError(f"the CUDA backend needs numba-cuda: pip install 'dslc[cuda]' ({err})") from None
+    return cuda
+
+
+def is_device_array(x: Any) -> bool:
+    """Whether ``x`` is a GPU array: it has ``__cuda_array_interface__``, or it is a device array
+    of Numba's CUDA simulator (which has none)."""
+    if isinstance(x, np.ndarray):
+        return False
+    return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
+
+
+def device_interface(x: Any) -> dict[str, Any]:
+    """The ``__cuda_array_interface__`` of a device array (the host view's, under the simulator)."""
+    if hasattr(x, "__cuda_array_interface__"):
+        return dict(x.__cuda_array_interface__)
+    return dict(x._ary.__array_interface__)  # simulator: the array lives in host memory
+
+
+def _extent(x: Any) -> tuple[int, int]:
+    """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
+    iface = device_interface(x)
+    ptr = int(iface["data"][0])
+    itemsize = np.dtype(iface["typestr"]).itemsize
+    shape, strides = iface["shape"], iface.get("strides")
+    if not shape or math.prod(shape) == 0:
+        return ptr, ptr + (itemsize if not shape else 0)
+    if strides is None:
+        return ptr, ptr + math.prod(shape) * itemsize
+    lo = ptr + sum(s * (n - 1) for s, n in zip(strides, shape) if s < 0)
+    hi = ptr + sum(s * (n - 1) for s, n in zip(strides, shape) if s > 0) + itemsize
+    return lo, hi
+
+
+class CudaExecutable:
+    def __init__(
+        self,
+        module: Any,
+        entry: str,
+        arena_bytes: int,
+        n_results: int,
+        writeback: Sequence[int],
+        input_types: Sequence[tuple[Sequence[int], Any]],
+        result_types: Sequence[tuple[Sequence[int], Any]],
+        out_types: Sequence[tuple[Sequence[int], Any]] = (),
+        name: str = "program",
+        direct_writeback: Sequence[int] = (),
+        arg_names: Sequence[str] = (),
+        donated: Sequence[int] = (),
+    ) -> None:
+        cuda = cuda_module()
+        self.cuda = cuda
+        self.name = name
+        self.stream = cuda.stream()
+        self.arena = cuda.device_array(max(int(arena_bytes), 1), np.uint8, stream=self.stream)
+        self.run = getattr(module, entry)(self.arena, self.stream)
+        self.n_results = n_results
+        self.writeback = tuple(writeback)
+        self.n_public = n_results - len(self.writeback)
+        self.input_types = [(tuple(s), np.dtype(d)) for s, d in input_types]
+        self.result_types = [(tuple(s), np.dtype(d)) for s, d in result_types]
+        self._outs = [(math.prod(s), np.dtype(d)) for s, d in out_types]
+        self.direct = frozenset(direct_writeback)
+        self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
+        self._arg_names = list(arg_names)
+        self._lock = threading.Lock()
+
+    def __call__(self, *arrays: Any) -> tuple[Any, ...]:
+        if len(arrays) != len(self.input_types):
+            raise TypeError(f"{self.name} takes {len(self.input_types)} arguments, got {len(arrays)}")
+        on_device = any(is_device_array(a) for a in arrays)
+        if self._written:
+            self._check_written(arrays)
+        with self._lock:
+            stream = self.stream
+            args = [self._to_device(i, a) for i, a in enumerate(arrays)]
+            outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
+            results = self.run(*outs, *args)
+            for index, new in zip(self.writeback, results[self.n_public :]):
+                if is_device_array(arrays[index]):
+                    if not (index in self.direct and new is args[index]):
+                        args[index].copy_to_device(new, stream=stream)
+                else:
+                    staged = np.empty(new.shape, new.dtype)
+                    new.copy_to_host(staged, stream=stream)
+                    stream.synchronize()
+                    np.copyto(arrays[index], staged.reshape(self.input_types[index][0]), casting="unsafe")
+            public = [r.reshape(s) if r.shape != s else r for r, (s, _) in zip(results, self.result_types)]
+            public = public[: self.n_public]
+            if on_device:
+                stream.synchronize()
+                return tuple(public)
+            host = [r.copy_to_host(stream=stream) for r in public]
+            stream.synchronize()
+            return tuple(host)
+
+    def _arg(self, i: int) -> str:
+        return f"'{self._arg_names[i]}'" if i < len(self._arg_names) else str(i)
+
+    def _to_device(self, i: int, a: Any) -> Any:
+        """Argument ``i`` as a flat device array: device arrays in place, others copied."""
+        shape, dtype = self.input_types[i]
+        if is_device_array(a):
+            d = self.cuda.as_cuda_array(a) if hasattr(self.cuda, "as_cuda_array") else a
+            if d.dtype != dtype:
+                raise DSLError(
+                    f"{self.name}: argument {self._arg(i)} is a device array of dtype {d.dtype}, but the "
+                    f"program was compiled for {dtype}; convert it on the device first"
+                )
+            if tuple(d.shape) != shape:
+                raise ShapeError(
+                    f"{self.name}: argument {self._arg(i)} has shape {tuple(d.shape)}, but the program "
+                    f"was compiled for shape {shape}; compile it again for the new shape"
+                )
+            if not d.is_c_contiguous():
+                raise DSLError(
+                    f"{self.name}: argument {self._arg(i)} is a non-contiguous device array; pass a "
+                    "C-contiguous one (e.g. .copy() on the device)"
+                )
+            return d.reshape(math.prod(shape)) if d.ndim != 1 else d
+        host = np.asarray(a, dtype=dtype, order="C")
+        if host.shape != shape:
+            raise ShapeError(
+                f"{self.name}: argument {self._arg(i)} has shape {host.shape}, but the program was compiled "
+                f"for shape {shape}; compile it again for the new shape"
+            )
+        return self.cuda.to_device(host.reshape(-1), stream=self.stream)
+
+    def _check_written(self, arrays: Sequence[Any]) -> None:
+        """Arguments the program writes (mutated or donated) must be writable arrays that share no
+        memory with another argument; checked before anything runs."""
+        for index in self._written:
+            target, name = arrays[index], self._arg(index)
+            if is_device_array(target):
+                lo, hi = _extent(target)
+                for other, a in enumerate(arrays):
+                    if other != index and is_device_array(a):
+                        o_lo, o_hi = _extent(a)
+                        if lo < o_hi and o_lo < hi:
+                            raise DSLError(
+                                f"{self.name}: arguments {name} and {self._arg(other)} share device memory, "
+                                f"but the program modifies (or was donated) {name}; pass separate arrays"
+                            )
+                continue
+            if not isinstance(target, np.ndarray):
+                raise DSLError(
+                    f"{self.name}: argument {name} is modified in place (or donated), so it must be an "
+                    f"array, not {type(target).__name__}"
+                )
+            if not target.flags.writeable:
+                raise DSLError(
+                    f"{self.name}: argument {name} is read-only, but the program modifies it in place "
+                    "(or it is donated); pass a writeable array (e.g. a.copy())"
+                )
+            for other, a in enumerate(arrays):
+                if other != index and isinstance(a, np.ndarray) and np.may_share_memory(target, a):
+                    raise DSLError(
+                        f"{self.name}: arguments {name} and {self._arg(other)} share memory, but the program "
+                        f"modifies (or was donated) {name}; pass separate arrays (e.g. a.copy())"
+                    )

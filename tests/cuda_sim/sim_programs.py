@@ -1,0 +1,187 @@
+"""Whole programs on ``target="cuda"`` in the simulator: NumPy and device-array arguments, write-back
+and donation, autodiff, every reduction strategy, matmuls, constants, the sanitizer; each against the
+CPU backend (itself checked against NumPy and the interpreter elsewhere)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import dsl
+import dsl.numpy as dnp
+from compiler.codegen import cuda as cuda_codegen
+from runtime.errors import DSLError, ShapeError
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def both(fn, *args, **kwargs):
+    """``fn`` compiled for CUDA and for the CPU, on copies of ``args``."""
+    on_gpu = dsl.compile(fn, target="cuda", **kwargs)(*[np.copy(a) for a in args])
+    on_cpu = dsl.compile(fn, target="cpu", **kwargs)(*[np.copy(a) for a in args])
+    return on_gpu, on_cpu
+
+
+def close(got, want, rtol: float = 1e-5) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, got.shape, want.dtype, want.shape)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_mlp_training_step(inplace: bool) -> None:
+    def loss(params, x, y):
+        h = x
+        for w, b in params[:-1]:
+            h = dnp.tanh(h @ w + b)
+        w, b = params[-1]
+        logits = h @ w + b
+        return -(dsl.nn.log_softmax(logits) * y).sum(axis=1).mean()
+
+    def step(params, x, y):
+        value, grads = dsl.value_and_grad(loss)(params, x, y)
+        for (w, b), (gw, gb) in zip(params, grads):
+            w -= 0.1 * gw
+            b -= 0.1 * gb
+        return value
+
+    sizes = [6, 5, 5, 3]
+    params = [(f32(a, b) * 0.5, f32(b) * 0.1) for a, b in zip(sizes, sizes[1:])]
+    x, y = f32(4, 6), np.eye(3, dtype=np.float32)[[0, 2, 1, 0]]
+    gpu_params = [(w.copy(), b.copy()) for w, b in params]
+    cpu_params = [(w.copy(), b.copy()) for w, b in params]
+    got = dsl.compile(step, target="cuda", inplace=inplace)(gpu_params, x, y)
+    want = dsl.compile(step, target="cpu", inplace=inplace)(cpu_params, x, y)
+    close(got, want)
+    for (gw, gb), (cw, cb) in zip(gpu_params, cpu_params):
+        close(gw, cw)
+        close(gb, cb)
+
+
+def test_device_arrays_stay_on_device_and_are_written_in_place() -> None:
+    def sgd(w, g):
+        w -= 0.5 * g
+        return (w * w).sum(), w + 1
+
+    w0, g0 = f32(33, 7), f32(33, 7)
+    dw, dg = cuda.to_device(w0), cuda.to_device(g0)
+    total, shifted = dsl.compile(sgd, target="cuda")(dw, dg)
+    assert not isinstance(total, np.ndarray) and not isinstance(shifted, np.ndarray)  # results on device
+    new = w0 - np.float32(0.5) * g0
+    close(dw.copy_to_host(), new)
+    close(total.copy_to_host(), (new * new).sum(dtype=np.float32), rtol=1e-4)
+    close(shifted.copy_to_host(), new + 1)
+    close(dg.copy_to_host(), g0)  # not written
+
+
+def test_numpy_write_back_and_donation() -> None:
+    def scale_(x, y):
+        x *= 2.0
+        return y * 3.0
+
+    x, y = f32(5, 4), f32(5, 4)
+    x0, y0 = x.copy(), y.copy()
+    out = dsl.compile(scale_, target="cuda", donate_argnums=1)(x, y)
+    close(x, x0 * 2)
+    close(out, y0 * 3)
+
+
+def test_aliasing_device_arguments_are_refused() -> None:
+    def add_(x, y):
+        x += y
+        return x.sum()
+
+    d = cuda.to_device(f32(8))
+    with pytest.raises(DSLError, match="share"):
+        dsl.compile(add_, target="cuda")(d, d)
+
+
+def test_device_argument_dtype_and_shape_are_checked() -> None:
+    f = dsl.compile(lambda x: x * 2, target="cuda")
+    f(cuda.to_device(f32(3)))
+    with pytest.raises(ShapeError):
+        f._cache[next(iter(f._cache))].run(cuda.to_device(f32(4)))
+    with pytest.raises(DSLError, match="dtype"):
+        f._cache[next(iter(f._cache))].run(cuda.to_device(np.ones(3)))
+
+
+@pytest.mark.parametrize(
+    "shape,axis",
+    [
+        ((5, 300), 1),  # a block and a tree per output row
+        ((300, 5), 0),  # a leading reduced axis: the multi-index path, a block per output
+        ((3, 4, 50), (0, 2)),  # non-adjacent axes: a serial loop per output
+        ((70000,), None),  # two passes: chunks into partials, then an in-order combine
+        ((2, 70000), 1),
+        ((4, 0), 1),  # an empty reduced extent: the identity
+    ],
+)
+def test_reduction_strategies(shape, axis) -> None:
+    x = f32(*shape)
+    for fn in (lambda a: a.sum(axis=axis), lambda a: a.max(axis=axis), lambda a: dnp.exp(a).min(axis=axis)):
+        if x.size == 0 and fn is not None and x.shape[1] == 0:
+            fn = lambda a: a.sum(axis=axis)  # noqa: E731 (max of an empty axis is an error in NumPy)
+        got, want = both(fn, x)
+        close(got, want, rtol=1e-4)
+
+
+def test_reduction_is_deterministic() -> None:
+    x = f32(70000) * 100
+    f = dsl.compile(lambda a: a.sum(), target="cuda")
+    assert f(x).tobytes() == f(x).tobytes()
+
+
+def test_matmuls_batched_integer_and_empty() -> None:
+    a, b = f32(2, 3, 17, 9), f32(2, 3, 9, 6)
+    got, want = both(lambda p, q: p @ q, a, b)
+    close(got, want)
+    ia, ib = RNG.integers(-5, 5, (7, 5)), RNG.integers(-5, 5, (5, 3))
+    got, want = both(lambda p, q: p @ q, ia, ib)
+    np.testing.assert_array_equal(got, want)
+    got, want = both(lambda p, q: p @ q, f32(3, 0), f32(0, 4))
+    close(got, want)
+
+
+def test_big_constant_array_and_views() -> None:
+    table = RNG.standard_normal((40, 30)).astype(np.float32)
+
+    def f(x):
+        y = x[::2, 1:] * table[::2, 1:]
+        y[0] = 0.0
+        return y.T + dnp.arange(20, dtype=dnp.float32)
+
+    got, want = both(f, f32(40, 30))
+    close(got, want)
+
+
+def test_sanitizer_plan_runs() -> None:
+    def f(x):
+        a = dnp.exp(x)
+        b = a.sum(axis=0)
+        return dnp.tanh(a) + b
+
+    x = f32(6, 5)
+    from compiler.pipeline import Options, compile_function
+
+    traced = dsl.compile(f, target="cpu").lower(x)._program.stages["traced"]
+    program = compile_function(traced, Options(target="cuda", sanitize=True))
+    close(program.executable(x)[0], dsl.compile(f, target="cpu")(x))
+
+
+def test_second_derivative() -> None:
+    def u(x):
+        return (dnp.sin(x) * x).sum()
+
+    x = f32(7)
+    got, want = both(dsl.grad(lambda v: dsl.grad(u)(v).sum()), x)
+    close(got, want, rtol=1e-4)
+
+
+def test_launch_sizes_follow_the_simulator() -> None:
+    source = cuda_codegen.PRELUDE
+    assert "TPB = 8 if SIM else 256" in source

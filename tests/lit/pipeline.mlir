@@ -1,0 +1,17 @@
+// RUN: %dslc opt %s --passes functionalize,autodiff,simplify,plan --grad 0 --print-ir-after-all | FileCheck %s
+
+// Every pass of the pipeline prints its output under a header naming the pass and its stage.
+// CHECK:       // -----// IR Dump After functionalize (functional) //----- //
+// CHECK-NOT:     "user.py":2:3
+// CHECK:       // -----// IR Dump After autodiff (grad) //----- //
+// CHECK:         "dsl.cos"(%arg0)
+// CHECK:       // -----// IR Dump After simplify (optimized) //----- //
+// CHECK:       // -----// IR Dump After plan (bufferized) //----- //
+// CHECK:         func.func @f(%arg0: memref<8xf64>) -> memref<8xf64>
+// CHECK-SAME:    dsl.bufferized
+func.func @f(%arg0: tensor<8xf64>) -> tensor<f64> {
+  %0 = "dsl.sin"(%arg0) : (tensor<8xf64>) -> tensor<8xf64> loc("user.py":2:3)
+  %1 = "dsl.sin"(%arg0) : (tensor<8xf64>) -> tensor<8xf64> loc("user.py":3:3)
+  %2 = "dsl.reduce_sum"(%1) {axes = array<i64: 0>} : (tensor<8xf64>) -> tensor<f64> loc("user.py":4:3)
+  return %2 : tensor<f64>
+}

@@ -1,0 +1,143 @@
+"""Call-time safety: aliasing arguments are refused when one is written, inputs are written only when
+the program says so, and a call that raises midway leaves every caller array as it was.
+
+(The fuzzer, ``test_fuzz_programs.py``, also checks over 1,000 random programs that every input the
+program does not write is bit-for-bit unchanged after each call.)
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from helpers import python_kernels
+
+import dsl
+import dsl.numpy as dnp
+
+
+@dsl.compile
+def accumulate(x, y):
+    x += y
+    return x.sum()
+
+
+@pytest.mark.parametrize(
+    "views",
+    [
+        lambda a: (a, a),
+        lambda a: (a[:3], a[1:4]),  # overlapping slices of one base
+        lambda a: (a.reshape(2, 4)[0], a[2:6]),
+        lambda a: (a[::-1][:4], a[4:]),  # a reversed view ends where the other starts
+    ],
+)
+def test_overlapping_arguments_are_refused_when_one_is_written(views) -> None:
+    a = np.arange(8.0)
+    x, y = views(a)
+    with pytest.raises(dsl.DSLError, match="share memory"):
+        accumulate(x, y)
+    np.testing.assert_array_equal(a, np.arange(8.0))  # refused before anything ran
+
+
+def test_disjoint_views_of_one_base_are_fine() -> None:
+    a = np.arange(8.0)
+    for x, y in ((a[:4], a[4:]), (a[::2], a[1::2])):  # interleaved: bounds overlap, bytes do not
+        before_y = y.copy()
+        want = x + y
+        total = accumulate(x, y)
+        np.testing.assert_array_equal(x, want)
+        np.testing.assert_array_equal(y, before_y)
+        assert float(total) == want.sum()
+
+
+def test_aliasing_read_only_arguments_are_fine() -> None:
+    a = np.arange(6.0).reshape(2, 3)
+    f = dsl.compile(lambda x, y: x @ y.T + y[:, :2])
+    np.testing.assert_allclose(f(a, a), a @ a.T + a[:, :2])
+
+
+def test_donated_argument_may_not_alias_another() -> None:
+    f = dsl.compile(lambda x, y: dnp.exp(x) + y, donate_argnums=0)
+    a = np.arange(4.0)
+    with pytest.raises(dsl.DSLError, match="share memory"):
+        f(a, a)
+    np.testing.assert_allclose(f(np.arange(4.0), a), np.exp(a) + a)
+
+
+def test_inputs_are_written_only_when_the_program_says_so() -> None:
+    @dsl.compile
+    def f(x, y, z):
+        x[1:] *= 2.0  # the only write
+        return y.T @ z + x.sum(), dnp.tanh(z)
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((4, 6))
+    x, y, z = base[:, 0].copy(), base[:, 1:4], np.asfortranarray(base[:, 3:])  # y, z overlap: read-only
+    before = base.copy(), z.copy()
+    f(x, y, z)
+    np.testing.assert_array_equal(base, before[0])
+    np.testing.assert_array_equal(z, before[1])
+    want = before[0][:, 0].copy()
+    want[1:] *= 2.0
+    np.testing.assert_array_equal(x, want)
+
+
+def _program_with_writeback():
+    def f(x, w):
+        y = x * 2.0
+        x.exp_()  # stored straight into the caller's x when nothing reads the old x later
+        return dnp.tanh(x @ w) + 1.0, y
+
+    return f
+
+
+def test_a_driver_failing_midway_leaves_caller_arrays_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Plain-Python kernels let one kernel raise after the earlier ones ran (including the one
+    # that writes the caller's x directly).
+    x0, w = np.linspace(-1, 1, 9).reshape(3, 3), np.eye(3)
+    with python_kernels():
+        f = dsl.compile(_program_with_writeback())
+        f.lower(x0.copy(), w)
+        (entry,) = f._cache.values()
+    executable = entry.run
+    assert executable.direct, "this program should write x directly (else the check proves less)"
+    module = sys.modules[executable.driver.__module__]
+    kernels = [name for name in vars(module) if name.startswith("k")]
+    monkeypatch.setattr(module, sorted(kernels)[-1], _raise)
+    x = x0.copy()
+    with pytest.raises(RuntimeError, match="injected"):
+        executable(x, w)
+    np.testing.assert_array_equal(x, x0)
+
+
+def test_numba_driver_failing_after_it_ran_leaves_write_backs_unwritten() -> None:
+    @dsl.compile
+    def f(x, w):
+        y = x * 2.0  # fused into the last kernel: the old x is read after exp_ ran, so not direct
+        x.exp_()
+        return (x @ w) + y
+
+    x0, w = np.linspace(-1, 1, 9).reshape(3, 3), np.eye(3)
+    f.lower(x0.copy(), w)
+    (entry,) = f._cache.values()
+    executable = entry.run
+    assert executable.writeback and not executable.direct
+    real = executable.driver
+
+    def failing(*args):
+        real(*args)
+        raise RuntimeError("injected failure after every kernel ran")
+
+    executable.driver = failing
+    x = x0.copy()
+    with pytest.raises(RuntimeError, match="injected"):
+        f(x, w)
+    np.testing.assert_array_equal(x, x0)
+    executable.driver = real
+    f(x, w)
+    np.testing.assert_allclose(x, np.exp(x0))
+
+
+def _raise(*args) -> None:
+    raise RuntimeError("injected failure in the last kernel")

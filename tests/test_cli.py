@@ -1,0 +1,301 @@
+"""The ``dslc`` command line: every subcommand and ``--emit`` kind, exit statuses, one-line errors
+naming the user's file and line, complete ``--help``, ``run`` on IR text, and ``plan --plot``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from mlir_tools import find_mlir_opt
+
+from compiler import cli
+from compiler.plot import figure_pixels
+
+MODEL = os.path.join(os.path.dirname(__file__), "lit", "Inputs", "model.py")
+MLP = [f"{MODEL}:mlp", "--arg", "f32[4,8]", "--arg", "f32[8,8]", "--arg", "f32[8,3]"]
+IR = """func.func @affine(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
+  %0 = "dsl.broadcast"(%arg1) {shape = array<i64: 2, 3>} : (tensor<3xf32>) -> tensor<2x3xf32>
+  %1 = "dsl.add"(%arg0, %0) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %2 = "dsl.reduce_sum"(%1) {axes = array<i64: 0, 1>} : (tensor<2x3xf32>) -> tensor<f32>
+  return %1, %2 : tensor<2x3xf32>, tensor<f32>
+}
+"""
+
+
+def dslc(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run ``dslc argv`` in this process; (exit status, stdout, stderr). Usage errors exit via SystemExit."""
+    try:
+        code = cli.main(list(argv))
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def ir_file(tmp_path) -> str:
+    path = tmp_path / "affine.mlir"
+    path.write_text(IR)
+    return str(path)
+
+
+# ---- help and usage -----------------------------------------------------------------------------
+
+
+def _all_parsers() -> list[argparse.ArgumentParser]:
+    parser = cli.build_parser()
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return [parser, *subs[0].choices.values()]
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    for parser in _all_parsers():
+        for action in parser._actions:
+            assert action.help, f"{parser.prog}: {action.option_strings or action.dest} has no help text"
+
+
+@pytest.mark.parametrize("command", [[], ["compile"], ["opt"], ["plan"], ["run"]])
+def test_help_exits_0_and_lists_options(capsys, command: list[str]) -> None:
+    code, out, _ = dslc(capsys, *command, "--help")
+    assert code == 0
+    if not command:
+        assert all(name in out for name in ("compile", "opt", "plan", "run"))
+    else:
+        assert "--" in out and "usage: dslc" in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],  # no command
+        ["compile", f"{MODEL}:mlp", "--arg", "f16[4]"],  # a dtype dslc does not have
+        ["compile", MODEL, "--arg", "f32[4]"],  # no :FUNC
+        ["compile", *MLP, "--emit", "asm"],
+        ["opt", "-", "--passes", "simplify,nonsense"],
+        ["run", "-", "--input", "a.npy", "--arg", "f32[2]"],
+    ],
+)
+def test_usage_errors_exit_2(capsys, argv: list[str]) -> None:
+    code, _, err = dslc(capsys, *argv)
+    assert code == 2, err
+    assert "usage:" in err
+
+
+# ---- user errors: one line naming the user's file and line ---------------------------------------
+
+
+def test_shape_error_in_the_traced_function_is_one_line_naming_its_line(capsys) -> None:
+    code, out, err = dslc(capsys, "compile", f"{MODEL}:mismatched", "--arg", "f32[4,8]", "--arg", "f32[4,8]")
+    assert code == 1 and out == ""
+    assert len(err.splitlines()) == 1
+    assert re.match(r"dslc: error: .*model\.py:17: matmul: shapes \(4, 8\) and \(4, 8\) are not aligned", err)
+
+
+def test_python_error_in_user_code_names_the_line_and_debug_shows_the_traceback(capsys) -> None:
+    argv = ["compile", f"{MODEL}:undefined_name", "--arg", "f32[4]"]
+    code, _, err = dslc(capsys, *argv)
+    assert code == 1 and len(err.splitlines()) == 1
+    assert re.search(r"model\.py:21: NameError: name 'missing_variable' is not defined", err)
+    for debug in (["--debug", *argv], [*argv, "--debug"]):
+        code, _, err = dslc(capsys, *debug)
+        assert code == 1 and "Traceback (most recent call last)" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["compile", "nowhere.py:f", "--arg", "f32[2]"], "no such file: nowhere.py"),
+        (["compile", f"{MODEL}:nope"], "has no function named 'nope'"),
+        (["opt", "missing.mlir"], "cannot read missing.mlir"),
+        (
+            ["compile", f"{MODEL}:mlp", "--arg", "f32[4]"],
+            "model.py:7: mlp: missing a required argument: 'w1'",
+        ),
+    ],
+)
+def test_user_errors_exit_1(capsys, argv: list[str], message: str) -> None:
+    code, _, err = dslc(capsys, *argv)
+    assert code == 1 and message in err and len(err.splitlines()) == 1
+
+
+def test_console_script_exit_status(tmp_path) -> None:
+    """The real process: a usage error exits 2, a user error 1 with one line and no traceback."""
+    run = [sys.executable, "-m", "compiler.cli"]
+    usage = subprocess.run([*run, "compile"], capture_output=True, text=True, timeout=120)
+    assert usage.returncode == 2 and "usage: dslc compile" in usage.stderr
+    path = tmp_path / "bad.mlir"
+    path.write_text('func.func @f() {\n  "dsl.nope"() : () -> ()\n  return\n}\n')
+    user = subprocess.run([*run, "opt", str(path)], capture_output=True, text=True, timeout=120)
+    assert user.returncode == 1 and user.stderr.count("\n") == 1 and "bad.mlir:2:" in user.stderr
+
+
+# ---- compile --emit ---------------------------------------------------------------------------
+
+
+def test_print_ir_after_all_names_each_pass(capsys) -> None:
+    code, out, _ = dslc(capsys, "compile", *MLP, "--print-ir-after-all")
+    assert code == 0
+    headers = re.findall(r"// -----// IR Dump After (.*) //----- //", out)
+    assert headers == [
+        "trace (traced)",
+        "functionalize (functional)",
+        "autodiff (grad)",
+        "simplify (optimized)",
+        "plan (bufferized)",
+    ]
+
+
+def test_emit_plan_and_numba(capsys) -> None:
+    assert "peak 192 bytes" in dslc(capsys, "compile", *MLP, "--emit", "plan")[1]
+    source = dslc(capsys, "compile", *MLP, "--emit", "numba")[1]
+    assert "@numba.njit" in source and "def run(arena" in source
+
+
+def test_emit_llvm_has_every_kernel_and_the_driver(capsys) -> None:
+    code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "llvm")
+    assert code == 0
+    assert re.findall(r"^; ---- (\w+)\(", out, re.M) == [
+        "k0_matmul",
+        "k1_tanh",
+        "k2_matmul",
+        "k3_reduce_sum",
+        "run",
+    ]
+    assert out.count("\ndefine ") >= 5 and "target triple" in out
+
+
+def test_emit_mlir_is_upstream_mlir(capsys, tmp_path) -> None:
+    out_file = tmp_path / "mlp.mlir"
+    code, _, _ = dslc(capsys, "compile", *MLP, "--emit", "mlir", "-o", str(out_file))
+    text = out_file.read_text()
+    assert code == 0 and "linalg.matmul" in text and "math.tanh" in text and '"dsl.' not in text
+    mlir_opt = find_mlir_opt()
+    if mlir_opt is not None:
+        proc = subprocess.run([mlir_opt, str(out_file)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def _check_dot(text: str) -> tuple[set[str], list[tuple[str, str]]]:
+    """A small DOT structure check: balanced braces, one statement per line, edges between nodes."""
+    assert text.startswith("digraph ") and text.rstrip().endswith("}")
+    assert text.count("{") == text.count("}")
+    nodes, edges = set(), []
+    for line in text.splitlines()[1:-1]:
+        line = line.strip()
+        if m := re.fullmatch(r'(\w+) -> (\w+) \[label="[^"]*"\];', line):
+            edges.append((m.group(1), m.group(2)))
+        elif m := re.fullmatch(r"(\w+) \[shape=\w+(?:, [a-z]+=\w+)*, label=\"(?:[^\"\\]|\\.)*\"\];", line):
+            nodes.add(m.group(1))
+        else:
+            assert re.fullmatch(r"(rankdir=TB;|node \[.*\];|subgraph cluster_\d+ \{|label=.*;|\})", line), (
+                line
+            )
+    assert all(a in nodes and b in nodes for a, b in edges)
+    return nodes, edges
+
+
+def test_emit_dot_is_a_dataflow_graph(capsys) -> None:
+    code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "dot")
+    assert code == 0
+    nodes, edges = _check_dot(out)
+    assert nodes == {"arg0", "arg1", "arg2", "op0", "op1", "op2", "op3", "result0"}
+    assert ("op0", "op1") in edges and ("op3", "result0") in edges
+    assert 'label="tanh\\ntensor<4x8xf32>\\nmodel.py:8"' in out
+
+
+def test_emit_dot_clusters_fused_kernels(capsys) -> None:
+    code, out, _ = dslc(
+        capsys, "compile", f"{MODEL}:loss", "--arg", "f32[4,8]", "--arg", "f32[8,3]", "--emit", "dot"
+    )
+    assert code == 0
+    nodes, _ = _check_dot(out)
+    clusters = re.findall(r"subgraph cluster_\d+ \{\n    label=\"kernel \d+ \((\w+)\)\"", out)
+    assert "reduce" in clusters  # tanh, square and the sum run as one kernel
+    assert {"op0", "arg0", "arg1", "result0"} <= nodes
+
+
+def test_emit_with_grad(capsys) -> None:
+    code, out, _ = dslc(
+        capsys, "compile", f"{MODEL}:loss", "--arg", "f32[4,8]", "--arg", "f32[8,3]", "--grad", "1"
+    )
+    assert code == 0 and "-> tensor<8x3xf32>" in out
+
+
+# ---- run ----------------------------------------------------------------------------------------
+
+
+def test_run_random_inputs_prints_results_and_saves_them(capsys, ir_file, tmp_path) -> None:
+    code, out, err = dslc(capsys, "run", ir_file, "--seed", "3", "--save-dir", str(tmp_path / "out"))
+    assert code == 0, err
+    assert out.startswith("result 0: tensor<2x3xf32>  min ") and "result 1: tensor<f32>" in out
+    rng = np.random.default_rng(3)
+    x, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "result0.npy"), x + b, rtol=1e-6)
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "result1.npy"), (x + b).sum(), rtol=1e-5)
+
+
+def test_run_npy_inputs(capsys, ir_file, tmp_path) -> None:
+    np.save(tmp_path / "x.npy", np.ones((2, 3), np.float32))
+    np.save(tmp_path / "b.npy", np.arange(3, dtype=np.float32))
+    code, out, _ = dslc(
+        capsys, "run", ir_file, "--input", str(tmp_path / "x.npy"), "--input", str(tmp_path / "b.npy")
+    )
+    assert code == 0
+    assert (
+        "[[1., 2., 3.],\n [1., 2., 3.]]" in out
+        and "result 1: tensor<f32>  min 12  max 12  mean 12\n12." in out
+    )
+
+
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ([((2, 3), np.float32)], "@affine takes 2 arguments, 1 were given"),
+        ([((2, 3), np.float32), ((4,), np.float32)], "argument 1 of @affine is tensor<3xf32>"),
+        ([((2, 3), np.float64), ((3,), np.float32)], "float64 array of shape (2, 3)"),
+    ],
+)
+def test_run_checks_inputs_against_the_signature(capsys, ir_file, tmp_path, inputs, message) -> None:
+    argv = ["run", ir_file]
+    for i, (shape, dtype) in enumerate(inputs):
+        np.save(tmp_path / f"in{i}.npy", np.zeros(shape, dtype))
+        argv += ["--input", str(tmp_path / f"in{i}.npy")]
+    code, _, err = dslc(capsys, *argv)
+    assert code == 1 and message in err and len(err.splitlines()) == 1
+
+
+def test_run_arg_specs_are_checked(capsys, ir_file) -> None:
+    assert dslc(capsys, "run", ir_file, "--arg", "f32[2,3]", "--arg", "f32[3]")[0] == 0
+    code, _, err = dslc(capsys, "run", ir_file, "--arg", "f32[2,3]", "--arg", "i32[3]")
+    assert code == 1 and "argument 1 of @affine is tensor<3xf32>" in err
+
+
+# ---- plan --plot --------------------------------------------------------------------------------
+
+
+def _png_size(path: str) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_plan_plot_writes_a_png_of_the_figure_size(capsys, tmp_path) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "memory.png"
+    code, out, _ = dslc(capsys, "plan", *MLP, "--plot", str(png))
+    assert code == 0 and "peak 192 bytes" in out
+    assert _png_size(str(png)) == figure_pixels() == (1000, 500)
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    code, _, err = dslc(capsys, "plan", *MLP, "--plot", str(tmp_path / "m.png"))
+    assert code == 1 and "pip install 'dslc[plot]'" in err

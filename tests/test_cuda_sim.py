@@ -1,0 +1,40 @@
+"""The CUDA backend's semantic tests, run in the CUDA simulator in a process of their own.
+
+``tests/cuda_sim/sim_*.py`` (every primitive forward and backward with in-place on and off, and whole
+programs) need ``NUMBA_ENABLE_CUDASIM=1``, which cannot share a process with ``compile_ptx``; this
+test runs them with pytest in a subprocess and fails with their report if any fails.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(__file__)
+
+pytest.importorskip("numba.cuda", reason="the CUDA simulator comes with numba's cuda target")
+
+
+def test_cuda_simulator_suite(tmp_path) -> None:
+    env = dict(os.environ)
+    env.update(NUMBA_ENABLE_CUDASIM="1", DSL_TARGET="cuda", DSL_CACHE_DIR=str(tmp_path / "cache"))
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        os.path.join(HERE, "cuda_sim"),
+        "-o",
+        "python_files=sim_*.py",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore::RuntimeWarning",
+    ]
+    done = subprocess.run(cmd, cwd=HERE, env=env, capture_output=True, text=True, timeout=1200)
+    report = done.stdout[-20000:] + done.stderr[-5000:]
+    assert done.returncode == 0, f"CUDA simulator suite failed:\n{report}"
+    summary = done.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "skipped" not in summary, report
