@@ -10,6 +10,7 @@ against its switched-off form on every suite program.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
@@ -24,17 +25,28 @@ import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 from bench_suite import copy_tree, leaves  # noqa: E402
 
+import compiler.codegen as codegen  # noqa: E402
 from compiler.codegen import cpu  # noqa: E402
+from compiler.passes.fuse import fuse  # noqa: E402
+
+# Fusion choices (``fuse`` options) compared the same way: the name, and the options that differ
+# from what the CPU builder uses now. contract_transposes is off in the builder until
+# ``compiler/codegen/__init__.py`` passes it: its column shows the effect of turning it on.
+FUSION = {"recompute": {"recompute": False}, "+contract_transposes": {"contract_transposes": True}}
 
 
 def build(name: str, switched_off: set[str]) -> tuple[Callable[[], Any], Any]:
     saved = set(cpu.OPTIMIZATIONS)
     cpu.OPTIMIZATIONS.difference_update(switched_off)
+    options = {k: v for o in switched_off if o in FUSION for k, v in FUSION[o].items()}
+    original = codegen.fuse
+    codegen.fuse = functools.partial(fuse, **options)  # type: ignore[assignment]
     try:
         prog = suite_programs.BUILDERS[name]()
         args = copy_tree(prog.args)
         first = leaves(prog.dslc(*copy_tree(prog.args)))  # compiles with the switches as set now
     finally:
+        codegen.fuse = original  # type: ignore[assignment]
         cpu.OPTIMIZATIONS.clear()
         cpu.OPTIMIZATIONS.update(saved)
     return (lambda: prog.dslc(*args)), first
@@ -59,19 +71,25 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     wanted = [w for w in args.only.split(",") if w]
-    print(f"load average {os.getloadavg()[0]:.2f}; optimizations: {sorted(cpu.OPTIMIZATIONS)}")
-    print("| program | all on ms | " + " | ".join(f"without {o} ms" for o in sorted(cpu.OPTIMIZATIONS)) + " |")
+    switches = sorted(cpu.OPTIMIZATIONS) + list(FUSION)
+    print(f"load average {os.getloadavg()[0]:.2f}; switches: {switches}")
+    print(
+        "| program | as built ms | "
+        + " | ".join(f"{o if o[0] == '+' else 'without ' + o} ms" for o in switches)
+        + " |"
+    )
+    print("|---|" + "---:|" * (len(switches) + 1))
     for name in suite_programs.BUILDERS:
         if wanted and not any(w in name for w in wanted):
             continue
         on, want = build(name, set())
         fns = {"on": on}
-        for opt in sorted(cpu.OPTIMIZATIONS):
+        for opt in switches:
             fns[opt], got = build(name, {opt})
             for g, w in zip(got, want, strict=True):
                 np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3 * max(1.0, float(np.abs(w).max())))
         t = interleaved(fns, args.rounds)
-        cells = " | ".join(f"{1e3 * t[o]:.2f} ({t[o] / t['on']:.2f}x)" for o in sorted(cpu.OPTIMIZATIONS))
+        cells = " | ".join(f"{1e3 * t[o]:.2f} ({t[o] / t['on']:.2f}x)" for o in switches)
         print(f"| {name} | {1e3 * t['on']:.2f} | {cells} |", flush=True)
 
 

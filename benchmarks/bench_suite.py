@@ -23,7 +23,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -173,7 +172,9 @@ def run_program(prog: Program, repeats: int, missing: dict[str, str]) -> dict[st
         if f == "dslc":
             continue
         got = r.check()
-        errs[f] = compare(prog, f, got[:1] if f == "numpy" and prog.numpy_is_forward else got, want[: len(got)])
+        errs[f] = compare(
+            prog, f, got[:1] if f == "numpy" and prog.numpy_is_forward else got, want[: len(got)]
+        )
     row["max_rel_err"] = errs
     for f, r in runners.items():
         row["times"][f] = median_time(r.call, repeats)
@@ -230,7 +231,9 @@ def versions() -> dict[str, str]:
         except ImportError:
             out[name] = "not installed"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
         dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True)
         out["dslc"] = sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except OSError:
@@ -282,8 +285,9 @@ def markdown(result: dict[str, Any], command: str) -> str:
     lines += [f"- {row['program']}: {row['description']}" for row in result["programs"]]
     for row in result["programs"]:
         if "bandwidth_fraction" in row:
+            share = 100 * row["bandwidth_fraction"]
             lines.append(
-                f"- {row['program']}: dslc {row['dslc_GBps']:.1f} GB/s = {100 * row['bandwidth_fraction']:.0f}% "
+                f"- {row['program']}: dslc {row['dslc_GBps']:.1f} GB/s = {share:.0f}% "
                 f"of a NumPy copy of the same bytes ({row['copy_GBps']:.1f} GB/s, measured in this run)"
             )
     notes = sorted({n for row in result["programs"] for n in row["notes"]})

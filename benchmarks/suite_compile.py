@@ -139,5 +139,8 @@ def markdown(c: dict[str, Any]) -> list[str]:
             f"| {r['ops']:,} | {r['optimized_ops']:,} | {r['passes_s']:.3f} | {r['fuse_s']:.3f} | "
             f"{r['plan_s']:.3f} | {r['total_s']:.3f} | {r['us_per_op']:.1f} |"
         )
-    lines += ["", f"Tiny-function call overhead: {1e6 * c['call_overhead_s']:.2f} us per call (target <= 10 us)."]
+    lines += [
+        "",
+        f"Tiny-function call overhead: {1e6 * c['call_overhead_s']:.2f} us per call (target <= 10 us).",
+    ]
     return lines

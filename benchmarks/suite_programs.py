@@ -93,8 +93,21 @@ def chain_program(n: int) -> Program:
 # ---- 2. softmax + cross-entropy ---------------------------------------------------------------------
 
 
+def stop_gradient(xp: Any, v: Any) -> Any:
+    """The max subtracted before ``exp`` carries no gradient (as in jax.nn and torch's softmax)."""
+    if xp is dnp:
+        return dsl.stop_gradient(v)
+    if xp is np:
+        return v
+    if isinstance(xp, _TorchNp):
+        return v.detach()
+    import jax
+
+    return jax.lax.stop_gradient(v)
+
+
 def log_softmax(xp: Any, z: Any) -> Any:
-    s = z - z.max(axis=-1, keepdims=True)
+    s = z - stop_gradient(xp, z.max(axis=-1, keepdims=True))
     return s - xp.log(xp.exp(s).sum(axis=-1, keepdims=True))
 
 
@@ -356,7 +369,7 @@ def transformer_block(xp: Any, p: dict[str, Any], x: Any, heads: int) -> Any:
     h = ln(x).reshape(batch * seq, width)
     q, k, v = split(h @ p["wq"]), split(h @ p["wk"]), split(h @ p["wv"])
     s = (q @ xp.transpose(k, (0, 1, 3, 2))) * (1.0 / math.sqrt(dh))
-    e = xp.exp(s - xp.max(s, axis=-1, keepdims=True))
+    e = xp.exp(s - stop_gradient(xp, xp.max(s, axis=-1, keepdims=True)))
     a = (e / e.sum(axis=-1, keepdims=True)) @ v
     a = xp.transpose(a, (0, 2, 1, 3)).reshape(batch * seq, width)
     x = x + (a @ p["wo"]).reshape(batch, seq, width)

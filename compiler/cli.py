@@ -141,9 +141,10 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
 
 
 def _emit_ptx(lowered: Any, args: argparse.Namespace) -> str:
-    if not hasattr(lowered, "ptx"):
-        raise UserError("--emit ptx needs the CUDA backend")
-    return str(lowered.ptx())
+    m = re.fullmatch(r"sm_?(\d)(\d)", args.arch or "sm_90")
+    if not m:
+        raise UserError(f"--arch takes a compute capability like sm_80 or sm_90, not {args.arch!r}")
+    return str(lowered.ptx((int(m.group(1)), int(m.group(2)))))
 
 
 def _emit_mlir(lowered: Any, args: argparse.Namespace) -> str:
@@ -294,6 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: optimized)",
     )
     p.add_argument("--grad", metavar="ARGNUMS", help="compile the gradient w.r.t. these arguments (0 or 0,2)")
+    p.add_argument(
+        "--arch",
+        default="sm_90",
+        metavar="SM",
+        help="the GPU architecture of --emit ptx: sm_80, sm_90 ... (default: sm_90; no GPU needed)",
+    )
     p.add_argument(
         "--print-ir-after-all", action="store_true", help="print every stage with a header naming its pass"
     )

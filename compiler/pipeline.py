@@ -157,10 +157,9 @@ class Program:
             opts = self.options or Options()
             program = cuda_program(self.stages["optimized"], opts.inplace, opts.donate_argnums)
             self._ptx[cc] = compile_ptx(program, cc)
-        return "".join(
-            f"// ===== kernel {name} (sm_{cc[0]}{cc[1]}) =====\n{text}"
-            for name, text in self._ptx[cc].items()
-        )
+        arch = f"sm_{cc[0]}{cc[1]}"
+        kernels = self._ptx[cc].items()
+        return "".join(f"// ===== kernel {name} ({arch}) =====\n{text.rstrip()}\n" for name, text in kernels)
 
     def explain_inplace(self) -> str:
         """Each user in-place request and what the compiler did with it, then its own reuses."""

@@ -59,6 +59,9 @@ true_divide = divide
 
 
 def power(x: Any, y: Any) -> Array:
+    negative = isinstance(y, (int, np.integer)) and not isinstance(y, bool) and y < 0
+    if negative and not ops.result_dtype(x, y).is_float:  # NumPy's rule, for a known exponent
+        raise tracing.user_error(ShapeError, "integers to negative integer powers are not allowed")
     return ops.binary(ew.pow_, x, y)
 
 

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 from numba.core import config as numba_config
 
-_lock = threading.Lock()  # one import per module name even when two threads compile the same program
+_lock = threading.RLock()  # one import per module name even when two threads compile the same program;
+# reentrant: importing a generated module may load the shared kernel library modules it uses
 
 
 def cache_dir() -> Path:

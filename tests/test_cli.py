@@ -170,6 +170,21 @@ def test_emit_llvm_has_every_kernel_and_the_driver(capsys) -> None:
     assert out.count("\ndefine ") >= 5 and "target triple" in out
 
 
+def test_emit_ptx_for_each_arch(capsys) -> None:
+    from cuda_ptx import PTX_AVAILABLE, PTX_UNAVAILABLE
+
+    if not PTX_AVAILABLE:
+        pytest.skip(PTX_UNAVAILABLE)
+    for arch in ("sm_80", "sm_90"):
+        code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "ptx", "--arch", arch)
+        assert code == 0
+        kernels = re.findall(r"^// ===== kernel (\w+) \((sm_\d+)\)", out, re.M)
+        assert kernels and {a for _, a in kernels} == {arch}
+        assert out.count(f".target {arch}") == len(kernels)
+        assert "_matmul_f32" in {k for k, _ in kernels}
+    assert dslc(capsys, "compile", *MLP, "--emit", "ptx", "--arch", "volta")[0] == 1
+
+
 def test_emit_mlir_is_upstream_mlir(capsys, tmp_path) -> None:
     out_file = tmp_path / "mlp.mlir"
     code, _, _ = dslc(capsys, "compile", *MLP, "--emit", "mlir", "-o", str(out_file))

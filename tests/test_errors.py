@@ -56,6 +56,7 @@ TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("in-place grows target", lambda x, y: x.mul_(y), (A4, np.ones((2, 4))), Shape, "(2, 4)"),
     ("unsupported astype", lambda x: x.astype(np.float16), (A4,), Shape, "float16"),
     ("unsupported constant", lambda x: x + np.ones(4, np.float16), (A4,), Shape, "float16"),
+    ("int to a negative power", lambda x: x ** -1, (I3,), Shape, "negative integer powers"),
     # reductions and axes
     ("sum axis out of range", lambda x: x.sum(axis=2), (A23,), Shape, "axis 2 is out of bounds"),
     ("max negative axis", lambda x: dnp.max(x, axis=-3), (A23,), Shape, "axis -3 is out of bounds"),

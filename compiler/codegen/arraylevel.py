@@ -41,11 +41,13 @@ PRELUDE = (
 def wants_numpy(group: Group) -> bool:
     """Big loop groups with at least one libm-bound op (and floats only: NumPy's int semantics for
     division and overflow differ from the loop code's); also reductions with such an op in their
-    prologue, when their chunks' partial results combine with a NumPy function (``_COMBINE``)."""
+    prologue, when their chunks' partial results combine with a NumPy function (``_COMBINE``), and
+    float max/min reductions (a NaN-propagating compare-and-select loop does not vectorize; NumPy's
+    does)."""
     return (
         (group.kind is GroupKind.LOOP or (group.kind is GroupKind.REDUCE and group.root.prim in _COMBINE))
         and math.prod(group.shape) >= MIN_ELEMENTS
-        and any(op.prim in ew.TRANSCENDENTAL for op in group.ops)
+        and (any(op.prim in ew.TRANSCENDENTAL for op in group.ops) or group.root.prim in _SELECTING)
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
     )
 
@@ -63,7 +65,9 @@ def _literal(value: Any, pool: ConstantPool) -> str:
 
 
 def _call(op: Op, operands: list[str], pool: ConstantPool) -> str:
-    attrs = [f"{key}={_literal(val, pool)}" for key, val in sorted(op.attrs.items()) if not key.startswith("dsl.")]
+    attrs = [
+        f"{key}={_literal(val, pool)}" for key, val in sorted(op.attrs.items()) if not key.startswith("dsl.")
+    ]
     call = f'_PRIMS["{op.prim.name}"].reference({", ".join(operands + attrs)})'
     return f"np.asarray({call}).astype({np_type(op.result.type.dtype)}, copy=False)"
 
@@ -75,6 +79,7 @@ def numpy_kernel(
     names: dict[Value, str],
     pool: ConstantPool,
     chunked: bool = True,
+    threaded: bool = True,
 ) -> str:
     """A plain Python function evaluating ``group`` op by op with NumPy, then storing its outputs;
     in chunks of rows when ``chunked`` and the group allows it (``_chunk_plan``)."""
@@ -82,7 +87,7 @@ def numpy_kernel(
     if plan is None:
         lines = _whole_array_body(group, names, pool)
     else:
-        lines = _chunked_body(group, names, pool, *plan)
+        lines = _chunked_body(group, names, pool, *plan, threaded)
     return "\n".join([f"def {name}({', '.join(args)}):", *indent(lines, 1)])
 
 
@@ -95,8 +100,13 @@ def _whole_array_body(group: Group, names: dict[Value, str], pool: ConstantPool)
     return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
 
 
+_SELECTING = frozenset({reduction.reduce_max, reduction.reduce_min})
 # How the partial results of a reduction's chunks combine (only needed when axis 0 is reduced).
-_COMBINE = {reduction.reduce_sum: "np.add", reduction.reduce_max: "np.maximum", reduction.reduce_min: "np.minimum"}
+_COMBINE = {
+    reduction.reduce_sum: "np.add",
+    reduction.reduce_max: "np.maximum",
+    reduction.reduce_min: "np.minimum",
+}
 
 
 def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
@@ -123,7 +133,12 @@ def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
 
 
 def _chunked_body(
-    group: Group, names: dict[Value, str], pool: ConstantPool, per_chunk: set[Value], rows: int
+    group: Group,
+    names: dict[Value, str],
+    pool: ConstantPool,
+    per_chunk: set[Value],
+    rows: int,
+    threaded: bool,
 ) -> list[str]:
     shape = group.shape
     local: dict[Value, str] = {v: names[v] for v in group.inputs}
@@ -159,7 +174,8 @@ def _chunked_body(
             inside.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
     loop = [f"for r0 in range(lo, hi, {rows}):", f"    r1 = min(r0 + {rows}, hi)", *indent(inside, 1)]
     # Chunks of disjoint rows are independent (a reduction over axis 0 accumulates: one thread).
-    threads = "1" if group.kind is GroupKind.REDUCE and 0 in root.attrs["axes"] else "0"
+    serial = not threaded or (group.kind is GroupKind.REDUCE and 0 in root.attrs["axes"])
+    threads = "1" if serial else "0"
     call = f"_row_blocks(rows_of, {shape[0]}, {rows}, {threads})"
     return before + ["def rows_of(lo, hi):", *indent(loop, 1), call]
 

@@ -48,8 +48,9 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 # plain form (``tests/test_perf_paths.py``):
 # - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
 #   them (partial sums per vector lane: the result differs from serial order within rounding);
-# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
-OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy"}
+# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``);
+# - "threaded_numpy": ... and their chunks are spread over one thread per core.
+OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy", "threaded_numpy"}
 _REASSOCIABLE = frozenset({reduction.reduce_sum})
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
 ENTRY = "run"
@@ -171,7 +172,10 @@ class _KernelSpec:
         return {op.result: op for op in self.group.ops}
 
     def define(self, body: list[str], parallel: bool = False, reassoc: bool = False) -> Kernel:
-        header = [jit_decorator(parallel, reassoc=reassoc), f"def {self.kernel_name}({', '.join(self.args)}):"]
+        header = [
+            jit_decorator(parallel, reassoc=reassoc),
+            f"def {self.kernel_name}({', '.join(self.args)}):",
+        ]
         text = "\n".join(header + indent(body or ["pass"], 1))
         return Kernel(self.kernel_name, self.args, text)
 
@@ -244,8 +248,8 @@ def _loop_kernel(spec: _KernelSpec) -> Kernel | None:
 
 def _numpy_kernel(spec: _KernelSpec) -> Kernel:
     name = spec.kernel_name + "_np"
-    chunked = "chunked_numpy" in OPTIMIZATIONS
-    text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
+    chunked, threaded = "chunked_numpy" in OPTIMIZATIONS, "threaded_numpy" in OPTIMIZATIONS
+    text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked, threaded)
     return Kernel(name, spec.args, text, objmode=True)
 
 
@@ -336,6 +340,12 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     dtype = out.type.dtype
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
+    views = _transposed_operands(spec)
+    if dtype.is_float and views:  # BLAS reads the transposed view of the operand's source
+        x3, xt = _operand_3d(spec, 0, (nb, m, k), views)
+        y3, yt = _operand_3d(spec, 1, (nb, k, n), views)
+        lines = [x3, y3, f"o3 = {o}.reshape(({nb}, {m}, {n}))"]
+        return spec.define(lines + [f"for t in range({nb}):", f"    np.dot(x3[t]{xt}, y3[t]{yt}, o3[t])"])
     lines = [
         f"x3 = {a}.reshape(({nb}, {m}, {k}))",
         f"y3 = {b}.reshape(({nb}, {k}, {n}))",
@@ -358,6 +368,25 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     rows = "numba.prange" if parallel else "range"
     lines += [f"for t in range({nb}):", f"    for i in {rows}({m}):", *indent(row, 2)]
     return spec.define(lines, parallel)
+
+
+def _transposed_operands(spec: _KernelSpec) -> dict[Value, Value]:
+    """Matmul operands computed by a transpose inlined into the group (``fuse(contract_transposes)``):
+    operand -> the transpose's source buffer."""
+    return {op.result: op.operands[0] for op in spec.group.ops if op is not spec.group.root}
+
+
+def _operand_3d(
+    spec: _KernelSpec, k: int, shape: tuple[int, int, int], views: dict[Value, Value]
+) -> tuple[str, str]:
+    """``x3 = ...`` (or ``y3``) for matmul operand ``k`` as a (batch, rows, cols) array, and the
+    suffix that turns one batch element of it into the operand (``.T`` for a transposed source)."""
+    name = ("x3", "y3")[k]
+    v = spec.group.root.operands[k]
+    if v in views:
+        nb, r, c = shape
+        return f"{name} = {spec.names[views[v]]}.reshape(({nb}, {c}, {r}))", ".T"
+    return f"{name} = {spec.names[v]}.reshape({shape})", ""
 
 
 _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {

@@ -10,9 +10,10 @@ the CPU backend; only the scaffolding differs:
   ``i0, i1, ...`` is computed from ``g`` only where some read needs it (a broadcast, a transpose...);
 - REDUCE groups: a small reduced extent is a serial loop per output element (one thread each);
   a large one gets a block per output element and a shared-memory tree; a large reduction into few
-  outputs is split in two passes (fixed chunks -> partials -> an in-order combine). There are no
+  outputs is split in two passes (fixed chunks -> partials -> a tree per output). There are no
   atomics, so every reduction is deterministic: the same inputs give bit-identical results;
-- CONTRACT groups: a matmul tiled through shared memory, batched over ``blockIdx.z``;
+- CONTRACT groups: a matmul tiled through shared memory with a register tile per thread, batched
+  over ``blockIdx.z``, one kernel per dtype shared by every matmul;
 - constant arrays are copied to the device once and passed as kernel arguments (no 64 KiB
   constant-memory limit).
 
@@ -59,7 +60,9 @@ from numba import cuda
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 TPB = 8 if SIM else 256  # threads per block of loops and reductions (a power of two)
 MAXB = 2 if SIM else 8192  # blocks of a grid-stride launch
-TILE = 4 if SIM else 16  # matmul tile edge
+TILE = 4 if SIM else 16  # matmul threads per block edge; each computes MICRO x MICRO outputs
+MICRO = 4
+BT = TILE * MICRO  # matmul block tile edge
 MAXG = 2 if SIM else 65535  # blocks along y and z
 
 if SIM:  # the simulator runs kernels as Python, where math.log(-1) raises and a GPU returns NaN
@@ -110,6 +113,7 @@ class CudaKernel:
     launch: str  # the launch configuration, e.g. ``[_grid(4096), TPB, stream]``
     scratch: list[tuple[str, int, DType]] = field(default_factory=list)  # (name, elements, dtype)
     follow: list[CudaKernel] = field(default_factory=list)  # kernels launched right after this one
+    shared: bool = False  # defined in a library module of its own, shared by every program using it
 
 
 @dataclass
@@ -170,7 +174,11 @@ def generate_cuda(
     outs = caller_allocated(func, plan)
     driver = _driver(func, fusion, plan, kernels, names, outs, pool, sanitize)
     every = list({k.name: k for top in kernels.values() for k in (top, *top.follow)}.values())
-    parts = [PRELUDE, _constants(pool), *(k.text for k in every), driver]
+    libraries = [_library_import(k) for k in every if k.shared]
+    if libraries:
+        libraries.insert(0, "from runtime.module_cache import load_module as _load_module  # noqa: E402\n")
+    own = [k.text for k in every if not k.shared]
+    parts = [PRELUDE, "\n".join(libraries), _constants(pool), *own, driver]
     return CudaProgram(
         source="\n\n\n".join(p for p in parts if p) + "\n",
         constants=dict(pool.arrays),
@@ -183,6 +191,14 @@ def generate_cuda(
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
+
+
+def _library_import(kernel: CudaKernel) -> str:
+    """A shared kernel lives in a module of its own (PRELUDE + its text, content-addressed in the
+    module cache): every program that uses it gets the same dispatcher, compiled once per process
+    and cached on disk across processes."""
+    source = PRELUDE + "\n\n\n" + kernel.text + "\n"
+    return f"{kernel.name} = _load_module({source!r}, {{}}).{kernel.name}"
 
 
 def _constants(pool: ConstantPool) -> str:
@@ -370,18 +386,19 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
         scratch=[(part, n_out * chunks, dtype)],
         name=f"{spec.kernel_name}_1",
     )
-    finish = [
-        f"for o in range(cuda.grid(1), {n_out}, cuda.gridsize(1)):",
+    finish = [  # a block per output: threads take fixed chunks, then the tree (a fixed order)
+        f"sm = cuda.shared.array(TPB, {numba_type(dtype)})",
+        "tid = cuda.threadIdx.x",
+        f"for o in range(cuda.blockIdx.x, {n_out}, cuda.gridDim.x):",
         f"    acc = {identity}",
-        f"    for c in range({chunks}):",
+        f"    for c in range(tid, {chunks}, cuda.blockDim.x):",
         f"        x = {part}[o * {chunks} + c]",
         f"        {combine('acc', 'x')}",
-        f"    {o_name}[o] = acc",
+        *indent([*tree, "if tid == 0:", f"    {o_name}[o] = sm[0]", "cuda.syncthreads()"], 1),
     ]
     part_types = [(dtype, 1), (dtype, 1)]
-    second = kernel(
-        f"{spec.kernel_name}_2", [part, o_name], part_types, finish, f"[_grid({n_out}), TPB, stream]"
-    )
+    launch = f"[max(1, min({n_out}, MAXB)), TPB, stream]"
+    second = kernel(f"{spec.kernel_name}_2", [part, o_name], part_types, finish, launch)
     first.follow.append(second)
     return first
 
@@ -402,9 +419,15 @@ def _tree(dtype: DType, combine: Callable[[str, str], str]) -> list[str]:
     ]
 
 
+MICRO = 4  # each matmul thread computes MICRO x MICRO outputs (the prelude's MICRO): a BT^2 block tile
+
+
 def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
-    """One shared tiled kernel per dtype (``_matmul_f32``...), its sizes passed at launch: every
-    matmul of a program (and of every program) of that dtype is the same compiled code."""
+    """One shared kernel per dtype (``_matmul_f32``...), its sizes passed at launch: every matmul of
+    that dtype is the same compiled code. TILE x TILE threads compute a (TILE*MICRO)^2 block tile,
+    each thread a MICRO x MICRO register tile (rows ``ty + TILE*i``, columns ``tx + TILE*j``, so
+    shared-memory reads and global writes are contiguous across a warp), over K in steps of TILE
+    staged through shared memory. The unrolled register tile is written out as text."""
     root = spec.group.root
     out = root.result
     if out.type.size == 0:
@@ -416,38 +439,72 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     zero = literal(0, dtype)
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
-    step = typed(reducer.combine("acc", typed("sa[ty, q] * sb[q, tx]", dtype)), dtype)
+    r = range(MICRO)
+    shared = numba_type(dtype)
+    loads = []
+    for e in r:  # a (BT x TILE) slice of A and a (TILE x BT) slice of B: MICRO elements per thread
+        loads += [
+            f"e = tid + {e} * TILE * TILE",
+            "ra = e // TILE",
+            "ca = e % TILE",
+            "gi = row0 + ra",
+            "gp = p0 + ca",
+            f"sa[ca, ra] = a[abase + gi * k + gp] if gi < m and gp < k else {zero}",
+            "rb = e // BT",
+            "cb = e % BT",
+            "gp = p0 + rb",
+            "gj = col0 + cb",
+            f"sb[rb, cb] = b[bbase + gp * n + gj] if gp < k and gj < n else {zero}",
+        ]
+    step = [f"x{i} = sa[q, ty + {i} * TILE]" for i in r] + [f"y{j} = sb[q, tx + {j} * TILE]" for j in r]
+    step += [
+        f"c{i}{j} = {typed(reducer.combine(f'c{i}{j}', typed(f'x{i} * y{j}', dtype)), dtype)}"
+        for i in r
+        for j in r
+    ]
+    stores = []
+    for i in r:
+        stores += [f"gi = row0 + ty + {i} * TILE"]
+        for j in r:
+            stores += [
+                f"gj = col0 + tx + {j} * TILE",
+                "if gi < m and gj < n:",
+                f"    o[obase + gi * n + gj] = c{i}{j}",
+            ]
+    identity = literal(reducer.identity(dtype), dtype)
+    tile = [
+        "row0 = bi * BT",
+        "col0 = bj * BT",
+        *(f"c{i}{j} = {identity}" for i in r for j in r),
+        "for p0 in range(0, k, TILE):",
+        *indent(
+            [*loads, "cuda.syncthreads()", "for q in range(TILE):", *indent(step, 1), "cuda.syncthreads()"], 1
+        ),
+        *stores,
+    ]
     lines = [
-        f"sa = cuda.shared.array((TILE, TILE), {numba_type(dtype)})",
-        f"sb = cuda.shared.array((TILE, TILE), {numba_type(dtype)})",
+        f"sa = cuda.shared.array((TILE, BT), {shared})",
+        f"sb = cuda.shared.array((TILE, BT), {shared})",
         "tx = cuda.threadIdx.x",
         "ty = cuda.threadIdx.y",
+        "tid = ty * TILE + tx",
         "for t in range(cuda.blockIdx.z, nb, cuda.gridDim.z):",
-        "    for bi in range(cuda.blockIdx.y, (m + TILE - 1) // TILE, cuda.gridDim.y):",
-        "        for bj in range(cuda.blockIdx.x, (n + TILE - 1) // TILE, cuda.gridDim.x):",
-        "            i = bi * TILE + ty",
-        "            j = bj * TILE + tx",
-        f"            acc = {literal(reducer.identity(dtype), dtype)}",
-        "            for p0 in range(0, k, TILE):",
-        "                p = p0 + tx",
-        f"                sa[ty, tx] = a[t * m * k + i * k + p] if i < m and p < k else {zero}",
-        "                p = p0 + ty",
-        f"                sb[ty, tx] = b[t * k * n + p * n + j] if p < k and j < n else {zero}",
-        "                cuda.syncthreads()",
-        "                for q in range(TILE):",
-        f"                    acc = {step}",
-        "                cuda.syncthreads()",
-        "            if i < m and j < n:",
-        "                o[t * m * n + i * n + j] = acc",
+        "    abase = t * m * k",
+        "    bbase = t * k * n",
+        "    obase = t * m * n",
+        "    for bi in range(cuda.blockIdx.y, (m + BT - 1) // BT, cuda.gridDim.y):",
+        "        for bj in range(cuda.blockIdx.x, (n + BT - 1) // BT, cuda.gridDim.x):",
+        *indent(tile, 3),
     ]
-    tiles_m, tiles_n = f"(({m} + TILE - 1) // TILE)", f"(({n} + TILE - 1) // TILE)"
+    tiles_m, tiles_n = f"(({m} + BT - 1) // BT)", f"(({n} + BT - 1) // BT)"
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
     params = ["a", "b", "o", "nb", "m", "k", "n"]
     types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 4
-    shared = kernel(name, params, types, lines, launch)
-    shared.args = [*(spec.names[v] for v in (*root.operands, out)), str(nb), str(m), str(k), str(n)]
-    return shared
+    shared_kernel = kernel(name, params, types, lines, launch)
+    shared_kernel.shared = True
+    shared_kernel.args = [*(spec.names[v] for v in (*root.operands, out)), str(nb), str(m), str(k), str(n)]
+    return shared_kernel
 
 
 _WRITERS: dict[GroupKind, Callable[[_Spec], CudaKernel | None]] = {

@@ -8,7 +8,9 @@ Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
 - ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
   (the prologue) are inlined.
-- ``CONTRACT``: a matmul; reads materialized operands only (BLAS wants real arrays).
+- ``CONTRACT``: a matmul; reads materialized operands only (BLAS wants real arrays), or, with
+  ``fuse(func, contract_transposes=True)``, the transpose (last two axes) of one: BLAS reads the
+  transposed view of the buffer directly.
 
 The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
 before the value itself. For each group that reads a value we record its *access keys*: the chain
@@ -25,7 +27,11 @@ is inlined:
    may);
 2. an elementwise op read by one group only, when inlining does not recompute it (evaluations <=
    its element count). An expensive value read at many indices (``exp(c)`` feeding a broadcast,
-   both sides of a ``concatenate``) is therefore materialized.
+   both sides of a ``concatenate``) is therefore materialized;
+3. a cheap elementwise op (no libm call) read by several groups, each at the identity index only,
+   into each of them, when its operands are buffers anyway (params, reduction and matmul results,
+   index maps of those): ``s = z - max(z)`` read by the softmax sum and by the backward is
+   recomputed (one flop per element) instead of written to and read back from a full-size buffer.
 
 Otherwise, if the earliest group that reads it reads it only at the identity index (same
 iteration space, e.g. ``y = exp(x)`` used by ``y + 1`` and also returned or read by a later
@@ -43,9 +49,12 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Function, Op, Value
+from compiler.prims import elementwise as ew
+from compiler.prims import movement as mv
 from compiler.prims.base import Kind
 
 MAX_ACCESS_KEYS = 16
+RECOMPUTE_DEPTH = 3  # index maps between a recomputed op and the buffers it reads
 
 # A read's position relative to its group root: ((op position, operand index), ...) along the path.
 AccessKey = tuple[tuple[int, int], ...]
@@ -134,15 +143,32 @@ def value_names(func: Function) -> dict[Value, str]:
     return names
 
 
-def fuse(func: Function) -> FusionPlan:
-    return _Fuser(func).run()
+def fuse(func: Function, contract_transposes: bool = False, recompute: bool = True) -> FusionPlan:
+    """``recompute``: rule 3 of the module docstring (False: such ops are stored, as before it).
+    ``contract_transposes``: a transpose of the last two axes that only matmuls read is placed in
+    their CONTRACT groups (``Group.ops`` = [transpose, matmul]) instead of being copied into a buffer:
+    the kernel hands BLAS the transposed view of the transpose's operand. A backend that passes True
+    must read such a matmul operand through the inlined transpose (``compiler/codegen/cpu.py`` does).
+    """
+    return _Fuser(func, contract_transposes, recompute).run()
+
+
+def swaps_last_two(op: Op) -> bool:
+    """A transpose that exchanges the last two axes and keeps every batch axis in place."""
+    if op.prim is not mv.transpose:
+        return False
+    n = len(op.result.type.shape)
+    return n >= 2 and tuple(int(p) for p in op.attrs["perm"]) == (*range(n - 2), n - 1, n - 2)
 
 
 class _Fuser:
-    def __init__(self, func: Function) -> None:
+    def __init__(self, func: Function, contract_transposes: bool = False, recompute: bool = True) -> None:
         self.func = func
+        self.contract_transposes = contract_transposes
+        self.recompute = recompute
         self.returned = set(func.results)
         self.users: dict[Value, list[Op]] = defaultdict(list)
+        self.producer = {r: op for op in func.ops for r in op.results}
         for op in func.ops:
             for v in op.operands:
                 self.users[v].append(op)
@@ -195,10 +221,19 @@ class _Fuser:
         if op.prim.kind not in _INLINABLE or not reads:
             return [], False
         value = op.result
+        if (
+            self.contract_transposes
+            and value not in self.returned
+            and swaps_last_two(op)
+            and all(g.kind is GroupKind.CONTRACT for g in reads)
+        ):
+            return list(reads), False  # a transposed view for BLAS: no copy, no buffer
         inlinable = value not in self.returned and all(
             g.kind is not GroupKind.CONTRACT and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
         )
         if inlinable and op.prim.kind in _INDEX_MAPS:
+            return list(reads), False
+        if inlinable and self.recompute and self._recomputable(op, reads):
             return list(reads), False
         if inlinable and len(reads) == 1:
             ((group, keys),) = reads.items()
@@ -208,6 +243,26 @@ class _Fuser:
         if first.kind is not GroupKind.CONTRACT and set(reads[first]) == {IDENTITY}:
             return [first], True
         return [], False
+
+    def _recomputable(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
+        """Rule 3: a cheap elementwise op (no libm call) read at the identity index only, whose operands
+        are buffers anyway (params, reduction and matmul results, index maps of those)."""
+        return (
+            op.prim.kind is Kind.ELEMENTWISE
+            and op.prim not in ew.TRANSCENDENTAL
+            and all(set(keys) == {IDENTITY} for keys in reads.values())
+            and all(self._stored_anyway(v, RECOMPUTE_DEPTH) for v in op.operands)
+        )
+
+    def _stored_anyway(self, value: Value, depth: int) -> bool:
+        producer = self.producer.get(value)
+        if producer is None or producer.prim.kind in (Kind.REDUCTION, Kind.CONTRACTION):
+            return True
+        return (
+            depth > 0
+            and producer.prim.kind in _INDEX_MAPS
+            and all(self._stored_anyway(v, depth - 1) for v in producer.operands)
+        )
 
     def _record_operand_reads(self, op: Op, pos: int, group: Group) -> None:
         """Charge the operands of ``op`` with the reads ``group`` makes of them."""

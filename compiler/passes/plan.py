@@ -160,6 +160,10 @@ class _Planner:
         for group in fusion.groups:
             for v in group.inputs:
                 self.last_read[v] = max(self.last_read.get(v, -1), group.root_pos)
+        end = max((g.root_pos for g in fusion.groups), default=0) + 1
+        for v in func.results:  # a returned argument is copied as the driver returns: read at the end
+            if v in self.params:
+                self.last_read[v] = end
         self.rows: list[BufferRow] = []
         self.row_of: dict[Value, BufferRow] = {}
         self.decisions: list[InplaceDecision] = []

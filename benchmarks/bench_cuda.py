@@ -1,0 +1,277 @@
+"""CUDA benchmark: dslc's generated kernels against PyTorch on the same GPU, in one run.
+
+    python benchmarks/bench_cuda.py [--quick] [--out benchmarks/results/cuda.md]
+    python benchmarks/bench_cuda.py --sim      # a smoke run in the CUDA simulator (tiny, no timings)
+
+Needs an NVIDIA GPU (and ``pip install -e '.[cuda]'``; PyTorch with CUDA for the comparisons).
+Measures, with arguments already on the device (medians of repeated runs after warm-up, each timed
+between two device synchronizations):
+- the device's copy bandwidth (a device-to-device copy of the chain's bytes);
+- an 8-op elementwise chain over 10^8 float32 (one fused kernel): its bandwidth as a fraction of the
+  copy's (target >= 80%), and PyTorch eager on the same chain;
+- reductions: row sums of a 8192 x 8192 matrix and the full sum of 10^8 values, against torch.sum;
+- matmul 4096^3 float32 (dslc's tiled shared-memory kernel) in GFLOP/s against torch.matmul
+  (TF32 off, so both compute in float32);
+- a 6-layer MLP training step (value_and_grad + in-place SGD, width 1024, batch 4096) against
+  PyTorch eager autograd doing the same.
+Each dslc result is checked against PyTorch's (or NumPy's) before it is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+SIM = "--sim" in sys.argv
+if SIM:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from numba import cuda  # noqa: E402
+
+import dsl  # noqa: E402
+import dsl.numpy as dnp  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the comparisons are skipped, dslc's figures stay
+    torch = None
+
+
+def sync() -> None:
+    cuda.synchronize()
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def chain(x):
+    a = x * 1.5
+    b = a + 0.5
+    c = b * x
+    d = c - 2.0
+    e = x * x
+    f = e + 1.0
+    g = d / f
+    return dnp.maximum(g, 0.0)
+
+
+def chain_torch(x):
+    a = x * 1.5
+    b = a + 0.5
+    c = b * x
+    d = c - 2.0
+    e = x * x
+    f = e + 1.0
+    g = d / f
+    return torch.clamp_min(g, 0.0)
+
+
+def mlp_loss(params, x, y):
+    h = x
+    for w, b in params[:-1]:
+        h = dnp.tanh(h @ w + b)
+    w, b = params[-1]
+    return ((h @ w + b - y) ** 2).mean()
+
+
+def mlp_step(params, x, y):
+    loss, grads = dsl.value_and_grad(mlp_loss)(params, x, y)
+    for (w, b), (gw, gb) in zip(params, grads):
+        w -= 0.01 * gw
+        b -= 0.01 * gb
+    return loss
+
+
+def torch_mlp_step(params, x, y):
+    h = x
+    for w, b in params[:-1]:
+        h = torch.tanh(h @ w + b)
+    w, b = params[-1]
+    loss = ((h @ w + b - y) ** 2).mean()
+    grads = torch.autograd.grad(loss, [t for pair in params for t in pair])
+    with torch.no_grad():
+        for t, g in zip([t for pair in params for t in pair], grads):
+            t -= 0.01 * g
+    return loss
+
+
+def as_torch(d: Any) -> Any:
+    return torch.as_tensor(d, device="cuda")
+
+
+def close(got: Any, want: Any, rtol: float, what: str) -> None:
+    got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
+    want = want.detach().cpu().numpy() if hasattr(want, "detach") else np.asarray(want)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=what)
+
+
+def main() -> None:
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
+    parser.add_argument("--sim", action="store_true", help="smoke run in the CUDA simulator (no timings)")
+    parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "cuda.md"))
+    args = parser.parse_args()
+    if not SIM and not cuda.is_available():
+        sys.exit("bench_cuda: no usable NVIDIA GPU here (numba.cuda.is_available() is False); nothing run")
+    use_torch = torch is not None and not SIM and torch.cuda.is_available()
+    if use_torch:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+    scale = 1 if not (args.quick or SIM) else None
+    n_chain = 10**8 if scale else (10**7 if not SIM else 300)
+    n_rows = 8192 if scale else (2048 if not SIM else 20)
+    n_mm = 4096 if scale else (1024 if not SIM else 24)
+    width, batch = (1024, 4096) if scale else ((256, 1024) if not SIM else (8, 6))
+    repeats = 20 if scale else (5 if not SIM else 1)
+    rng = np.random.default_rng(0)
+    rows: list[dict[str, Any]] = []
+
+    def record(name: str, ours: float, work: str, peer: float | None = None, extra: str = "") -> None:
+        rows.append(
+            {
+                "program": name,
+                "dslc_ms": ours * 1e3,
+                "torch_ms": None if peer is None else peer * 1e3,
+                "ratio": None if peer is None else ours / peer,
+                "work": work,
+                "note": extra,
+            }
+        )
+        print(rows[-1], flush=True)
+
+    # Copy bandwidth and the fused chain.
+    x = cuda.to_device(rng.standard_normal(n_chain).astype(np.float32))
+    copy = cuda.device_array_like(x)
+    t_copy = median_time(lambda: copy.copy_to_device(x), repeats)
+    bytes_moved = 2 * x.size * 4
+    copy_bw = bytes_moved / t_copy
+    f_chain = dsl.compile(chain, target="cuda")
+    want = chain_torch(as_torch(x)) if use_torch else None
+    if use_torch:
+        close(f_chain(x), want, 1e-5, "chain")
+    else:  # NumPy is the oracle
+        close(f_chain(x), dsl.compile(chain, target="cpu")(x.copy_to_host()), 1e-5, "chain")
+    t_chain = median_time(lambda: f_chain(x), repeats)
+    t_chain_torch = median_time(lambda: chain_torch(as_torch(x)), repeats) if use_torch else None
+    frac = (bytes_moved / t_chain) / copy_bw
+    record(
+        f"8-op chain, {n_chain:.0e} f32",
+        t_chain,
+        f"{bytes_moved / t_chain / 1e9:.0f} GB/s = {frac:.0%} of copy ({copy_bw / 1e9:.0f} GB/s)",
+        t_chain_torch,
+    )
+
+    # Reductions.
+    m = cuda.to_device(rng.standard_normal((n_rows, n_rows)).astype(np.float32))
+    f_rows = dsl.compile(lambda a: a.sum(axis=1), target="cuda")
+    f_all = dsl.compile(lambda a: a.sum(), target="cuda")
+    if use_torch:
+        close(f_rows(m), as_torch(m).sum(dim=1), 1e-3, "row sums")
+        close(f_all(x), as_torch(x).sum(), 1e-3, "full sum")
+    else:
+        close(f_rows(m), m.copy_to_host().sum(axis=1), 1e-3, "row sums")
+        close(f_all(x), x.copy_to_host().sum(), 1e-3, "full sum")
+    t_rows = median_time(lambda: f_rows(m), repeats)
+    t_all = median_time(lambda: f_all(x), repeats)
+    peer_rows = median_time(lambda: as_torch(m).sum(dim=1), repeats) if use_torch else None
+    peer_all = median_time(lambda: as_torch(x).sum(), repeats) if use_torch else None
+    record(f"row sums {n_rows}x{n_rows}", t_rows, f"{m.size * 4 / t_rows / 1e9:.0f} GB/s", peer_rows)
+    record(f"full sum {n_chain:.0e}", t_all, f"{x.size * 4 / t_all / 1e9:.0f} GB/s", peer_all)
+
+    # Matmul: the tiled kernel.
+    a = cuda.to_device(rng.standard_normal((n_mm, n_mm)).astype(np.float32))
+    b = cuda.to_device(rng.standard_normal((n_mm, n_mm)).astype(np.float32))
+    f_mm = dsl.compile(lambda p, q: p @ q, target="cuda")
+    if use_torch:
+        close(f_mm(a, b), as_torch(a) @ as_torch(b), 1e-3, "matmul")
+    else:
+        close(f_mm(a, b), a.copy_to_host() @ b.copy_to_host(), 1e-3, "matmul")
+    t_mm = median_time(lambda: f_mm(a, b), repeats)
+    peer_mm = median_time(lambda: as_torch(a) @ as_torch(b), repeats) if use_torch else None
+    flops = 2 * n_mm**3
+    note = "" if peer_mm is None else f"torch.matmul {flops / peer_mm / 1e9:.0f} GFLOP/s"
+    record(f"matmul {n_mm}^3 f32 (tiled)", t_mm, f"{flops / t_mm / 1e9:.0f} GFLOP/s", peer_mm, note)
+
+    # MLP training step.
+    sizes = [width] * 6 + [16]
+    host = [
+        ((rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32))
+        for i, o in zip(sizes, sizes[1:])
+    ]
+    params = [(cuda.to_device(w), cuda.to_device(bias)) for w, bias in host]
+    xb = cuda.to_device(rng.standard_normal((batch, width)).astype(np.float32))
+    yb = cuda.to_device(rng.standard_normal((batch, 16)).astype(np.float32))
+    f_step = dsl.compile(mlp_step, target="cuda")
+    peer_step = None
+    if use_torch:
+        tparams = [(torch.tensor(w, device="cuda"), torch.tensor(bias, device="cuda")) for w, bias in host]
+        for w, bias in tparams:
+            w.requires_grad_(True)
+            bias.requires_grad_(True)
+        close(f_step(params, xb, yb), torch_mlp_step(tparams, as_torch(xb), as_torch(yb)), 1e-3, "mlp step")
+        peer_step = median_time(lambda: torch_mlp_step(tparams, as_torch(xb), as_torch(yb)), repeats)
+    t_step = median_time(lambda: f_step(params, xb, yb), repeats)
+    record(f"MLP training step 6x{width}, batch {batch}", t_step, "value_and_grad + SGD", peer_step)
+
+    if SIM:
+        print("simulator smoke run: every program ran (checked against NumPy but the MLP step); no figures")
+        return
+    device = cuda.get_current_device()
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device.name.decode() if isinstance(device.name, bytes) else str(device.name),
+        "compute_capability": list(device.compute_capability),
+        "host": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__ if torch is not None else None,
+        "quick": args.quick,
+        "command": "python benchmarks/bench_cuda.py" + (" --quick" if args.quick else ""),
+    }
+    with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=2)
+    lines = [
+        "# CUDA benchmark",
+        "",
+        f"`{meta['command']}` on {meta['device']} (sm_{''.join(map(str, meta['compute_capability']))}), "
+        f"{meta['date']}, torch {meta['torch']}.",
+        "",
+        "| program | dslc ms | torch ms | dslc/torch | work | note |",
+        "|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        peer = "-" if r["torch_ms"] is None else f"{r['torch_ms']:.3f}"
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        ours = f"{r['dslc_ms']:.3f}"
+        lines.append(f"| {r['program']} | {ours} | {peer} | {ratio} | {r['work']} | {r['note']} |")
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
