@@ -150,14 +150,14 @@ def _emit_ptx(lowered: Any, args: argparse.Namespace) -> str:
 def _emit_mlir(lowered: Any, args: argparse.Namespace) -> str:
     from compiler.codegen.mlir_export import export_module
 
-    return export_module([lowered._program.stages["optimized"]])
+    return export_module([lowered.program.stages["optimized"]])
 
 
 def _emit_dot(lowered: Any, args: argparse.Namespace) -> str:
     from compiler.ir.dot import function_to_dot
     from compiler.passes.fuse import fuse
 
-    optimized = lowered._program.stages["optimized"]
+    optimized = lowered.program.stages["optimized"]
     return function_to_dot(optimized, fuse(optimized))
 
 
@@ -165,7 +165,7 @@ def _emit_dot(lowered: Any, args: argparse.Namespace) -> str:
 EMITTERS: dict[str, Callable[[Any, argparse.Namespace], str]] = {
     "plan": lambda lowered, args: str(lowered.memory_plan()),
     "numba": lambda lowered, args: str(lowered.source()),
-    "llvm": lambda lowered, args: llvm_ir(lowered._program, _zeros(args.arg)),
+    "llvm": lambda lowered, args: llvm_ir(lowered.program, _zeros(args.arg)),
     "ptx": _emit_ptx,
     "mlir": _emit_mlir,
     "dot": _emit_dot,

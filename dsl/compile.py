@@ -83,6 +83,11 @@ class Lowered:
     def __init__(self, program: Program) -> None:
         self._program = program
 
+    @property
+    def program(self) -> Program:
+        """The compiler's record of this program: IR per stage, plan, generated source, executable."""
+        return self._program
+
     def stages(self) -> list[str]:
         return list(self._program.stage_text)
 
