@@ -1,7 +1,7 @@
 """The measured effect of each CPU code-generation optimization (``compiler.codegen.cpu.OPTIMIZATIONS``):
 each suite program compiled with all of them and with one switched off, timed interleaved in one run.
 
-    python benchmarks/bench_optimizations.py [--only NAME,...] [--rounds 5]
+    python benchmarks/bench_optimizations.py [--only NAME,...] [--rounds 5] [--out FILE.md]
 
 Also checks that both builds give the same results (allclose), so each optimization is checked
 against its switched-off form on every suite program.
@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import functools
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -62,23 +61,28 @@ def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_round: int =
                 t0 = time.perf_counter()
                 fn()
                 times[k].append(time.perf_counter() - t0)
-    return {k: statistics.median(v) for k, v in times.items()}
+    return {k: min(v) for k, v in times.items()}  # the least disturbed run: other load only adds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", default="")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--out", default="", help="also write the table here (markdown)")
     args = parser.parse_args()
+    lines: list[str] = []
+    emit = lines.append
     wanted = [w for w in args.only.split(",") if w]
     switches = sorted(cpu.OPTIMIZATIONS) + list(FUSION)
-    print(f"load average {os.getloadavg()[0]:.2f}; switches: {switches}")
-    print(
+    command = "python benchmarks/bench_optimizations.py" + (f" --only {args.only}" if args.only else "")
+    emit(f"# Optimizations, each switched off (min of {args.rounds} interleaved rounds of 3 calls)\n")
+    emit(f"- command: `{command} --rounds {args.rounds}`; load average {os.getloadavg()[0]:.2f}\n")
+    emit(
         "| program | as built ms | "
         + " | ".join(f"{o if o[0] == '+' else 'without ' + o} ms" for o in switches)
         + " |"
     )
-    print("|---|" + "---:|" * (len(switches) + 1))
+    emit("|---|" + "---:|" * (len(switches) + 1))
     for name in suite_programs.BUILDERS:
         if wanted and not any(w in name for w in wanted):
             continue
@@ -90,7 +94,13 @@ def main() -> None:
                 np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-3 * max(1.0, float(np.abs(w).max())))
         t = interleaved(fns, args.rounds)
         cells = " | ".join(f"{1e3 * t[o]:.2f} ({t[o] / t['on']:.2f}x)" for o in switches)
-        print(f"| {name} | {1e3 * t['on']:.2f} | {cells} |", flush=True)
+        emit(f"| {name} | {1e3 * t['on']:.2f} | {cells} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
 
 
 if __name__ == "__main__":

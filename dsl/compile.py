@@ -25,6 +25,7 @@ from dsl.array import Array, Storage
 from dsl.errors import DSLError, TraceError
 from runtime.cuda_executable import device_interface, is_device_array
 from runtime.devices import resolve_target
+from runtime.errors import DeviceError
 
 _SCALARS = (bool, int, float)
 _WEAK_DTYPE = {bool: DType.i1, int: DType.i64, float: DType.f64}
@@ -243,7 +244,12 @@ class Compiled:
         with self._lock:
             entry = self._cache.get(key)
             if entry is None:
-                target = resolve_target(self._target)
+                try:
+                    target = resolve_target(self._target)
+                except DeviceError as err:
+                    raise tracing.user_error(DeviceError, str(err)) from None
+                if target == "cpu":
+                    self._no_device_arrays(args)
                 donated = self._donated_leaves(args)
                 options = Options(target=target, donate_argnums=donated, strict_inplace=self._strict_inplace)
                 if self._inplace is not None:
@@ -262,6 +268,20 @@ class Compiled:
                 if dump_dir:
                     program.dump(dump_dir)
         return entry
+
+    def _no_device_arrays(self, args: tuple[Any, ...]) -> None:
+        """A GPU array given to a CPU program is a mistake, not something to copy silently."""
+        for i, a in enumerate(args):
+            if i in self._static or isinstance(a, Default):
+                continue
+            flat = pytree.flatten(a)[0]
+            for leaf, name in zip(flat, pytree.leaf_paths(a, self._name(i))):
+                if is_device_array(leaf):
+                    raise tracing.user_error(
+                        CallError,
+                        f"argument '{name}' is a GPU array, but this function compiles for the CPU; "
+                        "use dsl.compile(..., target='cuda') (or pass NumPy arrays)",
+                    )
 
     def _donated_leaves(self, args: tuple[Any, ...]) -> tuple[int, ...]:
         """``donate_argnums`` counts Python arguments; the IR counts array leaves."""

@@ -203,7 +203,7 @@ def test_target_cuda_without_gpu() -> None:
     if cuda_available():
         pytest.skip("a GPU is present: target='cuda' is valid here")
     f = dsl.compile(lambda x: x + 1, target="cuda")
-    with pytest.raises(dsl.DeviceError, match="target='cuda' needs a usable NVIDIA GPU"):
+    with pytest.raises(dsl.DeviceError, match=r"test_errors.py:\d+.*target='cuda' needs a usable NVIDIA GPU"):
         f(np.ones(2))
 
 

@@ -13,9 +13,6 @@ output shares a block with an input (in place) still reads every input before wr
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -29,13 +26,10 @@ from compiler.prims import reduction
 from compiler.prims.base import Kind
 
 MIN_ELEMENTS = 1 << 14
-CHUNK_ELEMENTS = 1 << 15  # elements per chunk of a chunked kernel: its temporaries stay in L2
+CHUNK_ELEMENTS = 1 << 16  # elements per chunk of a chunked kernel: its temporaries stay in cache
+CHUNK_MIN_ELEMENTS = 1 << 18  # smaller groups' temporaries fit in cache anyway: one call per op is less
 
-PRELUDE = (
-    "from compiler.codegen.arraylevel import row_blocks as _row_blocks\n"
-    "from compiler.ir.types import DType\n"
-    "from compiler.prims import REGISTRY as _PRIMS"
-)
+PRELUDE = "from compiler.ir.types import DType\nfrom compiler.prims import REGISTRY as _PRIMS"
 
 
 def wants_numpy(group: Group) -> bool:
@@ -79,7 +73,6 @@ def numpy_kernel(
     names: dict[Value, str],
     pool: ConstantPool,
     chunked: bool = True,
-    threaded: bool = True,
 ) -> str:
     """A plain Python function evaluating ``group`` op by op with NumPy, then storing its outputs;
     in chunks of rows when ``chunked`` and the group allows it (``_chunk_plan``)."""
@@ -87,7 +80,7 @@ def numpy_kernel(
     if plan is None:
         lines = _whole_array_body(group, names, pool)
     else:
-        lines = _chunked_body(group, names, pool, *plan, threaded)
+        lines = _chunked_body(group, names, pool, *plan)
     return "\n".join([f"def {name}({', '.join(args)}):", *indent(lines, 1)])
 
 
@@ -116,7 +109,7 @@ def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
     (NumPy gives views for broadcasts), and sliced where a chunk reads it. Returns the per-chunk values
     and the rows per chunk, or None where a whole-array value would depend on a per-chunk one."""
     shape = group.shape
-    if not shape or shape[0] < 2:
+    if not shape or shape[0] < 2 or math.prod(shape) < CHUNK_MIN_ELEMENTS:
         return None
     per_chunk: set[Value] = set()
     body = group.ops[:-1] if group.kind is GroupKind.REDUCE else group.ops
@@ -138,7 +131,6 @@ def _chunked_body(
     pool: ConstantPool,
     per_chunk: set[Value],
     rows: int,
-    threaded: bool,
 ) -> list[str]:
     shape = group.shape
     local: dict[Value, str] = {v: names[v] for v in group.inputs}
@@ -172,30 +164,5 @@ def _chunked_body(
                 inside.append(f"np.copyto({out}[r0:r1], {local[v]}, casting='unsafe')")
         else:
             inside.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
-    loop = [f"for r0 in range(lo, hi, {rows}):", f"    r1 = min(r0 + {rows}, hi)", *indent(inside, 1)]
-    # Chunks of disjoint rows are independent (a reduction over axis 0 accumulates: one thread).
-    serial = not threaded or (group.kind is GroupKind.REDUCE and 0 in root.attrs["axes"])
-    threads = "1" if serial else "0"
-    call = f"_row_blocks(rows_of, {shape[0]}, {rows}, {threads})"
-    return before + ["def rows_of(lo, hi):", *indent(loop, 1), call]
-
-
-_POOL: list[ThreadPoolExecutor] = []
-
-
-def row_blocks(body: Callable[[int, int], None], n_rows: int, rows: int, threads: int = 0) -> None:
-    """Run ``body(lo, hi)`` over ``[0, n_rows)`` split into one block of whole chunks per thread
-    (``threads=0``: one per core). NumPy releases the GIL inside its loops, so blocks run in parallel."""
-    threads = threads or os.cpu_count() or 1
-    chunks = -(-n_rows // rows)
-    threads = min(threads, chunks)
-    if threads < 2:
-        body(0, n_rows)
-        return
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=(os.cpu_count() or 2) - 1, thread_name_prefix="dslc"))
-    bounds = [min(n_rows, rows * (chunks * t // threads)) for t in range(threads + 1)]
-    futures = [_POOL[0].submit(body, lo, hi) for lo, hi in zip(bounds[1:-1], bounds[2:])]
-    body(bounds[0], bounds[1])
-    for f in futures:
-        f.result()
+    loop = [f"for r0 in range(0, {shape[0]}, {rows}):", f"    r1 = min(r0 + {rows}, {shape[0]})"]
+    return before + loop + indent(inside, 1)

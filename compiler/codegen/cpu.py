@@ -48,9 +48,10 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 # plain form (``tests/test_perf_paths.py``):
 # - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
 #   them (partial sums per vector lane: the result differs from serial order within rounding);
-# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``);
-# - "threaded_numpy": ... and their chunks are spread over one thread per core.
-OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy", "threaded_numpy"}
+# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
+#   (Spreading the chunks over a thread pool was tried: with BLAS and Numba threads on 2 cores it
+#   made the MLP step 4x slower, so the NumPy kernels stay on the calling thread.)
+OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy"}
 _REASSOCIABLE = frozenset({reduction.reduce_sum})
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
 ENTRY = "run"
@@ -248,8 +249,8 @@ def _loop_kernel(spec: _KernelSpec) -> Kernel | None:
 
 def _numpy_kernel(spec: _KernelSpec) -> Kernel:
     name = spec.kernel_name + "_np"
-    chunked, threaded = "chunked_numpy" in OPTIMIZATIONS, "threaded_numpy" in OPTIMIZATIONS
-    text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked, threaded)
+    chunked = "chunked_numpy" in OPTIMIZATIONS
+    text = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
     return Kernel(name, spec.args, text, objmode=True)
 
 

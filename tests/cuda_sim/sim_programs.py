@@ -185,3 +185,9 @@ def test_second_derivative() -> None:
 def test_launch_sizes_follow_the_simulator() -> None:
     source = cuda_codegen.PRELUDE
     assert "TPB = 8 if SIM else 256" in source
+
+
+def test_device_array_to_a_cpu_program_is_an_error() -> None:
+    f = dsl.compile(lambda x: x * 2, target="cpu")
+    with pytest.raises(DSLError, match=r"sim_programs.py:\d+.*'x' is a GPU array.*target='cuda'"):
+        f(cuda.to_device(f32(3)))
