@@ -56,6 +56,8 @@ BINARY = {
     "sub": dnp.subtract,
     "mul": dnp.multiply,
     "truediv": dnp.divide,
+    "floordiv": dnp.floor_divide,
+    "mod": dnp.remainder,
     "pow": dnp.power,
     "matmul": dnp.matmul,
 }
@@ -69,6 +71,8 @@ COMPARE = {
 }
 AUGMENTED = {"iadd": ("+=", dnp.add), "isub": ("-=", dnp.subtract), "imul": ("*=", dnp.multiply)}
 AUGMENTED["itruediv"] = ("/=", dnp.divide)
+AUGMENTED["ifloordiv"] = ("//=", dnp.floor_divide)
+AUGMENTED["imod"] = ("%=", dnp.remainder)
 INPLACE: dict[str, Callable[..., Array]] = {
     "add_": dnp.add,
     "sub_": dnp.subtract,

@@ -14,7 +14,7 @@ from compiler.prims import elementwise as ew
 from compiler.prims import reduction
 from dsl import ops, tracing
 from dsl.array import Array
-from dsl.errors import ShapeError
+from dsl.errors import ShapeError, TraceError
 
 float32 = np.float32
 float64 = np.float64
@@ -56,6 +56,32 @@ def divide(x: Any, y: Any) -> Array:
 
 
 true_divide = divide
+
+
+def floor_divide(x: Any, y: Any) -> Array:
+    """``x // y`` (NumPy's floor division) for integer arrays."""
+    dtype = ops.result_dtype(x, y)
+    if not dtype.is_int:
+        raise tracing.user_error(
+            TraceError,
+            f"floor division (//) of {dtype} values is not supported yet, only of integers; "
+            "use divide (/) for floating-point values",
+        )
+    return ops.binary(ew.div, x, y, dtype)  # integer ``div`` floors, like NumPy
+
+
+def remainder(x: Any, y: Any) -> Array:
+    """``x % y`` (NumPy's remainder: the sign of ``y``) for integer arrays (``y != 0``)."""
+    dtype = ops.result_dtype(x, y)
+    if not dtype.is_int:
+        raise tracing.user_error(
+            TraceError,
+            f"remainder (%) of {dtype} values is not supported yet, only of integers",
+        )
+    return subtract(x, multiply(floor_divide(x, y), y))
+
+
+mod = remainder
 
 
 def power(x: Any, y: Any) -> Array:

@@ -150,3 +150,32 @@ def test_against_numpy(name: str) -> None:
     got = interpret_fn(fn, *args)
     rtol = 1e-5 if np.asarray(want).dtype == np.float32 else 1e-9
     assert_same(got, np.asarray(want), rtol=rtol)
+
+
+def test_integer_floor_division_and_remainder_follow_numpy() -> None:
+    @dsl.compile
+    def f(a, b):
+        c = a // b
+        d = a % b
+        a //= 3
+        return c, d, 7 // b, -7 % b, dsl.numpy.floor_divide(a, b), dsl.numpy.mod(b, 3)
+
+    a = np.array([[-7, 7, 5], [-5, 0, 9]], np.int64)
+    b = np.array([2, -2, 3], np.int32)
+    got_a = a.copy()
+    got = f(got_a, b)
+    a3 = a // 3
+    want = (a // b, a % b, 7 // b, -7 % b, a3 // b, np.mod(b, 3))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got_a, a3)
+
+
+def test_float_floor_division_is_a_clear_error() -> None:
+    f = dsl.compile(lambda x: x // 2.0)
+    with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: floor division \(//\) of f64"):
+        f(np.ones(3))
+    g = dsl.compile(lambda x: x % 2.0)
+    with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: remainder \(%\) of f64"):
+        g(np.ones(3))
