@@ -163,7 +163,8 @@ def available(framework: str) -> str | None:
     return None
 
 
-def run_program(prog: Program, repeats: int, missing: dict[str, str]) -> dict[str, Any]:
+def run_program(prog: Program, repeats: int, missing: dict[str, str], isolate: bool = True) -> dict[str, Any]:
+    """``isolate=False`` (``--quick``): every framework timed in this process, a smoke run only."""
     row: dict[str, Any] = {"program": prog.name, "description": prog.description, "times": {}, "notes": []}
     runners = {f: Runner(prog, f) for f in FRAMEWORKS if f not in missing}
     want = runners["dslc"].check()
@@ -176,14 +177,19 @@ def run_program(prog: Program, repeats: int, missing: dict[str, str]) -> dict[st
             prog, f, got[:1] if f == "numpy" and prog.numpy_is_forward else got, want[: len(got)]
         )
     row["max_rel_err"] = errs
-    for f in runners:  # each framework alone in a fresh process (see time_in_child)
-        row["times"][f] = time_in_child(prog.name, f, repeats)
+    for f, r in runners.items():  # each framework alone in a fresh process (see time_in_child)
+        row["times"][f] = time_in_child(prog.name, f, repeats) if isolate else median_time(r.call, repeats)
     for f, why in missing.items():
         row["notes"].append(f"{f} skipped: {why}")
     if prog.numpy_is_forward:
         row["notes"].append("NumPy: forward value only (hand-written)")
     if prog.bytes_moved:
-        copy = time_in_child(prog.name, "copy", repeats)
+        x, out = prog.args[0], np.empty_like(prog.args[0])
+        copy = (
+            time_in_child(prog.name, "copy", repeats)
+            if isolate
+            else median_time(lambda: np.copyto(out, x), repeats)
+        )
         row["copy_s"] = copy
         row["bandwidth_fraction"] = copy / row["times"]["dslc"]
         row["dslc_GBps"] = prog.bytes_moved / row["times"]["dslc"] / 1e9
@@ -333,6 +339,18 @@ def markdown(result: dict[str, Any], command: str) -> str:
         )
     lines += suite_compile.markdown(result["compile"])
     lines += targets(result)
+    lines += [
+        "",
+        "## Notes",
+        "",
+        "- The BLAS-bound programs (MLP step, second derivative, NumPy forward) depend on the machine being",
+        "  idle: OpenBLAS's worker threads spin, and with other processes on the 2 cores one call of the MLP",
+        "  step took 18 ms at best but 190-330 ms at the median (`OPENBLAS_NUM_THREADS=1`: a steady 29 ms).",
+        "  Compare runs only at a low load average (printed above).",
+        "- The effect of each code-generation optimization, switched off one at a time:",
+        "  `python benchmarks/bench_optimizations.py` (results/suite_optimizations.md); where the time goes",
+        "  kernel by kernel: `python benchmarks/profile_kernels.py PROGRAM`.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -389,7 +407,9 @@ def tiny_overhead(n: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller pipeline programs")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: fewer repeats, all in one process, no first calls"
+    )
     parser.add_argument("--only", default="", help="comma-separated program names (substring match)")
     parser.add_argument("--no-compile-times", action="store_true", help="skip first-call subprocesses")
     parser.add_argument("--first-call", default="", help=argparse.SUPPRESS)  # child process modes
@@ -426,11 +446,11 @@ def main() -> None:
             continue
         prog = build()
         print(f"== {prog.name}", flush=True)
-        result["programs"].append(run_program(prog, repeats, missing))
+        result["programs"].append(run_program(prog, repeats, missing, isolate=not args.quick))
         print(json.dumps(result["programs"][-1]["times"]), flush=True)
     names = [p["program"] for p in result["programs"]]
-    if args.quick:  # the first-call target is the MLP training step's; the rest only in a full run
-        names = [n for n in names if n == "MLP training step"]
+    if args.quick:  # a smoke run: first calls (cold compiles of every program) only in a full run
+        names = []
     result["compile"] = suite_compile.measure(
         names if not args.no_compile_times else [], args.quick, tiny_overhead(5000 if args.quick else 20000)
     )

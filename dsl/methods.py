@@ -123,6 +123,8 @@ def install(cls: type[Array]) -> None:
     for name, f in BINARY.items():
         setattr(cls, f"__{name}__", f)
         setattr(cls, f"__r{name}__", _swap(f))
+    setattr(cls, "__divmod__", dnp.divmod)  # noqa: B010 (a tuple result: not in BINARY's type)
+    setattr(cls, "__rdivmod__", lambda x, y: dnp.divmod(y, x))  # noqa: B010
     for name, f in COMPARE.items():
         setattr(cls, f"__{name}__", f)
     for name, (request, op) in AUGMENTED.items():

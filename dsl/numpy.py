@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
 from dsl import ops, tracing
@@ -58,27 +59,77 @@ def divide(x: Any, y: Any) -> Array:
 true_divide = divide
 
 
-def floor_divide(x: Any, y: Any) -> Array:
-    """``x // y`` (NumPy's floor division) for integer arrays."""
+def _integral(x: Any) -> Array | None:
+    """floor/ceil/trunc of integers and bools: the values themselves, as NumPy 2 (a new array)."""
+    x = ops.asarray(x)
+    return None if x.ir_dtype.is_float else ops.emit(ew.copy, [x], weak=x.weak)
+
+
+def floor(x: Any) -> Array:
+    same = _integral(x)
+    return same if same is not None else ops.unary(ew.floor, x)
+
+
+def ceil(x: Any) -> Array:
+    same = _integral(x)
+    return same if same is not None else negative(floor(negative(x)))
+
+
+def trunc(x: Any) -> Array:
+    same = _integral(x)
+    return same if same is not None else where(less(x, 0), ceil(x), floor(x))
+
+
+def fmod(x: Any, y: Any) -> Array:
+    """C's fmod (the sign of ``x``), as ``np.fmod``."""
     dtype = ops.result_dtype(x, y)
-    if not dtype.is_int:
-        raise tracing.user_error(
-            TraceError,
-            f"floor division (//) of {dtype} values is not supported yet, only of integers; "
-            "use divide (/) for floating-point values",
-        )
+    if dtype.is_float:
+        return ops.binary(ew.fmod, x, y, dtype)
+    r = remainder(x, y)
+    a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
+    return where(logical_and(not_equal(r, 0), not_equal(less(a, 0), less(b, 0))), subtract(r, b), r)
+
+
+def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
+    """NumPy's ``npy_divmod``: floor division and remainder exactly as NumPy computes them."""
+    a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
+    mod = ops.binary(ew.fmod, a, b, dtype)
+    has_mod = not_equal(mod, 0)
+    adjust = logical_and(has_mod, not_equal(less(b, 0), less(mod, 0)))
+    div = divide(subtract(a, mod), b)
+    div = where(adjust, subtract(div, 1), div)
+    pos, neg = np.asarray(0.0, dtype.np), np.asarray(-0.0, dtype.np)  # zeros of dtype (not weak)
+    zero_like_b = where(less(b, 0), neg, pos)
+    mod = where(adjust, add(mod, b), where(has_mod, mod, zero_like_b))
+    low = floor(div)
+    rounded = where(greater(subtract(div, low), 0.5), add(low, 1), low)
+    quotient = divide(a, b)
+    floordiv = where(not_equal(div, 0), rounded, where(less(quotient, 0), neg, pos))
+    return where(equal(b, 0), quotient, floordiv), mod
+
+
+def floor_divide(x: Any, y: Any) -> Array:
+    """``x // y`` as NumPy computes it (integers floor; floats through ``npy_divmod``)."""
+    dtype = ops.result_dtype(x, y)
+    if dtype.is_bool:
+        raise tracing.user_error(TraceError, "floor division (//) of bool values is not supported")
+    if dtype.is_float:
+        return _float_divmod(x, y, dtype)[0]
     return ops.binary(ew.div, x, y, dtype)  # integer ``div`` floors, like NumPy
 
 
 def remainder(x: Any, y: Any) -> Array:
-    """``x % y`` (NumPy's remainder: the sign of ``y``) for integer arrays (``y != 0``)."""
+    """``x % y`` as NumPy computes it (the sign of ``y``; integer ``y`` must be nonzero)."""
     dtype = ops.result_dtype(x, y)
-    if not dtype.is_int:
-        raise tracing.user_error(
-            TraceError,
-            f"remainder (%) of {dtype} values is not supported yet, only of integers",
-        )
+    if dtype.is_bool:
+        raise tracing.user_error(TraceError, "remainder (%) of bool values is not supported")
+    if dtype.is_float:
+        return _float_divmod(x, y, dtype)[1]
     return subtract(x, multiply(floor_divide(x, y), y))
+
+
+def divmod(x: Any, y: Any) -> tuple[Array, Array]:
+    return floor_divide(x, y), remainder(x, y)
 
 
 mod = remainder

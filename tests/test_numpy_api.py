@@ -172,10 +172,45 @@ def test_integer_floor_division_and_remainder_follow_numpy() -> None:
     np.testing.assert_array_equal(got_a, a3)
 
 
-def test_float_floor_division_is_a_clear_error() -> None:
-    f = dsl.compile(lambda x: x // 2.0)
-    with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: floor division \(//\) of f64"):
-        f(np.ones(3))
-    g = dsl.compile(lambda x: x % 2.0)
-    with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: remainder \(%\) of f64"):
-        g(np.ones(3))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_floor_division_remainder_fmod_floor_ceil_trunc_match_numpy_bitwise(dtype) -> None:
+    @dsl.compile
+    def f(a, b):
+        q, r = divmod(a, 1.5)
+        return a // b, a % b, dnp.fmod(a, b), dnp.floor(a), dnp.ceil(a), dnp.trunc(a), q, r, 7.0 // b
+
+    rng = np.random.default_rng(1)
+    edge_a = [1.0, -1.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 5.0, 1e30, 1.0, 1.0]
+    edge_b = [0.1, 0.1, 2.0, -2.0, 3.0, 3.0, 1.0, 0.0, 7.0, 1e-30, -np.inf]
+    a = np.concatenate([rng.standard_normal(40) * 10, edge_a]).astype(dtype)
+    b = np.concatenate([rng.standard_normal(40), edge_b]).astype(dtype)
+    with np.errstate(all="ignore"):
+        got = f(a, b)
+        q, r = divmod(a, dtype(1.5))
+        want = (a // b, a % b, np.fmod(a, b), np.floor(a), np.ceil(a), np.trunc(a), q, r, dtype(7.0) // b)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype, i
+        np.testing.assert_array_equal(g, w, err_msg=f"result {i}")
+
+
+def test_remainder_gradient() -> None:
+    a = np.array([2.3, -2.4, 5.1, -0.7])
+    b = np.array([1.5, 1.5, -2.0, 0.3])
+    ga, gb = dsl.grad(lambda x, y: (x % y * x).sum(), argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(ga, a % b + a)
+    np.testing.assert_allclose(gb, -np.floor_divide(a, b) * a)
+
+
+def test_integer_fmod_trunc_ceil() -> None:
+    x, y = np.array([-7, 7, -7, 7, 0], np.int32), np.array([2, 2, -2, -2, 3], np.int32)
+    np.testing.assert_array_equal(dsl.compile(dnp.fmod)(x, y), np.fmod(x, y))
+    for fn, ref in ((dnp.trunc, np.trunc), (dnp.ceil, np.ceil), (dnp.floor, np.floor)):
+        got, want = dsl.compile(fn)(x), ref(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bool_floor_division_is_a_clear_error() -> None:
+    f = dsl.compile(lambda x: x // True)
+    with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: floor division \(//\) of bool"):
+        f(np.ones(3, bool))

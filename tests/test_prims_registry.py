@@ -285,7 +285,7 @@ DOMAINS = {
 }
 ELEMENTWISE_NAMES = (
     "neg abs sign exp log log1p expm1 sqrt sin cos tan tanh erf logistic add sub mul div pow max min "
-    "eq ne lt le gt ge and or not copy stop_gradient"
+    "floor fmod eq ne lt le gt ge and or not copy stop_gradient"
 ).split()
 
 TABLE: dict[str, Entry] = {name: elementwise(name, DOMAINS.get(name, ("any",))) for name in ELEMENTWISE_NAMES}

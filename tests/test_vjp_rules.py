@@ -49,6 +49,18 @@ def unit(*shape: int) -> np.ndarray:  # inside tan's first branch
     return np.asarray(RNG.uniform(-1.0, 1.0, shape))
 
 
+def off_integers(*shape: int) -> np.ndarray:  # away from floor's jumps
+    return np.asarray(np.floor(RNG.standard_normal(shape) * 3) + RNG.uniform(0.2, 0.8, shape))
+
+
+def dividend(*shape: int) -> np.ndarray:  # with ``divisor``: |a / b| in (1.37, 1.86), trunc(a / b) = +-1
+    return np.asarray(RNG.uniform(2.2, 2.6, shape) * RNG.choice([-1.0, 1.0], shape))
+
+
+def divisor(*shape: int) -> np.ndarray:
+    return np.asarray(RNG.uniform(1.4, 1.6, shape) * RNG.choice([-1.0, 1.0], shape))
+
+
 def mask(*shape: int) -> np.ndarray:
     return np.asarray(RNG.random(shape) < 0.5)
 
@@ -148,6 +160,8 @@ TABLE: dict[str, list[Case] | str] = {
     "sub": binary(),
     "mul": binary(),
     "div": binary(normal, nonzero),
+    "floor": unary(off_integers),
+    "fmod": binary(dividend, divisor),
     "pow": pow_cases(),
     "max": with_ties(),
     "min": with_ties(),

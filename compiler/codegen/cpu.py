@@ -405,6 +405,8 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         "",
         "import numba",
         "import numpy as np",
+        "",
+        "fmod = np.fmod  # scalar helpers the primitives' lowerings name (Numba has no math.fmod)",
     ]
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]

@@ -82,8 +82,10 @@ if SIM:  # the simulator runs kernels as Python, where math.log(-1) raises and a
         return f
 
     _names = [n for n in dir(math) if not n.startswith("_")]
-    _safe = ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan", "pow")
+    _safe = ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan", "pow", "fmod")
     math = SimpleNamespace(**{n: _ieee(n) if n in _safe else getattr(math, n) for n in _names})
+
+fmod = math.fmod  # scalar helpers the primitives' lowerings name (no np.fmod in CUDA kernels)
 
 
 def _grid(n):

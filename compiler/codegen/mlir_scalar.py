@@ -130,6 +130,8 @@ SCALAR_OPS: dict[Primitive, ScalarRule] = {
     ew.sub: _by_dtype("arith.subf", "arith.subi"),
     ew.mul: _by_dtype("arith.mulf", "arith.muli"),
     ew.div: _by_dtype("arith.divf", "arith.floordivsi"),  # integer division floors, as Python's //
+    ew.floor: _math("floor"),
+    ew.fmod: _by_dtype("arith.remf", "arith.remsi"),  # remf is C's fmod (the sign of the dividend)
     ew.pow_: _by_dtype("math.powf", "math.ipowi"),
     ew.eq: _compare("oeq", "eq", "eq"),
     ew.ne: _compare("une", "ne", "ne"),  # NaN != NaN is true

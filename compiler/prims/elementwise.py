@@ -326,6 +326,38 @@ or_ = _elementwise("or", 2, lambda c, a, b: f"({a} or {b})", np.logical_or, BOOL
 not_ = _elementwise("not", 1, lambda c, x: f"(not {x})", np.logical_not, BOOL, differentiable=False)
 
 
+# Floating-point floor and C's fmod: with select and the comparisons they give NumPy's floor_divide
+# and remainder exactly (dsl.numpy composes them as NumPy's npy_divmod does).
+_INTEGRAL = 4503599627370496.0  # 2**52: a float at least this large (or inf or NaN) is its own floor
+
+
+def _floor(ctx: EmitContext, x: str) -> str:
+    # math.floor returns an integer in Numba (and fails on inf/NaN): only call it where that is exact.
+    return f"({x} if not (abs({x}) < {_INTEGRAL!r}) else math.floor({x}))"
+
+
+@vjp_rule
+def _floor_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (None,)  # piecewise constant: the derivative is zero wherever it exists
+
+
+@vjp_rule
+def _fmod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """fmod(a, b) = a - trunc(a / b) * b: d/da = 1, d/db = -trunc(a / b)."""
+    e, (a, b) = emitter(build), op.operands
+    ct_b = None
+    if wanted[1]:
+        q = e(div, a, b)
+        trunc = e(select, e(lt, q, full_like(build, 0, q.type)), e(neg, e(floor, e(neg, q))), e(floor, q))
+        ct_b = e(neg, e(mul, ct, trunc))
+    return (ct if wanted[0] else None, ct_b)
+
+
+floor = _elementwise("floor", 1, _floor, np.floor, FLOAT, vjp=_floor_vjp)
+# ``fmod`` names the backend's scalar fmod (each generated module's prelude binds it).
+fmod = _elementwise("fmod", 2, lambda c, a, b: f"fmod({a}, {b})", np.fmod, FLOAT, INPUTS, vjp=_fmod_vjp)
+
+
 def _select_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
     pred, a, b = types
     if pred.dtype is not DType.i1:
