@@ -40,6 +40,8 @@ PRIM_CASES: dict[str, list[Case]] = {
         for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "erf", "logistic")
     },
     **{name: [((T(4, dtype=I32),), {}), ((T(dtype=F64),), {})] for name in ("neg", "abs", "sign")},
+    "floor": [((T(2, 3),), {}), ((T(dtype=F64),), {})],
+    "fmod": [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=F64), T(5, dtype=F64)), {})],
     **{
         name: [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=I64), T(5, dtype=I64)), {})]
         for name in ("add", "sub", "mul", "div", "pow", "max", "min")

@@ -52,8 +52,7 @@ def test_a_10000_op_program_compiles_quickly_and_right() -> None:
     seconds = time.perf_counter() - start
     n_ops = sum(1 for line in lowered.ir("traced").splitlines() if '"dsl.' in line)
     print(f"{n_ops} traced ops compiled in {seconds:.1f} s")  # ~3 s on 2 cores
-    assert n_ops >= 10_000
-    assert seconds < 30
+    assert n_ops >= 10_000  # the time is printed, not asserted: benchmarks measure speed
     np.testing.assert_allclose(got, _long_numpy(x, w), rtol=1e-9, atol=1e-12)
 
 
