@@ -451,12 +451,12 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
             "ca = e % TILE",
             "gi = row0 + ra",
             "gp = p0 + ca",
-            f"sa[ca, ra] = a[abase + gi * k + gp] if gi < m and gp < k else {zero}",
+            f"sa[ca, ra] = a[abase + gi * sa_i + gp * sa_p] if gi < m and gp < k else {zero}",
             "rb = e // BT",
             "cb = e % BT",
             "gp = p0 + rb",
             "gj = col0 + cb",
-            f"sb[rb, cb] = b[bbase + gp * n + gj] if gp < k and gj < n else {zero}",
+            f"sb[rb, cb] = b[bbase + gp * sb_p + gj * sb_j] if gp < k and gj < n else {zero}",
         ]
     step = [f"x{i} = sa[q, ty + {i} * TILE]" for i in r] + [f"y{j} = sb[q, tx + {j} * TILE]" for j in r]
     step += [
@@ -501,11 +501,19 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     tiles_m, tiles_n = f"(({m} + BT - 1) // BT)", f"(({n} + BT - 1) // BT)"
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
-    params = ["a", "b", "o", "nb", "m", "k", "n"]
-    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 4
+    params = ["a", "b", "o", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
+    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 8
     shared_kernel = kernel(name, params, types, lines, launch)
     shared_kernel.shared = True
-    shared_kernel.args = [*(spec.names[v] for v in (*root.operands, out)), str(nb), str(m), str(k), str(n)]
+    # An operand computed by a transpose inlined into the group (fuse(contract_transposes=True)) is
+    # read from the transpose's source buffer with swapped strides: no copy.
+    transposed = {op.result: op.operands[0] for op in spec.group.ops if op is not root}
+    a, b = root.operands
+    a_buf, b_buf = transposed.get(a, a), transposed.get(b, b)
+    a_strides = (1, m) if a in transposed else (k, 1)
+    b_strides = (1, k) if b in transposed else (n, 1)
+    sizes = (nb, m, k, n, *a_strides, *b_strides)
+    shared_kernel.args = [spec.names[a_buf], spec.names[b_buf], spec.names[out], *map(str, sizes)]
     return shared_kernel
 
 

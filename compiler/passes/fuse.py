@@ -8,9 +8,9 @@ Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
 - ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
   (the prologue) are inlined.
-- ``CONTRACT``: a matmul; reads materialized operands only (BLAS wants real arrays), or, with
-  ``fuse(func, contract_transposes=True)``, the transpose (last two axes) of one: BLAS reads the
-  transposed view of the buffer directly.
+- ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or the transpose
+  (last two axes) of one (``contract_transposes``, the default): BLAS reads the transposed view of
+  the buffer directly, the CUDA kernel reads it with swapped strides.
 
 The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
 before the value itself. For each group that reads a value we record its *access keys*: the chain
@@ -143,12 +143,12 @@ def value_names(func: Function) -> dict[Value, str]:
     return names
 
 
-def fuse(func: Function, contract_transposes: bool = False, recompute: bool = True) -> FusionPlan:
+def fuse(func: Function, contract_transposes: bool = True, recompute: bool = True) -> FusionPlan:
     """``recompute``: rule 3 of the module docstring (False: such ops are stored, as before it).
     ``contract_transposes``: a transpose of the last two axes that only matmuls read is placed in
     their CONTRACT groups (``Group.ops`` = [transpose, matmul]) instead of being copied into a buffer:
-    the kernel hands BLAS the transposed view of the transpose's operand. A backend that passes True
-    must read such a matmul operand through the inlined transpose (``compiler/codegen/cpu.py`` does).
+    the kernel hands BLAS the transposed view of the transpose's operand (the CUDA matmul reads it with
+    swapped strides). Every backend reads such a matmul operand through the inlined transpose.
     """
     return _Fuser(func, contract_transposes, recompute).run()
 
@@ -162,7 +162,7 @@ def swaps_last_two(op: Op) -> bool:
 
 
 class _Fuser:
-    def __init__(self, func: Function, contract_transposes: bool = False, recompute: bool = True) -> None:
+    def __init__(self, func: Function, contract_transposes: bool = True, recompute: bool = True) -> None:
         self.func = func
         self.contract_transposes = contract_transposes
         self.recompute = recompute
