@@ -46,6 +46,7 @@ CHILD = textwrap.dedent(
 
 def run_child(cache: Path) -> dict:
     env = dict(os.environ, DSL_CACHE_DIR=str(cache))
+    env.pop("NUMBA_CACHE_DIR", None)  # Numba's cache beside the module: the test damages it there
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
