@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ if SIM:
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from numba import cuda  # noqa: E402
+from suite_programs import chain  # noqa: E402 (the suite's 8-op chain, written once for every array module)
 
 import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
@@ -68,26 +70,12 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2) -> floa
     return statistics.median(times)
 
 
-def chain(x):
-    a = x * 1.5
-    b = a + 0.5
-    c = b * x
-    d = c - 2.0
-    e = x * x
-    f = e + 1.0
-    g = d / f
-    return dnp.maximum(g, 0.0)
+def chain_dsl(x):
+    return chain(dnp, x)
 
 
 def chain_torch(x):
-    a = x * 1.5
-    b = a + 0.5
-    c = b * x
-    d = c - 2.0
-    e = x * x
-    f = e + 1.0
-    g = d / f
-    return torch.clamp_min(g, 0.0)
+    return chain(SimpleNamespace(maximum=torch.clamp_min), x)  # torch.maximum takes tensors only
 
 
 def mlp_loss(params, x, y):
@@ -170,12 +158,12 @@ def main() -> None:
     t_copy = median_time(lambda: copy.copy_to_device(x), repeats)
     bytes_moved = 2 * x.size * 4
     copy_bw = bytes_moved / t_copy
-    f_chain = dsl.compile(chain, target="cuda")
+    f_chain = dsl.compile(chain_dsl, target="cuda")
     want = chain_torch(as_torch(x)) if use_torch else None
     if use_torch:
         close(f_chain(x), want, 1e-5, "chain")
     else:  # NumPy is the oracle
-        close(f_chain(x), dsl.compile(chain, target="cpu")(x.copy_to_host()), 1e-5, "chain")
+        close(f_chain(x), dsl.compile(chain_dsl, target="cpu")(x.copy_to_host()), 1e-5, "chain")
     t_chain = median_time(lambda: f_chain(x), repeats)
     t_chain_torch = median_time(lambda: chain_torch(as_torch(x)), repeats) if use_torch else None
     frac = (bytes_moved / t_chain) / copy_bw

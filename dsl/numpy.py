@@ -129,6 +129,9 @@ def remainder(x: Any, y: Any) -> Array:
 
 
 def divmod(x: Any, y: Any) -> tuple[Array, Array]:
+    dtype = ops.result_dtype(x, y)
+    if dtype.is_float:  # one npy_divmod for both results
+        return _float_divmod(x, y, dtype)
     return floor_divide(x, y), remainder(x, y)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import DeviceError, DSLError, ShapeError
+from runtime.executable import ArgumentChecks, caller_location
 
 
 def cuda_module() -> Any:
@@ -61,7 +62,7 @@ def _extent(x: Any) -> tuple[int, int]:
     return lo, hi
 
 
-class CudaExecutable:
+class CudaExecutable(ArgumentChecks):
     def __init__(
         self,
         module: Any,
@@ -123,9 +124,6 @@ class CudaExecutable:
             stream.synchronize()
             return tuple(host)
 
-    def _arg(self, i: int) -> str:
-        return f"'{self._arg_names[i]}'" if i < len(self._arg_names) else str(i)
-
     def _to_device(self, i: int, a: Any) -> Any:
         """Argument ``i`` as a flat device array: device arrays in place, others copied."""
         shape, dtype = self.input_types[i]
@@ -157,33 +155,20 @@ class CudaExecutable:
 
     def _check_written(self, arrays: Sequence[Any]) -> None:
         """Arguments the program writes (mutated or donated) must be writable arrays that share no
-        memory with another argument; checked before anything runs."""
+        memory with another argument; checked before anything runs. Host arrays follow the CPU
+        executable's rule; device arrays are compared by address range."""
         for index in self._written:
-            target, name = arrays[index], self._arg(index)
-            if is_device_array(target):
-                lo, hi = _extent(target)
-                for other, a in enumerate(arrays):
-                    if other != index and is_device_array(a):
-                        o_lo, o_hi = _extent(a)
-                        if lo < o_hi and o_lo < hi:
-                            raise DSLError(
-                                f"{self.name}: arguments {name} and {self._arg(other)} share device memory, "
-                                f"but the program modifies (or was donated) {name}; pass separate arrays"
-                            )
+            target = arrays[index]
+            if not is_device_array(target):
+                self._check_host_target(arrays, index)
                 continue
-            if not isinstance(target, np.ndarray):
-                raise DSLError(
-                    f"{self.name}: argument {name} is modified in place (or donated), so it must be an "
-                    f"array, not {type(target).__name__}"
-                )
-            if not target.flags.writeable:
-                raise DSLError(
-                    f"{self.name}: argument {name} is read-only, but the program modifies it in place "
-                    "(or it is donated); pass a writeable array (e.g. a.copy())"
-                )
+            lo, hi = _extent(target)
             for other, a in enumerate(arrays):
-                if other != index and isinstance(a, np.ndarray) and np.may_share_memory(target, a):
-                    raise DSLError(
-                        f"{self.name}: arguments {name} and {self._arg(other)} share memory, but the program "
-                        f"modifies (or was donated) {name}; pass separate arrays (e.g. a.copy())"
-                    )
+                if other != index and is_device_array(a):
+                    o_lo, o_hi = _extent(a)
+                    if lo < o_hi and o_lo < hi:
+                        raise DSLError(
+                            f"{caller_location()}: {self.name}: arguments {self._arg(index)} and "
+                            f"{self._arg(other)} share device memory, but the program modifies (or was "
+                            f"donated) {self._arg(index)}; pass separate arrays"
+                        )

@@ -18,7 +18,7 @@ def cuda_available() -> bool:
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         return False  # the simulator is for tests of generated kernels, not a device to run on
     if not _driver_library_loads():
-        return False  # no NVIDIA driver: skip importing numba.cuda (~0.6 s of every first compile)
+        return False  # no NVIDIA driver: skip importing numba's whole CUDA target on every first compile
     try:
         from numba import cuda
 

@@ -89,7 +89,40 @@ def _may_raise_midway(driver: Callable[..., Any]) -> bool:
     return "objmode" in py_func.__code__.co_names
 
 
-class Executable:
+class ArgumentChecks:
+    """Call-time checks shared by the CPU and CUDA executables: argument names in messages, and the
+    rule for a host array the program writes into (mutated or donated)."""
+
+    name: str
+    _arg_names: list[str]
+
+    def _arg(self, i: int) -> str:
+        return f"'{self._arg_names[i]}'" if i < len(self._arg_names) else str(i)
+
+    def _check_host_target(self, arrays: Sequence[Any], index: int) -> None:
+        """Argument ``index`` is written: it must be a writeable NumPy array sharing no byte with
+        another argument."""
+        target, name = arrays[index], self._arg(index)
+        if not isinstance(target, np.ndarray):
+            raise DSLError(
+                f"{caller_location()}: {self.name}: argument {name} is modified in place (or donated), "
+                f"so it must be a NumPy array, not {type(target).__name__}"
+            )
+        if not target.flags.writeable:
+            raise DSLError(
+                f"{caller_location()}: {self.name}: argument {name} is read-only, but the program "
+                "modifies it in place (or it is donated); pass a writeable array (e.g. a.copy())"
+            )
+        for other, a in enumerate(arrays):
+            if other != index and isinstance(a, np.ndarray) and _overlap(target, a):
+                raise DSLError(
+                    f"{caller_location()}: {self.name}: arguments {name} and {self._arg(other)} share "
+                    f"memory, but the program modifies (or was donated) {name}; "
+                    "pass separate arrays (e.g. a.copy())"
+                )
+
+
+class Executable(ArgumentChecks):
     def __init__(
         self,
         driver: Callable[..., tuple[np.ndarray, ...]],
@@ -161,29 +194,9 @@ class Executable:
                     f"shape {shape}; compile it again for the new shape"
                 )
 
-    def _arg(self, i: int) -> str:
-        return f"'{self._arg_names[i]}'" if i < len(self._arg_names) else str(i)
-
     def _check_writeback_targets(self, arrays: Sequence[Any]) -> None:
         """Every array the program writes into (mutated or donated) must be writable and must not
         overlap another argument; checked before the call so a failure leaves all caller arrays as
         they were. The one call-time safety check: ``dsl`` relies on it."""
         for index in self._written:
-            target, name = arrays[index], self._arg(index)
-            if not isinstance(target, np.ndarray):
-                raise DSLError(
-                    f"{caller_location()}: {self.name}: argument {name} is modified in place (or donated), "
-                    f"so it must be a NumPy array, not {type(target).__name__}"
-                )
-            if not target.flags.writeable:
-                raise DSLError(
-                    f"{caller_location()}: {self.name}: argument {name} is read-only, but the program "
-                    "modifies it in place (or it is donated); pass a writeable array (e.g. a.copy())"
-                )
-            for other, a in enumerate(arrays):
-                if other != index and isinstance(a, np.ndarray) and _overlap(target, a):
-                    raise DSLError(
-                        f"{caller_location()}: {self.name}: arguments {name} and {self._arg(other)} share "
-                        f"memory, but the program modifies (or was donated) {name}; "
-                        "pass separate arrays (e.g. a.copy())"
-                    )
+            self._check_host_target(arrays, index)

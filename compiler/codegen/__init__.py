@@ -14,6 +14,18 @@ from runtime.executable import Executable
 from runtime.module_cache import load_module
 
 
+def _planned(
+    func: Function, inplace: bool, donate_argnums: tuple[int, ...], sanitize: bool = False
+) -> tuple[FusionPlan, MemoryPlan]:
+    """Fusion and memory plan of optimized IR, the same for every backend; ``sanitize`` also checks
+    the plan for overlapping live buffers."""
+    fusion = fuse(func)
+    plan = plan_buffers(func, fusion, inplace, donate_argnums)
+    if sanitize:
+        check_no_overlap(plan)
+    return fusion, plan
+
+
 def build_cpu_executable(
     func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), sanitize: bool = False
 ) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
@@ -21,10 +33,7 @@ def build_cpu_executable(
 
     ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
     """
-    fusion = fuse(func)
-    plan = plan_buffers(func, fusion, inplace, donate_argnums)
-    if sanitize:
-        check_no_overlap(plan)
+    fusion, plan = _planned(func, inplace, donate_argnums, sanitize)
     program = generate_cpu(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = Executable(
@@ -48,10 +57,7 @@ def build_cuda_executable(
     """fuse -> plan -> generate_cuda -> load_module -> ``CudaExecutable`` (needs a GPU or the simulator)."""
     from runtime.cuda_executable import CudaExecutable
 
-    fusion = fuse(func)
-    plan = plan_buffers(func, fusion, inplace, donate_argnums)
-    if sanitize:
-        check_no_overlap(plan)
+    fusion, plan = _planned(func, inplace, donate_argnums, sanitize)
     program = generate_cuda(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = CudaExecutable(
@@ -73,8 +79,7 @@ def build_cuda_executable(
 
 def cuda_program(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> CudaProgram:
     """The CUDA code for optimized IR, without building an executable (no GPU needed)."""
-    fusion = fuse(func)
-    return generate_cuda(func, fusion, plan_buffers(func, fusion, inplace, donate_argnums))
+    return generate_cuda(func, *_planned(func, inplace, donate_argnums))
 
 
 def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:

@@ -42,6 +42,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction
+from compiler.prims.elementwise import SCALAR_HELPERS
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 # Code-generation choices that only change speed; tests switch each off to check it against the
@@ -406,7 +407,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         "import numba",
         "import numpy as np",
         "",
-        "fmod = np.fmod  # scalar helpers the primitives' lowerings name (Numba has no math.fmod)",
+        *(f"{name} = {spelling['cpu']}" for name, spelling in SCALAR_HELPERS.items()),
     ]
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]

@@ -354,7 +354,10 @@ def _fmod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 
 floor = _elementwise("floor", 1, _floor, np.floor, FLOAT, vjp=_floor_vjp)
-# ``fmod`` names the backend's scalar fmod (each generated module's prelude binds it).
+# Scalar functions a lowering names that Numba's targets spell differently: name -> target -> spelling.
+# Every generated module's prelude binds them (the CPU target has np.fmod but no math.fmod; the CUDA
+# target has math.fmod but no np.fmod).
+SCALAR_HELPERS = {"fmod": {"cpu": "np.fmod", "cuda": "math.fmod"}}
 fmod = _elementwise("fmod", 2, lambda c, a, b: f"fmod({a}, {b})", np.fmod, FLOAT, INPUTS, vjp=_fmod_vjp)
 
 
