@@ -21,6 +21,8 @@ from compiler.ir.verify import verify, verify_enabled
 from compiler.passes.alias import annotate_aliases
 from compiler.passes.bufferize import annotate_inplace, plan_and_annotate
 from compiler.passes.liveness import annotate_liveness
+from compiler.passes.remat import remat_enabled, rematerialize
+from compiler.passes.schedule import schedule_enabled, schedule_for_memory
 from compiler.passes.simplify import INPLACE_ATTR, dce, simplify
 from runtime.errors import InplaceError
 
@@ -44,6 +46,8 @@ class Options:
     verify: bool = field(default_factory=verify_enabled)
     sanitize: bool = field(default_factory=sanitize_enabled)
     grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives
+    remat: bool = field(default_factory=remat_enabled)  # recompute cheap stored values (DSL_NO_REMAT)
+    schedule: bool = field(default_factory=schedule_enabled)  # memory-aware op order (DSL_NO_SCHEDULE)
 
 
 @dataclass(frozen=True)
@@ -62,10 +66,41 @@ PASSES: tuple[Pass, ...] = (
         lambda f, o: grad_function(f, o.grad) if o.grad else f,
         "joint forward+backward program for the requested gradients only",
     ),
-    Pass("simplify", "optimized", lambda f, o: simplify(f), "DCE, CSE, constant folding, identities"),
+    Pass(
+        "simplify",
+        "optimized",
+        lambda f, o: memory_passes(simplify(f), o),
+        "DCE, CSE, folding; remat, schedule",
+    ),
 )
+
+
+def memory_passes(func: Function, options: Options) -> Function:
+    """The last steps of the ``optimized`` stage, each kept only where it shrinks the planned arena:
+    ``remat`` (``Options.remat``) then ``schedule`` (``Options.schedule``). They run inside the
+    ``simplify`` entry so the stage list and its dump headers stay as they are; ``dslc opt --passes
+    remat,schedule`` runs them on their own."""
+    if options.remat:
+        func = rematerialize(func, options.inplace, options.donate_argnums)
+    if options.schedule:
+        func = schedule_for_memory(func, options.inplace, options.donate_argnums)
+    return func
+
+
 PASSES_BY_NAME = {p.name: p for p in PASSES} | {
     "dce": Pass("dce", "dce", lambda f, o: dce(f), "dead-code elimination only"),
+    "remat": Pass(
+        "remat",
+        "remat",
+        lambda f, o: rematerialize(f, o.inplace, o.donate_argnums),
+        "recompute cheap stored values in their later readers when the planned arena shrinks",
+    ),
+    "schedule": Pass(
+        "schedule",
+        "scheduled",
+        lambda f, o: schedule_for_memory(f, o.inplace, o.donate_argnums),
+        "reorder kernels so the planned arena is smaller (never larger)",
+    ),
     "inplace": Pass(
         "inplace",
         "inplace",

@@ -127,7 +127,7 @@ def test_transposed_operands_are_views_not_copies() -> None:
     w, x = f32(64, 32), f32(128, 64)
     grad = dsl.grad(lambda w, x: dnp.tanh(x @ w).sum())
     source = _fresh(grad).lower(w, x).source()
-    assert ".T, y3[t]" in source  # x.T @ g reads x's buffer transposed
+    assert "gemm(True, False" in source  # x.T @ g: BLAS reads x's buffer with its transpose flag
     assert "k1_transpose" not in source and "_transpose(" not in source
     func = dsl.compile(lambda a: a @ a.T)._trace((x,))[0]
     plan = fuse(func, contract_transposes=True)
@@ -136,7 +136,7 @@ def test_transposed_operands_are_views_not_copies() -> None:
 
 
 def test_reductions_with_exp_prologue_run_chunked_with_numpy() -> None:
-    x = f32(4100, 64)
+    x = f32(4100, 64).astype(np.float64)  # float32 exp/tanh/max have vectorized loops (test_vecmath.py)
     source = dsl.compile(column_stats).lower(x).source()
     assert "reduce_sum_np" in source and "for r0 in range(0, 4100, 1024)" in source
     got = dsl.compile(column_stats)(x)

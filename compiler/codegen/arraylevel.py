@@ -3,7 +3,9 @@ calls (each primitive's own NumPy reference) inside ``numba.objmode``.
 
 Why: without Intel's SVML (not in the llvmlite wheels), Numba calls libm once per element, while
 NumPy's ufuncs use SIMD implementations: ``tanh(h @ w + b)`` over 4096x128 f32 takes 5.1 ms as a
-fused Numba loop and 0.32 ms as two NumPy calls (measured on the 2-core CI machine). The price is
+fused Numba loop and 0.32 ms as two NumPy calls (measured on the 2-core CI machine). Float32 exp,
+tanh, log and logistic have vectorizable polynomials (``compiler/prims/vecmath.py``) and stay in the
+loop code; what still comes here is float64 transcendental math and the functions without one. The price is
 one temporary per op outside the arena and ~3 us to enter object mode, so only big groups
 containing such an op take this path. Semantics are the primitives' references: exactly what the
 reference interpreter computes. Outputs are stored after every op has run, so a kernel whose
@@ -32,16 +34,20 @@ CHUNK_MIN_ELEMENTS = 1 << 18  # smaller groups' temporaries fit in cache anyway:
 PRELUDE = "from compiler.ir.types import DType\nfrom compiler.prims import REGISTRY as _PRIMS"
 
 
-def wants_numpy(group: Group) -> bool:
-    """Big loop groups with at least one libm-bound op (and floats only: NumPy's int semantics for
-    division and overflow differ from the loop code's); also reductions with such an op in their
-    prologue, when their chunks' partial results combine with a NumPy function (``_COMBINE``), and
-    float max/min reductions (a NaN-propagating compare-and-select loop does not vectorize; NumPy's
-    does)."""
+def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = True) -> bool:
+    """Big loop groups with at least one libm-bound op (``ew.libm_bound``: float64 transcendental
+    functions, float32 ones without a ``vecmath`` polynomial, every one when ``vector_math`` is off;
+    floats only: NumPy's int semantics for division and overflow differ from the loop code's); also
+    reductions with such an op in their prologue, when their chunks' partial results combine with a
+    NumPy function (``_COMBINE``); and float max/min reductions when ``keyed_minmax`` is off (a
+    NaN-propagating compare-and-select loop does not vectorize; NumPy's does)."""
     return (
         (group.kind is GroupKind.LOOP or (group.kind is GroupKind.REDUCE and group.root.prim in _COMBINE))
         and math.prod(group.shape) >= MIN_ELEMENTS
-        and (any(op.prim in ew.TRANSCENDENTAL for op in group.ops) or group.root.prim in _SELECTING)
+        and (
+            any(ew.libm_bound(op, vector_math) for op in group.ops)
+            or (group.root.prim in _SELECTING and not keyed_minmax)
+        )
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
     )
 

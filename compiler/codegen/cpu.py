@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from compiler.codegen import arraylevel
@@ -41,10 +42,13 @@ from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import BufferRow, MemoryPlan
-from compiler.prims import reduction
+from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
+from runtime import blas
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
+PARALLEL_MIN_FLOPS = 4_000_000  # a matmul below this runs on the calling thread (~40 us of BLAS)
+MIN_BLOCK_ROWS = 16  # rows per gemm call when a matmul is split into row blocks
 # Code-generation choices that only change speed; tests switch each off to check it against the
 # plain form (``tests/test_perf_paths.py``):
 # - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
@@ -52,9 +56,28 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 # - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
 #   (Spreading the chunks over a thread pool was tried: with BLAS and Numba threads on 2 cores it
 #   made the MLP step 4x slower, so the NumPy kernels stay on the calling thread.)
-OPTIMIZATIONS = {"reassoc_sums", "chunked_numpy"}
+# - "vector_math": float32 exp/tanh/log/logistic lower to the branch-free polynomials of
+#   ``compiler/prims/vecmath.py``, which LLVM vectorizes (off: ``math.exp`` etc., one libm call per
+#   element, and big groups holding one go to NumPy);
+# - "split_matmuls": float matmuls call BLAS gemm per batch element and row block, spread over
+#   Numba's threads, with SciPy's BLAS on one thread (``runtime/blas.py``; off: ``np.dot`` per batch
+#   element with BLAS's own threads);
+# - "split_reductions": big reductions over axis 0 that keep other axes run in fixed chunks of axis 0
+#   in parallel, into partial results combined in order (off: one serial loop nest);
+# - "keyed_minmax": float max/min reductions reduce order-preserving integer keys (vectorized ``smax``;
+#   ``vecmath.max_key_f32``) instead of a NaN-aware float compare-and-select loop or NumPy.
+OPTIMIZATIONS = {
+    "reassoc_sums",
+    "chunked_numpy",
+    "vector_math",
+    "keyed_minmax",
+    "split_matmuls",
+    "split_reductions",
+}
 _REASSOCIABLE = frozenset({reduction.reduce_sum})
+_KEYED = {reduction.reduce_max: "max", reduction.reduce_min: "min"}
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
+PARTIALS_MAX_ELEMENTS = 1 << 20  # partial results a chunked axis-0 reduction may keep
 ENTRY = "run"
 
 
@@ -241,7 +264,7 @@ def _loop_kernel(spec: _KernelSpec) -> Kernel | None:
     shape = spec.group.shape
     if math.prod(shape) == 0:
         return None
-    if arraylevel.wants_numpy(spec.group):
+    if _wants_numpy(spec.group):
         return _numpy_kernel(spec)
     body = _loop_body(spec, shape, spec.group.outputs, None, try_flat=True)
     parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
@@ -260,7 +283,7 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     out = root.result
     if out.type.size == 0:
         return None
-    if arraylevel.wants_numpy(spec.group):
+    if _wants_numpy(spec.group):
         return _numpy_kernel(spec)
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
@@ -275,16 +298,34 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     dtype = out.type.dtype
     identity = literal(reducer.identity(dtype), dtype)
     update = f"acc = {typed(reducer.combine('acc', body.target), dtype)}"
+    to_acc, from_acc = _same, _same
+    if _keyed(root):  # integer keys: acc holds key(value)
+        which, width = _KEYED[root.prim], dtype.name
+        update = f"acc = {which}(acc, {which}_key_{width}({body.target}))"
+        to_acc = lambda v: f"{which}_key_{width}({v})"  # noqa: E731
+        from_acc = lambda v: f"from_key_{width}({v})"  # noqa: E731
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = subscript(spec.names[out], kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
     big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
     reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     if n_outer == 0 and big:
-        return _chunked_full_reduction(spec, body, update, identity, dest, reducer.combine, reassoc)
+        partial = _Partial(to_acc, update, from_acc)
+        return _chunked_full_reduction(spec, body, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
     inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [update])
-    block = [f"acc = {dest if revisit else identity}", *inner, f"{dest} = acc"]
+    chunks = min(REDUCE_CHUNKS, shape[0]) if shape else 1
+    if (
+        "split_reductions" in OPTIMIZATIONS
+        and big
+        and 0 in axes
+        and n_outer > 0
+        and chunks > 1
+        and chunks * out.type.size <= PARTIALS_MAX_ELEMENTS
+    ):
+        partial = _Partial(to_acc, update, from_acc)
+        return _chunked_row_reduction(spec, body, inner, partial, (chunks, n_outer), reassoc)
+    block = [f"acc = {to_acc(dest if revisit else identity)}", *inner, f"{dest} = {from_acc('acc')}"]
     parallel = big and n_outer > 0 and 0 not in axes  # distinct i0 write distinct outputs
     lines = list(body.views)
     if revisit:
@@ -293,10 +334,78 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     return spec.define(lines, parallel, reassoc=reassoc and n_outer < len(shape))
 
 
+def _wants_numpy(group: Group) -> bool:
+    return arraylevel.wants_numpy(group, "vector_math" in OPTIMIZATIONS, "keyed_minmax" in OPTIMIZATIONS)
+
+
+def _same(v: str) -> str:
+    return v
+
+
+def _keyed(root: Op) -> bool:
+    """A float max/min reduction that reduces integer keys (``vecmath.max_key_f32``)."""
+    dtype = root.result.type.dtype
+    return "keyed_minmax" in OPTIMIZATIONS and root.prim in _KEYED and dtype in (DType.f32, DType.f64)
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """How a chunk accumulates: value -> acc, its update statement, and acc -> value."""
+
+    load: Callable[[str], str]
+    update: str
+    finish: Callable[[str], str]
+
+
+def _chunked_row_reduction(
+    spec: _KernelSpec,
+    body: _Body,
+    inner: list[str],
+    partial: _Partial,
+    chunks_outer: tuple[int, int],
+    reassoc: bool,
+) -> Kernel:
+    """A big reduction over axis 0 that keeps other axes (a bias or layer-norm gain gradient): fixed
+    chunks of axis 0 in parallel, each into its own partial result, then the partials combined in
+    chunk order (no atomics, the same result every run)."""
+    chunks, n_outer = chunks_outer
+    root = spec.group.root
+    out = root.result
+    dtype, size = out.type.dtype, out.type.size
+    reducer = root.prim.reducer
+    assert reducer is not None
+    axes = {int(a) for a in root.attrs["axes"]}
+    kept = tuple(f"i{d}" for d in range(len(spec.group.shape)) if d not in axes)
+    slot = subscript("part", ("ch", *kept))
+    block = [f"acc = {partial.load(slot)}", *inner]
+    block.append(f"{slot} = {partial.finish('acc')}")
+    n = body.extents[0]
+    chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
+    per_chunk = loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, outer_range=chunk_range)
+    o = spec.names[out]
+    identity = literal(reducer.identity(dtype), dtype)
+    lines = [
+        *body.views,
+        f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
+        f"part_f = part.reshape(({chunks}, {size}))",
+        f"for ch in numba.prange({chunks}):",
+        f"    for q in range({size}):",
+        f"        part_f[ch, q] = {identity}",
+        *indent(per_chunk, 1),
+        f"{o}_f = {o}.reshape({size})",
+        f"for q in range({size}):",
+        "    acc = part_f[0, q]",
+        f"    for ch in range(1, {chunks}):",
+        f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), dtype)}",
+        f"    {o}_f[q] = acc",
+    ]
+    return spec.define(lines, parallel=True, reassoc=reassoc and n_outer < len(spec.group.shape))
+
+
 def _chunked_full_reduction(
     spec: _KernelSpec,
     body: _Body,
-    update: str,
+    partial: _Partial,
     identity: str,
     dest: str,
     combine: Callable[[str, str], str],
@@ -307,12 +416,12 @@ def _chunked_full_reduction(
     n = body.extents[0]
     chunks = min(REDUCE_CHUNKS, n)
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
-    per_chunk = loop_nest(body.loops, body.extents, body.lines + [update], outer_range=chunk_range)
+    per_chunk = loop_nest(body.loops, body.extents, body.lines + [partial.update], outer_range=chunk_range)
     lines = [
         *body.views,
         f"part = np.empty({chunks}, {np_type(dtype)})",
         f"for ch in numba.prange({chunks}):",
-        *indent([f"acc = {identity}", *per_chunk, "part[ch] = acc"], 1),
+        *indent([f"acc = {partial.load(identity)}", *per_chunk, f"part[ch] = {partial.finish('acc')}"], 1),
         f"acc = {identity}",
         f"for ch in range({chunks}):",
         f"    acc = {typed(combine('acc', 'part[ch]'), dtype)}",
@@ -343,6 +452,8 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
     views = _transposed_operands(spec)
+    if dtype in (DType.f32, DType.f64) and "split_matmuls" in OPTIMIZATIONS and not blas.native_threads():
+        return _gemm_kernel(spec, views, (nb, m, n, k))
     if dtype.is_float and views:  # BLAS reads the transposed view of the operand's source
         x3, xt = _operand_3d(spec, 0, (nb, m, k), views)
         y3, yt = _operand_3d(spec, 1, (nb, k, n), views)
@@ -370,6 +481,48 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     rows = "numba.prange" if parallel else "range"
     lines += [f"for t in range({nb}):", f"    for i in {rows}({m}):", *indent(row, 2)]
     return spec.define(lines, parallel)
+
+
+def _gemm_kernel(spec: _KernelSpec, views: dict[Value, Value], dims: tuple[int, int, int, int]) -> Kernel:
+    """BLAS gemm calls on blocks (``runtime/blas.py``): batch elements and row blocks of the result
+    spread over Numba's threads when the matmul is big enough to pay for a parallel region; a
+    transposed operand is read through BLAS's transpose flag from its source buffer."""
+    nb, m, n, k = dims
+    root = spec.group.root
+    out = root.result
+    dtype = out.type.dtype
+    flops = 2 * nb * m * n * k
+    threads = numba_threads()
+    parts = 1
+    if flops >= PARALLEL_MIN_FLOPS and nb < threads:
+        parts = max(1, min(-(-threads // nb), m // MIN_BLOCK_ROWS))
+    parallel = flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
+    args = []
+    lines = []
+    for pos, (name, rows, cols) in enumerate((("x", m, k), ("y", k, n))):
+        v = root.operands[pos]
+        transposed = v in views
+        lines.append(f"{name} = {spec.names[views.get(v, v)]}.reshape(-1)")
+        # A row block of x starts at its first row: a row of x, or a column of x's transposed source.
+        args.append((transposed, cols if not transposed else rows))
+    lines.append(f"o = {spec.names[out]}.reshape(-1)")
+    (ta, lda), (tb, ldb) = args
+    one, zero = literal(1, dtype), literal(0, dtype)
+    loop = "numba.prange" if parallel else "range"
+    row_step = 1 if ta else k
+    body = [
+        f"t = q // {parts}",
+        f"i0 = (q - t * {parts}) * {m} // {parts}",
+        f"i1 = (q - t * {parts} + 1) * {m} // {parts}",
+        f"gemm({ta}, {tb}, i1 - i0, {n}, {k}, {one}, x, t * {m * k} + i0 * {row_step}, {lda}, "
+        f"y, t * {k * n}, {ldb}, {zero}, o, t * {m * n} + i0 * {n}, {n})",
+    ]
+    lines += [f"for q in {loop}({nb * parts}):", *indent(body, 1)]
+    return spec.define(lines, parallel)
+
+
+def numba_threads() -> int:
+    return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
 def _transposed_operands(spec: _KernelSpec) -> dict[Value, Value]:
@@ -407,8 +560,18 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         "import numba",
         "import numpy as np",
         "",
-        *(f"{name} = {spelling['cpu']}" for name, spelling in SCALAR_HELPERS.items()),
+        *(f"{name} = {spelling['cpu']}" for name, spelling in SCALAR_HELPERS.items() if spelling["cpu"]),
     ]
+    kernels = list(kernels)
+    used = {name for name in vecmath.HELPERS if any(f"{name}(" in k.text for k in kernels)}
+    if "vector_math" not in OPTIMIZATIONS:  # the plain libm spellings
+        lines += [f"{name} = math.{name.removesuffix('_f32')}" for name in vecmath.F32_MATH if name in used]
+        used -= set(vecmath.F32_MATH)
+    if used:
+        lines += ["", "", vecmath.helper_source(used)]
+    if any("gemm(" in k.text for k in kernels):
+        lines += ["", "from runtime.blas import gemm_function, single_threaded_blas", ""]
+        lines += ["gemm = gemm_function()", "single_threaded_blas()"]
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
     if pool.arrays:

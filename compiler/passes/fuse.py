@@ -49,6 +49,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Function, Op, Value
+from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
 from compiler.prims.base import Kind
@@ -245,13 +246,25 @@ class _Fuser:
         return [], False
 
     def _recomputable(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
-        """Rule 3: a cheap elementwise op (no libm call) read at the identity index only, whose operands
-        are buffers anyway (params, reduction and matmul results, index maps of those)."""
+        """Rule 3: a cheap elementwise op read at the identity index only, whose operands are buffers
+        anyway (params, reduction and matmul results, index maps of those) or cheap arithmetic on such
+        buffers (recomputed with it)."""
         return (
             op.prim.kind is Kind.ELEMENTWISE
-            and op.prim not in ew.TRANSCENDENTAL
+            and _cheap(op)
             and all(set(keys) == {IDENTITY} for keys in reads.values())
-            and all(self._stored_anyway(v, RECOMPUTE_DEPTH) for v in op.operands)
+            and all(self._stored_anyway(v, RECOMPUTE_DEPTH) or self._cheap_of_stored(v) for v in op.operands)
+        )
+
+    def _cheap_of_stored(self, value: Value) -> bool:
+        """``value`` is arithmetic (no transcendental function) on buffers: ``z - max(z)`` under ``exp``."""
+        producer = self.producer.get(value)
+        return (
+            producer is not None
+            and value not in self.returned
+            and producer.prim.kind is Kind.ELEMENTWISE
+            and producer.prim not in ew.TRANSCENDENTAL
+            and all(self._stored_anyway(v, RECOMPUTE_DEPTH) for v in producer.operands)
         )
 
     def _stored_anyway(self, value: Value, depth: int) -> bool:
@@ -285,3 +298,12 @@ class _Fuser:
                 if v not in inside:
                     seen[v] = None
         return list(seen)
+
+
+def _cheap(op: Op) -> bool:
+    """Cheap enough to compute again in each kernel that reads it: arithmetic, or a float32 function
+    with a vectorized polynomial (``ew.VECTORIZED_F32``: ~20 flops per element, less than writing the
+    value to memory and reading it back on the CPU, far less on a GPU)."""
+    if op.prim not in ew.TRANSCENDENTAL:
+        return True
+    return op.prim in ew.VECTORIZED_F32 and op.result.type.dtype is DType.f32

@@ -11,6 +11,14 @@ whose last reader ran earlier is back on the free list. Each output then gets, i
 2. *best fit*: the smallest free block that is large enough (a larger freed block is split), else
    new space at the top of the arena (64-byte aligned).
 
+That online pass decides every in-place reuse and gives a first set of offsets. Packing is then redone
+offline (``pack_by_size``), since every lifetime is known by then: the values chained by in-place reuse
+are one block, and blocks are placed largest first, each at the best-fitting gap among the blocks
+already placed that are live at the same time (the "greedy by size" of Pisarchyk and Lee, 2020). The
+online pass fragments when a small buffer lands in a hole that a big one needed later; the offline
+one places big blocks first. The plan keeps whichever arena is smaller (``DSL_NO_PACK_BY_SIZE=1``:
+the online offsets only).
+
 A value written back to an argument (``dsl.writeback``) is stored straight into the caller's array
 when the argument's old value is read by no later group and only at identity by this one; otherwise
 it goes to fresh memory and the runtime copies it after the call.
@@ -23,7 +31,10 @@ allocated fresh per call, so a result never aliases the arena or an input.
 from __future__ import annotations
 
 import bisect
+import os
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.passes.fuse import FusionPlan, Group
@@ -96,11 +107,26 @@ def naive_bytes(func: Function) -> int:
     return sum(r.type.nbytes for op in func.ops for r in op.results if r not in returned)
 
 
+def pack_by_size_enabled() -> bool:
+    return os.environ.get("DSL_NO_PACK_BY_SIZE", "") in ("", "0")
+
+
 def plan_buffers(
-    func: Function, fusion: FusionPlan, inplace: bool = True, donate_argnums: tuple[int, ...] = ()
+    func: Function,
+    fusion: FusionPlan,
+    inplace: bool = True,
+    donate_argnums: tuple[int, ...] = (),
+    pack_by_size: bool | None = None,
 ) -> MemoryPlan:
+    """``pack_by_size``: also pack offline, largest block first, and keep the smaller arena
+    (default: on unless ``DSL_NO_PACK_BY_SIZE=1``). The reference plan (``inplace=False``) is never
+    repacked: one slot per buffer."""
     planner = _Planner(func, fusion, inplace, donate_argnums)
     peak = planner.run()
+    if pack_by_size is None:
+        pack_by_size = pack_by_size_enabled()
+    if inplace and pack_by_size:
+        peak = repack_by_size(planner.rows, peak)
     plan = MemoryPlan(
         peak_bytes=peak,
         naive_bytes=naive_bytes(func),
@@ -112,6 +138,57 @@ def plan_buffers(
     )
     plan.inplace += report_requests(func, fusion, plan, inplace)
     return plan
+
+
+def repack_by_size(rows: list[BufferRow], online_peak: int) -> int:
+    """Offline packing of the arena rows: a chain of in-place reuses is one block (same offset, its
+    lifetimes joined end to start); blocks are placed largest first (then earliest), each at the
+    smallest gap between the blocks placed so far that are live at the same time, else above them.
+    Rewrites the rows' offsets and returns the new arena size when it is smaller than
+    ``online_peak``; else leaves the rows alone and returns ``online_peak``."""
+    blocks = _reuse_chains([r for r in rows if r.param is None])
+    order = sorted(blocks, key=lambda b: (-align(b[0].bytes), b[0].live[0]))
+    n = len(order)
+    starts, ends = np.empty(n, np.int64), np.empty(n, np.int64)
+    offsets, sizes = np.empty(n, np.int64), np.empty(n, np.int64)
+    for i, chain in enumerate(order):
+        start, end, size = chain[0].live[0], max(r.live[1] for r in chain), align(chain[0].bytes)
+        live = (starts[:i] <= end) & (ends[:i] >= start)  # lifetimes are inclusive kernel positions
+        offsets[i] = _best_gap(offsets[:i][live], sizes[:i][live], size)
+        starts[i], ends[i], sizes[i] = start, end, size
+    peak = int((offsets + sizes).max()) if n else 0
+    if peak >= online_peak:
+        return online_peak
+    for chain, offset in zip(order, offsets.tolist()):
+        for r in chain:
+            r.offset = offset
+    return peak
+
+
+def _best_gap(offsets: np.ndarray, sizes: np.ndarray, size: int) -> int:
+    """The offset of the smallest hole of at least ``size`` bytes below, between or above the
+    occupied ranges ``[offset, offset + size)`` (which may overlap each other)."""
+    best, best_room, cursor = -1, -1, 0
+    for i in np.argsort(offsets, kind="stable").tolist():
+        room = int(offsets[i]) - cursor
+        if room >= size and (best < 0 or room < best_room):
+            best, best_room = cursor, room
+        cursor = max(cursor, int(offsets[i] + sizes[i]))
+    return cursor if best < 0 else best
+
+
+def _reuse_chains(rows: list[BufferRow]) -> list[list[BufferRow]]:
+    """Rows grouped by in-place hand-over: a row that took over another arena row's block follows it
+    (each block is handed over at most once: the donor dies where the taker is written)."""
+    by_name = {r.name: r for r in rows}
+    next_of = {r.reused_from: r for r in rows if r.reused_from in by_name}
+    chains = []
+    for head in (r for r in rows if r.reused_from not in by_name):
+        chain = [head]
+        while chain[-1].name in next_of:
+            chain.append(next_of[chain[-1].name])
+        chains.append(chain)
+    return chains
 
 
 class _FreeList:

@@ -10,9 +10,9 @@ import numpy as np
 
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.rewrite import Rewriter
+from compiler.prims import contraction, source
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
-from compiler.prims import source
 from compiler.prims.base import Primitive
 
 FOLD_LIMIT = 1024  # fold constants up to this many elements; larger results stay as ops
@@ -115,6 +115,32 @@ class _Simplifier:
             attrs["perm"] = tuple(first[p] for p in second)
         return Op(op.prim, inner.operands, attrs, op.results, op.loc)
 
+    def outer_product(self, op: Op) -> Op:
+        """A matmul over K = 1 is an outer product: ``broadcast(a) * broadcast(b)``, elementwise, so
+        fusion inlines it into its readers instead of giving it a buffer (second-order autodiff of an
+        MLP with one input makes ``ones(B, 1) @ w`` of the weights' size)."""
+        if op.prim is not contraction.matmul or op.operands[0].type.shape[-1] != 1 or op.attrs:
+            return op
+        shape = op.result.type.shape
+        spread = []
+        for v in op.operands:
+            if v.type.shape == shape:
+                spread.append(v)
+                continue
+            wide = Op(mv.broadcast, (v,), {"shape": shape}, (Value(v.type.with_shape(shape)),), op.loc)
+            self._emit(wide)
+            spread.append(wide.result)
+        return Op(ew.mul, tuple(spread), {}, op.results, op.loc)
+
+    def _emit(self, op: Op) -> None:
+        earlier = self.seen.get(op.key())
+        if earlier is not None:
+            self.rw.replace(op.result, earlier.result)
+            return
+        self.seen[op.key()] = op
+        self.rw.add(op)
+        self.producer[op.result] = op
+
     def run(self) -> Function:
         for original in self.rw.func.ops:
             op = original.with_operands(self.rw.operands(original))
@@ -122,7 +148,7 @@ class _Simplifier:
             if same is not None:
                 self.rw.replace(op.result, same)
                 continue
-            op = self.merge_movement(self.fold(op))
+            op = self.merge_movement(self.fold(self.outer_product(op)))
             same = self.forward(op)  # the merged op may be an identity (a transpose undone)
             if same is not None:
                 self.rw.replace(op.result, same)

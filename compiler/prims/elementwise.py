@@ -16,6 +16,7 @@ from scipy import special
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.prims import vecmath
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
 
@@ -80,6 +81,18 @@ def _elementwise(
         differentiable=differentiable,
         vjp=vjp,
     )
+
+
+def _math(name: str) -> Callable[[EmitContext, str], str]:
+    """``math.<name>``, or for float32 the vectorizable ``<name>_f32`` helper (compiler/prims/vecmath.py;
+    ``SCALAR_HELPERS`` binds it per target)."""
+    helper = f"{name}_f32"
+    assert helper in vecmath.F32_MATH
+
+    def code(ctx: EmitContext, x: str) -> str:
+        return f"{helper}({x})" if ctx.result_type.dtype is DType.f32 else f"math.{name}({x})"
+
+    return code
 
 
 def _one(ctx: EmitContext, dtype: DType | None = None) -> str:
@@ -206,20 +219,20 @@ def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents
 neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative, vjp=_neg_vjp)
 abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, vjp_needs=INPUTS, vjp=_abs_vjp)
 sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp)
-exp = _elementwise("exp", 1, lambda c, x: f"math.exp({x})", np.exp, FLOAT, OUTPUT, vjp=_exp_vjp)
-log = _elementwise("log", 1, lambda c, x: f"math.log({x})", np.log, FLOAT, INPUTS, vjp=_log_vjp)
+exp = _elementwise("exp", 1, _math("exp"), np.exp, FLOAT, OUTPUT, vjp=_exp_vjp)
+log = _elementwise("log", 1, _math("log"), np.log, FLOAT, INPUTS, vjp=_log_vjp)
 log1p = _elementwise("log1p", 1, lambda c, x: f"math.log1p({x})", np.log1p, FLOAT, INPUTS, vjp=_log1p_vjp)
 expm1 = _elementwise("expm1", 1, lambda c, x: f"math.expm1({x})", np.expm1, FLOAT, OUTPUT, vjp=_expm1_vjp)
 sqrt = _elementwise("sqrt", 1, lambda c, x: f"math.sqrt({x})", np.sqrt, FLOAT, OUTPUT, vjp=_sqrt_vjp)
 sin = _elementwise("sin", 1, lambda c, x: f"math.sin({x})", np.sin, FLOAT, INPUTS, vjp=_sin_vjp)
 cos = _elementwise("cos", 1, lambda c, x: f"math.cos({x})", np.cos, FLOAT, INPUTS, vjp=_cos_vjp)
 tan = _elementwise("tan", 1, lambda c, x: f"math.tan({x})", np.tan, FLOAT, OUTPUT, vjp=_tan_vjp)
-tanh = _elementwise("tanh", 1, lambda c, x: f"math.tanh({x})", np.tanh, FLOAT, OUTPUT, vjp=_tanh_vjp)
+tanh = _elementwise("tanh", 1, _math("tanh"), np.tanh, FLOAT, OUTPUT, vjp=_tanh_vjp)
 erf = _elementwise("erf", 1, lambda c, x: f"math.erf({x})", special.erf, FLOAT, INPUTS, vjp=_erf_vjp)
 logistic = _elementwise(
     "logistic",
     1,
-    lambda c, x: f"({_one(c)} / ({_one(c)} + math.exp(-{x})))",
+    lambda c, x: f"({_one(c)} / ({_one(c)} + {_math('exp')(c, f'(-{x})')}))",
     _logistic_ref,
     FLOAT,
     OUTPUT,
@@ -357,7 +370,12 @@ floor = _elementwise("floor", 1, _floor, np.floor, FLOAT, vjp=_floor_vjp)
 # Scalar functions a lowering names that Numba's targets spell differently: name -> target -> spelling.
 # Every generated module's prelude binds them (the CPU target has np.fmod but no math.fmod; the CUDA
 # target has math.fmod but no np.fmod).
-SCALAR_HELPERS = {"fmod": {"cpu": "np.fmod", "cuda": "math.fmod"}}
+# The CPU spellings of the float32 helpers are their definitions (vecmath.helper_source, rendered
+# only where a module names them); the GPU's libdevice math is vectorized already.
+SCALAR_HELPERS = {
+    "fmod": {"cpu": "np.fmod", "cuda": "math.fmod"},
+    **{name: {"cpu": "", "cuda": f"math.{name.removesuffix('_f32')}"} for name in vecmath.F32_MATH},
+}
 fmod = _elementwise("fmod", 2, lambda c, a, b: f"fmod({a}, {b})", np.fmod, FLOAT, INPUTS, vjp=_fmod_vjp)
 
 
@@ -457,6 +475,16 @@ copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY, vjp=_copy_vjp)
 stop_gradient = _elementwise("stop_gradient", 1, lambda c, x: x, np.copy, ANY, vjp=_stop_gradient_vjp)
 
 
-# Ops whose scalar lowering is a libm call per element (no SIMD in Numba without SVML): the CPU
-# backend runs big groups containing one through NumPy's vectorized ufuncs instead.
+# Ops whose scalar lowering costs a polynomial or a libm call per element (not worth recomputing).
 TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, logistic, pow_})
+# Those of them whose float32 lowering is a vectorizable helper (compiler/prims/vecmath.py).
+VECTORIZED_F32 = frozenset({exp, log, tanh, logistic})
+
+
+def libm_bound(op: Op, vector_math: bool = True) -> bool:
+    """Whether ``op``'s CPU lowering calls libm per element, which stops LLVM's loop vectorizer
+    (llvmlite has no SVML): the CPU backend runs big groups containing one through NumPy's
+    vectorized ufuncs instead (compiler/codegen/arraylevel.py)."""
+    if op.prim not in TRANSCENDENTAL:
+        return False
+    return not (vector_math and op.prim in VECTORIZED_F32 and op.result.type.dtype is DType.f32)

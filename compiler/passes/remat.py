@@ -1,0 +1,138 @@
+"""Rematerialization: recompute a cheap stored value in the later kernels that read it, instead of
+keeping its buffer alive until the last of them.
+
+Fusion stores a value that several kernels read (``1 - t * t`` of a tanh's derivative, read by both
+backward passes of a second derivative; ``0.5 * h`` of a GELU, read by the forward and the backward).
+When the value is cheap (elementwise, no libm call) and the buffers it is computed from are live at a
+later reader anyway, recomputing it there costs a few flops per element and frees its buffer from the
+kernel that stores it to that reader. Fusion's own recompute rule (``fuse``, rule 3) does this only
+when the operands are buffers by their kind (params, reduction and matmul results); this pass asks
+the plan instead: an operand qualifies when a kernel at or after the reader still reads its buffer.
+
+For each stored value ``v`` (cheap elementwise, not returned, not a user's in-place request) and each
+later kernel ``g`` (LOOP or REDUCE) whose elementwise or reduction ops read ``v``'s buffer along one
+index path (so the copy is evaluated once per element, like its reader), a copy of ``v``'s
+op is placed before ``g``'s first read of it, and ``g`` reads the copy: fusion then computes it inside
+``g``'s loop. An operand of the copy is read as it is when it is a parameter, a buffer read at or after
+``g`` anyway, or an index map or literal (fusion recomputes those wherever they are read) over such
+values; a cheap elementwise operand that has no buffer is copied too (up to ``DEPTH`` levels).
+
+The rewritten function is fused and planned, and kept only when its planned peak is smaller: the pass
+never makes the plan bigger. Every copy computes, element for element, the same operations on the
+same values as the op it copies, so results are bit-identical. ``Options.remat`` /
+``DSL_NO_REMAT=1`` switch it off.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from compiler.ir.core import Block, Function, Op, Value
+from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
+from compiler.passes.plan import INPLACE_ATTR
+from compiler.passes.schedule import planned_peak
+from compiler.prims import elementwise as ew
+from compiler.prims.base import Kind
+
+DEPTH = 3  # elementwise and index-map levels a copy may reach back through
+_AT_OWN_INDEX = frozenset({Kind.ELEMENTWISE, Kind.REDUCTION})  # readers that read v where they compute
+
+
+def remat_enabled() -> bool:
+    return os.environ.get("DSL_NO_REMAT", "") in ("", "0")
+
+
+def rematerialize(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> Function:
+    """``func`` with cheap stored values recomputed in their later readers, when that shrinks the plan."""
+    if any(op.regions for op in func.ops):
+        return func
+    fusion = fuse(func)
+    copies = _Copier(func, fusion).run()
+    if not copies:
+        return func
+    ops: list[Op] = []
+    for op in func.ops:
+        before, reads = copies.get(op, ([], {}))
+        ops += before
+        ops.append(op.with_operands(tuple(reads.get(v, v) for v in op.operands)) if reads else op)
+    candidate = func.replace_body(Block(func.params, tuple(ops), func.results))
+    if planned_peak(candidate, inplace, donate_argnums) < planned_peak(func, inplace, donate_argnums):
+        return candidate
+    return func
+
+
+def _cheap(op: Op) -> bool:
+    return (
+        op.prim.kind is Kind.ELEMENTWISE and op.prim not in ew.TRANSCENDENTAL and INPLACE_ATTR not in op.attrs
+    )
+
+
+class _Copier:
+    def __init__(self, func: Function, fusion: FusionPlan) -> None:
+        self.func = func
+        self.fusion = fusion
+        self.params = set(func.params)
+        self.returned = set(func.results)
+        self.producer = {r: op for op in func.ops for r in op.results}
+        self.last_read: dict[Value, int] = {}
+        self.readers: dict[Value, list[Group]] = defaultdict(list)
+        for g in fusion.groups:
+            for v in g.inputs:
+                self.last_read[v] = max(self.last_read.get(v, -1), g.root_pos)
+                self.readers[v].append(g)
+
+    def run(self) -> dict[Op, tuple[list[Op], dict[Value, Value]]]:
+        """Consumer op -> (copies to place before it, operand -> copy it reads instead)."""
+        out: dict[Op, tuple[list[Op], dict[Value, Value]]] = {}
+        for op in self.func.ops:
+            v = op.results[0] if len(op.results) == 1 else None
+            if v is None or v not in self.fusion.materialized or v in self.returned or not _cheap(op):
+                continue
+            for g in self.readers.get(v, ()):
+                if not self._recomputable_in(v, g):
+                    continue
+                made: dict[Value, Value] = {}
+                new_ops: list[Op] = []
+                copy = self._copy(op, g, made, new_ops)
+                first = next(c for c in g.ops if v in c.operands)
+                out.setdefault(first, ([], {}))[0].extend(new_ops)
+                for c in g.ops:
+                    if v in c.operands:
+                        out.setdefault(c, ([], {}))[1][v] = copy
+        return out
+
+    def _recomputable_in(self, v: Value, g: Group) -> bool:
+        if g.kind is GroupKind.CONTRACT or len(self.fusion.access.get(v, {}).get(g, ())) != 1:
+            return False  # one index path: the copy is evaluated once per element, like the reader
+        if not all(c.prim.kind in _AT_OWN_INDEX for c in g.ops if v in c.operands):
+            return False
+        return all(self._available(a, g, DEPTH) for a in self.producer[v].operands)
+
+    def _available(self, a: Value, g: Group, depth: int) -> bool:
+        """``g`` may read ``a`` (or a copy of it) without keeping any buffer alive longer."""
+        if a in self.params or a in self.returned:
+            return True
+        if a in self.fusion.materialized:
+            return self.last_read.get(a, -1) >= g.root_pos
+        op = self.producer[a]
+        if op.prim.kind is Kind.SOURCE:
+            return True
+        inlinable = op.prim.kind is Kind.MOVEMENT or _cheap(op)
+        return inlinable and depth > 0 and all(self._available(x, g, depth - 1) for x in op.operands)
+
+    def _copy(self, op: Op, g: Group, made: dict[Value, Value], new_ops: list[Op]) -> Value:
+        """A copy of ``op`` for ``g``; its unstored cheap elementwise operands are copied too."""
+        operands = []
+        for a in op.operands:
+            producer = self.producer.get(a)
+            unstored = a not in self.fusion.materialized and a not in self.params
+            if producer is not None and unstored and producer.prim.kind is Kind.ELEMENTWISE:
+                if a not in made:
+                    made[a] = self._copy(producer, g, made, new_ops)
+                a = made[a]
+            operands.append(a)
+        attrs = {k: x for k, x in op.attrs.items() if k != INPLACE_ATTR}
+        copy = Op(op.prim, tuple(operands), attrs, (Value(op.result.type),), op.loc)
+        new_ops.append(copy)
+        return copy.result

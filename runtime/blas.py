@@ -1,0 +1,198 @@
+"""BLAS ``gemm`` for generated CPU kernels, and who owns the CPU cores during a matmul.
+
+``gemm(transa, transb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc)`` computes
+the row-major ``C = alpha * op(A) @ op(B) + beta * C`` on blocks of flat arrays (``*_off``: the
+block's first element; ``ld*``: its row stride; ``trans*``: the operand is stored transposed). It
+calls the same ``numba_xxgemm`` entry (SciPy's BLAS) that Numba's ``np.dot`` calls, so generated
+modules stay cacheable, but with leading dimensions, offsets and the alpha/beta scaling exposed:
+kernels hand BLAS row blocks of a matmul, transposed operands without copies, and results that
+accumulate into their destination.
+
+Threads. SciPy's OpenBLAS runs its own thread pool beside Numba's; two pools on a few cores fight
+whenever the machine has other load (measured on the 2-core CI machine while another process ran:
+the transformer benchmark's kernels took 1,814 ms with BLAS threads, 33 ms with one). So the first
+executable that calls ``gemm`` sets SciPy's OpenBLAS to one thread (``single_threaded_blas``), and
+matmul kernels split their work over Numba's pool themselves (batch elements and row blocks under
+``numba.prange``). NumPy's own OpenBLAS (``np.matmul`` outside dslc) is a different library and is not
+touched. ``DSL_BLAS_THREADS=native`` leaves SciPy's BLAS threading alone, and kernels then call
+``gemm`` once per batch element on the calling thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import threading
+from typing import Any
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+_lock = threading.Lock()
+_configured = False
+
+
+def native_threads() -> bool:
+    """``DSL_BLAS_THREADS=native``: keep BLAS's own threading (kernels then do not split matmuls)."""
+    return os.environ.get("DSL_BLAS_THREADS", "").strip().lower() == "native"
+
+
+def single_threaded_blas() -> bool:
+    """Set SciPy's OpenBLAS (the BLAS generated kernels call) to one thread, once per process.
+    Returns whether a setter was found (other BLAS builds are left as they are)."""
+    global _configured
+    with _lock:
+        if _configured or native_threads():
+            return _configured
+        _configured = True
+        import scipy
+
+        libs = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
+        for path in sorted(glob.glob(os.path.join(libs, "*openblas*"))):
+            lib = ctypes.CDLL(path)
+            for name in ("scipy_openblas_set_num_threads", "openblas_set_num_threads"):
+                setter = getattr(lib, name, None)
+                if setter is not None:
+                    setter(1)
+                    return True
+        return False
+
+
+_ll_char = ir.IntType(8)
+_ll_void_p = ir.IntType(8).as_pointer()
+
+
+@intrinsic
+def gemm(  # noqa: PLR0913 - BLAS's signature
+    typingctx: Any,
+    transa: Any,
+    transb: Any,
+    m: Any,
+    n: Any,
+    k: Any,
+    alpha: Any,
+    a: Any,
+    a_off: Any,
+    lda: Any,
+    b: Any,
+    b_off: Any,
+    ldb: Any,
+    beta: Any,
+    c: Any,
+    c_off: Any,
+    ldc: Any,
+) -> Any:
+    from numba.np.linalg import ensure_blas
+
+    ensure_blas()
+    arrays = (a, b, c)
+    if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
+        return None
+    dtype = c.dtype
+    kind = {types.float32: "s", types.float64: "d"}.get(dtype)
+    if kind is None:
+        return None
+    sig = types.void(
+        types.boolean,
+        types.boolean,
+        types.intp,
+        types.intp,
+        types.intp,
+        dtype,
+        a,
+        types.intp,
+        types.intp,
+        b,
+        types.intp,
+        types.intp,
+        dtype,
+        c,
+        types.intp,
+        types.intp,
+    )
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
+        ta, tb, m_, n_, k_, alpha_, a_, a_off_, lda_, b_, b_off_, ldb_, beta_, c_, c_off_, ldc_ = args
+        intp = context.get_value_type(types.intp)
+        fnty = ir.FunctionType(
+            ir.IntType(32),
+            [_ll_char, _ll_char, _ll_char, intp, intp, intp, _ll_void_p, _ll_void_p, intp]
+            + [_ll_void_p, intp, _ll_void_p, _ll_void_p, intp],
+        )
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
+
+        def data(arr_type: Any, arr: Any, offset: Any) -> Any:
+            ary = context.make_array(arr_type)(context, builder, arr)
+            return builder.bitcast(builder.gep(ary.data, [offset]), _ll_void_p)
+
+        def slot(value: Any) -> Any:
+            ptr = cgutils.alloca_once(builder, context.get_value_type(dtype))
+            builder.store(value, ptr)
+            return builder.bitcast(ptr, _ll_void_p)
+
+        def trans(flag: Any) -> Any:
+            return builder.select(flag, ir.Constant(_ll_char, ord("t")), ir.Constant(_ll_char, ord("n")))
+
+        # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first.
+        builder.call(
+            fn,
+            (
+                ir.Constant(_ll_char, ord(kind)),
+                trans(tb),
+                trans(ta),
+                n_,
+                m_,
+                k_,
+                slot(alpha_),
+                data(b, b_, b_off_),
+                ldb_,
+                data(a, a_, a_off_),
+                lda_,
+                slot(beta_),
+                data(c, c_, c_off_),
+                ldc_,
+            ),
+        )
+
+    return sig, codegen
+
+
+def _gemm_python(  # noqa: PLR0913 - BLAS's signature
+    ta: bool,
+    tb: bool,
+    m: int,
+    n: int,
+    k: int,
+    alpha: Any,
+    a: np.ndarray,
+    a_off: int,
+    lda: int,
+    b: np.ndarray,
+    b_off: int,
+    ldb: int,
+    beta: Any,
+    c: np.ndarray,
+    c_off: int,
+    ldc: int,
+) -> None:
+    """``gemm`` for modules run as plain Python (``NUMBA_DISABLE_JIT``): the same blocks, with NumPy."""
+    if m == 0 or n == 0:
+        return
+
+    def block(x: np.ndarray, off: int, ld: int, rows: int, cols: int, transposed: bool) -> np.ndarray:
+        shape = (cols, rows) if transposed else (rows, cols)
+        view = np.lib.stride_tricks.as_strided(x[off:], shape, (ld * x.itemsize, x.itemsize))
+        return view.T if transposed else view
+
+    out = block(c, c_off, ldc, m, n, False)
+    product = alpha * (block(a, a_off, lda, m, k, ta) @ block(b, b_off, ldb, k, n, tb))
+    out[...] = product if beta == 0 else product + beta * out  # beta 0: C is not read (may be poison)
+
+
+def gemm_function() -> Any:
+    """What a generated module binds as ``gemm``: the intrinsic, or NumPy when Numba's JIT is off."""
+    return _gemm_python if numba.config.DISABLE_JIT else gemm  # type: ignore[attr-defined]

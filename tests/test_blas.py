@@ -1,0 +1,114 @@
+"""Matmul kernels on BLAS gemm blocks (``runtime/blas.py``): the intrinsic against NumPy for every
+transpose/offset/alpha/beta combination, its plain-Python twin, and compiled matmuls of awkward
+shapes (batched, transposed operands, fewer rows than threads, K or N of 1) split over threads or
+not, against NumPy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+from compiler.codegen import cpu
+from runtime import blas
+
+rng = np.random.default_rng(5)
+
+
+@numba.njit(cache=False)
+def _call_gemm(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    blas.gemm(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+@pytest.mark.parametrize("impl", ["intrinsic", "python"])
+def test_gemm_blocks_match_numpy(dtype: Any, ta: bool, tb: bool, impl: str) -> None:
+    m, n, k, rows, i0 = 23, 17, 9, 7, 5  # rows i0 .. i0+rows of a 23-row product
+    A = rng.standard_normal((m, k)).astype(dtype)
+    B = rng.standard_normal((k, n)).astype(dtype)
+    C = rng.standard_normal((m, n)).astype(dtype)
+    a = np.ascontiguousarray(A.T) if ta else A  # stored transposed: BLAS reads it with its flag
+    b = np.ascontiguousarray(B.T) if tb else B
+    lda, ldb = (m if ta else k), (k if tb else n)
+    a_off = i0 if ta else i0 * k
+    for alpha, beta in ((1.0, 0.0), (0.5, 2.0), (-3.0, 1.0)):
+        c = C.copy()
+        args = (ta, tb, rows, n, k, dtype(alpha), a.reshape(-1), a_off, lda, b.reshape(-1), 0, ldb)
+        args += (dtype(beta), c.reshape(-1), i0 * n, n)
+        (_call_gemm if impl == "intrinsic" else blas._gemm_python)(*args)
+        want = C.copy()
+        want[i0 : i0 + rows] = alpha * (A[i0 : i0 + rows] @ B) + beta * C[i0 : i0 + rows]
+        np.testing.assert_allclose(c, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+def test_beta_zero_never_reads_the_destination() -> None:
+    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+    for fn in (_call_gemm, blas._gemm_python):
+        c = np.full((2, 2), np.nan, np.float32)
+        args = (False, False, 2, 2, 3, np.float32(1.0), a.reshape(-1), 0, 3, b.reshape(-1), 0, 2)
+        fn(*args, np.float32(0.0), c.reshape(-1), 0, 2)
+        np.testing.assert_array_equal(c, np.full((2, 2), 3.0, np.float32))
+
+
+SHAPES = [
+    ((512, 300), (300, 200)),  # split into row blocks
+    ((3, 300, 40), (3, 40, 500)),  # batched: row blocks of each batch element
+    ((16, 64, 64), (16, 64, 64)),  # batch elements spread over threads
+    ((1, 3000), (3000, 2000)),  # one row: no split
+    ((3000, 2000), (2000, 1)),  # N = 1
+    ((5, 7), (7, 3)),  # small: the calling thread
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", SHAPES, ids=[f"{a}x{b}" for a, b in SHAPES])
+def test_compiled_matmuls_match_numpy(dtype: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+    x = rng.standard_normal(shapes[0]).astype(dtype)
+    y = rng.standard_normal(shapes[1]).astype(dtype)
+    xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+    swap = (*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
+
+    def f(x: Any, y: Any, xt: Any) -> Any:  # plain, and reading a transposed operand
+        return x @ y, dnp.transpose(xt, swap) @ y
+
+    compiled = dsl.compile(f)
+    source = compiled.lower(x, y, xt).source()
+    assert "gemm(" in source and "np.dot" not in source
+    rtol = 2e-5 if dtype == np.float32 else 1e-12
+    scale = np.sqrt(x.shape[-1])
+    for got in compiled(x, y, xt):
+        np.testing.assert_allclose(got, x @ y, rtol=rtol, atol=rtol * scale)
+
+
+def test_native_blas_threads_keep_np_dot(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSL_BLAS_THREADS", "native")
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    source = dsl.compile(lambda a: a @ a.T).lower(x).source()
+    assert "np.dot" in source and "gemm(" not in source
+    assert "split_matmuls" in cpu.OPTIMIZATIONS
+
+
+def test_k1_matmul_is_an_outer_product_without_blas() -> None:
+    x, y = (
+        rng.standard_normal((2000, 1)).astype(np.float32),
+        rng.standard_normal((1, 3000)).astype(np.float32),
+    )
+    compiled = dsl.compile(lambda a, b: a @ b)
+    assert "gemm(" not in compiled.lower(x, y).source()  # simplify made it broadcast * broadcast
+    np.testing.assert_array_equal(compiled(x, y), x @ y)  # one product per element, as BLAS does
+
+
+def test_big_matmuls_split_small_ones_stay_on_the_calling_thread() -> None:
+    big, small = (
+        rng.standard_normal((512, 300)).astype(np.float32),
+        rng.standard_normal((5, 7)).astype(np.float32),
+    )
+    assert "numba.prange(" in dsl.compile(lambda a: a @ a.T).lower(big).source()
+    assert "numba.prange(" not in dsl.compile(lambda a: a @ a.T).lower(small).source()
