@@ -9,8 +9,11 @@ drops the superseded versions nobody reads. Autodiff (the ``grad`` stage) slots 
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +132,34 @@ PASSES_BY_NAME = {p.name: p for p in PASSES} | {
 STAGES = ("traced",) + tuple(p.stage for p in PASSES) + ("bufferized",)
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0  # compiles in progress (nested or in other threads)
+_gc_was_enabled = True
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while the passes run. They allocate many small
+    objects that stay alive (ops, values, maps), so collections get more frequent *and* each one
+    walks everything alive: the pipeline then grows faster than linearly (synthetic programs: 42 us
+    per op at 1k ops, 100 us at 30k with the collector; 40 and 54 us without). The passes make no
+    garbage cycles worth collecting early; the collector resumes (and catches up) afterwards, when
+    the last of nested or concurrent compiles ends."""
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def run_passes(
     func: Function,
     options: Options,
@@ -136,6 +167,16 @@ def run_passes(
     observe: Callable[[Pass, Function], None] | None = None,
 ) -> dict[str, Function]:
     """Run ``passes`` in order; returns the function after each stage (``traced`` first)."""
+    with paused_gc():
+        return _run_passes(func, options, passes, observe)
+
+
+def _run_passes(
+    func: Function,
+    options: Options,
+    passes: tuple[Pass, ...],
+    observe: Callable[[Pass, Function], None] | None,
+) -> dict[str, Function]:
     stages = {"traced": func}
     if options.verify:
         _verify(func, "the tracer")

@@ -10,6 +10,7 @@ from compiler.codegen.cuda import CudaProgram, generate_cuda
 from compiler.ir.core import Function
 from compiler.passes.fuse import FusionPlan, fuse
 from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
+from compiler.pipeline import paused_gc
 from runtime.executable import Executable
 from runtime.module_cache import load_module
 
@@ -19,8 +20,9 @@ def _planned(
 ) -> tuple[FusionPlan, MemoryPlan]:
     """Fusion and memory plan of optimized IR, the same for every backend; ``sanitize`` also checks
     the plan for overlapping live buffers."""
-    fusion = fuse(func)
-    plan = plan_buffers(func, fusion, inplace, donate_argnums)
+    with paused_gc():
+        fusion = fuse(func)
+        plan = plan_buffers(func, fusion, inplace, donate_argnums)
     if sanitize:
         check_no_overlap(plan)
     return fusion, plan
