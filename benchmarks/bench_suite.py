@@ -42,9 +42,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRAMEWORKS = ("dslc", "numpy", "jax", "torch")
 
 
-def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, budget_s: float = 20.0) -> float:
-    """Median seconds per call; stops early once ``budget_s`` is spent (at least 3 timed calls)."""
-    for _ in range(warmup):
+def median_time(
+    fn: Callable[[], object], repeats: int, warmup: int = 3, warmup_s: float = 1.0, budget_s: float = 20.0
+) -> float:
+    """Median seconds per call after warm-up: at least ``warmup`` calls and ``warmup_s`` seconds (at
+    most 50 calls). A new process's first calls are slow for a while on this VM (the elementwise
+    chain: ~45 ms for its first 6 calls after compiling, 4 ms after), for every framework. Stops
+    early once ``budget_s`` is spent (at least 3 timed calls)."""
+    start = time.perf_counter()
+    for k in range(50):
+        if k >= warmup and time.perf_counter() - start >= warmup_s:
+            break
         fn()
     times: list[float] = []
     start = time.perf_counter()
@@ -163,8 +171,21 @@ def available(framework: str) -> str | None:
     return None
 
 
-def run_program(prog: Program, repeats: int, missing: dict[str, str], isolate: bool = True) -> dict[str, Any]:
-    """``isolate=False`` (``--quick``): every framework timed in this process, a smoke run only."""
+def child_times(prog: Program, repeats: int, missing: dict[str, str]) -> dict[str, float]:
+    """Every framework's median on ``prog``, each in a new process (``time_in_child``), and a NumPy
+    copy of the same bytes for the bandwidth figure."""
+    times = {f: time_in_child(prog.name, f, repeats) for f in FRAMEWORKS if f not in missing}
+    if prog.bytes_moved:
+        times["copy"] = time_in_child(prog.name, "copy", repeats)
+    return times
+
+
+def run_program(
+    prog: Program, repeats: int, missing: dict[str, str], timed: dict[str, float] | None = None
+) -> dict[str, Any]:
+    """Checks every framework against dslc and reads the memory figures in this process; times come
+    from ``timed`` (``child_times``, taken before this process ran any framework), or without it
+    (``--quick``) from this process, a smoke run only."""
     row: dict[str, Any] = {"program": prog.name, "description": prog.description, "times": {}, "notes": []}
     runners = {f: Runner(prog, f) for f in FRAMEWORKS if f not in missing}
     want = runners["dslc"].check()
@@ -178,18 +199,14 @@ def run_program(prog: Program, repeats: int, missing: dict[str, str], isolate: b
         )
     row["max_rel_err"] = errs
     for f, r in runners.items():  # each framework alone in a fresh process (see time_in_child)
-        row["times"][f] = time_in_child(prog.name, f, repeats) if isolate else median_time(r.call, repeats)
+        row["times"][f] = timed[f] if timed is not None else median_time(r.call, repeats)
     for f, why in missing.items():
         row["notes"].append(f"{f} skipped: {why}")
     if prog.numpy_is_forward:
         row["notes"].append("NumPy: forward value only (hand-written)")
     if prog.bytes_moved:
         x, out = prog.args[0], np.empty_like(prog.args[0])
-        copy = (
-            time_in_child(prog.name, "copy", repeats)
-            if isolate
-            else median_time(lambda: np.copyto(out, x), repeats)
-        )
+        copy = timed["copy"] if timed is not None else median_time(lambda: np.copyto(out, x), repeats)
         row["copy_s"] = copy
         row["bandwidth_fraction"] = copy / row["times"]["dslc"]
         row["dslc_GBps"] = prog.bytes_moved / row["times"]["dslc"] / 1e9
@@ -441,19 +458,21 @@ def main() -> None:
         "programs": [],
     }
     wanted = [w for w in args.only.split(",") if w]
-    for name, build in suite_programs.BUILDERS.items():
-        if wanted and not any(w in name for w in wanted):
-            continue
-        prog = build()
-        print(f"== {prog.name}", flush=True)
-        result["programs"].append(run_program(prog, repeats, missing, isolate=not args.quick))
-        print(json.dumps(result["programs"][-1]["times"]), flush=True)
-    names = [p["program"] for p in result["programs"]]
-    if args.quick:  # a smoke run: first calls (cold compiles of every program) only in a full run
-        names = []
-    result["compile"] = suite_compile.measure(
-        names if not args.no_compile_times else [], args.quick, tiny_overhead(5000 if args.quick else 20000)
-    )
+    progs = [
+        b() for name, b in suite_programs.BUILDERS.items() if not wanted or any(w in name for w in wanted)
+    ]
+    # Every timing first, in child processes, while this process has run no framework: JAX's and
+    # PyTorch's worker threads stay alive (and spin) after their first calls here, and would load
+    # the cores the children are timed on. Checks and memory figures come after.
+    timed: dict[str, dict[str, float]] = {}
+    if not args.quick:
+        for prog in progs:
+            timed[prog.name] = child_times(prog, repeats, missing)
+            print(f"== {prog.name}: {json.dumps(timed[prog.name])}", flush=True)
+    names = [] if args.quick or args.no_compile_times else [p.name for p in progs]
+    result["compile"] = suite_compile.measure(names, args.quick, tiny_overhead(5000 if args.quick else 20000))
+    for prog in progs:
+        result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name)))
     text = markdown(result, command)
     print(text)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
