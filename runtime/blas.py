@@ -32,13 +32,10 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
+from runtime import native_blas_threads
+
 _lock = threading.Lock()
 _configured = False
-
-
-def native_threads() -> bool:
-    """``DSL_BLAS_THREADS=native``: keep BLAS's own threading (kernels then do not split matmuls)."""
-    return os.environ.get("DSL_BLAS_THREADS", "").strip().lower() == "native"
 
 
 def single_threaded_blas() -> bool:
@@ -46,7 +43,7 @@ def single_threaded_blas() -> bool:
     Returns whether a setter was found (other BLAS builds are left as they are)."""
     global _configured
     with _lock:
-        if _configured or native_threads():
+        if _configured or native_blas_threads():
             return _configured
         _configured = True
         import scipy

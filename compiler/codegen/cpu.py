@@ -452,7 +452,11 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
     views = _transposed_operands(spec)
-    if dtype in (DType.f32, DType.f64) and "split_matmuls" in OPTIMIZATIONS and not blas.native_threads():
+    if (
+        dtype in (DType.f32, DType.f64)
+        and "split_matmuls" in OPTIMIZATIONS
+        and not blas.native_blas_threads()
+    ):
         return _gemm_kernel(spec, views, (nb, m, n, k))
     if dtype.is_float and views:  # BLAS reads the transposed view of the operand's source
         x3, xt = _operand_3d(spec, 0, (nb, m, k), views)

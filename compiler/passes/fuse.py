@@ -49,7 +49,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Function, Op, Value
-from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
 from compiler.prims.base import Kind
@@ -251,7 +250,7 @@ class _Fuser:
         buffers (recomputed with it)."""
         return (
             op.prim.kind is Kind.ELEMENTWISE
-            and _cheap(op)
+            and ew.cheap_to_recompute(op)
             and all(set(keys) == {IDENTITY} for keys in reads.values())
             and all(self._stored_anyway(v, RECOMPUTE_DEPTH) or self._cheap_of_stored(v) for v in op.operands)
         )
@@ -298,12 +297,3 @@ class _Fuser:
                 if v not in inside:
                     seen[v] = None
         return list(seen)
-
-
-def _cheap(op: Op) -> bool:
-    """Cheap enough to compute again in each kernel that reads it: arithmetic, or a float32 function
-    with a vectorized polynomial (``ew.VECTORIZED_F32``: ~20 flops per element, less than writing the
-    value to memory and reading it back on the CPU, far less on a GPU)."""
-    if op.prim not in ew.TRANSCENDENTAL:
-        return True
-    return op.prim in ew.VECTORIZED_F32 and op.result.type.dtype is DType.f32

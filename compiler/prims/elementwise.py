@@ -481,10 +481,20 @@ TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, lo
 VECTORIZED_F32 = frozenset({exp, log, tanh, logistic})
 
 
+def _polynomial(op: Op) -> bool:
+    """A float32 function with a vectorizable polynomial (compiler/prims/vecmath.py)."""
+    return op.prim in VECTORIZED_F32 and op.result.type.dtype is DType.f32
+
+
 def libm_bound(op: Op, vector_math: bool = True) -> bool:
     """Whether ``op``'s CPU lowering calls libm per element, which stops LLVM's loop vectorizer
     (llvmlite has no SVML): the CPU backend runs big groups containing one through NumPy's
     vectorized ufuncs instead (compiler/codegen/arraylevel.py)."""
-    if op.prim not in TRANSCENDENTAL:
-        return False
-    return not (vector_math and op.prim in VECTORIZED_F32 and op.result.type.dtype is DType.f32)
+    return op.prim in TRANSCENDENTAL and not (vector_math and _polynomial(op))
+
+
+def cheap_to_recompute(op: Op) -> bool:
+    """Cheap enough to compute again in each kernel that reads it: arithmetic, or a float32 function
+    with a vectorized polynomial (~20 flops per element, less than writing the value to memory and
+    reading it back on the CPU, far less on a GPU)."""
+    return op.prim not in TRANSCENDENTAL or _polynomial(op)
