@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
+from compiler.codegen import cpu
 from compiler.codegen.cpu import CpuProgram, generate_cpu
 from compiler.codegen.cuda import CudaProgram, generate_cuda
 from compiler.ir.core import Function
-from compiler.passes.fuse import FusionPlan, fuse
+from compiler.passes import rows
+from compiler.passes.fuse import FusionPlan, Group, fuse
 from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
 from compiler.pipeline import paused_gc
 from runtime.executable import Executable
@@ -16,12 +19,19 @@ from runtime.module_cache import load_module
 
 
 def _planned(
-    func: Function, inplace: bool, donate_argnums: tuple[int, ...], sanitize: bool = False
+    func: Function,
+    inplace: bool,
+    donate_argnums: tuple[int, ...],
+    sanitize: bool = False,
+    band_member: Callable[[Group], bool] | None = None,
 ) -> tuple[FusionPlan, MemoryPlan]:
-    """Fusion and memory plan of optimized IR, the same for every backend; ``sanitize`` also checks
-    the plan for overlapping live buffers."""
+    """Fusion and memory plan of optimized IR; ``band_member``: the backend's row-fusion test
+    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on). ``sanitize``
+    also checks the plan for overlapping live buffers."""
     with paused_gc():
         fusion = fuse(func)
+        if band_member is not None:
+            rows.form_bands(func, fusion, band_member)
         plan = plan_buffers(func, fusion, inplace, donate_argnums)
     if sanitize:
         check_no_overlap(plan)
@@ -35,7 +45,8 @@ def build_cpu_executable(
 
     ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
     """
-    fusion, plan = _planned(func, inplace, donate_argnums, sanitize)
+    member = cpu.band_member if "row_fusion" in cpu.OPTIMIZATIONS else None
+    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, member)
     program = generate_cpu(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = Executable(

@@ -20,14 +20,16 @@ matmuls are explicit i-k-j loops.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numba
 import numpy as np
 
 from compiler.codegen import arraylevel
 from compiler.codegen.emit import (
+    ROW,
     BodyBuilder,
     ConstantPool,
     indent,
@@ -40,7 +42,7 @@ from compiler.codegen.emit import (
 )
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
@@ -65,8 +67,15 @@ MIN_BLOCK_ROWS = 16  # rows per gemm call when a matmul is split into row blocks
 # - "split_reductions": big reductions over axis 0 that keep other axes run in fixed chunks of axis 0
 #   in parallel, into partial results combined in order (off: one serial loop nest);
 # - "keyed_minmax": float max/min reductions reduce order-preserving integer keys (vectorized ``smax``;
-#   ``vecmath.max_key_f32``) instead of a NaN-aware float compare-and-select loop or NumPy.
+#   ``vecmath.max_key_f32``) instead of a NaN-aware float compare-and-select loop or NumPy;
+# - "row_fusion": consecutive loop and reduction kernels over the same rows run as one kernel, row
+#   by row, with the values only they read kept one row per thread (``compiler/passes/rows.py``;
+#   off: one kernel per group, every stored value a buffer);
+# - "shared_kernels": kernels equal up to their buffers' names are one function (an MLP's layers of
+#   one shape, forward and backward), so Numba compiles each once (off: one function per kernel).
 OPTIMIZATIONS = {
+    "row_fusion",
+    "shared_kernels",
     "reassoc_sums",
     "chunked_numpy",
     "vector_math",
@@ -124,13 +133,21 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     pool = ConstantPool()
     kernels: dict[Group, Kernel] = {}
     for group in fusion.groups:
+        band = fusion.band_of.get(group)
+        if band is not None:
+            if group is band.groups[0]:  # the band's kernel runs where its first member would
+                kernels[group] = _band_kernel(band, names, pool)
+            continue
         kernel = _WRITERS[group.kind](_KernelSpec(group, names, pool))
         if kernel is not None:
             kernels[group] = kernel
+    if "shared_kernels" in OPTIMIZATIONS:
+        kernels = _shared(kernels)
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
     driver = _driver(func, fusion, plan, kernels, names, outs, poison)
-    parts = [_prelude(pool, kernels.values()), *(k.text for k in kernels.values()), driver]
+    texts = dict.fromkeys(k.text for k in kernels.values() if k.text)
+    parts = [_prelude(pool, kernels.values()), *texts, driver]
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
         constants=dict(pool.arrays),
@@ -142,6 +159,28 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
+
+
+def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
+    """One function per distinct kernel: a kernel whose text equals an earlier one's up to the names
+    of its buffers (the same layer shape of an MLP, forward or backward) calls the earlier function
+    with its own buffers, and its text is dropped. Numba compiles each distinct kernel once."""
+    first: dict[str, Kernel] = {}
+    out = {}
+    for group, kernel in kernels.items():
+        key = _canonical(kernel)
+        seen = first.setdefault(key, kernel)
+        out[group] = kernel if seen is kernel else Kernel(seen.name, kernel.args, "", kernel.objmode)
+    return out
+
+
+def _canonical(kernel: Kernel) -> str:
+    """The kernel's text with its own name and its parameters' names (and their flat views,
+    ``v3_f``) replaced by positions."""
+    rename = {kernel.name: "K"}
+    for i, a in enumerate(kernel.args):
+        rename.update({a: f"@{i}", f"{a}_f": f"@{i}_f"})
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), kernel.text)
 
 
 def poison_value(dtype: DType) -> float | int | bool:
@@ -184,6 +223,16 @@ class _KernelSpec:
     group: Group
     names: dict[Value, str]
     pool: ConstantPool
+    local: dict[Value, str] = field(default_factory=dict)  # band scratch: value -> its row's name
+
+    def ref(self, v: Value, at: tuple[str, ...]) -> str:
+        """The element of ``v`` at ``at``: its buffer, or inside a band the row kept per thread (the
+        row index dropped; a row of one element is a scalar)."""
+        local = self.local.get(v)
+        if local is None:
+            return subscript(self.names[v], at)
+        assert at[:1] == (ROW,), f"{self.names[v]}: a band reads its rows only at the current row"
+        return local if math.prod(v.type.shape[1:]) == 1 else subscript(local, at[1:])
 
     @property
     def kernel_name(self) -> str:
@@ -238,7 +287,7 @@ def _body(
         if flat and at == idx and v.type.shape == shape:
             flat_views[spec.names[v]] = None
             return f"{spec.names[v]}_f[i]"
-        return subscript(spec.names[v], at)
+        return spec.ref(v, at)
 
     builder = BodyBuilder(spec.inlined(), load, spec.pool)
     target = builder.value_at(want, idx) if want is not None else None
@@ -247,9 +296,7 @@ def _body(
         temp = builder.value_at(v, idx)
         if flat:
             flat_views[spec.names[v]] = None
-        store_lines.append(
-            f"{spec.names[v]}_f[i] = {temp}" if flat else f"{subscript(spec.names[v], idx)} = {temp}"
-        )
+        store_lines.append(f"{spec.names[v]}_f[i] = {temp}" if flat else f"{spec.ref(v, idx)} = {temp}")
     lines = builder.lines + store_lines
     if not flat:
         return _Body(lines, [], list(idx), list(shape), target)
@@ -287,30 +334,21 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
         return _numpy_kernel(spec)
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
-    split = len(shape)  # loops from ``split`` on are all reduced: they accumulate into a local
-    while split > 0 and split - 1 in axes:
-        split -= 1
+    split = _reduced_tail(shape, axes)  # loops from ``split`` on are all reduced: into a local
     extra = [v for v in spec.group.outputs if v is not out]  # prologue values stored as well
     body = _loop_body(spec, shape, extra, root.operands[0], try_flat=split == 0)  # flat: full reductions
     assert body.target is not None
     reducer = root.prim.reducer
-    assert reducer is not None, f"{root.prim.name} has no reducer"
+    assert reducer is not None
     dtype = out.type.dtype
-    identity = literal(reducer.identity(dtype), dtype)
-    update = f"acc = {typed(reducer.combine('acc', body.target), dtype)}"
-    to_acc, from_acc = _same, _same
-    if _keyed(root):  # integer keys: acc holds key(value)
-        which, width = _KEYED[root.prim], dtype.name
-        update = f"acc = {which}(acc, {which}_key_{width}({body.target}))"
-        to_acc = lambda v: f"{which}_key_{width}({v})"  # noqa: E731
-        from_acc = lambda v: f"from_key_{width}({v})"  # noqa: E731
+    identity, partial = _accumulation(root, body.target)
+    to_acc, update, from_acc = partial.load, partial.update, partial.finish
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = subscript(spec.names[out], kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
     big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
     reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     if n_outer == 0 and big:
-        partial = _Partial(to_acc, update, from_acc)
         return _chunked_full_reduction(spec, body, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
     inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [update])
@@ -323,7 +361,6 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
         and chunks > 1
         and chunks * out.type.size <= PARTIALS_MAX_ELEMENTS
     ):
-        partial = _Partial(to_acc, update, from_acc)
         return _chunked_row_reduction(spec, body, inner, partial, (chunks, n_outer), reassoc)
     block = [f"acc = {to_acc(dest if revisit else identity)}", *inner, f"{dest} = {from_acc('acc')}"]
     parallel = big and n_outer > 0 and 0 not in axes  # distinct i0 write distinct outputs
@@ -355,6 +392,37 @@ class _Partial:
     load: Callable[[str], str]
     update: str
     finish: Callable[[str], str]
+
+
+def _combine(root: Op, a: str, b: str) -> str:
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    return reducer.combine(a, b)
+
+
+def _reduced_tail(shape: tuple[int, ...], axes: set[int]) -> int:
+    """Where the trailing run of reduced axes starts (``len(shape)`` when the last axis is kept)."""
+    split = len(shape)
+    while split > 0 and split - 1 in axes:
+        split -= 1
+    return split
+
+
+def _accumulation(root: Op, target: str) -> tuple[str, _Partial]:
+    """A reduction root's identity literal and how ``acc`` accumulates the temporary ``target``:
+    plainly, or for a keyed float max/min as integer keys (``acc`` holds key(value))."""
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    dtype = root.result.type.dtype
+    identity = literal(reducer.identity(dtype), dtype)
+    if not _keyed(root):
+        return identity, _Partial(_same, f"acc = {typed(reducer.combine('acc', target), dtype)}", _same)
+    which, width = _KEYED[root.prim], dtype.name
+    return identity, _Partial(
+        lambda v: f"{which}_key_{width}({v})",
+        f"acc = {which}(acc, {which}_key_{width}({target}))",
+        lambda v: f"from_key_{width}({v})",
+    )
 
 
 def _chunked_row_reduction(
@@ -428,6 +496,122 @@ def _chunked_full_reduction(
         f"{dest} = acc",
     ]
     return spec.define(lines, parallel=True, reassoc=reassoc)
+
+
+def band_member(group: Group) -> bool:
+    """The row-fusion test of this backend (``rows.form_bands``): the group is written as a loop
+    nest (not a NumPy kernel), and a reduction over axis 0 keeps a partial result per chunk of rows
+    within ``PARTIALS_MAX_ELEMENTS``."""
+    if group.kind is GroupKind.CONTRACT or _wants_numpy(group):
+        return False
+    if group.kind is GroupKind.REDUCE and 0 in {int(a) for a in group.root.attrs["axes"]}:
+        return REDUCE_CHUNKS * group.root.result.type.size <= PARTIALS_MAX_ELEMENTS
+    return True
+
+
+@dataclass
+class _Rows:
+    """One band member's code: before the parallel loop, at the start of each chunk of rows, for
+    each row, and after the loop."""
+
+    before: list[str] = field(default_factory=list)
+    chunk: list[str] = field(default_factory=list)
+    row: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+    reassoc: bool = False
+
+
+_MEMBER_LOCALS = re.compile(r"\b(t\d+|k\d+|acc|part|part_f)\b")
+
+
+def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Kernel:
+    """One kernel for a band (``compiler/passes/rows.py``): fixed chunks of rows in parallel; in each
+    chunk, row by row, every member's loop nest for that row in member order. Values the band keeps
+    per row live in a row of scratch per chunk (a scalar when a row is one element); reductions over
+    axis 0 accumulate per chunk and are combined in chunk order after the loop."""
+    n = band.rows
+    parallel = max(math.prod(g.shape) for g in band.groups) >= PARALLEL_MIN_ELEMENTS
+    chunks = min(REDUCE_CHUNKS, n) if parallel else 1
+    local = {v: f"{names[v]}_r" for v in band.local}
+    code = _Rows()
+    for v in sorted(band.local, key=lambda v: names[v]):
+        row_shape = v.type.shape[1:]
+        size = math.prod(row_shape)
+        if size == 1:
+            continue  # a scalar variable
+        code.before.append(f"{names[v]}_s = np.empty(({chunks}, {size}), {np_type(v.type.dtype)})")
+        view = f"{names[v]}_s[ch]" + (f".reshape({shape_literal(row_shape)})" if len(row_shape) > 1 else "")
+        code.chunk.append(f"{local[v]} = {view}")
+    for j, group in enumerate(band.groups):
+        member = _band_rows(_KernelSpec(group, names, pool, local), chunks)
+        prefix = rf"m{j}_\1"
+        code.before += [_MEMBER_LOCALS.sub(prefix, line) for line in member.before]
+        code.chunk += [_MEMBER_LOCALS.sub(prefix, line) for line in member.chunk]
+        code.row += [_MEMBER_LOCALS.sub(prefix, line) for line in member.row]
+        code.after += [_MEMBER_LOCALS.sub(prefix, line) for line in member.after]
+        code.reassoc |= member.reassoc
+    args: dict[str, None] = {}
+    for g in band.groups:
+        args.update((names[v], None) for v in g.inputs + g.outputs if v not in band.local)
+    rows_of_chunk = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
+    lines = [
+        *code.before,
+        f"for ch in {'numba.prange' if parallel else 'range'}({chunks}):",
+        *indent([*code.chunk, f"for {ROW} in {rows_of_chunk}:", *indent(code.row, 1)], 1),
+        *code.after,
+    ]
+    name = f"k{band.groups[0].index}_rows"
+    header = [jit_decorator(parallel, reassoc=code.reassoc), f"def {name}({', '.join(args)}):"]
+    return Kernel(name, list(args), "\n".join(header + indent(lines, 1)))
+
+
+def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
+    """A member's code for one row ``i0`` (its loops over the other axes), and for a reduction over
+    axis 0 its partial results: initialized per chunk, combined after the loop."""
+    shape = spec.group.shape
+    if spec.group.kind is GroupKind.LOOP:
+        body = _body(spec, shape, spec.group.outputs, None, flat=False)
+        assert body is not None
+        return _Rows(row=loop_nest(body.loops[1:], body.extents[1:], body.lines))
+    root = spec.group.root
+    out = root.result
+    axes = {int(a) for a in root.attrs["axes"]}
+    split = _reduced_tail(shape, axes)
+    extra = [v for v in spec.group.outputs if v is not out]
+    body = _body(spec, shape, extra, root.operands[0], flat=False)
+    assert body is not None and body.target is not None
+    identity, acc = _accumulation(root, body.target)
+    dtype = out.type.dtype
+    kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
+    outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
+    inner = loop_nest(body.loops[outer:], body.extents[outer:], body.lines + [acc.update])
+    reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
+    reassoc = reassoc and outer < len(shape)
+    if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
+        block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.finish('acc')}"]
+        return _Rows(row=loop_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
+    size = out.type.size
+    slot = subscript("part", ("ch", *kept))
+    block = [f"acc = {acc.load(slot)}", *inner, f"{slot} = {acc.finish('acc')}"]
+    o = spec.names[out]
+    dest = f"{o}_f[q]" if out.type.shape else f"{o}[()]"
+    return _Rows(
+        before=[
+            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
+            f"part_f = part.reshape(({chunks}, {size}))",
+        ],
+        chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {identity}"],
+        row=loop_nest(body.loops[1:outer], body.extents[1:outer], block),
+        after=[
+            *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
+            f"for q in range({size}):",
+            "    acc = part_f[0, q]",
+            f"    for ch in range(1, {chunks}):",
+            f"        acc = {typed(_combine(root, 'acc', 'part_f[ch, q]'), dtype)}",
+            f"    {dest} = acc",
+        ],
+        reassoc=reassoc,
+    )
 
 
 def _fill(name: str, size: int, value: str) -> list[str]:
@@ -612,10 +796,16 @@ def _driver(
     params = ["arena", *(names[v] for v in outs), *arg_names]
     passed_in = set(outs)
     body = []
+    local = fusion.local
     for group in fusion.groups:
-        body += [
-            f"{names[v]} = {_allocation(v, plan, arg_names)}" for v in group.outputs if v not in passed_in
-        ]
+        band = fusion.band_of.get(group)
+        if band is None or group is band.groups[0]:  # a band's buffers exist before its kernel runs
+            stored = [v for g in (band.groups if band else [group]) for v in g.outputs]
+            body += [
+                f"{names[v]} = {_allocation(v, plan, arg_names)}"
+                for v in stored
+                if v not in passed_in and v not in local
+            ]
         kernel = kernels.get(group)
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]

@@ -27,6 +27,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Kind
 
 Load = Callable[[Value, tuple[str, ...]], str]
+ROW = "i0"  # loop variables are i0, i1, ... outermost first: i0 is the row a band computes
 
 _SIMPLE = re.compile(r"^(?:[A-Za-z_]\w*|-?\d+)$")
 

@@ -101,6 +101,30 @@ class Group:
         return any(value in op.results for op in self.ops)
 
 
+@dataclass(eq=False)
+class Band:
+    """Consecutive groups run as one kernel, row by row of their shared leading axis
+    (``compiler/passes/rows.py``): each row's work for every member runs while the row is in cache.
+
+    ``local``: values stored and read only inside the band, at the row being computed: one row of
+    scratch per thread instead of a buffer. ``aligned``: per value read by the band, per member
+    reading it, whether every read is at the row being computed (the planner's in-place rule).
+    """
+
+    groups: list[Group]
+    rows: int
+    local: set[Value] = field(default_factory=set)
+    aligned: dict[Value, dict[Group, bool]] = field(default_factory=dict)
+
+    @property
+    def start(self) -> int:
+        return self.groups[0].root_pos
+
+    @property
+    def end(self) -> int:
+        return self.groups[-1].root_pos
+
+
 @dataclass
 class FusionPlan:
     groups: list[Group]  # execution order
@@ -110,6 +134,19 @@ class FusionPlan:
     names: dict[Value, str]  # printer-style names: %argN, %N
     # value -> group reading it -> the access keys of those reads (IDENTITY: at the group's own index)
     access: dict[Value, dict[Group, frozenset[AccessKey]]] = field(default_factory=dict)
+    bands: list[Band] = field(default_factory=list)  # row fusion (CPU): empty unless rows.form_bands ran
+    band_of: dict[Group, Band] = field(default_factory=dict)
+
+    @property
+    def local(self) -> set[Value]:
+        """Values kept per row inside a band: no buffer."""
+        return {v for band in self.bands for v in band.local}
+
+    def time(self, group: Group) -> tuple[int, int]:
+        """When ``group``'s buffers are born and when its reads end: its own position, or for a band
+        member the band's first and last positions (rows of all members interleave)."""
+        band = self.band_of.get(group)
+        return (group.root_pos, group.root_pos) if band is None else (band.start, band.end)
 
     def in_place_safe(self, old: Value, new: Value, group: Group) -> bool:
         """``group`` may store ``new`` over ``old``: both span its iteration space, and it reads

@@ -2,7 +2,10 @@
 
 Time is kernel order: a buffer is live from the group that stores it to the last group that reads
 it (both inclusive). Groups are visited in order; before a group's outputs are placed, every buffer
-whose last reader ran earlier is back on the free list. Each output then gets, in this order:
+whose last reader ran earlier is back on the free list. A band of row-fused groups
+(``compiler/passes/rows.py``) is one step: its members' buffers are all born where it starts and
+all live until it ends, and the values it keeps per row get no buffer. Each output then gets, in
+this order:
 
 1. *in place*: the block of an input that dies at this group, when the group reads that input only
    at the element it writes (``FusionPlan.in_place_safe``: each element is read before it
@@ -233,10 +236,11 @@ class _Planner:
         self.returned = set(func.results)
         self.params = {p: i for i, p in enumerate(func.params)}
         self.donated = {func.params[i] for i in donate if 0 <= i < len(func.params)}
+        self.local = fusion.local  # kept per row inside a band (``rows.py``): no buffer
         self.last_read: dict[Value, int] = {}
         for group in fusion.groups:
             for v in group.inputs:
-                self.last_read[v] = max(self.last_read.get(v, -1), group.root_pos)
+                self.last_read[v] = max(self.last_read.get(v, -1), fusion.time(group)[1])
         end = max((g.root_pos for g in fusion.groups), default=0) + 1
         for v in func.results:  # a returned argument is copied as the driver returns: read at the end
             if v in self.params:
@@ -249,9 +253,15 @@ class _Planner:
         self.free = _FreeList()
 
     def run(self) -> int:
+        """Groups in order; a band's members all place their outputs before any block is freed."""
         for group in self.fusion.groups:
             self.place_outputs(group)
-            self.release(group)
+            band = self.fusion.band_of.get(group)
+            if band is None:
+                self.release(group)
+            elif group is band.groups[-1]:
+                for member in band.groups:
+                    self.release(member)
         return self.free.top
 
     def place_outputs(self, group: Group) -> None:
@@ -260,9 +270,10 @@ class _Planner:
             if v in self.writeback and self.inplace and self.can_write_directly(v, group):
                 self.direct[v] = self.writeback[v]
                 continue
-            if v in self.returned or v.type.nbytes == 0:
+            if v in self.returned or v.type.nbytes == 0 or v in self.local:
                 continue
-            live = (group.root_pos, self.last_read.get(v, group.root_pos))
+            born, end = self.fusion.time(group)
+            live = (born, self.last_read.get(v, end))
             row = BufferRow(self.fusion.names[v], v, v.type.nbytes, -1, live)
             donor = self.donor(v, group, taken) if self.inplace else None
             if donor is None:
@@ -276,13 +287,24 @@ class _Planner:
     def donor(self, v: Value, group: Group, taken: set[Value]) -> Value | None:
         """An input of ``group`` whose block ``v`` may overwrite (rule 1 of the module docstring)."""
         for x in group.inputs:
-            if x in taken or self.last_read.get(x) != group.root_pos:
+            if x in taken or self.last_read.get(x) != self.fusion.time(group)[1]:
+                continue
+            if not self.band_allows_overwrite(x, group):
                 continue
             owned = x in self.row_of or (x in self.donated and not self.row_of_param_used(x))
             same = x.type.nbytes == v.type.nbytes and x.type.dtype.itemsize == v.type.dtype.itemsize
             if owned and same and self.fusion.in_place_safe(x, v, group):
                 return x
         return None
+
+    def band_allows_overwrite(self, x: Value, group: Group) -> bool:
+        """Inside a band, ``group`` may overwrite ``x`` row by row only if every other member that
+        reads ``x`` runs before it and reads only the row being computed (rows interleave)."""
+        band = self.fusion.band_of.get(group)
+        if band is None:
+            return True
+        readers = band.aligned.get(x, {})
+        return all(g is group or (aligned and g.index < group.index) for g, aligned in readers.items())
 
     def row_of_param_used(self, param: Value) -> bool:
         return any(r.param == self.params[param] for r in self.rows)
@@ -311,9 +333,10 @@ class _Planner:
         The reference plan never frees: every buffer keeps its own slot."""
         if not self.inplace:
             return
+        end = self.fusion.time(group)[1]
         for v in group.inputs:
             row = self.row_of.get(v)
-            if row is not None and self.last_read.get(v) == group.root_pos:
+            if row is not None and self.last_read.get(v) == end:
                 del self.row_of[v]
                 if row.param is None:
                     self.free.free(row.offset, row.bytes)
@@ -329,8 +352,10 @@ class _Planner:
         param = self.func.params[self.writeback[v]]
         if list(self.func.results).count(v) != 1:
             return False  # also returned as a result: results must not alias the caller's arrays
-        read_later = self.last_read.get(param, -1) > group.root_pos
-        return not read_later and v.type == param.type and self.fusion.in_place_safe(param, v, group)
+        read_later = self.last_read.get(param, -1) > self.fusion.time(group)[1]
+        if read_later or not self.band_allows_overwrite(param, group):
+            return False
+        return v.type == param.type and self.fusion.in_place_safe(param, v, group)
 
 
 def _writeback_params(func: Function) -> dict[Value, int]:
@@ -407,7 +432,7 @@ def check_no_overlap(plan: MemoryPlan) -> None:
         active = [a for a in active if a.live[1] >= row.live[0]]
         for a in active:
             bytes_overlap = a.offset < row.offset + row.bytes and row.offset < a.offset + a.bytes
-            handed_on = row.reused_from == a.name and a.live[1] == row.live[0]
+            handed_on = row.reused_from == a.name and row.live[0] <= a.live[1] <= row.live[1]
             if bytes_overlap and not handed_on:
                 raise VerificationError(
                     f"memory plan: {a.name} (bytes {a.offset}..{a.offset + a.bytes}, live {a.live}) and "

@@ -1,0 +1,131 @@
+"""Row fusion: consecutive kernel groups that share their leading axis run as one kernel, row by row.
+
+Layer norm's forward and backward is a dozen kernels over the same ``(rows, width)`` array: a row
+sum, the centred values, a second row sum, the normalized values, the gradients. Run one after the
+other, each streams the whole array through memory. Run as one band (``Band``), each row's work for
+every member runs while the row is in cache, and a value that only the band reads, only at the row
+being computed (the centred row, the row's mean), needs one row of scratch per thread instead of a
+full buffer: fewer passes over memory and a smaller arena.
+
+A group may join the band that ends just before it when
+
+- it is a LOOP or REDUCE group (matmuls keep their BLAS kernels) that the backend writes as a loop
+  nest (``eligible``: the CPU backend's own test), its iteration space has the band's leading extent,
+  and, for a reduction, the reduced axes are either trailing axes without axis 0 (a row reduction:
+  its result for row ``i`` is ready after row ``i``) or include axis 0 (a column or full reduction:
+  each thread accumulates partial results over its rows, combined in a fixed order after the band,
+  so no member may read the result inside the band);
+- every value it reads that an earlier member produces is read at the row being computed: its index
+  expression for axis 0 is the loop's own row index (found by lowering the group's body
+  symbolically, with the same ``BodyBuilder`` the backends use).
+
+Reads of values produced before the band may be at any row. The memory planner sees a band as one
+step (``FusionPlan.time``): every buffer a member writes is born where the band starts, every buffer
+a member reads lives until it ends, so no two buffers of a band share bytes; a member may still
+store its result over an operand it is the last to read (in place) when every other member reads
+that operand only at the row being computed, before it (``Band.aligned``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool
+from compiler.ir.core import Function, Value
+from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
+
+
+def form_bands(func: Function, fusion: FusionPlan, eligible: Callable[[Group], bool]) -> None:
+    """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
+    mark the values each band keeps per row (``Band.local``)."""
+    returned = set(func.results)
+    readers: dict[Value, list[Group]] = {}
+    for g in fusion.groups:
+        for v in g.inputs:
+            readers.setdefault(v, []).append(g)
+    bands: list[Band] = []
+    current: Band | None = None
+    for g in fusion.groups:
+        rows = _rows(g) if eligible(g) else None
+        if rows is None:
+            _close(current, bands)
+            current = None
+            continue
+        reads = _reads(g)
+        if current is None or current.rows != rows or not _may_join(current, g, reads):
+            _close(current, bands)
+            current = Band([], rows)
+        current.groups.append(g)
+        for v, aligned in reads.items():
+            current.aligned.setdefault(v, {})[g] = aligned
+    _close(current, bands)
+    for band in bands:
+        members = set(band.groups)
+        for g in band.groups:
+            for v in g.outputs:
+                if (
+                    not _late(g, v)
+                    and v not in returned
+                    and v in readers
+                    and all(r in members for r in readers[v])
+                ):
+                    band.local.add(v)
+        for g in band.groups:
+            fusion.band_of[g] = band
+    fusion.bands = bands
+    fusion.materialized -= fusion.local
+
+
+def _close(band: Band | None, bands: list[Band]) -> None:
+    if band is not None and len(band.groups) > 1:
+        bands.append(band)
+
+
+def _rows(group: Group) -> int | None:
+    """The leading extent of ``group``'s iteration space if it can be a band member, else None."""
+    shape = group.shape
+    if group.kind not in (GroupKind.LOOP, GroupKind.REDUCE) or len(shape) == 0 or shape[0] < 2:
+        return None
+    if any(d == 0 for d in shape):
+        return None
+    if group.kind is GroupKind.REDUCE:
+        axes = {int(a) for a in group.root.attrs["axes"]}
+        if 0 not in axes and axes != set(range(min(axes, default=len(shape)), len(shape))):
+            return None  # reduces inner axes but keeps a later one: not a row reduction
+    return shape[0]
+
+
+def _late(group: Group, value: Value) -> bool:
+    """``value`` is the result of a reduction over axis 0: it exists only after the band (the
+    prologue values such a reduction also stores are ready row by row)."""
+    return (
+        group.kind is GroupKind.REDUCE
+        and value is group.root.result
+        and 0 in {int(a) for a in group.root.attrs["axes"]}
+    )
+
+
+def _may_join(band: Band, group: Group, reads: dict[Value, bool]) -> bool:
+    for member in band.groups:
+        for v in member.outputs:
+            if v in reads and (_late(member, v) or not reads[v]):
+                return False
+    return True
+
+
+def _reads(group: Group) -> dict[Value, bool]:
+    """Each buffer ``group`` reads, and whether every read is at the row being computed."""
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    aligned: dict[Value, bool] = {}
+
+    def load(v: Value, at: tuple[str, ...]) -> str:
+        aligned[v] = aligned.get(v, True) and len(at) > 0 and at[0] == ROW
+        return "x"
+
+    builder = BodyBuilder({op.result: op for op in group.ops}, load, ConstantPool())
+    if group.kind is GroupKind.REDUCE:
+        builder.value_at(group.root.operands[0], idx)
+    for v in group.outputs:
+        if v is not group.root.result or group.kind is GroupKind.LOOP:
+            builder.value_at(v, idx)
+    return aligned

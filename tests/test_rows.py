@@ -1,0 +1,177 @@
+"""Row fusion (``compiler/passes/rows.py``): which groups form a band, what a band keeps per row,
+how the planner treats it, and that band kernels give the results of the unfused kernels (the
+``row_fusion`` switch off) and of the reference interpreter, under the sanitizer as well."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import interpret_fn
+
+import dsl
+import dsl.numpy as dnp
+from compiler.codegen import build_cpu_executable, cpu
+from compiler.passes.fuse import GroupKind
+from compiler.pipeline import Options, run_passes
+
+rng = np.random.default_rng(23)
+
+
+def f32(*shape: int) -> np.ndarray:
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@contextmanager
+def rows_off() -> Iterator[None]:
+    cpu.OPTIMIZATIONS.discard("row_fusion")
+    try:
+        yield
+    finally:
+        cpu.OPTIMIZATIONS.add("row_fusion")
+
+
+def build(fn: Any, *args: Any, sanitize: bool = False) -> Any:
+    func = dsl.compile(fn)._trace(args)[0]
+    optimized = run_passes(func, Options())["optimized"]
+    return build_cpu_executable(optimized, sanitize=sanitize)
+
+
+def layer_norm(x: Any, g: Any, b: Any, r: Any) -> Any:
+    c = x - x.mean(axis=-1, keepdims=True)
+    y = c / dnp.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5) * g + b
+    return (y * r).sum()
+
+
+def xent(z: Any, y: Any) -> Any:
+    s = z - dsl.stop_gradient(z.max(axis=-1, keepdims=True))
+    return -(y * (s - dnp.log(dnp.exp(s).sum(axis=-1, keepdims=True)))).sum() / z.shape[0]
+
+
+def _leaves(x: Any) -> list[np.ndarray]:
+    if isinstance(x, (tuple, list)):
+        return [a for v in x for a in _leaves(v)]
+    return [np.asarray(x)]
+
+
+def check_against_off(fn: Any, *args: np.ndarray, rtol: float = 2e-5) -> list[np.ndarray]:
+    on = _leaves(dsl.compile(fn)(*args))
+    with rows_off():
+        off = _leaves(dsl.compile(fn)(*args))
+    want = _leaves(interpret_fn(fn, *args))
+    for a, b, w in zip(on, off, want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=rtol * scale)
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-4 * scale)
+    return on
+
+
+def test_layer_norm_forward_and_backward_is_one_kernel_with_rows_of_scratch() -> None:
+    args = (f32(300, 128), f32(128), f32(128), f32(300, 128))
+    grad = dsl.value_and_grad(layer_norm, argnums=(0, 1, 2))
+    _, program, fusion, plan = build(grad, *args)
+    (band,) = fusion.bands
+    assert band.rows == 300 and len(band.groups) == len(fusion.groups) > 5
+    assert program.source.count("def k") == 1 and "_rows(" in program.source
+    # the centred rows, the normalized rows and the backward's row temporaries are all per row
+    assert all(v.type.shape[0] == 300 for v in band.local) and len(band.local) >= 8
+    assert plan.peak_bytes == 0  # nothing full-size outlives a row
+    with rows_off():
+        _, _, unfused, unplanned = build(grad, *args)
+    assert not unfused.bands and unplanned.peak_bytes >= 2 * 300 * 128 * 4
+    check_against_off(grad, *args)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 15, 17, 1000])
+def test_softmax_cross_entropy_for_any_row_count(rows: int) -> None:
+    z, y = f32(rows, 37), np.abs(f32(rows, 37))
+    check_against_off(dsl.value_and_grad(xent), z, y)
+
+
+def test_column_and_full_reductions_accumulate_per_chunk() -> None:
+    def stats(x: Any, w: Any) -> Any:
+        e = dnp.tanh(x * w)  # a row-wise prologue shared by row, column and full reductions
+        return (
+            e.sum(axis=1),
+            e.sum(axis=0),
+            e.max(axis=0),
+            e.sum(),
+            (e * x).min(),
+            x - e.mean(axis=1, keepdims=True),
+        )
+
+    x, w = f32(70_000, 3), f32(70_000, 1)  # big enough for the parallel loop, 16 chunks
+    _, program, fusion, _ = build(stats, x, w)
+    assert len(fusion.bands) == 1 and "numba.prange(16)" in program.source
+    check_against_off(stats, x, w)
+
+
+def test_a_value_read_at_another_row_ends_the_band() -> None:
+    def shifted(x: Any) -> Any:
+        m = x.sum(axis=1)  # (n,): row i of m is ready after row i
+        return dnp.tanh(x + m[:, None]), m[::-1] * 2.0  # the reversal reads other rows
+
+    x = f32(64, 8)
+    _, _, fusion, _ = build(shifted, x)
+    for band in fusion.bands:
+        readers = [g for g in band.groups if any(op.prim.name == "slice" for op in g.ops)]
+        assert not readers or all(
+            m.kind is GroupKind.LOOP for m in band.groups[: band.groups.index(readers[0])]
+        )
+    check_against_off(shifted, x)
+
+
+def test_transposed_reads_of_a_band_value_are_not_fused() -> None:
+    def f(x: Any) -> Any:
+        y = dnp.sin(x - x.max(axis=1, keepdims=True))  # stored: sin is not recomputed
+        return (y.T * 2.0).sum(axis=1) + y.sum(axis=1)  # read column-wise and row-wise: stored
+
+    x = f32(32, 32)
+    _, _, fusion, plan = build(f, x)
+    check_against_off(f, x)
+    y_stored = [v for g in fusion.groups for v in g.outputs if v.type.shape == (32, 32)]
+    assert y_stored and not any(v in fusion.local for v in y_stored)
+
+
+def test_in_place_updates_inside_a_band_keep_eager_semantics() -> None:
+    def step(x: Any, y: Any) -> Any:
+        m = x.mean(axis=1, keepdims=True)
+        x -= m  # a user in-place update of an argument, then reads of the old and new value
+        y += x * 2.0
+        return (x * y).sum(axis=1)
+
+    x, y = f32(200, 64), f32(200, 64)
+    want_x, want_y = x.copy(), y.copy()
+    want = interpret_fn(step, want_x, want_y)
+    for inplace in (True, False):
+        gx, gy = x.copy(), y.copy()
+        got = dsl.compile(step, inplace=inplace)(gx, gy)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(gx, want_x, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(gy, want_y, rtol=1e-6, atol=1e-5)
+
+
+def test_band_programs_under_the_sanitizer() -> None:
+    """The sanitizer checks that no two live buffers share bytes and poisons every dead buffer."""
+    args = (f32(100, 40), f32(40), f32(40), f32(100, 40))
+    grad = dsl.value_and_grad(layer_norm, argnums=(0, 1, 2))
+    executable, _, fusion, _ = build(grad, *args, sanitize=True)
+    assert fusion.bands
+    for a, b in zip(_leaves(executable(*args)), _leaves(interpret_fn(grad, *args)), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(b).max())))
+
+
+def test_three_dimensional_rows_and_integer_values() -> None:
+    def f(x: Any, n: Any) -> Any:
+        s = x.sum(axis=(1, 2), keepdims=True)
+        t = (n * 3).sum(axis=2)  # int32 row reduction of the inner axis only
+        return x / (s + 100.0), t, (x - s).max(axis=0)
+
+    x = f32(40, 6, 5)
+    n = rng.integers(-9, 9, size=(40, 6, 5)).astype(np.int32)
+    _, _, fusion, _ = build(f, x, n)
+    assert fusion.bands
+    check_against_off(f, x, n)
