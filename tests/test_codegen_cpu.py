@@ -141,14 +141,28 @@ def test_value_used_in_place_and_later_is_stored_by_its_first_kernel() -> None:
 def test_kernels_equal_up_to_buffer_names_are_one_function() -> None:
     b = Builder(T(32, 16), T(16, 16), T(16, 16), T(16, 16))
     h, *ws = b.params
-    for w in ws:  # three layers of one shape: three matmul and three tanh kernels, one of each kind
+    for w in ws:  # three layers of one shape: three matmul and three tanh kernels
         h = b.op("tanh", b.op("matmul", h, w))
-    func = b.function(h)
+    func = b.function(b.op("matmul", h, ws[0]))
     _, program, fusion, _ = build_cpu_executable(func)
-    assert len(fusion.groups) == 6
+    assert len(fusion.groups) == 7
+    # one matmul function, one tanh function (each tanh stored in place over its matmul's result)
     assert program.source.count("def k") == 2
-    assert program.source.count("    k0_matmul(") == 3 and program.source.count("    k1_tanh(") == 3
+    assert program.source.count("    k0_matmul(") == 4 and program.source.count("    k1_tanh(") == 3
     check(func, [rand((32, 16))] + [rand((16, 16)) * 0.3 for _ in ws])
+
+
+def test_a_value_stored_in_place_is_written_through_its_operands_array() -> None:
+    b = Builder(T(64, 32), T(32, 32), T(32, 16))
+    x, w1, w2 = b.params
+    h = b.op("tanh", b.op("matmul", x, w1))  # stored over the matmul's result (which dies there)
+    func = b.function(b.op("matmul", h, w2))
+    _, program, fusion, plan = build_cpu_executable(func)
+    (row,) = [r for r in plan.buffers if r.reused_from]
+    assert row.value is h
+    (header,) = [line for line in program.source.splitlines() if line.startswith("def k1_tanh(")]
+    assert header == "def k1_tanh(v0):"  # one array: LLVM sees loads and stores of the same base
+    check(func, [rand((64, 32)), rand((32, 32)) * 0.3, rand((32, 16))])
 
 
 def test_plan_offsets_are_aligned_and_skip_results_and_empty_values() -> None:

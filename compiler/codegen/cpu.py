@@ -132,13 +132,16 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     names = {v: py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool()
     kernels: dict[Group, Kernel] = {}
+    over = _overwrites(func, fusion, plan, names)
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:
             if group is band.groups[0]:  # the band's kernel runs where its first member would
-                kernels[group] = _band_kernel(band, names, pool)
+                same = {v: n for g in band.groups for v, n in over.get(g, {}).items()}
+                kernels[group] = _band_kernel(band, {**names, **same}, pool)
             continue
-        kernel = _WRITERS[group.kind](_KernelSpec(group, names, pool))
+        spec = _KernelSpec(group, {**names, **over.get(group, {})}, pool)
+        kernel = _WRITERS[group.kind](spec)
         if kernel is not None:
             kernels[group] = kernel
     if "shared_kernels" in OPTIMIZATIONS:
@@ -159,6 +162,27 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
+
+
+def _overwrites(
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, names: dict[Value, str]
+) -> dict[Group, dict[Value, str]]:
+    """Per group, each value it stores over one of its inputs of the same type (in place, a direct
+    write-back, a donated argument), named as that input: the kernel then loads and stores through
+    one array. Two arrays that share memory make LLVM's run-time overlap check fail, and the loop
+    then runs its scalar version (4.9 against 0.43 ms for a 4096x128 tanh written in place)."""
+    by_name = {n: v for v, n in fusion.names.items()}
+    donor = {r.value: by_name[r.reused_from] for r in plan.buffers if r.reused_from in by_name}
+    donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
+    out: dict[Group, dict[Value, str]] = {}
+    for group in fusion.groups:
+        if group.kind is GroupKind.CONTRACT or _wants_numpy(group):
+            continue
+        for v in group.outputs:
+            x = donor.get(v)
+            if x is not None and x in group.inputs and x.type == v.type:
+                out.setdefault(group, {})[v] = names[x]
+    return out
 
 
 def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
@@ -240,7 +264,8 @@ class _KernelSpec:
 
     @property
     def args(self) -> list[str]:
-        return [self.names[v] for v in self.group.inputs + self.group.outputs]
+        """Each buffer once (an output stored over an input has that input's name)."""
+        return list(dict.fromkeys(self.names[v] for v in self.group.inputs + self.group.outputs))
 
     def inlined(self) -> dict[Value, Op]:
         return {op.result: op for op in self.group.ops}
