@@ -4,10 +4,14 @@ how the planner treats it, and that band kernels give the results of the unfused
 
 from __future__ import annotations
 
+import math
+import re
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numba
 import numpy as np
 import pytest
 from helpers import interpret_fn
@@ -83,6 +87,22 @@ def test_layer_norm_forward_and_backward_is_one_kernel_with_rows_of_scratch() ->
         _, _, unfused, unplanned = build(grad, *args)
     assert not unfused.bands and unplanned.peak_bytes >= 2 * 300 * 128 * 4
     check_against_off(grad, *args)
+
+
+def test_per_row_scalars_are_assigned_on_every_path_through_the_row(tmp_path: Any, monkeypatch: Any) -> None:
+    """A row's max, sum and log-sum are scalars assigned on every path through the row (no
+    ``range(1)`` loop around them): Numba's parallel lowering treats a variable that may be live
+    into the parallel body as shared between threads (NumbaParallelSafetyWarning)."""
+    monkeypatch.setenv("DSL_CACHE_DIR", str(tmp_path))  # a cold cache: Numba compiles for real
+    z, y = f32(70_000, 4), np.abs(f32(70_000, 4))
+    grad = dsl.value_and_grad(xent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", numba.NumbaParallelSafetyWarning)
+        _, program, fusion, _ = build(grad, z, y)
+        assert any(math.prod(v.type.shape[1:]) == 1 for b in fusion.bands for v in b.local)
+        assert "numba.prange(16)" in program.source
+        assert not re.search(r"for i\d+ in range\(1\):", program.source)
+        check_against_off(grad, z, y)
 
 
 @pytest.mark.parametrize("rows", [1, 2, 15, 17, 1000])

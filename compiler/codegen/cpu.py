@@ -590,6 +590,15 @@ def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Ker
     return Kernel(name, list(args), "\n".join(header + indent(lines, 1)))
 
 
+def _row_nest(names: list[str], extents: list[int], body: list[str]) -> list[str]:
+    """``loop_nest`` without its loops of one iteration (their index is 0): a per-row scalar is then
+    assigned on every path through the row, so Numba's parallel lowering keeps it private to the
+    thread (assigned inside a ``range(1)`` loop, it would be live into the parallel body and shared)."""
+    kept = [(n, e) for n, e in zip(names, extents, strict=True) if e != 1]
+    fixed = [f"{n} = 0" for n, e in zip(names, extents, strict=True) if e == 1]
+    return fixed + loop_nest([n for n, _ in kept], [e for _, e in kept], body)
+
+
 def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     """A member's code for one row ``i0`` (its loops over the other axes), and for a reduction over
     axis 0 its partial results: initialized per chunk, combined after the loop."""
@@ -597,7 +606,7 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     if spec.group.kind is GroupKind.LOOP:
         body = _body(spec, shape, spec.group.outputs, None, flat=False)
         assert body is not None
-        return _Rows(row=loop_nest(body.loops[1:], body.extents[1:], body.lines))
+        return _Rows(row=_row_nest(body.loops[1:], body.extents[1:], body.lines))
     root = spec.group.root
     out = root.result
     axes = {int(a) for a in root.attrs["axes"]}
@@ -609,12 +618,12 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     dtype = out.type.dtype
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
-    inner = loop_nest(body.loops[outer:], body.extents[outer:], body.lines + [acc.update])
+    inner = _row_nest(body.loops[outer:], body.extents[outer:], body.lines + [acc.update])
     reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     reassoc = reassoc and outer < len(shape)
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
         block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.finish('acc')}"]
-        return _Rows(row=loop_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
+        return _Rows(row=_row_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
     size = out.type.size
     slot = subscript("part", ("ch", *kept))
     block = [f"acc = {acc.load(slot)}", *inner, f"{slot} = {acc.finish('acc')}"]
@@ -626,7 +635,7 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
             f"part_f = part.reshape(({chunks}, {size}))",
         ],
         chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {identity}"],
-        row=loop_nest(body.loops[1:outer], body.extents[1:outer], block),
+        row=_row_nest(body.loops[1:outer], body.extents[1:outer], block),
         after=[
             *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
             f"for q in range({size}):",
