@@ -15,10 +15,12 @@ import numba
 import numpy as np
 import pytest
 from helpers import interpret_fn
+from test_codegen_cpu import Builder, T
 
 import dsl
 import dsl.numpy as dnp
 from compiler.codegen import build_cpu_executable, cpu
+from compiler.interpreter import interpret
 from compiler.passes.fuse import GroupKind
 from compiler.pipeline import Options, run_passes
 
@@ -109,6 +111,37 @@ def test_per_row_scalars_are_assigned_on_every_path_through_the_row(tmp_path: An
 def test_softmax_cross_entropy_for_any_row_count(rows: int) -> None:
     z, y = f32(rows, 37), np.abs(f32(rows, 37))
     check_against_off(dsl.value_and_grad(xent), z, y)
+
+
+def test_softmax_forward_and_backward_is_one_band_around_the_loss_division() -> None:
+    z, y = f32(500, 37), np.abs(f32(500, 37))
+    grad = dsl.value_and_grad(xent)
+    _, program, fusion, _ = build(grad, z, y)
+    (band,) = fusion.bands
+    assert len(band.tail) == 1 and len(band.groups) == len(fusion.groups)  # loss / batch: a tail
+    assert program.source.count("def k") == 1
+    check_against_off(grad, z, y)
+
+
+def test_a_tail_result_read_by_rows_ends_the_band() -> None:
+    b = Builder(T(300, 20))
+    (x,) = b.params
+    r = b.op("reshape", b.op("reduce_sum", x, axes=(1,)), shape=(300, 1))  # a row reduction
+    r = b.op("broadcast", r, shape=(300, 20))
+    mean = b.op("div", b.op("reduce_sum", x, axes=(0, 1)), b.const(6000.0))  # full sum, then a tail
+    y = b.op("reduce_sum", b.op("sin", b.op("mul", x, r)), axes=(1,))  # rows after the tail
+    z = b.op("sub", x, b.op("broadcast", mean, shape=(300, 20)))  # reads the tail's result
+    func = b.function(y, z)
+    executable, _, fusion, _ = build_cpu_executable(func)
+    (band,) = fusion.bands
+    (tail,) = band.tail
+    assert band.groups[-1] is not tail  # the sin rows follow the tail inside the band
+    late = set(tail.outputs)
+    assert not any(late & set(g.inputs) for g in band.groups)
+    assert any(late & set(g.inputs) for g in fusion.groups if g not in band.groups)
+    args = [f32(300, 20)]
+    for got, want in zip(executable(*args), interpret(func, args), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def test_column_and_full_reductions_accumulate_per_chunk() -> None:

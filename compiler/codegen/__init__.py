@@ -23,15 +23,15 @@ def _planned(
     inplace: bool,
     donate_argnums: tuple[int, ...],
     sanitize: bool = False,
-    band_member: Callable[[Group], bool] | None = None,
+    band_role: Callable[[Group], str | None] | None = None,
 ) -> tuple[FusionPlan, MemoryPlan]:
-    """Fusion and memory plan of optimized IR; ``band_member``: the backend's row-fusion test
+    """Fusion and memory plan of optimized IR; ``band_role``: the backend's row-fusion roles
     (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on). ``sanitize``
     also checks the plan for overlapping live buffers."""
     with paused_gc():
         fusion = fuse(func)
-        if band_member is not None:
-            rows.form_bands(func, fusion, band_member)
+        if band_role is not None:
+            rows.form_bands(func, fusion, band_role)
         plan = plan_buffers(func, fusion, inplace, donate_argnums)
     if sanitize:
         check_no_overlap(plan)
@@ -45,8 +45,8 @@ def build_cpu_executable(
 
     ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
     """
-    member = cpu.band_member if "row_fusion" in cpu.OPTIMIZATIONS else None
-    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, member)
+    role = cpu.band_role if "row_fusion" in cpu.OPTIMIZATIONS else None
+    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, role)
     program = generate_cpu(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = Executable(

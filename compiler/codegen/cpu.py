@@ -42,6 +42,7 @@ from compiler.codegen.emit import (
 )
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.passes import rows
 from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
@@ -523,15 +524,20 @@ def _chunked_full_reduction(
     return spec.define(lines, parallel=True, reassoc=reassoc)
 
 
-def band_member(group: Group) -> bool:
-    """The row-fusion test of this backend (``rows.form_bands``): the group is written as a loop
-    nest (not a NumPy kernel), and a reduction over axis 0 keeps a partial result per chunk of rows
-    within ``PARTIALS_MAX_ELEMENTS``."""
-    if group.kind is GroupKind.CONTRACT or _wants_numpy(group):
-        return False
+def band_role(group: Group) -> str | None:
+    """The row-fusion roles of this backend (``rows.form_bands``): ``MEMBER`` for a group written as a
+    loop nest (not a NumPy kernel) whose reduction over axis 0, if any, keeps a partial result per
+    chunk of rows within ``PARTIALS_MAX_ELEMENTS``; ``TAIL`` for a small loop nest that can run
+    serially after a band's loop."""
+    if group.kind is GroupKind.CONTRACT or _wants_numpy(group) or math.prod(group.shape) == 0:
+        return None
     if group.kind is GroupKind.REDUCE and 0 in {int(a) for a in group.root.attrs["axes"]}:
-        return REDUCE_CHUNKS * group.root.result.type.size <= PARTIALS_MAX_ELEMENTS
-    return True
+        if REDUCE_CHUNKS * group.root.result.type.size > PARTIALS_MAX_ELEMENTS:
+            return None
+    if group.shape and group.shape[0] >= 2:
+        return rows.MEMBER
+    small = group.kind is GroupKind.LOOP and math.prod(group.shape) < PARALLEL_MIN_ELEMENTS
+    return rows.TAIL if small else None
 
 
 @dataclass
@@ -555,7 +561,7 @@ def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Ker
     per row live in a row of scratch per chunk (a scalar when a row is one element); reductions over
     axis 0 accumulate per chunk and are combined in chunk order after the loop."""
     n = band.rows
-    parallel = max(math.prod(g.shape) for g in band.groups) >= PARALLEL_MIN_ELEMENTS
+    parallel = max(math.prod(g.shape) for g in band.groups if g not in band.tail) >= PARALLEL_MIN_ELEMENTS
     chunks = min(REDUCE_CHUNKS, n) if parallel else 1
     local = {v: f"{names[v]}_r" for v in band.local}
     code = _Rows()
@@ -568,7 +574,8 @@ def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Ker
         view = f"{names[v]}_s[ch]" + (f".reshape({shape_literal(row_shape)})" if len(row_shape) > 1 else "")
         code.chunk.append(f"{local[v]} = {view}")
     for j, group in enumerate(band.groups):
-        member = _band_rows(_KernelSpec(group, names, pool, local), chunks)
+        spec = _KernelSpec(group, names, pool, local)
+        member = _band_tail(spec) if group in band.tail else _band_rows(spec, chunks)
         prefix = rf"m{j}_\1"
         code.before += [_MEMBER_LOCALS.sub(prefix, line) for line in member.before]
         code.chunk += [_MEMBER_LOCALS.sub(prefix, line) for line in member.chunk]
@@ -588,6 +595,13 @@ def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Ker
     name = f"k{band.groups[0].index}_rows"
     header = [jit_decorator(parallel, reassoc=code.reassoc), f"def {name}({', '.join(args)}):"]
     return Kernel(name, list(args), "\n".join(header + indent(lines, 1)))
+
+
+def _band_tail(spec: _KernelSpec) -> _Rows:
+    """A tail member: its own serial loop nest after the band's loop (and after the partial results
+    of the members before it are combined)."""
+    body = _loop_body(spec, spec.group.shape, spec.group.outputs, None, try_flat=True)
+    return _Rows(after=body.views + loop_nest(body.loops, body.extents, body.lines))
 
 
 def _row_nest(names: list[str], extents: list[int], body: list[str]) -> list[str]:
@@ -721,12 +735,12 @@ def _gemm_kernel(spec: _KernelSpec, views: dict[Value, Value], dims: tuple[int, 
     parallel = flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
     args = []
     lines = []
-    for pos, (name, rows, cols) in enumerate((("x", m, k), ("y", k, n))):
+    for pos, (name, n_rows, cols) in enumerate((("x", m, k), ("y", k, n))):
         v = root.operands[pos]
         transposed = v in views
         lines.append(f"{name} = {spec.names[views.get(v, v)]}.reshape(-1)")
         # A row block of x starts at its first row: a row of x, or a column of x's transposed source.
-        args.append((transposed, cols if not transposed else rows))
+        args.append((transposed, cols if not transposed else n_rows))
     lines.append(f"o = {spec.names[out]}.reshape(-1)")
     (ta, lda), (tb, ldb) = args
     one, zero = literal(1, dtype), literal(0, dtype)

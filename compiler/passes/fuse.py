@@ -114,6 +114,7 @@ class Band:
     groups: list[Group]
     rows: int
     local: set[Value] = field(default_factory=set)
+    tail: set[Group] = field(default_factory=set)  # members run once, after the rows
     aligned: dict[Value, dict[Group, bool]] = field(default_factory=dict)
 
     @property

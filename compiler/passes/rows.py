@@ -19,6 +19,10 @@ A group may join the band that ends just before it when
   expression for axis 0 is the loop's own row index (found by lowering the group's body
   symbolically, with the same ``BodyBuilder`` the backends use).
 
+A small group that cannot run row by row (the loss of a softmax divided by the batch size) may
+still join as a *tail* when it reads nothing the band computes row by row: it runs once, after the
+loop, so the rows before and after it stay in one band.
+
 Reads of values produced before the band may be at any row. The memory planner sees a band as one
 step (``FusionPlan.time``): every buffer a member writes is born where the band starts, every buffer
 a member reads lives until it ends, so no two buffers of a band share bytes; a member may still
@@ -34,10 +38,19 @@ from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool
 from compiler.ir.core import Function, Value
 from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
 
+MEMBER, TAIL = "member", "tail"  # the roles a backend's ``role`` callback gives a group (None: neither)
 
-def form_bands(func: Function, fusion: FusionPlan, eligible: Callable[[Group], bool]) -> None:
+
+def form_bands(func: Function, fusion: FusionPlan, role: Callable[[Group], str | None]) -> None:
     """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
-    mark the values each band keeps per row (``Band.local``)."""
+    mark the values each band keeps per row (``Band.local``).
+
+    ``role(group)``: ``MEMBER`` if the backend can run the group row by row, ``TAIL`` if it can run it
+    serially after a band's loop (a small loop nest: a loss divided by the batch size), else None.
+    A tail joins the band before it when it reads no value the band computes row by row: its results
+    exist only after the loop, like a column reduction's, and row members after it may not read them.
+    So softmax's forward and backward stay one band around the loss's division.
+    """
     returned = set(func.results)
     readers: dict[Value, list[Group]] = {}
     for g in fusion.groups:
@@ -46,12 +59,19 @@ def form_bands(func: Function, fusion: FusionPlan, eligible: Callable[[Group], b
     bands: list[Band] = []
     current: Band | None = None
     for g in fusion.groups:
-        rows = _rows(g) if eligible(g) else None
+        kind = role(g)
+        rows = _rows(g) if kind == MEMBER else None
+        reads = _reads(g) if kind is not None else {}
+        if kind == TAIL and current is not None and _may_follow(current, reads):
+            current.groups.append(g)
+            current.tail.add(g)
+            for v in reads:
+                current.aligned.setdefault(v, {})[g] = False  # it runs after every row
+            continue
         if rows is None:
             _close(current, bands)
             current = None
             continue
-        reads = _reads(g)
         if current is None or current.rows != rows or not _may_join(current, g, reads):
             _close(current, bands)
             current = Band([], rows)
@@ -64,7 +84,7 @@ def form_bands(func: Function, fusion: FusionPlan, eligible: Callable[[Group], b
         for g in band.groups:
             for v in g.outputs:
                 if (
-                    not _late(g, v)
+                    not _late(band, g, v)
                     and v not in returned
                     and v in readers
                     and all(r in members for r in readers[v])
@@ -77,7 +97,15 @@ def form_bands(func: Function, fusion: FusionPlan, eligible: Callable[[Group], b
 
 
 def _close(band: Band | None, bands: list[Band]) -> None:
-    if band is not None and len(band.groups) > 1:
+    """Keep ``band`` if it has two row members or more (trailing tails run as their own kernels)."""
+    if band is None:
+        return
+    while band.groups and band.groups[-1] in band.tail:
+        dropped = band.groups.pop()
+        band.tail.discard(dropped)
+        for readers in band.aligned.values():
+            readers.pop(dropped, None)
+    if len(band.groups) - len(band.tail) > 1:
         bands.append(band)
 
 
@@ -95,9 +123,11 @@ def _rows(group: Group) -> int | None:
     return shape[0]
 
 
-def _late(group: Group, value: Value) -> bool:
-    """``value`` is the result of a reduction over axis 0: it exists only after the band (the
-    prologue values such a reduction also stores are ready row by row)."""
+def _late(band: Band, group: Group, value: Value) -> bool:
+    """``value`` exists only after the band's loop: a tail's result, or the result of a reduction
+    over axis 0 (the prologue values such a reduction also stores are ready row by row)."""
+    if group in band.tail:
+        return True
     return (
         group.kind is GroupKind.REDUCE
         and value is group.root.result
@@ -108,9 +138,14 @@ def _late(group: Group, value: Value) -> bool:
 def _may_join(band: Band, group: Group, reads: dict[Value, bool]) -> bool:
     for member in band.groups:
         for v in member.outputs:
-            if v in reads and (_late(member, v) or not reads[v]):
+            if v in reads and (_late(band, member, v) or not reads[v]):
                 return False
     return True
+
+
+def _may_follow(band: Band, reads: dict[Value, bool]) -> bool:
+    """A tail reads only values from before the band or that exist after its loop."""
+    return all(_late(band, m, v) for m in band.groups for v in m.outputs if v in reads)
 
 
 def _reads(group: Group) -> dict[Value, bool]:
