@@ -28,7 +28,8 @@ rng = np.random.default_rng(23)
 
 
 def f32(*shape: int) -> np.ndarray:
-    return rng.standard_normal(shape).astype(np.float32)
+    """Random values that depend on the shape only, not on which tests ran before (xdist)."""
+    return np.random.default_rng(hash(shape) % 2**32).standard_normal(shape).astype(np.float32)
 
 
 @contextmanager
@@ -107,6 +108,12 @@ def test_per_row_scalars_are_assigned_on_every_path_through_the_row(tmp_path: An
         check_against_off(grad, z, y)
 
 
+def test_the_bufferized_stage_marks_values_kept_per_row() -> None:
+    args = (f32(64, 32), f32(32), f32(32), f32(64, 32))
+    text = dsl.value_and_grad(layer_norm, argnums=(0, 1, 2)).lower(*args).ir("bufferized")
+    assert text.count('dsl.buffer = "row"') >= 8 and "dsl.offset" not in text
+
+
 @pytest.mark.parametrize("rows", [1, 2, 15, 17, 1000])
 def test_softmax_cross_entropy_for_any_row_count(rows: int) -> None:
     z, y = f32(rows, 37), np.abs(f32(rows, 37))
@@ -159,7 +166,7 @@ def test_column_and_full_reductions_accumulate_per_chunk() -> None:
     x, w = f32(70_000, 3), f32(70_000, 1)  # big enough for the parallel loop, 16 chunks
     _, program, fusion, _ = build(stats, x, w)
     assert len(fusion.bands) == 1 and "numba.prange(16)" in program.source
-    check_against_off(stats, x, w)
+    check_against_off(stats, x, w, rtol=1e-4)  # float32 sums of 210,000 terms in another order
 
 
 def test_a_value_read_at_another_row_ends_the_band() -> None:

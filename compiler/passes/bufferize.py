@@ -4,8 +4,10 @@ Printed with memref types (the ``dsl.bufferized`` function attribute), each op c
 ``dsl.kernel`` (the kernel group that computes it), and for a value that gets a buffer either
 ``dsl.offset`` (its arena offset in bytes; with ``dsl.reuses = "%N"`` when it took over the block of
 operand ``%N`` in place), ``dsl.buffer = "result"`` (allocated fresh per call, returned to the
-caller) or ``dsl.buffer = "arg K"`` (stored in argument K's memory: a direct write-back or a donated
-argument). Ops without a buffer were fused into their kernel's loop.
+caller), ``dsl.buffer = "arg K"`` (stored in argument K's memory: a direct write-back or a donated
+argument) or ``dsl.buffer = "row"`` (kept one row per thread inside a band of row-fused kernels,
+``compiler/passes/rows.py``: CPU programs; the ``plan`` pass of ``dslc opt`` plans without bands).
+Ops without a buffer were fused into their kernel's loop.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
     returned = set(func.results)
     rows = {r.value: r for r in plan.buffers}
     in_arg = {**plan.in_param, **plan.direct_writeback}
+    local = fusion.local
     ops = []
     for op in func.ops:
         attrs: dict[str, Any] = dict(op.attrs)
@@ -35,6 +38,8 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
             attrs["dsl.reuses"] = rows[result].reused_from
         if result in in_arg:
             attrs["dsl.buffer"] = f"arg {in_arg[result]}"
+        elif result in local:
+            attrs["dsl.buffer"] = "row"
         elif result in returned and result not in plan.offsets:
             attrs["dsl.buffer"] = "result"
         ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
