@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 import numba
@@ -420,13 +421,7 @@ class _Partial:
     finish: Callable[[str], str]
 
 
-def _combine(root: Op, a: str, b: str) -> str:
-    reducer = root.prim.reducer
-    assert reducer is not None, f"{root.prim.name} has no reducer"
-    return reducer.combine(a, b)
-
-
-def _reduced_tail(shape: tuple[int, ...], axes: set[int]) -> int:
+def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
     """Where the trailing run of reduced axes starts (``len(shape)`` when the last axis is kept)."""
     split = len(shape)
     while split > 0 and split - 1 in axes:
@@ -463,12 +458,7 @@ def _chunked_row_reduction(
     chunks of axis 0 in parallel, each into its own partial result, then the partials combined in
     chunk order (no atomics, the same result every run)."""
     chunks, n_outer = chunks_outer
-    root = spec.group.root
-    out = root.result
-    dtype, size = out.type.dtype, out.type.size
-    reducer = root.prim.reducer
-    assert reducer is not None
-    axes = {int(a) for a in root.attrs["axes"]}
+    axes = spec.group.reduced_axes
     kept = tuple(f"i{d}" for d in range(len(spec.group.shape)) if d not in axes)
     slot = subscript("part", ("ch", *kept))
     block = [f"acc = {partial.load(slot)}", *inner]
@@ -476,24 +466,43 @@ def _chunked_row_reduction(
     n = body.extents[0]
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
     per_chunk = loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, outer_range=chunk_range)
-    o = spec.names[out]
-    identity = literal(reducer.identity(dtype), dtype)
+    parts = _partials(spec, chunks)
     lines = [
         *body.views,
-        f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
-        f"part_f = part.reshape(({chunks}, {size}))",
+        *parts.before,
         f"for ch in numba.prange({chunks}):",
-        f"    for q in range({size}):",
-        f"        part_f[ch, q] = {identity}",
+        *indent(parts.chunk, 1),
         *indent(per_chunk, 1),
-        f"{o}_f = {o}.reshape({size})",
-        f"for q in range({size}):",
-        "    acc = part_f[0, q]",
-        f"    for ch in range(1, {chunks}):",
-        f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), dtype)}",
-        f"    {o}_f[q] = acc",
+        *parts.after,
     ]
     return spec.define(lines, parallel=True, reassoc=reassoc and n_outer < len(spec.group.shape))
+
+
+def _partials(spec: _KernelSpec, chunks: int) -> _Rows:
+    """The partial results of a reduction over axis 0, one per chunk of rows: allocated before the
+    parallel loop, set to the identity as each chunk starts, combined in chunk order into the result
+    after the loop (no atomics: the same result every run)."""
+    root = spec.group.root
+    out = root.result
+    dtype, size = out.type.dtype, out.type.size
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    o = spec.names[out]
+    return _Rows(
+        before=[
+            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
+            f"part_f = part.reshape(({chunks}, {size}))",
+        ],
+        chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {literal(reducer.identity(dtype), dtype)}"],
+        after=[
+            *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
+            f"for q in range({size}):",
+            "    acc = part_f[0, q]",
+            f"    for ch in range(1, {chunks}):",
+            f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), dtype)}",
+            f"    {o}_f[q] = acc" if out.type.shape else f"    {o}[()] = acc",
+        ],
+    )
 
 
 def _chunked_full_reduction(
@@ -531,9 +540,8 @@ def band_role(group: Group) -> str | None:
     serially after a band's loop."""
     if group.kind is GroupKind.CONTRACT or _wants_numpy(group) or math.prod(group.shape) == 0:
         return None
-    if group.kind is GroupKind.REDUCE and 0 in {int(a) for a in group.root.attrs["axes"]}:
-        if REDUCE_CHUNKS * group.root.result.type.size > PARTIALS_MAX_ELEMENTS:
-            return None
+    if 0 in group.reduced_axes and REDUCE_CHUNKS * group.root.result.type.size > PARTIALS_MAX_ELEMENTS:
+        return None
     if group.shape and group.shape[0] >= 2:
         return rows.MEMBER
     small = group.kind is GroupKind.LOOP and math.prod(group.shape) < PARALLEL_MIN_ELEMENTS
@@ -623,7 +631,7 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
         return _Rows(row=_row_nest(body.loops[1:], body.extents[1:], body.lines))
     root = spec.group.root
     out = root.result
-    axes = {int(a) for a in root.attrs["axes"]}
+    axes = spec.group.reduced_axes
     split = _reduced_tail(shape, axes)
     extra = [v for v in spec.group.outputs if v is not out]
     body = _body(spec, shape, extra, root.operands[0], flat=False)
@@ -638,28 +646,12 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
         block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.finish('acc')}"]
         return _Rows(row=_row_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
-    size = out.type.size
     slot = subscript("part", ("ch", *kept))
     block = [f"acc = {acc.load(slot)}", *inner, f"{slot} = {acc.finish('acc')}"]
-    o = spec.names[out]
-    dest = f"{o}_f[q]" if out.type.shape else f"{o}[()]"
-    return _Rows(
-        before=[
-            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
-            f"part_f = part.reshape(({chunks}, {size}))",
-        ],
-        chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {identity}"],
-        row=_row_nest(body.loops[1:outer], body.extents[1:outer], block),
-        after=[
-            *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
-            f"for q in range({size}):",
-            "    acc = part_f[0, q]",
-            f"    for ch in range(1, {chunks}):",
-            f"        acc = {typed(_combine(root, 'acc', 'part_f[ch, q]'), dtype)}",
-            f"    {dest} = acc",
-        ],
-        reassoc=reassoc,
-    )
+    parts = _partials(spec, chunks)
+    parts.row = _row_nest(body.loops[1:outer], body.extents[1:outer], block)
+    parts.reassoc = reassoc
+    return parts
 
 
 def _fill(name: str, size: int, value: str) -> list[str]:

@@ -97,6 +97,13 @@ class Group:
             return self.root.operands[0].type.shape
         return self.root.result.type.shape
 
+    @property
+    def reduced_axes(self) -> frozenset[int]:
+        """The axes a REDUCE group's root reduces (empty for other kinds)."""
+        if self.kind is not GroupKind.REDUCE:
+            return frozenset()
+        return frozenset(int(a) for a in self.root.attrs["axes"])
+
     def produces(self, value: Value) -> bool:
         return any(value in op.results for op in self.ops)
 

@@ -10,11 +10,11 @@ full buffer: fewer passes over memory and a smaller arena.
 A group may join the band that ends just before it when
 
 - it is a LOOP or REDUCE group (matmuls keep their BLAS kernels) that the backend writes as a loop
-  nest (``eligible``: the CPU backend's own test), its iteration space has the band's leading extent,
-  and, for a reduction, the reduced axes are either trailing axes without axis 0 (a row reduction:
-  its result for row ``i`` is ready after row ``i``) or include axis 0 (a column or full reduction:
-  each thread accumulates partial results over its rows, combined in a fixed order after the band,
-  so no member may read the result inside the band);
+  nest (``role``: the backend's own test, ``cpu.band_role``), its iteration space has the band's
+  leading extent, and, for a reduction, the reduced axes are either trailing axes without axis 0 (a
+  row reduction: its result for row ``i`` is ready after row ``i``) or include axis 0 (a column or
+  full reduction: each thread accumulates partial results over its rows, combined in a fixed order
+  after the band, so no member may read the result inside the band);
 - every value it reads that an earlier member produces is read at the row being computed: its index
   expression for axis 0 is the loop's own row index (found by lowering the group's body
   symbolically, with the same ``BodyBuilder`` the backends use).
@@ -116,10 +116,9 @@ def _rows(group: Group) -> int | None:
         return None
     if any(d == 0 for d in shape):
         return None
-    if group.kind is GroupKind.REDUCE:
-        axes = {int(a) for a in group.root.attrs["axes"]}
-        if 0 not in axes and axes != set(range(min(axes, default=len(shape)), len(shape))):
-            return None  # reduces inner axes but keeps a later one: not a row reduction
+    axes = group.reduced_axes
+    if 0 not in axes and axes != set(range(min(axes, default=len(shape)), len(shape))):
+        return None  # reduces inner axes but keeps a later one: not a row reduction
     return shape[0]
 
 
@@ -128,11 +127,7 @@ def _late(band: Band, group: Group, value: Value) -> bool:
     over axis 0 (the prologue values such a reduction also stores are ready row by row)."""
     if group in band.tail:
         return True
-    return (
-        group.kind is GroupKind.REDUCE
-        and value is group.root.result
-        and 0 in {int(a) for a in group.root.attrs["axes"]}
-    )
+    return value is group.root.result and 0 in group.reduced_axes
 
 
 def _may_join(band: Band, group: Group, reads: dict[Value, bool]) -> bool:
