@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -189,7 +190,11 @@ def child_times(
 
 
 def run_program(
-    prog: Program, repeats: int, missing: dict[str, str], timed: dict[str, float] | None = None
+    prog: Program,
+    repeats: int,
+    missing: dict[str, str],
+    timed: dict[str, float] | None = None,
+    gemm_s: float | None = None,
 ) -> dict[str, Any]:
     """Checks every framework against dslc and reads the memory figures in this process; times come
     from ``timed`` (``child_times``, taken before this process ran any framework), or without it
@@ -219,8 +224,35 @@ def run_program(
         row["bandwidth_fraction"] = copy / row["times"]["dslc"]
         row["dslc_GBps"] = prog.bytes_moved / row["times"]["dslc"] / 1e9
         row["copy_GBps"] = prog.bytes_moved / copy / 1e9
+    flops = matmul_flops(prog.dslc.lower(*prog.args).ir("optimized"))
+    if flops:
+        gemm = gemm_s if gemm_s is not None else median_time(_numpy_gemm(), repeats)
+        row["matmul_flops"] = flops
+        row["gemm_GFLOPs"] = 2 * GEMM_N**3 / gemm / 1e9
+        row["matmul_floor_s"] = flops / (row["gemm_GFLOPs"] * 1e9)
     row["memory"] = memory(prog, runners.get("jax"))
     return row
+
+
+def _numpy_gemm() -> Callable[[], Any]:
+    a = np.random.default_rng(0).standard_normal((GEMM_N, GEMM_N)).astype(np.float32)
+    c = np.empty_like(a)
+    return lambda: np.matmul(a, a, out=c)
+
+
+GEMM_N = 2048  # the machine's float32 matmul rate: NumPy's BLAS (all cores) on GEMM_N^3
+
+
+def matmul_flops(ir_text: str) -> int:
+    """Floating-point operations of the matmuls in a dslc program's optimized IR (2 m n k per batch
+    element): the arithmetic no framework computing the same products avoids."""
+    total = 0
+    for a, res in re.findall(
+        r'"dsl\.matmul".*?: \(tensor<([0-9x]+)x\w+>, tensor<[^>]*>\) -> tensor<([0-9x]+)x\w+>', ir_text
+    ):
+        k = int(a.split("x")[-1])
+        total += 2 * math.prod(int(d) for d in res.split("x")) * k
+    return total
 
 
 def time_in_child(name: str, framework: str, repeats: int) -> float:
@@ -242,6 +274,10 @@ def time_child(spec: str) -> None:
         x = prog.args[0]
         out = np.empty_like(x)
         seconds = median_time(lambda: np.copyto(out, x), int(repeats))
+    elif framework == "gemm":
+        a = np.random.default_rng(0).standard_normal((GEMM_N, GEMM_N)).astype(np.float32)
+        c = np.empty_like(a)
+        seconds = median_time(lambda: np.matmul(a, a, out=c), int(repeats))
     else:
         if framework in ("jax", "torch"):
             available(framework)
@@ -368,6 +404,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
             f"| {row['program']} | {mem['kernels']} | {mem['planned_peak']:,} | {mem['arena']:,} | "
             f"{mem['naive']:,} | {'-' if jt is None else f'{jt:,}'} | {rel} |"
         )
+    lines += floor_table(result)
     lines += suite_compile.markdown(result["compile"])
     lines += targets(result)
     lines += [
@@ -387,6 +424,38 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "  kernel by kernel: `python benchmarks/profile_kernels.py PROGRAM`.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def floor_table(result: dict[str, Any]) -> list[str]:
+    """The matmul floor: each program's matmul arithmetic at this machine's float32 matmul rate
+    (NumPy's BLAS on all cores, measured in the same run). No framework doing the same products runs
+    faster than this floor, so a ratio target below floor / peer cannot be met by better scheduling."""
+    rows = [r for r in result["programs"] if r.get("matmul_flops")]
+    if not rows:
+        return []
+    rate = rows[0]["gemm_GFLOPs"]
+    lines = [
+        "",
+        "## Matmul floor",
+        "",
+        f"Float32 matmul rate of this machine, measured in this run: {rate:.0f} GFLOP/s "
+        f"(NumPy's BLAS, {GEMM_N}^3, all cores). floor = the program's matmul FLOPs at that rate;",
+        "floor / peer is the lowest ratio to that peer any implementation of the same products can reach.",
+        "",
+        "| program | matmul GFLOP | floor ms | dslc ms | dslc / floor | floor / JAX | floor / PyTorch |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        t, floor = r["times"], r["matmul_floor_s"]
+
+        def rel(peer: str, t: dict[str, float] = t, floor: float = floor) -> str:
+            return f"{floor / t[peer]:.2f}" if t.get(peer) else "-"
+
+        lines.append(
+            f"| {r['program']} | {r['matmul_flops'] / 1e9:.2f} | {1e3 * floor:.2f} | {fmt_ms(t['dslc'])} | "
+            f"{t['dslc'] / floor:.2f} | {rel('jax')} | {rel('torch')} |"
+        )
+    return lines
 
 
 def targets(result: dict[str, Any]) -> list[str]:
@@ -490,16 +559,20 @@ def main() -> None:
     # the cores the children are timed on. Checks and memory figures come after.
     timed: dict[str, dict[str, float]] = {}
     rounds: dict[str, dict[str, list[float]]] = {}
+    gemm_s = None
     if not args.quick:
         for prog in progs:
             timed[prog.name], rounds[prog.name] = child_times(prog, repeats, missing, args.rounds)
             print(f"== {prog.name}: {json.dumps(rounds[prog.name])}", flush=True)
+        gemm_s = (
+            min(time_in_child(progs[0].name, "gemm", repeats) for _ in range(args.rounds)) if progs else None
+        )
     result["rounds"] = args.rounds
     result["round_medians"] = rounds
     names = [] if args.quick or args.no_compile_times else [p.name for p in progs]
     result["compile"] = suite_compile.measure(names, args.quick, tiny_overhead(5000 if args.quick else 20000))
     for prog in progs:
-        result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name)))
+        result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name), gemm_s))
     text = markdown(result, command)
     print(text)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

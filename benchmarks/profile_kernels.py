@@ -35,13 +35,15 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
         print(source)
     module = load_module(source, {})
     driver_src = source[source.index("def run(") :]
-    times: dict[str, list[float]] = defaultdict(list)
+    this_run: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
 
     def timed(kernel_name: str, fn: Any) -> Any:
         def call(*args: Any) -> Any:
             t0 = time.perf_counter()
             out = fn(*args)
-            times[kernel_name].append(time.perf_counter() - t0)
+            this_run[kernel_name] += time.perf_counter() - t0
+            calls[kernel_name] += 1
             return out
 
         return call
@@ -56,14 +58,19 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
     outs = [np.empty(s, d) for s, d in executable._outs]
     for _ in range(3):
         run(executable.arena, *outs, *leaves)
-    times.clear()
+    times: dict[str, list[float]] = defaultdict(list)  # kernel -> its total time in each run
+    calls.clear()
     for _ in range(repeats):
+        this_run.clear()
         run(executable.arena, *outs, *leaves)
+        for kname, t in this_run.items():
+            times[kname].append(t)
     total = sum(statistics.median(t) for t in times.values())
     print(f"{name}: {len(times)} kernels, sum of medians {1e3 * total:.2f} ms")
     for kname, ts in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
         med = statistics.median(ts)
-        print(f"  {kname:40s} {1e3 * med:8.3f} ms  {100 * med / total:5.1f}%")
+        per_run = calls[kname] // repeats
+        print(f"  {kname:32s} x{per_run:<3d} {1e3 * med:8.3f} ms  {100 * med / total:5.1f}%")
 
 
 def _flatten(x: Any) -> list[Any]:

@@ -68,6 +68,16 @@ def attention(q: Any, k: Any, v: Any) -> Any:
     return ((e / e.sum(axis=-1, keepdims=True)) @ v).sum()
 
 
+def heads(x: Any, wq: Any, wk: Any, wv: Any, wo: Any) -> Any:  # split and merge heads: strided views
+    def split(v: Any) -> Any:
+        return dnp.transpose(v.reshape(2, 40, 4, 8), (0, 2, 1, 3))
+
+    s = split(x @ wq) @ dnp.transpose(split(x @ wk), (0, 1, 3, 2)) * 0.2
+    e = dnp.exp(s - dsl.stop_gradient(s.max(axis=-1, keepdims=True)))
+    a = (e / e.sum(axis=-1, keepdims=True)) @ split(x @ wv)
+    return dnp.tanh(dnp.transpose(a, (0, 2, 1, 3)).reshape(80, 32) @ wo).sum()
+
+
 def column_stats(x: Any) -> Any:  # called on (4100, 64): chunks of 1024 rows
     e = dnp.exp(x * 0.1)
     return e.sum(axis=0), e.max(axis=0), dnp.tanh(x).sum(), dnp.tanh(x) * 2.0
@@ -86,6 +96,11 @@ def _grad_cases() -> list[tuple[str, Any, tuple[np.ndarray, ...]]]:
             "attention",
             dsl.value_and_grad(attention, argnums=(0, 1, 2)),
             (f32(3, 64, 16), f32(3, 64, 16), f32(3, 64, 16)),
+        ),
+        (
+            "heads",
+            dsl.value_and_grad(heads, argnums=(0, 1, 2, 3, 4)),
+            (f32(80, 32), *(f32(32, 32) / 4 for _ in range(4))),
         ),
         ("column_stats", dsl.compile(column_stats), (f32(4100, 64),)),
     ]

@@ -8,9 +8,9 @@ Loop forms. A LOOP group is first written as one flat loop over the iteration sp
 same-shape inputs through 1-D views: LLVM vectorizes that best. If any read needs the
 multi-dimensional index (a broadcast, transpose, slice, iota ...) the group is written as a loop
 nest in storage order instead. Reductions iterate their operand in storage order and accumulate
-into the output (into a local accumulator over the trailing reduced axes). Float matmuls call
-``np.dot`` (BLAS through SciPy) on contiguous 2-D views, one call per batch element; integer
-matmuls are explicit i-k-j loops.
+into the output (into a local accumulator over the trailing reduced axes). Float matmuls call BLAS
+gemm (SciPy's, ``runtime/blas.py``) per batch element and row block, each operand a strided view of
+its buffer (``fuse.operand_view``); integer matmuls are explicit i-k-j loops over the same views.
 
 0-d values are 0-d Numba arrays, read and written as ``x[()]``; a flat loop reshapes them to
 ``(1,)``. Groups of at least ``PARALLEL_MIN_ELEMENTS`` elements get ``parallel=True`` and a
@@ -44,7 +44,7 @@ from compiler.codegen.emit import (
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes import rows
-from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
+from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, operand_view
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
@@ -64,7 +64,7 @@ MIN_BLOCK_ROWS = 16  # rows per gemm call when a matmul is split into row blocks
 #   ``compiler/prims/vecmath.py``, which LLVM vectorizes (off: ``math.exp`` etc., one libm call per
 #   element, and big groups holding one go to NumPy);
 # - "split_matmuls": float matmuls call BLAS gemm per batch element and row block, spread over
-#   Numba's threads, with SciPy's BLAS on one thread (``runtime/blas.py``; off: ``np.dot`` per batch
+#   Numba's threads, with SciPy's BLAS on one thread (``runtime/blas.py``; off: one gemm call per batch
 #   element with BLAS's own threads);
 # - "split_reductions": big reductions over axis 0 that keep other axes run in fixed chunks of axis 0
 #   in parallel, into partial results combined in order (off: one serial loop nest);
@@ -664,7 +664,6 @@ def _fill(name: str, size: int, value: str) -> list[str]:
 
 def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     root = spec.group.root
-    a, b = (spec.names[v] for v in root.operands)
     out = root.result
     if out.type.size == 0:
         return None
@@ -675,46 +674,48 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     dtype = out.type.dtype
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
-    views = _transposed_operands(spec)
-    if (
-        dtype in (DType.f32, DType.f64)
-        and "split_matmuls" in OPTIMIZATIONS
-        and not blas.native_blas_threads()
-    ):
-        return _gemm_kernel(spec, views, (nb, m, n, k))
-    if dtype.is_float and views:  # BLAS reads the transposed view of the operand's source
-        x3, xt = _operand_3d(spec, 0, (nb, m, k), views)
-        y3, yt = _operand_3d(spec, 1, (nb, k, n), views)
-        lines = [x3, y3, f"o3 = {o}.reshape(({nb}, {m}, {n}))"]
-        return spec.define(lines + [f"for t in range({nb}):", f"    np.dot(x3[t]{xt}, y3[t]{yt}, o3[t])"])
-    lines = [
-        f"x3 = {a}.reshape(({nb}, {m}, {k}))",
-        f"y3 = {b}.reshape(({nb}, {k}, {n}))",
-        f"o3 = {o}.reshape(({nb}, {m}, {n}))",
-    ]
-    if dtype.is_float:  # BLAS gemm on contiguous 2-D views, written straight into the output
-        return spec.define(lines + [f"for t in range({nb}):", "    np.dot(x3[t], y3[t], o3[t])"])
+    views = _operand_views(spec)
+    if dtype in (DType.f32, DType.f64):
+        split = "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads()
+        return _gemm_kernel(spec, views, (nb, m, n, k), split)
+    # Integer (and other) matmuls: explicit i-k-j loops over the operands' flat buffers.
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
-    step = typed(reducer.combine("o3[t, i, j]", "(aik * y3[t, p, j])"), dtype)
+    x, y = views
+    lines = [
+        f"x = {spec.names[x.source]}.reshape(-1)",
+        f"y = {spec.names[y.source]}.reshape(-1)",
+        f"o3 = {o}.reshape(({nb}, {m}, {n}))",
+    ]
+    step = typed(reducer.combine("o3[t, i, j]", f"(aik * y[yt + p * {y.rows} + j * {y.cols}])"), dtype)
     row = [
         f"for j in range({n}):",
         f"    o3[t, i, j] = {literal(reducer.identity(dtype), dtype)}",
         f"for p in range({k}):",
-        "    aik = x3[t, i, p]",
+        f"    aik = x[xt + i * {x.rows} + p * {x.cols}]",
         f"    for j in range({n}):",
         f"        o3[t, i, j] = {step}",
     ]
     parallel = nb * m * n * k >= PARALLEL_MIN_ELEMENTS and m > 1  # rows are independent
-    rows = "numba.prange" if parallel else "range"
-    lines += [f"for t in range({nb}):", f"    for i in {rows}({m}):", *indent(row, 2)]
+    rows_range = "numba.prange" if parallel else "range"
+    lines += [
+        f"for t in range({nb}):",
+        f"    xt = {x.batch_offset('t')}",
+        f"    yt = {y.batch_offset('t')}",
+        f"    for i in {rows_range}({m}):",
+        *indent(row, 2),
+    ]
     return spec.define(lines, parallel)
 
 
-def _gemm_kernel(spec: _KernelSpec, views: dict[Value, Value], dims: tuple[int, int, int, int]) -> Kernel:
-    """BLAS gemm calls on blocks (``runtime/blas.py``): batch elements and row blocks of the result
-    spread over Numba's threads when the matmul is big enough to pay for a parallel region; a
-    transposed operand is read through BLAS's transpose flag from its source buffer."""
+def _gemm_kernel(
+    spec: _KernelSpec, views: tuple[OperandView, OperandView], dims: tuple[int, int, int, int], split: bool
+) -> Kernel:
+    """BLAS gemm calls on blocks (``runtime/blas.py``): with ``split``, batch elements and row blocks
+    of the result spread over Numba's threads when the matmul is big enough to pay for a parallel
+    region (else one call per batch element, BLAS threading as it is). Each operand is read as a
+    strided view of its buffer (``fuse.operand_view``): a leading dimension, the transpose flag
+    where its columns are the strided axis, an offset per batch element."""
     nb, m, n, k = dims
     root = spec.group.root
     out = root.result
@@ -722,54 +723,52 @@ def _gemm_kernel(spec: _KernelSpec, views: dict[Value, Value], dims: tuple[int, 
     flops = 2 * nb * m * n * k
     threads = numba_threads()
     parts = 1
-    if flops >= PARALLEL_MIN_FLOPS and nb < threads:
+    if split and flops >= PARALLEL_MIN_FLOPS and nb < threads:
         parts = max(1, min(-(-threads // nb), m // MIN_BLOCK_ROWS))
-    parallel = flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
+    parallel = split and flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
     args = []
     lines = []
-    for pos, (name, n_rows, cols) in enumerate((("x", m, k), ("y", k, n))):
-        v = root.operands[pos]
-        transposed = v in views
-        lines.append(f"{name} = {spec.names[views.get(v, v)]}.reshape(-1)")
-        # A row block of x starts at its first row: a row of x, or a column of x's transposed source.
-        args.append((transposed, cols if not transposed else n_rows))
+    for name, view, (n_rows, n_cols) in (("x", views[0], (m, k)), ("y", views[1], (k, n))):
+        lines.append(f"{name} = {spec.names[view.source]}.reshape(-1)")
+        if view.cols == 1:  # rows of the matrix are rows of memory: leading dimension = row stride
+            args.append((False, max(view.rows, n_cols), view.rows))
+        else:  # columns are rows of memory: BLAS's transpose flag, leading dimension = column stride
+            args.append((True, max(view.cols, n_rows), 1))
     lines.append(f"o = {spec.names[out]}.reshape(-1)")
-    (ta, lda), (tb, ldb) = args
+    (ta, lda, row_step), (tb, ldb, _) = args
     one, zero = literal(1, dtype), literal(0, dtype)
     loop = "numba.prange" if parallel else "range"
-    row_step = 1 if ta else k
+    x_at, y_at = (
+        _offset(views[0].batch_offset("t"), "i0", row_step),
+        _offset(views[1].batch_offset("t"), "", 0),
+    )
     body = [
         f"t = q // {parts}",
         f"i0 = (q - t * {parts}) * {m} // {parts}",
         f"i1 = (q - t * {parts} + 1) * {m} // {parts}",
-        f"gemm({ta}, {tb}, i1 - i0, {n}, {k}, {one}, x, t * {m * k} + i0 * {row_step}, {lda}, "
-        f"y, t * {k * n}, {ldb}, {zero}, o, t * {m * n} + i0 * {n}, {n})",
+        f"gemm({ta}, {tb}, i1 - i0, {n}, {k}, {one}, x, {x_at}, {lda}, "
+        f"y, {y_at}, {ldb}, {zero}, o, t * {m * n} + i0 * {n}, {n})",
     ]
     lines += [f"for q in {loop}({nb * parts}):", *indent(body, 1)]
     return spec.define(lines, parallel)
+
+
+def _offset(batch: str, row: str, step: int) -> str:
+    """``batch + row * step``, without the zero terms."""
+    terms = [t for t in (batch if batch != "0" else "", f"{row} * {step}" if row and step else "") if t]
+    return " + ".join(terms) or "0"
 
 
 def numba_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
-def _transposed_operands(spec: _KernelSpec) -> dict[Value, Value]:
-    """Matmul operands computed by a transpose inlined into the group (``fuse(contract_transposes)``):
-    operand -> the transpose's source buffer."""
-    return {op.result: op.operands[0] for op in spec.group.ops if op is not spec.group.root}
-
-
-def _operand_3d(
-    spec: _KernelSpec, k: int, shape: tuple[int, int, int], views: dict[Value, Value]
-) -> tuple[str, str]:
-    """``x3 = ...`` (or ``y3``) for matmul operand ``k`` as a (batch, rows, cols) array, and the
-    suffix that turns one batch element of it into the operand (``.T`` for a transposed source)."""
-    name = ("x3", "y3")[k]
-    v = spec.group.root.operands[k]
-    if v in views:
-        nb, r, c = shape
-        return f"{name} = {spec.names[views[v]]}.reshape(({nb}, {c}, {r}))", ".T"
-    return f"{name} = {spec.names[v]}.reshape({shape})", ""
+def _operand_views(spec: _KernelSpec) -> tuple[OperandView, OperandView]:
+    """How the matmul reads each operand: a strided view of a buffer (``fuse.operand_view``; an
+    operand that is itself a buffer is its own contiguous view)."""
+    found = tuple(operand_view(spec.group, pos) for pos in range(2))
+    assert all(v is not None for v in found), "fusion inlined a layout chain that is no strided view"
+    return found  # type: ignore[return-value]
 
 
 _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
@@ -798,8 +797,14 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
     if used:
         lines += ["", "", vecmath.helper_source(used)]
     if any("gemm(" in k.text for k in kernels):
-        lines += ["", "from runtime.blas import gemm_function, single_threaded_blas", ""]
-        lines += ["gemm = gemm_function()", "single_threaded_blas()"]
+        lines += [
+            "",
+            "from runtime.blas import gemm_function, single_threaded_blas",
+            "",
+            "gemm = gemm_function()",
+        ]
+        if "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads():  # kernels split matmuls
+            lines.append("single_threaded_blas()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
     if pool.arrays:

@@ -39,7 +39,7 @@ from compiler.codegen.cpu import caller_allocated, poison_after, poison_value, p
 from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, literal, mentions, np_type, typed
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.fuse import FusionPlan, Group, GroupKind, OperandView, operand_view
 from compiler.passes.plan import MemoryPlan
 from compiler.prims.elementwise import SCALAR_HELPERS
 
@@ -495,8 +495,8 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
         "ty = cuda.threadIdx.y",
         "tid = ty * TILE + tx",
         "for t in range(cuda.blockIdx.z, nb, cuda.gridDim.z):",
-        "    abase = t * m * k",
-        "    bbase = t * k * n",
+        "    abase = (t // a_in) * a_so + (t % a_in) * a_si",
+        "    bbase = (t // b_in) * b_so + (t % b_in) * b_si",
         "    obase = t * m * n",
         "    for bi in range(cuda.blockIdx.y, (m + BT - 1) // BT, cuda.gridDim.y):",
         "        for bj in range(cuda.blockIdx.x, (n + BT - 1) // BT, cuda.gridDim.x):",
@@ -506,19 +506,28 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
     params = ["a", "b", "o", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
-    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 8
+    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si"]
+    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 14
     shared_kernel = kernel(name, params, types, lines, launch)
     shared_kernel.shared = True
-    # An operand computed by a transpose inlined into the group (fuse(contract_transposes=True)) is
-    # read from the transpose's source buffer with swapped strides: no copy.
-    transposed = {op.result: op.operands[0] for op in spec.group.ops if op is not root}
-    a, b = root.operands
-    a_buf, b_buf = transposed.get(a, a), transposed.get(b, b)
-    a_strides = (1, m) if a in transposed else (k, 1)
-    b_strides = (1, k) if b in transposed else (n, 1)
-    sizes = (nb, m, k, n, *a_strides, *b_strides)
-    shared_kernel.args = [spec.names[a_buf], spec.names[b_buf], spec.names[out], *map(str, sizes)]
+    # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
+    # from the chain's source buffer through its strides: no copy.
+    a, b = (operand_view(spec.group, pos) for pos in range(2))
+    assert a is not None and b is not None, "fusion inlined a layout chain that is no strided view"
+    sizes = (nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb))
+    shared_kernel.args = [spec.names[a.source], spec.names[b.source], spec.names[out], *map(str, sizes)]
     return shared_kernel
+
+
+def _batch_walk(view: OperandView, nb: int) -> tuple[int, int, int]:
+    """(inner count, outer stride, inner stride): batch element ``t`` of ``view`` starts at
+    ``(t // inner) * outer + (t % inner) * inner_stride`` (``OperandView.batch``: at most two axes)."""
+    if not view.batch:
+        return 1, 0, 0
+    if len(view.batch) == 1:
+        return nb, 0, view.batch[0][1]
+    (_, outer), (inner, inner_stride) = view.batch
+    return inner, outer, inner_stride
 
 
 _WRITERS: dict[GroupKind, Callable[[_Spec], CudaKernel | None]] = {

@@ -8,9 +8,13 @@ Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
 - ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
   (the prologue) are inlined.
-- ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or the transpose
-  (last two axes) of one (``contract_transposes``, the default): BLAS reads the transposed view of
-  the buffer directly, the CUDA kernel reads it with swapped strides.
+- ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or strided views of
+  them (``contract_transposes``, the default): a chain of transposes and reshapes that only matmuls
+  read, whose result is a strided view of its source buffer with one unit stride in the last two
+  axes (``operand_view``), is inlined into the matmul's group. BLAS reads the view directly
+  (leading dimension, transpose flag, an offset per batch element), as does the CUDA kernel:
+  splitting attention heads, ``transpose(reshape(x @ w, (B, T, H, dh)), (0, 2, 1, 3))``, copies
+  nothing.
 
 The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
 before the value itself. For each group that reads a value we record its *access keys*: the chain
@@ -45,6 +49,7 @@ reads.
 from __future__ import annotations
 
 import enum
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -106,6 +111,127 @@ class Group:
 
     def produces(self, value: Value) -> bool:
         return any(value in op.results for op in self.ops)
+
+
+@dataclass(frozen=True)
+class OperandView:
+    """A matmul operand read as a strided view of ``source``'s (row-major) buffer: ``batch`` is the
+    (size, stride) of each batch axis left after merging the contiguous ones and dropping those of
+    size 1 (at most two), ``rows``/``cols`` the strides of the last two axes (in elements)."""
+
+    source: Value
+    batch: tuple[tuple[int, int], ...]
+    rows: int
+    cols: int
+
+    def batch_offset(self, t: str) -> str:
+        """The offset of batch element ``t`` (a flat index over the batch axes), as an expression."""
+        terms, inner = [], 1
+        for size, stride in reversed(self.batch):
+            index = t if inner == 1 else f"({t} // {inner})"
+            index = index if size * inner == math.prod(s for s, _ in self.batch) else f"({index} % {size})"
+            terms.append(f"{index} * {stride}")
+            inner *= size
+        return " + ".join(reversed(terms)) or "0"
+
+
+MAX_VIEW_BATCH_AXES = 2  # batch axes a strided matmul operand may keep after merging (CUDA's kernel)
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def reshaped_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], new_shape: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The strides of ``new_shape`` viewing the same elements as (``shape``, ``strides``) in row-major
+    order, or ``None`` where that needs a copy (NumPy's no-copy reshape rule: each run of old axes
+    merged or split must be contiguous within itself)."""
+    if math.prod(shape) == 0:
+        return contiguous_strides(new_shape)
+    old = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    new_strides = [0] * len(new_shape)
+    oi = ni = 0
+    while ni < len(new_shape) and oi < len(old):
+        if new_shape[ni] == 1:
+            ni += 1
+            continue
+        oj, nj = oi + 1, ni + 1
+        n_old, n_new = old[oi][0], new_shape[ni]
+        while n_old != n_new:
+            if n_new < n_old:
+                n_new *= new_shape[nj]
+                nj += 1
+            else:
+                n_old *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        new_strides[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * new_shape[k]
+        oi, ni = oj, nj
+    return tuple(new_strides)
+
+
+def _strided(chain: list[Op], source: Value) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """(shape, strides) of the last value of ``chain`` (transposes and reshapes, in program order)
+    as a view of ``source``'s contiguous buffer, or ``None`` where a reshape would need a copy."""
+    shape = source.type.shape
+    strides = contiguous_strides(shape)
+    for op in chain:
+        new_shape = op.result.type.shape
+        if op.prim is mv.transpose:
+            strides = tuple(strides[int(p)] for p in op.attrs["perm"])
+        else:
+            reshaped = reshaped_strides(shape, strides, new_shape)
+            if reshaped is None:
+                return None
+            strides = reshaped
+        shape = new_shape
+    return shape, strides
+
+
+def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView | None:
+    """How ``group`` (CONTRACT) reads its root's operand ``pos``: through the transposes and reshapes
+    inlined into it (and ``extra``, an op about to be), as a strided view of the buffer the chain
+    starts from; ``None`` if that is no single strided matrix per batch element with a unit stride
+    (then the chain cannot be inlined)."""
+    inside = {op.result: op for op in group.ops if op is not group.root}
+    if extra is not None:
+        inside[extra.result] = extra
+    v, chain = group.root.operands[pos], []
+    while v in inside:
+        chain.append(inside[v])
+        v = inside[v].operands[0]
+    found = _strided(chain[::-1], v)
+    if found is None:
+        return None
+    shape, strides = found
+    *batch_shape, r, c = shape
+    *batch_strides, sr, sc = strides
+    if c == 1:  # one column: any column stride reads it; rows at least one apart for BLAS
+        sc, sr = 1, max(sr, 1) if r > 1 else 1
+    elif r == 1:  # one row: read as rows of memory if its columns are adjacent, else as one column
+        sr = c if sc == 1 else 1
+    if sc != 1 and sr != 1:
+        return None
+    batch: list[tuple[int, int]] = []
+    for size, stride in zip(batch_shape, batch_strides, strict=True):
+        if size == 1:
+            continue
+        if batch and batch[-1][1] == size * stride:
+            batch[-1] = (batch[-1][0] * size, stride)
+        else:
+            batch.append((size, stride))
+    if len(batch) > MAX_VIEW_BATCH_AXES:
+        return None
+    return OperandView(v, tuple(batch), sr, sc)
 
 
 @dataclass(eq=False)
@@ -198,6 +324,10 @@ def fuse(func: Function, contract_transposes: bool = True, recompute: bool = Tru
     return _Fuser(func, contract_transposes, recompute).run()
 
 
+def _layout(op: Op) -> bool:
+    return op.prim is mv.transpose or op.prim is mv.reshape
+
+
 def swaps_last_two(op: Op) -> bool:
     """A transpose that exchanges the last two axes and keeps every batch axis in place."""
     if op.prim is not mv.transpose:
@@ -269,10 +399,11 @@ class _Fuser:
         if (
             self.contract_transposes
             and value not in self.returned
-            and swaps_last_two(op)
+            and _layout(op)
             and all(g.kind is GroupKind.CONTRACT for g in reads)
+            and all(operand_view(g, k, op) is not None for g in reads for k in range(2))
         ):
-            return list(reads), False  # a transposed view for BLAS: no copy, no buffer
+            return list(reads), False  # a strided view for BLAS: no copy, no buffer
         inlinable = value not in self.returned and all(
             g.kind is not GroupKind.CONTRACT and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
         )

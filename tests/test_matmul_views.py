@@ -1,0 +1,112 @@
+"""Matmul operands read as strided views (``fuse.operand_view``): the no-copy reshape rule against
+NumPy's, attention-style head splits with no copy kernel, and the results against NumPy (float and
+integer matmuls, views BLAS cannot take falling back to a copy). Gradients through split heads are
+checked against the copying form in ``test_perf_paths.py`` (case ``heads``)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+from compiler.passes.fuse import contiguous_strides, reshaped_strides
+
+rng = np.random.default_rng(11)
+
+
+def _factorings(n: int) -> list[tuple[int, ...]]:
+    """Shapes of ``n`` elements with up to 3 axes (size-1 axes included)."""
+    out = [(n,), (1, n), (n, 1)]
+    for a in range(1, n + 1):
+        if n % a == 0:
+            out.append((a, n // a))
+            for b in range(1, n // a + 1):
+                if (n // a) % b == 0:
+                    out.append((a, b, n // a // b))
+    return sorted(set(out))
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4), (4, 1, 6), (2, 2, 2, 3)])
+def test_reshaped_strides_agree_with_numpy_no_copy_rule(shape: tuple[int, ...]) -> None:
+    base = np.arange(math.prod(shape))
+    for perm in itertools.permutations(range(len(shape))):
+        view = base.reshape(shape).transpose(perm)
+        strides = tuple(s // base.itemsize for s in view.strides)
+        for new_shape in _factorings(view.size):
+            numpy_view = np.shares_memory(view.reshape(new_shape), base)
+            mine = reshaped_strides(view.shape, strides, new_shape)
+            assert (mine is not None) == numpy_view, (shape, perm, new_shape)
+            if mine is None:
+                continue
+            got = np.lib.stride_tricks.as_strided(base, new_shape, [s * base.itemsize for s in mine])
+            np.testing.assert_array_equal(got, view.reshape(new_shape))
+
+
+def test_contiguous_strides() -> None:
+    assert contiguous_strides((2, 3, 4)) == (12, 4, 1)
+    assert contiguous_strides(()) == ()
+
+
+B, T, H, DH = 2, 8, 4, 4
+D = H * DH
+
+
+def attention(xp: Any, x: Any, wq: Any, wk: Any, wv: Any, wo: Any) -> Any:
+    def split(v: Any) -> Any:  # (B*T, D) -> (B, H, T, dh): a strided view of v for BLAS
+        return xp.transpose(v.reshape(B, T, H, DH), (0, 2, 1, 3))
+
+    q, k, v = split(x @ wq), split(x @ wk), split(x @ wv)
+    s = q @ xp.transpose(k, (0, 1, 3, 2))
+    a = s @ v
+    return xp.transpose(a, (0, 2, 1, 3)).reshape(B * T, D) @ wo
+
+
+def _attention_args(dtype: Any) -> list[np.ndarray]:
+    scale = 0.3 if np.dtype(dtype).kind == "f" else 1
+    shapes = [(B * T, D)] + [(D, D)] * 4
+    if np.dtype(dtype).kind == "f":
+        return [(scale * rng.standard_normal(s)).astype(dtype) for s in shapes]
+    return [rng.integers(-3, 4, s).astype(dtype) for s in shapes]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_head_split_is_read_in_place(dtype: Any) -> None:
+    args = _attention_args(dtype)
+    compiled = dsl.compile(lambda *a: attention(dnp, *a))
+    source = compiled.lower(*args).source()
+    kernels = set(re.findall(r"^def (k\w+)\(", source, re.M))
+    # q, k and v are read through their strides: the only copy left is the head merge after s @ v
+    assert len([k for k in kernels if k.endswith(("_transpose", "_reshape"))]) == 1, sorted(kernels)
+    expected = attention(np, *[a.astype(np.float64) for a in args])
+    got = compiled(*args)
+    if np.dtype(dtype).kind == "f":
+        rtol = 1e-4 if dtype == np.float32 else 1e-12
+        np.testing.assert_allclose(got, expected, rtol=rtol, atol=rtol * np.abs(expected).max())
+    else:
+        np.testing.assert_array_equal(got, expected.astype(dtype))
+
+
+def test_views_blas_cannot_take_are_copied() -> None:
+    """A reshape that merges axes of different strides, and a matmul operand with three batch axes
+    left after merging: both are copied into a buffer first, and the results stay right."""
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float64)
+    w = rng.standard_normal((6, 5)).astype(np.float64)
+
+    def f(x: Any, w: Any) -> Any:
+        merged = dnp.transpose(x, (1, 0, 2, 3)).reshape(6, 20)  # rows (3, 2) with strides (20, 60)
+        many = dnp.transpose(x.reshape(2, 3, 2, 2, 5), (0, 2, 1, 3, 4))  # batch (2, 2, 3) strided
+        return merged.T @ w[:, :1], many @ dnp.broadcast_to(dnp.ones((5, 2)), (2, 2, 3, 5, 2))
+
+    def ref(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        merged = np.transpose(x, (1, 0, 2, 3)).reshape(6, 20)
+        many = np.transpose(x.reshape(2, 3, 2, 2, 5), (0, 2, 1, 3, 4))
+        return merged.T @ w[:, :1], many @ np.ones((1, 1, 1, 5, 2))
+
+    for got, want in zip(dsl.compile(f)(x, w), ref(x, w), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
