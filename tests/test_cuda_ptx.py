@@ -69,9 +69,17 @@ def test_training_programs_at_size() -> None:
         s = dsl.nn.softmax(q @ dnp.transpose(k, (0, 2, 1)) / 8.0, axis=-1)
         return (s @ v).sum()
 
+    def heads(x, wq, wo):  # split heads read in place, the merge written in place (strided views)
+        q = dnp.transpose((x @ wq).reshape(2, 64, 4, 16), (0, 2, 1, 3))
+        a = dsl.nn.softmax(q @ dnp.transpose(q, (0, 1, 3, 2)) / 4.0, axis=-1) @ q
+        return (dnp.transpose(a, (0, 2, 1, 3)).reshape(128, 64) @ wo).sum()
+
     x, g, b = _f32(1024, 512), _f32(512), _f32(512)
     n = check_ptx(optimized(dsl.value_and_grad(layer_norm, argnums=(0, 1, 2)), x, g, b), "layer norm")
     n += check_ptx(optimized(dsl.grad(xent), _f32(1024, 10), _f32(1024, 10)), "softmax xent")
     n += check_ptx(optimized(dsl.grad(attention, argnums=(0, 1, 2)), *[_f32(4, 128, 64)] * 3), "attention")
     n += check_ptx(optimized(lambda a: (a.sum(), a.max(axis=0)), _f32(1 << 20, 4)), "split reduction")
+    n += check_ptx(
+        optimized(dsl.grad(heads, argnums=(0, 1, 2)), _f32(128, 64), _f32(64, 64), _f32(64, 64)), "heads"
+    )
     assert n > 10

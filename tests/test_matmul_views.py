@@ -1,5 +1,6 @@
-"""Matmul operands read as strided views (``fuse.operand_view``): the no-copy reshape rule against
-NumPy's, attention-style head splits with no copy kernel, and the results against NumPy (float and
+"""Matmul operands read as strided views (``fuse.operand_view``) and results written through them
+(``fuse.result_view``): the no-copy reshape rule against NumPy's, attention-style head splits and
+merges with no copy kernel, and the results against NumPy (float and
 integer matmuls, views BLAS cannot take falling back to a copy). Gradients through split heads are
 checked against the copying form in ``test_perf_paths.py`` (case ``heads``)."""
 
@@ -76,13 +77,13 @@ def _attention_args(dtype: Any) -> list[np.ndarray]:
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
-def test_head_split_is_read_in_place(dtype: Any) -> None:
+def test_heads_split_and_merged_without_copies(dtype: Any) -> None:
     args = _attention_args(dtype)
     compiled = dsl.compile(lambda *a: attention(dnp, *a))
     source = compiled.lower(*args).source()
     kernels = set(re.findall(r"^def (k\w+)\(", source, re.M))
-    # q, k and v are read through their strides: the only copy left is the head merge after s @ v
-    assert len([k for k in kernels if k.endswith(("_transpose", "_reshape"))]) == 1, sorted(kernels)
+    # q, k and v are read through their strides, s @ v is written straight into the merged layout
+    assert all(k.endswith("_matmul") for k in kernels), sorted(kernels)
     expected = attention(np, *[a.astype(np.float64) for a in args])
     got = compiled(*args)
     if np.dtype(dtype).kind == "f":
@@ -109,4 +110,21 @@ def test_views_blas_cannot_take_are_copied() -> None:
         return merged.T @ w[:, :1], many @ np.ones((1, 1, 1, 5, 2))
 
     for got, want in zip(dsl.compile(f)(x, w), ref(x, w), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_merge_that_blas_cannot_write_is_copied() -> None:
+    """A result whose layout epilogue puts its columns at a stride (a transpose of the last two axes)
+    is written to its own buffer and copied; a result also read elsewhere is not written through."""
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 5, 6))
+
+    def f(a: Any, b: Any) -> Any:
+        p = a @ b
+        return dnp.transpose(p, (0, 2, 1)).reshape(18, 4), (a @ b).reshape(72) * 2.0, p.sum()
+
+    def ref(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+        p = a @ b
+        return np.transpose(p, (0, 2, 1)).reshape(18, 4), p.reshape(72) * 2.0, p.sum()
+
+    for got, want in zip(dsl.compile(f)(a, b), ref(a, b), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

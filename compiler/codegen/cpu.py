@@ -44,7 +44,7 @@ from compiler.codegen.emit import (
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes import rows
-from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, operand_view
+from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, operand_view, result_view
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
@@ -670,14 +670,15 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     *batch, m, k = root.operands[0].type.shape
     n = out.type.shape[-1]
     nb = math.prod(batch)
-    o = spec.names[out]
+    dest = _destination(spec)
+    o = spec.names[dest.source]
     dtype = out.type.dtype
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
     views = _operand_views(spec)
     if dtype in (DType.f32, DType.f64):
         split = "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads()
-        return _gemm_kernel(spec, views, (nb, m, n, k), split)
+        return _gemm_kernel(spec, (*views, dest), (nb, m, n, k), split)
     # Integer (and other) matmuls: explicit i-k-j loops over the operands' flat buffers.
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
@@ -685,16 +686,17 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     lines = [
         f"x = {spec.names[x.source]}.reshape(-1)",
         f"y = {spec.names[y.source]}.reshape(-1)",
-        f"o3 = {o}.reshape(({nb}, {m}, {n}))",
+        f"o = {o}.reshape(-1)",
     ]
-    step = typed(reducer.combine("o3[t, i, j]", f"(aik * y[yt + p * {y.rows} + j * {y.cols}])"), dtype)
+    at = f"o[ot + i * {dest.rows} + j]"
+    step = typed(reducer.combine(at, f"(aik * y[yt + p * {y.rows} + j * {y.cols}])"), dtype)
     row = [
         f"for j in range({n}):",
-        f"    o3[t, i, j] = {literal(reducer.identity(dtype), dtype)}",
+        f"    {at} = {literal(reducer.identity(dtype), dtype)}",
         f"for p in range({k}):",
         f"    aik = x[xt + i * {x.rows} + p * {x.cols}]",
         f"    for j in range({n}):",
-        f"        o3[t, i, j] = {step}",
+        f"        {at} = {step}",
     ]
     parallel = nb * m * n * k >= PARALLEL_MIN_ELEMENTS and m > 1  # rows are independent
     rows_range = "numba.prange" if parallel else "range"
@@ -702,6 +704,7 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
         f"for t in range({nb}):",
         f"    xt = {x.batch_offset('t')}",
         f"    yt = {y.batch_offset('t')}",
+        f"    ot = {dest.batch_offset('t')}",
         f"    for i in {rows_range}({m}):",
         *indent(row, 2),
     ]
@@ -709,17 +712,19 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
 
 
 def _gemm_kernel(
-    spec: _KernelSpec, views: tuple[OperandView, OperandView], dims: tuple[int, int, int, int], split: bool
+    spec: _KernelSpec,
+    views: tuple[OperandView, OperandView, OperandView],
+    dims: tuple[int, int, int, int],
+    split: bool,
 ) -> Kernel:
     """BLAS gemm calls on blocks (``runtime/blas.py``): with ``split``, batch elements and row blocks
     of the result spread over Numba's threads when the matmul is big enough to pay for a parallel
     region (else one call per batch element, BLAS threading as it is). Each operand is read as a
     strided view of its buffer (``fuse.operand_view``): a leading dimension, the transpose flag
-    where its columns are the strided axis, an offset per batch element."""
+    where its columns are the strided axis, an offset per batch element; the result likewise, written
+    through ``views[2]`` (rows of the result are rows of memory)."""
     nb, m, n, k = dims
-    root = spec.group.root
-    out = root.result
-    dtype = out.type.dtype
+    dtype = spec.group.root.result.type.dtype
     flops = 2 * nb * m * n * k
     threads = numba_threads()
     parts = 1
@@ -734,7 +739,8 @@ def _gemm_kernel(
             args.append((False, max(view.rows, n_cols), view.rows))
         else:  # columns are rows of memory: BLAS's transpose flag, leading dimension = column stride
             args.append((True, max(view.cols, n_rows), 1))
-    lines.append(f"o = {spec.names[out]}.reshape(-1)")
+    dest = views[2]
+    lines.append(f"o = {spec.names[dest.source]}.reshape(-1)")
     (ta, lda, row_step), (tb, ldb, _) = args
     one, zero = literal(1, dtype), literal(0, dtype)
     loop = "numba.prange" if parallel else "range"
@@ -747,7 +753,8 @@ def _gemm_kernel(
         f"i0 = (q - t * {parts}) * {m} // {parts}",
         f"i1 = (q - t * {parts} + 1) * {m} // {parts}",
         f"gemm({ta}, {tb}, i1 - i0, {n}, {k}, {one}, x, {x_at}, {lda}, "
-        f"y, {y_at}, {ldb}, {zero}, o, t * {m * n} + i0 * {n}, {n})",
+        f"y, {y_at}, {ldb}, {zero}, o, {_offset(dest.batch_offset('t'), 'i0', dest.rows)}, "
+        f"{max(dest.rows, n)})",
     ]
     lines += [f"for q in {loop}({nb * parts}):", *indent(body, 1)]
     return spec.define(lines, parallel)
@@ -761,6 +768,15 @@ def _offset(batch: str, row: str, step: int) -> str:
 
 def numba_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+
+
+def _destination(spec: _KernelSpec) -> OperandView:
+    """Where the matmul writes its result: through its layout epilogue (``fuse.result_view``), or
+    row-major into its own buffer."""
+    out = spec.group.root.result
+    *batch, m, n = out.type.shape
+    nb = math.prod(batch)
+    return result_view(spec.group) or OperandView(out, ((nb, m * n),) if nb > 1 else (), n, 1)
 
 
 def _operand_views(spec: _KernelSpec) -> tuple[OperandView, OperandView]:

@@ -39,7 +39,7 @@ from compiler.codegen.cpu import caller_allocated, poison_after, poison_value, p
 from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, literal, mentions, np_type, typed
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import FusionPlan, Group, GroupKind, OperandView, operand_view
+from compiler.passes.fuse import FusionPlan, Group, GroupKind, OperandView, operand_view, result_view
 from compiler.passes.plan import MemoryPlan
 from compiler.prims.elementwise import SCALAR_HELPERS
 
@@ -475,7 +475,7 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
             stores += [
                 f"gj = col0 + tx + {j} * TILE",
                 "if gi < m and gj < n:",
-                f"    o[obase + gi * n + gj] = c{i}{j}",
+                f"    o[obase + gi * so_i + gj] = c{i}{j}",
             ]
     identity = literal(reducer.identity(dtype), dtype)
     tile = [
@@ -497,7 +497,7 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
         "for t in range(cuda.blockIdx.z, nb, cuda.gridDim.z):",
         "    abase = (t // a_in) * a_so + (t % a_in) * a_si",
         "    bbase = (t // b_in) * b_so + (t % b_in) * b_si",
-        "    obase = t * m * n",
+        "    obase = (t // o_in) * o_so + (t % o_in) * o_si",
         "    for bi in range(cuda.blockIdx.y, (m + BT - 1) // BT, cuda.gridDim.y):",
         "        for bj in range(cuda.blockIdx.x, (n + BT - 1) // BT, cuda.gridDim.x):",
         *indent(tile, 3),
@@ -506,16 +506,19 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
     params = ["a", "b", "o", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
-    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si"]
-    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 14
+    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "o_in", "o_so", "o_si"]
+    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 18
     shared_kernel = kernel(name, params, types, lines, launch)
     shared_kernel.shared = True
     # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
     # from the chain's source buffer through its strides: no copy.
+    # The result is written through its layout epilogue (fuse.result_view) where the group has one.
     a, b = (operand_view(spec.group, pos) for pos in range(2))
     assert a is not None and b is not None, "fusion inlined a layout chain that is no strided view"
-    sizes = (nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb))
-    shared_kernel.args = [spec.names[a.source], spec.names[b.source], spec.names[out], *map(str, sizes)]
+    o = result_view(spec.group) or OperandView(out, ((nb, m * n),), n, 1)
+    sizes = [nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb)]
+    sizes += [o.rows, *_batch_walk(o, nb)]
+    shared_kernel.args = [spec.names[a.source], spec.names[b.source], spec.names[o.source], *map(str, sizes)]
     return shared_kernel
 
 

@@ -221,17 +221,62 @@ def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView
         sr = c if sc == 1 else 1
     if sc != 1 and sr != 1:
         return None
+    batch = _merged(batch_shape, batch_strides)
+    if batch is None:
+        return None
+    return OperandView(v, batch, sr, sc)
+
+
+def result_view(group: Group) -> OperandView | None:
+    """Where a CONTRACT group's matmul writes its result: its own buffer (``None``), or, when the group
+    ends in transposes and reshapes of the result (an epilogue, ``_Fuser._epilogue``), the strided
+    view of the stored chain end that the result is: e.g. ``a = p @ v`` (B, H, T, dh) written straight
+    into ``transpose(a, (0, 2, 1, 3)).reshape(B * T, D)``, one (T, dh) block per batch element with
+    row stride D."""
+    if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
+        return None
+    return _result_view(group.root, group.ops[group.ops.index(group.root) + 1 :])
+
+
+def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
+    """The matmul result of ``root`` as a strided view of the buffer of ``chain``'s last value."""
+    end = chain[-1].result
+    shape, strides = end.type.shape, contiguous_strides(end.type.shape)
+    for op in reversed(chain):  # from the stored end back to the matmul result
+        before = op.operands[0].type.shape
+        if op.prim is mv.transpose:
+            back = [0] * len(strides)
+            for i, p in enumerate(op.attrs["perm"]):
+                back[int(p)] = strides[i]
+            strides = tuple(back)
+        else:
+            reshaped = reshaped_strides(shape, strides, before)
+            if reshaped is None:
+                return None
+            strides = reshaped
+        shape = before
+    *batch_shape, r, c = shape
+    *batch_strides, sr, sc = strides
+    if c > 1 and sc != 1:  # BLAS writes rows of C contiguously
+        return None
+    batch = _merged(batch_shape, batch_strides)
+    if batch is None:
+        return None
+    return OperandView(end, batch, sr if r > 1 else c, 1)
+
+
+def _merged(shape: list[int], strides: list[int]) -> tuple[tuple[int, int], ...] | None:
+    """Batch axes as (size, stride), size-1 axes dropped and contiguous neighbours merged; ``None``
+    beyond ``MAX_VIEW_BATCH_AXES``."""
     batch: list[tuple[int, int]] = []
-    for size, stride in zip(batch_shape, batch_strides, strict=True):
+    for size, stride in zip(shape, strides, strict=True):
         if size == 1:
             continue
         if batch and batch[-1][1] == size * stride:
             batch[-1] = (batch[-1][0] * size, stride)
         else:
             batch.append((size, stride))
-    if len(batch) > MAX_VIEW_BATCH_AXES:
-        return None
-    return OperandView(v, tuple(batch), sr, sc)
+    return tuple(batch) if len(batch) <= MAX_VIEW_BATCH_AXES else None
 
 
 @dataclass(eq=False)
@@ -379,6 +424,12 @@ class _Fuser:
     def _place(self, op: Op, pos: int) -> None:
         value = op.result
         reads = self.reads[value]
+        epilogue = self._epilogue(op)
+        if epilogue is not None:  # the matmul writes straight into its layout chain's stored end
+            epilogue.kind, epilogue.root = GroupKind.CONTRACT, op
+            epilogue.ops.append(op)
+            self.placed[op] = [epilogue]
+            return
         targets, store = self._fusion_targets(op, reads)
         if not targets:
             targets, store = [Group(_GROUP_OF_KIND[op.prim.kind], op, pos)], True
@@ -390,6 +441,26 @@ class _Fuser:
         if store:
             targets[0].outputs.append(value)
             self.materialized.add(value)
+
+    def _epilogue(self, op: Op) -> Group | None:
+        """The group ``op`` (a matmul) joins as its root when its result is read only by a group that
+        just copies it through transposes and reshapes into a stored value that ``op`` can write as
+        a strided view (``result_view``): the copy kernel and the result's buffer go away."""
+        value = op.result
+        reads = self.reads[value]
+        if not self.contract_transposes or op.prim.kind is not Kind.CONTRACTION or value in self.returned:
+            return None
+        if len(reads) != 1 or len(self.users[value]) != 1:
+            return None
+        (group,) = reads
+        chain = group.ops[::-1]  # still in reverse program order while fusing
+        if group.kind is not GroupKind.LOOP or group.outputs != [group.root.result]:
+            return None
+        if not all(_layout(c) for c in chain) or chain[0].operands[0] is not value:
+            return None
+        if any(b.operands[0] is not a.result for a, b in zip(chain, chain[1:])):
+            return None
+        return group if _result_view(op, chain) is not None else None
 
     def _fusion_targets(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> tuple[list[Group], bool]:
         """The groups to inline ``op`` into (and whether it must also be stored), per the module rules."""

@@ -146,6 +146,18 @@ def test_matmuls_batched_integer_and_empty() -> None:
     close(got, want)
 
 
+def test_matmuls_through_strided_views() -> None:
+    """Split heads read in place, the head merge written in place (fuse.operand_view, result_view)."""
+
+    def heads(x, w):
+        q = dnp.transpose((x @ w).reshape(2, 3, 2, 2), (0, 2, 1, 3))  # (B, H, T, dh) of (B*T, D)
+        a = q @ dnp.transpose(q, (0, 1, 3, 2)) @ q
+        return dnp.transpose(a, (0, 2, 1, 3)).reshape(6, 4) @ w
+
+    got, want = both(heads, f32(6, 4), f32(4, 4))
+    close(got, want, rtol=1e-4)
+
+
 def test_big_constant_array_and_views() -> None:
     table = RNG.standard_normal((40, 30)).astype(np.float32)
 
