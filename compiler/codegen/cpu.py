@@ -688,7 +688,7 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
         f"y = {spec.names[y.source]}.reshape(-1)",
         f"o = {o}.reshape(-1)",
     ]
-    at = f"o[ot + i * {dest.rows} + j]"
+    at = f"o[ot + i * {dest.rows} + j * {dest.cols}]"
     step = typed(reducer.combine(at, f"(aik * y[yt + p * {y.rows} + j * {y.cols}])"), dtype)
     row = [
         f"for j in range({n}):",
@@ -722,9 +722,12 @@ def _gemm_kernel(
     region (else one call per batch element, BLAS threading as it is). Each operand is read as a
     strided view of its buffer (``fuse.operand_view``): a leading dimension, the transpose flag
     where its columns are the strided axis, an offset per batch element; the result likewise, written
-    through ``views[2]`` (rows of the result are rows of memory)."""
+    through ``views[2]`` (as the transposed product where the result's columns are the strided axis)."""
     nb, m, n, k = dims
     dtype = spec.group.root.result.type.dtype
+    x_view, y_view, dest = views
+    if dest.cols != 1:  # columns of the result are the strided axis: compute o^T = y^T @ x^T
+        x_view, y_view, dest, m, n = _transposed(y_view), _transposed(x_view), _transposed(dest), n, m
     flops = 2 * nb * m * n * k
     threads = numba_threads()
     parts = 1
@@ -733,20 +736,19 @@ def _gemm_kernel(
     parallel = split and flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
     args = []
     lines = []
-    for name, view, (n_rows, n_cols) in (("x", views[0], (m, k)), ("y", views[1], (k, n))):
+    for name, view, (n_rows, n_cols) in (("x", x_view, (m, k)), ("y", y_view, (k, n))):
         lines.append(f"{name} = {spec.names[view.source]}.reshape(-1)")
         if view.cols == 1:  # rows of the matrix are rows of memory: leading dimension = row stride
             args.append((False, max(view.rows, n_cols), view.rows))
         else:  # columns are rows of memory: BLAS's transpose flag, leading dimension = column stride
             args.append((True, max(view.cols, n_rows), 1))
-    dest = views[2]
     lines.append(f"o = {spec.names[dest.source]}.reshape(-1)")
     (ta, lda, row_step), (tb, ldb, _) = args
     one, zero = literal(1, dtype), literal(0, dtype)
     loop = "numba.prange" if parallel else "range"
     x_at, y_at = (
-        _offset(views[0].batch_offset("t"), "i0", row_step),
-        _offset(views[1].batch_offset("t"), "", 0),
+        _offset(x_view.batch_offset("t"), "i0", row_step),
+        _offset(y_view.batch_offset("t"), "", 0),
     )
     body = [
         f"t = q // {parts}",
@@ -758,6 +760,10 @@ def _gemm_kernel(
     ]
     lines += [f"for q in {loop}({nb * parts}):", *indent(body, 1)]
     return spec.define(lines, parallel)
+
+
+def _transposed(view: OperandView) -> OperandView:
+    return OperandView(view.source, view.batch, view.cols, view.rows)
 
 
 def _offset(batch: str, row: str, step: int) -> str:

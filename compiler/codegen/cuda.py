@@ -475,7 +475,7 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
             stores += [
                 f"gj = col0 + tx + {j} * TILE",
                 "if gi < m and gj < n:",
-                f"    o[obase + gi * so_i + gj] = c{i}{j}",
+                f"    o[obase + gi * so_i + gj * so_j] = c{i}{j}",
             ]
     identity = literal(reducer.identity(dtype), dtype)
     tile = [
@@ -506,8 +506,8 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
     params = ["a", "b", "o", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
-    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "o_in", "o_so", "o_si"]
-    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 18
+    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "so_j", "o_in", "o_so", "o_si"]
+    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 19
     shared_kernel = kernel(name, params, types, lines, launch)
     shared_kernel.shared = True
     # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
@@ -517,7 +517,7 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     assert a is not None and b is not None, "fusion inlined a layout chain that is no strided view"
     o = result_view(spec.group) or OperandView(out, ((nb, m * n),), n, 1)
     sizes = [nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb)]
-    sizes += [o.rows, *_batch_walk(o, nb)]
+    sizes += [o.rows, o.cols, *_batch_walk(o, nb)]
     shared_kernel.args = [spec.names[a.source], spec.names[b.source], spec.names[o.source], *map(str, sizes)]
     return shared_kernel
 

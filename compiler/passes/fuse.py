@@ -210,9 +210,12 @@ def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView
         chain.append(inside[v])
         v = inside[v].operands[0]
     found = _strided(chain[::-1], v)
-    if found is None:
-        return None
-    shape, strides = found
+    return None if found is None else _matrix_view(v, *found)
+
+
+def _matrix_view(source: Value, shape: tuple[int, ...], strides: tuple[int, ...]) -> OperandView | None:
+    """(``shape``, ``strides``) in ``source``'s buffer as one matrix per batch element with a unit
+    stride along its rows or its columns, or ``None``."""
     *batch_shape, r, c = shape
     *batch_strides, sr, sc = strides
     if c == 1:  # one column: any column stride reads it; rows at least one apart for BLAS
@@ -224,7 +227,7 @@ def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView
     batch = _merged(batch_shape, batch_strides)
     if batch is None:
         return None
-    return OperandView(v, batch, sr, sc)
+    return OperandView(source, batch, sr, sc)
 
 
 def result_view(group: Group) -> OperandView | None:
@@ -232,7 +235,7 @@ def result_view(group: Group) -> OperandView | None:
     ends in transposes and reshapes of the result (an epilogue, ``_Fuser._epilogue``), the strided
     view of the stored chain end that the result is: e.g. ``a = p @ v`` (B, H, T, dh) written straight
     into ``transpose(a, (0, 2, 1, 3)).reshape(B * T, D)``, one (T, dh) block per batch element with
-    row stride D."""
+    row stride D. A result whose columns are the strided axis is written as the transposed product."""
     if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
         return None
     return _result_view(group.root, group.ops[group.ops.index(group.root) + 1 :])
@@ -255,14 +258,7 @@ def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
                 return None
             strides = reshaped
         shape = before
-    *batch_shape, r, c = shape
-    *batch_strides, sr, sc = strides
-    if c > 1 and sc != 1:  # BLAS writes rows of C contiguously
-        return None
-    batch = _merged(batch_shape, batch_strides)
-    if batch is None:
-        return None
-    return OperandView(end, batch, sr if r > 1 else c, 1)
+    return _matrix_view(end, shape, strides)
 
 
 def _merged(shape: list[int], strides: list[int]) -> tuple[tuple[int, int], ...] | None:

@@ -156,6 +156,8 @@ def test_matmuls_through_strided_views() -> None:
 
     got, want = both(heads, f32(6, 4), f32(4, 4))
     close(got, want, rtol=1e-4)
+    got, want = both(lambda a, b: dnp.transpose(a @ b, (0, 2, 1)).reshape(6, 3), f32(2, 3, 5), f32(2, 5, 3))
+    close(got, want, rtol=1e-4)  # written as the transposed product
 
 
 def test_big_constant_array_and_views() -> None:
