@@ -131,3 +131,76 @@ def test_results_written_through_their_layout() -> None:
     got = dsl.compile(copied)(a, b)
     np.testing.assert_allclose(got[0], np.transpose(a @ b, (0, 2, 1)).reshape(18, 4), rtol=1e-12)
     np.testing.assert_allclose(got[1], (a @ b).sum(), rtol=1e-12)
+
+
+def _kernels(compiled: Any, *args: Any) -> list[str]:
+    return re.findall(r"^def (k\w+)\(", compiled.lower(*args).source(), re.M)
+
+
+def test_sgd_step_is_one_gemm_into_the_weights() -> None:
+    """``w -= lr * (x.T @ g)``: gemm with alpha = -lr and beta = 1 writes straight into the caller's
+    ``w`` (``fuse.accumulation``); no update kernel, no buffer for the gradient."""
+    x, g = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((64, 32)).astype(np.float32)
+    w = rng.standard_normal((48, 32)).astype(np.float32)
+
+    def step(w: Any, x: Any, g: Any) -> Any:
+        loss = (x @ w).sum()
+        w -= 0.01 * (x.T @ g)
+        return loss
+
+    compiled = dsl.compile(step)
+    assert [k.split("_", 1)[1] for k in _kernels(compiled, w.copy(), x, g)] == [
+        "matmul",
+        "reduce_sum",
+        "matmul",
+    ]
+    source = compiled.lower(w.copy(), x, g).source()
+    assert "np.float32(1.0), o," in source  # beta = 1: C is read
+    got = w.copy()
+    total = compiled(got, x, g)
+    want = w - np.float32(0.01) * (x.T @ g)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(total, (x @ w).sum(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda m, x: x + 2.0 * m,
+        lambda m, x: 0.5 * m + x,
+        lambda m, x: m - x,  # beta = -1
+        lambda m, x: x - (-m),
+        lambda m, x: x - m * 3.0 * 0.5,
+    ],
+)
+def test_accumulation_forms(form: Any) -> None:
+    a, b, c = (rng.standard_normal(s) for s in ((5, 7), (7, 6), (5, 6)))
+    compiled = dsl.compile(lambda a, b, c: form(a @ b, c))
+    assert len(_kernels(compiled, a, b, c)) == 1
+    np.testing.assert_allclose(compiled(a, b, c), form(a @ b, c), rtol=1e-12, atol=1e-12)
+
+
+def test_accumulation_reading_its_own_operand_is_not_in_place() -> None:
+    """``w - lr * (w @ w)``: gemm reads ``w`` as an operand, so the result cannot overwrite ``w``; it
+    is copied into the result first. Integer matmuls keep their update loop."""
+    w = rng.standard_normal((6, 6))
+
+    def step(w: Any) -> Any:
+        w -= 0.1 * (w @ w)
+        return w
+
+    got = w.copy()
+    out = dsl.compile(step)(got)
+    np.testing.assert_allclose(out, w - 0.1 * (w @ w), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got, out, rtol=0, atol=0)
+    iw = rng.integers(-3, 4, (6, 6))
+    np.testing.assert_array_equal(dsl.compile(lambda w: w - 2 * (w @ w))(iw), iw - 2 * (iw @ iw))
+
+
+def test_sum_of_two_matmuls_takes_one_as_its_accumulation() -> None:
+    """``a @ b + c @ d`` (a matmul's gradient): one matmul accumulates into the other's result
+    (found by the fuzz campaign: both once claimed the same add)."""
+    a, b, c, d = (rng.standard_normal((2, 3, 3)) for _ in range(4))
+    compiled = dsl.compile(lambda a, b, c, d: a @ b + c @ d)
+    assert len(_kernels(compiled, a, b, c, d)) == 2
+    np.testing.assert_allclose(compiled(a, b, c, d), a @ b + c @ d, rtol=1e-12, atol=1e-12)

@@ -44,7 +44,16 @@ from compiler.codegen.emit import (
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes import rows
-from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, operand_view, result_view
+from compiler.passes.fuse import (
+    Band,
+    FusionPlan,
+    Group,
+    GroupKind,
+    OperandView,
+    accumulation,
+    operand_view,
+    result_view,
+)
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
@@ -178,7 +187,7 @@ def _overwrites(
     donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
     out: dict[Group, dict[Value, str]] = {}
     for group in fusion.groups:
-        if group.kind is GroupKind.CONTRACT or _wants_numpy(group):
+        if (group.kind is GroupKind.CONTRACT and accumulation(group) is None) or _wants_numpy(group):
             continue
         for v in group.outputs:
             x = donor.get(v)
@@ -745,6 +754,16 @@ def _gemm_kernel(
     lines.append(f"o = {spec.names[dest.source]}.reshape(-1)")
     (ta, lda, row_step), (tb, ldb, _) = args
     one, zero = literal(1, dtype), literal(0, dtype)
+    acc = accumulation(spec.group)
+    if acc is not None:  # o = alpha * x @ y + beta * source: gemm reads source's values from o
+        one, zero = literal(acc.alpha, dtype), literal(acc.beta, dtype)
+        if spec.names[acc.source] != spec.names[dest.source]:  # not planned in place: copy it in first
+            size = acc.source.type.size
+            lines += [
+                f"c = {spec.names[acc.source]}.reshape(-1)",
+                f"for q in range({size}):",
+                "    o[q] = c[q]",
+            ]
     loop = "numba.prange" if parallel else "range"
     x_at, y_at = (
         _offset(x_view.batch_offset("t"), "i0", row_step),
@@ -782,7 +801,11 @@ def _destination(spec: _KernelSpec) -> OperandView:
     out = spec.group.root.result
     *batch, m, n = out.type.shape
     nb = math.prod(batch)
-    return result_view(spec.group) or OperandView(out, ((nb, m * n),) if nb > 1 else (), n, 1)
+    view = result_view(spec.group)
+    if view is not None:
+        return view
+    stored = spec.group.outputs[0]  # the root's result, or its accumulation epilogue's
+    return OperandView(stored, ((nb, m * n),) if nb > 1 else (), n, 1)
 
 
 def _operand_views(spec: _KernelSpec) -> tuple[OperandView, OperandView]:

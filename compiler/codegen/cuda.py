@@ -39,7 +39,15 @@ from compiler.codegen.cpu import caller_allocated, poison_after, poison_value, p
 from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, literal, mentions, np_type, typed
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import FusionPlan, Group, GroupKind, OperandView, operand_view, result_view
+from compiler.passes.fuse import (
+    FusionPlan,
+    Group,
+    GroupKind,
+    OperandView,
+    accumulation,
+    operand_view,
+    result_view,
+)
 from compiler.passes.plan import MemoryPlan
 from compiler.prims.elementwise import SCALAR_HELPERS
 
@@ -475,7 +483,8 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
             stores += [
                 f"gj = col0 + tx + {j} * TILE",
                 "if gi < m and gj < n:",
-                f"    o[obase + gi * so_i + gj * so_j] = c{i}{j}",
+                "    oi = obase + gi * so_i + gj * so_j",
+                f"    o[oi] = alpha * c{i}{j} if beta == 0 else alpha * c{i}{j} + beta * cin[oi]",
             ]
     identity = literal(reducer.identity(dtype), dtype)
     tile = [
@@ -505,9 +514,9 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     tiles_m, tiles_n = f"(({m} + BT - 1) // BT)", f"(({n} + BT - 1) // BT)"
     launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
     name = f"_{root.prim.name}_{dtype}"
-    params = ["a", "b", "o", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
+    params = ["a", "b", "o", "cin", "alpha", "beta", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
     params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "so_j", "o_in", "o_so", "o_si"]
-    types = [(dtype, 1)] * 3 + [(DType.i64, 0)] * 19
+    types = [(dtype, 1)] * 4 + [(dtype, 0)] * 2 + [(DType.i64, 0)] * 19
     shared_kernel = kernel(name, params, types, lines, launch)
     shared_kernel.shared = True
     # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
@@ -515,10 +524,20 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     # The result is written through its layout epilogue (fuse.result_view) where the group has one.
     a, b = (operand_view(spec.group, pos) for pos in range(2))
     assert a is not None and b is not None, "fusion inlined a layout chain that is no strided view"
-    o = result_view(spec.group) or OperandView(out, ((nb, m * n),), n, 1)
+    o = result_view(spec.group) or OperandView(spec.group.outputs[0], ((nb, m * n),), n, 1)
     sizes = [nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb)]
     sizes += [o.rows, o.cols, *_batch_walk(o, nb)]
-    shared_kernel.args = [spec.names[a.source], spec.names[b.source], spec.names[o.source], *map(str, sizes)]
+    # An accumulation epilogue (fuse.accumulation): o = alpha * a @ b + beta * cin, cin read at the
+    # element written (o itself where the plan stores the result in place).
+    acc = accumulation(spec.group)
+    cin = spec.names[acc.source] if acc is not None else spec.names[o.source]
+    scale = (
+        [literal(acc.alpha, dtype), literal(acc.beta, dtype)]
+        if acc
+        else [literal(1, dtype), literal(0, dtype)]
+    )
+    buffers = [spec.names[a.source], spec.names[b.source], spec.names[o.source], cin]
+    shared_kernel.args = [*buffers, *scale, *map(str, sizes)]
     return shared_kernel
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from compiler.ir.core import Function, Op, Value
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
+from compiler.prims import source as src
 from compiler.prims.base import Kind
 
 MAX_ACCESS_KEYS = 16
@@ -85,7 +86,8 @@ _INDEX_MAPS = frozenset({Kind.MOVEMENT, Kind.SOURCE})
 
 @dataclass(eq=False)
 class Group:
-    """One kernel: ``ops`` in program order, the last being ``root``."""
+    """One kernel: ``ops`` in program order, the last being ``root``; except a CONTRACT group with an
+    epilogue (``result_view``, ``accumulation``): its root is the matmul, the epilogue's ops follow."""
 
     kind: GroupKind
     root: Op
@@ -238,7 +240,8 @@ def result_view(group: Group) -> OperandView | None:
     row stride D. A result whose columns are the strided axis is written as the transposed product."""
     if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
         return None
-    return _result_view(group.root, group.ops[group.ops.index(group.root) + 1 :])
+    chain = group.ops[group.ops.index(group.root) + 1 :]
+    return _result_view(group.root, chain) if all(_layout(op) for op in chain) else None
 
 
 def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
@@ -259,6 +262,78 @@ def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
             strides = reshaped
         shape = before
     return _matrix_view(end, shape, strides)
+
+
+@dataclass(frozen=True)
+class Accumulation:
+    """A CONTRACT group's elementwise epilogue ``out = alpha * (a @ b) + beta * source`` (gemm's alpha
+    and beta, ``source`` read only at the element written): an SGD step ``w - lr * (h.T @ g)``."""
+
+    source: Value
+    alpha: float
+    beta: float
+
+
+def accumulation(group: Group) -> Accumulation | None:
+    """The accumulation epilogue of a CONTRACT group (``_Fuser._epilogue``), if it has one."""
+    if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
+        return None
+    return _accumulation(group.root, group.ops[group.ops.index(group.root) + 1 :])
+
+
+def _accumulation(root: Op, ops: list[Op]) -> Accumulation | None:
+    """``ops`` (program order, after the matmul ``root``) compute ``alpha * M + beta * X`` from the
+    matmul result ``M``, scalar constants and one other value ``X`` of the result's type, and nothing
+    else: the last op adds or subtracts, the ``M`` side is ``M`` scaled by constants and negations."""
+    produced = {op.result: op for op in ops}
+    used: set[Op] = set()
+    m = root.result
+
+    def constant(v: Value) -> float | None:
+        op = produced.get(v)
+        if op is not None and op.prim is mv.broadcast:
+            inner = constant(op.operands[0])
+            if inner is not None:
+                used.add(op)
+            return inner
+        if op is None or op.prim is not src.constant or not src.is_splat(op.attrs["value"]):
+            return None
+        used.add(op)
+        return float(op.attrs["value"].flat[0])
+
+    def scale(v: Value) -> float | None:  # v = scale * M
+        if v is m:
+            return 1.0
+        op = produced.get(v)
+        found: float | None = None
+        if op is not None and op.prim is ew.neg:
+            inner = scale(op.operands[0])
+            found = None if inner is None else -inner
+        elif op is not None and op.prim is ew.mul:
+            for c, t in (op.operands, op.operands[::-1]):
+                k, inner = constant(c), scale(t)
+                if k is not None and inner is not None:
+                    found = k * inner
+                    break
+        if op is not None and found is not None:
+            used.add(op)
+        return found
+
+    end = ops[-1]
+    if end.prim not in (ew.add, ew.sub):
+        return None
+    a, b = end.operands
+    found: Accumulation | None = None
+    for t, x, sign_t, sign_x in ((a, b, 1.0, 1.0), (b, a, 1.0 if end.prim is ew.add else -1.0, 1.0)):
+        if end.prim is ew.sub and t is a:
+            sign_x = -1.0
+        k = scale(t)
+        if k is not None and x not in produced and x is not m and x.type == end.result.type:
+            found = Accumulation(x, sign_t * k, sign_x)
+            break
+    if found is None or used | {end} != set(ops):
+        return None
+    return found
 
 
 def _merged(shape: list[int], strides: list[int]) -> tuple[tuple[int, int], ...] | None:
@@ -327,7 +402,11 @@ class FusionPlan:
         """``group`` may store ``new`` over ``old``: both span its iteration space, and it reads
         ``old`` (if at all) only at the element being written, before writing it (a loop body
         computes every value of an element before its stores)."""
-        if group.kind is GroupKind.CONTRACT or not old.type.shape == new.type.shape == group.shape:
+        if group.kind is GroupKind.CONTRACT:  # gemm reads C at the element it writes: beta * C + ...
+            acc = accumulation(group)
+            operands = {view.source for pos in range(2) if (view := operand_view(group, pos)) is not None}
+            return acc is not None and old is acc.source and old not in operands and old.type == new.type
+        if not old.type.shape == new.type.shape == group.shape:
             return False
         return self.access.get(old, {}).get(group, frozenset({IDENTITY})) <= {IDENTITY}
 
@@ -406,9 +485,12 @@ class _Fuser:
                 self._record_operand_reads(op, pos, group)
         unique = {id(g): g for groups in self.placed.values() for g in groups}
         groups = sorted(unique.values(), key=lambda g: g.root_pos)
+        for g in groups:
+            g.ops.reverse()  # they were added in reverse program order
+        if self.contract_transposes:
+            groups = self._merge_accumulations(groups)
         for i, g in enumerate(groups):
             g.index = i
-            g.ops.reverse()  # they were added in reverse program order
             g.inputs = self._inputs_of(g)
         group_of = {op: groups[0] for op, groups in self.placed.items()}
         access = {
@@ -437,6 +519,41 @@ class _Fuser:
         if store:
             targets[0].outputs.append(value)
             self.materialized.add(value)
+
+    def _merge_accumulations(self, groups: list[Group]) -> list[Group]:
+        """A float matmul whose result only one loop group reads, and only to scale it and add
+        another value of its type (``accumulation``: ``w - lr * (h.T @ g)``), takes that group's ops
+        as its epilogue and runs in its place: gemm's alpha and beta do the loop's work, and the
+        matmul's result needs no buffer. (After placement: the loop's constants are inlined by then.)"""
+        merged: dict[Group, Group] = {}
+        for c in groups:
+            m = c.root.result
+            if c.kind is not GroupKind.CONTRACT or c.ops[-1] is not c.root or m in self.returned:
+                continue
+            readers = self.reads.get(m, {})
+            if not m.type.dtype.is_float or c.root.operands[0].type.shape[-1] == 0 or len(readers) != 1:
+                continue
+            (g,) = readers
+            if g in merged or g.kind is not GroupKind.LOOP or g.outputs != [g.root.result]:
+                continue  # (a loop adding two matmul results takes one of them)
+            if g.shape != m.type.shape:
+                continue
+            if _accumulation(c.root, g.ops) is None:
+                continue
+            c.ops += g.ops
+            c.outputs = list(g.outputs)
+            c.root_pos = g.root_pos
+            self.materialized.discard(m)
+            merged[g] = c
+        if not merged:
+            return groups
+        for op, placed in self.placed.items():
+            self.placed[op] = [merged.get(g, g) for g in placed]
+        for by_group in self.reads.values():
+            for g, c in merged.items():
+                if g in by_group:
+                    by_group.setdefault(c, {}).update(by_group.pop(g))
+        return sorted((g for g in groups if g not in merged), key=lambda g: g.root_pos)
 
     def _epilogue(self, op: Op) -> Group | None:
         """The group ``op`` (a matmul) joins as its root when its result is read only by a group that

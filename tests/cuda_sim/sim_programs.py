@@ -160,6 +160,21 @@ def test_matmuls_through_strided_views() -> None:
     close(got, want, rtol=1e-4)  # written as the transposed product
 
 
+def test_matmul_accumulation_epilogue() -> None:
+    """``c - 0.5 * (a @ b)`` and an in-place SGD step: the kernel's alpha and beta (fuse.accumulation)."""
+    got, want = both(lambda a, b, c: c - 0.5 * (a @ b), f32(5, 7), f32(7, 6), f32(5, 6))
+    close(got, want, rtol=1e-4)
+
+    def step(w, x, g):
+        w -= 0.1 * (x.T @ g)
+        return (x @ w).sum()
+
+    w, x, g = f32(6, 4), f32(9, 6), f32(9, 4)
+    on_gpu, on_cpu = np.copy(w), np.copy(w)
+    close(dsl.compile(step, target="cuda")(on_gpu, x, g), dsl.compile(step)(on_cpu, x, g), rtol=1e-4)
+    close(on_gpu, on_cpu)
+
+
 def test_big_constant_array_and_views() -> None:
     table = RNG.standard_normal((40, 30)).astype(np.float32)
 
