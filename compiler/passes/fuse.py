@@ -1,7 +1,7 @@
 """Fusion: partition a function's ops into kernel groups; decide which values need a buffer.
 
-A group is one kernel. Its *root* is its last op; the other ops are producers inlined into it:
-their scalar lowering (``prim.emit``) is called through ``ctx.read`` wherever the group reads them,
+A group is one kernel. Its *root* is its last op (except a matmul's epilogue, below); the other ops
+are producers inlined into it: their scalar lowering (``prim.emit``) is called through ``ctx.read`` wherever the group reads them,
 so a chain such as ``exp(x * 2 + broadcast(b))`` is one loop nest with no intermediate buffer.
 
 Group kinds follow the root's primitive kind:
@@ -14,7 +14,9 @@ Group kinds follow the root's primitive kind:
   axes (``operand_view``), is inlined into the matmul's group. BLAS reads the view directly
   (leading dimension, transpose flag, an offset per batch element), as does the CUDA kernel:
   splitting attention heads, ``transpose(reshape(x @ w, (B, T, H, dh)), (0, 2, 1, 3))``, copies
-  nothing.
+  nothing. A matmul may also end in an *epilogue*, ops after its root that run in the same kernel:
+  a chain of transposes and reshapes it writes its result through (``result_view``: merging heads),
+  or a scale-and-add that gemm's alpha and beta compute (``accumulation``: an SGD step).
 
 The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
 before the value itself. For each group that reads a value we record its *access keys*: the chain
