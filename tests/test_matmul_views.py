@@ -204,3 +204,40 @@ def test_sum_of_two_matmuls_takes_one_as_its_accumulation() -> None:
     compiled = dsl.compile(lambda a, b, c, d: a @ b + c @ d)
     assert len(_kernels(compiled, a, b, c, d)) == 2
     np.testing.assert_allclose(compiled(a, b, c, d), a @ b + c @ d, rtol=1e-12, atol=1e-12)
+
+
+def _layout_case(seed: int) -> tuple[Any, list[np.ndarray]]:
+    """A batched matmul whose operands are transposes of stored arrays (some stored with two axes
+    merged, reshaped back in the program) and whose result is transposed and reshaped before it is
+    returned: any mix of views BLAS can take and copies it cannot."""
+    r = np.random.default_rng(seed)
+    nbatch = int(r.integers(0, 3))
+    batch = tuple(int(d) for d in r.integers(1, 4, nbatch))
+    m, k, n = (int(d) for d in r.integers(1, 5, 3))
+    shapes = [(*batch, m, k), (*batch, k, n)]
+    perms = [tuple(int(p) for p in r.permutation(len(s))) for s in shapes]
+    stored = [tuple(s[p] for p in perm) for s, perm in zip(shapes, perms, strict=True)]
+    merge = [bool(r.integers(0, 2)) and len(s) >= 2 for s in stored]
+    args = [
+        r.standard_normal((s[0] * s[1], *s[2:]) if mg else s) for s, mg in zip(stored, merge, strict=True)
+    ]
+    out_perm = tuple(int(p) for p in r.permutation(len(shapes[0])))
+    out_shape = tuple((*batch, m, n)[p] for p in out_perm)
+    flat = bool(r.integers(0, 2))
+
+    def program(xp: Any, a: Any, b: Any) -> Any:
+        ops = []
+        for x, s, perm in zip((a, b), stored, perms, strict=True):
+            x = x.reshape(s)
+            ops.append(xp.transpose(x, tuple(int(i) for i in np.argsort(perm))))
+        y = xp.transpose(ops[0] @ ops[1], out_perm)
+        return y.reshape(math.prod(out_shape)) if flat else y
+
+    return program, args
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_random_layouts_around_matmuls(seed: int) -> None:
+    program, args = _layout_case(seed)
+    got = dsl.compile(lambda a, b: program(dnp, a, b))(*args)
+    np.testing.assert_allclose(got, program(np, *args), rtol=1e-12, atol=1e-12)

@@ -1,8 +1,9 @@
 """Fusion: partition a function's ops into kernel groups; decide which values need a buffer.
 
 A group is one kernel. Its *root* is its last op (except a matmul's epilogue, below); the other ops
-are producers inlined into it: their scalar lowering (``prim.emit``) is called through ``ctx.read`` wherever the group reads them,
-so a chain such as ``exp(x * 2 + broadcast(b))`` is one loop nest with no intermediate buffer.
+are producers inlined into it: their scalar lowering (``prim.emit``) is called through ``ctx.read``
+wherever the group reads them, so a chain such as ``exp(x * 2 + broadcast(b))`` is one loop nest
+with no intermediate buffer.
 
 Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.

@@ -160,6 +160,15 @@ def test_matmuls_through_strided_views() -> None:
     close(got, want, rtol=1e-4)  # written as the transposed product
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_random_layouts_around_matmuls(seed) -> None:
+    from test_matmul_views import _layout_case  # tests/ is on the path (its conftest)
+
+    program, args = _layout_case(seed)
+    got, want = both(lambda a, b: program(dnp, a, b), *args)
+    close(got, want, rtol=1e-10)
+
+
 def test_matmul_accumulation_epilogue() -> None:
     """``c - 0.5 * (a @ b)`` and an in-place SGD step: the kernel's alpha and beta (fuse.accumulation)."""
     got, want = both(lambda a, b, c: c - 0.5 * (a @ b), f32(5, 7), f32(7, 6), f32(5, 6))
