@@ -275,9 +275,7 @@ def time_child(spec: str) -> None:
         out = np.empty_like(x)
         seconds = median_time(lambda: np.copyto(out, x), int(repeats))
     elif framework == "gemm":
-        a = np.random.default_rng(0).standard_normal((GEMM_N, GEMM_N)).astype(np.float32)
-        c = np.empty_like(a)
-        seconds = median_time(lambda: np.matmul(a, a, out=c), int(repeats))
+        seconds = median_time(_numpy_gemm(), int(repeats))
     else:
         if framework in ("jax", "torch"):
             available(framework)

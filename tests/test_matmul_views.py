@@ -16,7 +16,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
-from compiler.passes.fuse import contiguous_strides, reshaped_strides
+from compiler.prims.movement import contiguous_strides, reshaped_strides
 
 rng = np.random.default_rng(11)
 

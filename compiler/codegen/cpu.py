@@ -44,16 +44,7 @@ from compiler.codegen.emit import (
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes import rows
-from compiler.passes.fuse import (
-    Band,
-    FusionPlan,
-    Group,
-    GroupKind,
-    OperandView,
-    accumulation,
-    operand_view,
-    result_view,
-)
+from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, accumulation, matmul_views
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
@@ -187,7 +178,7 @@ def _overwrites(
     donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
     out: dict[Group, dict[Value, str]] = {}
     for group in fusion.groups:
-        if (group.kind is GroupKind.CONTRACT and accumulation(group) is None) or _wants_numpy(group):
+        if _wants_numpy(group):  # (a matmul has a donor only for its accumulation epilogue)
             continue
         for v in group.outputs:
             x = donor.get(v)
@@ -679,19 +670,16 @@ def _matmul_kernel(spec: _KernelSpec) -> Kernel | None:
     *batch, m, k = root.operands[0].type.shape
     n = out.type.shape[-1]
     nb = math.prod(batch)
-    dest = _destination(spec)
+    x, y, dest = matmul_views(spec.group)
     o = spec.names[dest.source]
     dtype = out.type.dtype
     if k == 0:
         return spec.define(_fill(o, out.type.size, literal(0, dtype)))
-    views = _operand_views(spec)
     if dtype in (DType.f32, DType.f64):
-        split = "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads()
-        return _gemm_kernel(spec, (*views, dest), (nb, m, n, k), split)
+        return _gemm_kernel(spec, (x, y, dest), (nb, m, n, k), _split_matmuls())
     # Integer (and other) matmuls: explicit i-k-j loops over the operands' flat buffers.
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
-    x, y = views
     lines = [
         f"x = {spec.names[x.source]}.reshape(-1)",
         f"y = {spec.names[y.source]}.reshape(-1)",
@@ -736,7 +724,7 @@ def _gemm_kernel(
     dtype = spec.group.root.result.type.dtype
     x_view, y_view, dest = views
     if dest.cols != 1:  # columns of the result are the strided axis: compute o^T = y^T @ x^T
-        x_view, y_view, dest, m, n = _transposed(y_view), _transposed(x_view), _transposed(dest), n, m
+        x_view, y_view, dest, m, n = y_view.transposed(), x_view.transposed(), dest.transposed(), n, m
     flops = 2 * nb * m * n * k
     threads = numba_threads()
     parts = 1
@@ -781,10 +769,6 @@ def _gemm_kernel(
     return spec.define(lines, parallel)
 
 
-def _transposed(view: OperandView) -> OperandView:
-    return OperandView(view.source, view.batch, view.cols, view.rows)
-
-
 def _offset(batch: str, row: str, step: int) -> str:
     """``batch + row * step``, without the zero terms."""
     terms = [t for t in (batch if batch != "0" else "", f"{row} * {step}" if row and step else "") if t]
@@ -795,25 +779,9 @@ def numba_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
 
 
-def _destination(spec: _KernelSpec) -> OperandView:
-    """Where the matmul writes its result: through its layout epilogue (``fuse.result_view``), or
-    row-major into its own buffer."""
-    out = spec.group.root.result
-    *batch, m, n = out.type.shape
-    nb = math.prod(batch)
-    view = result_view(spec.group)
-    if view is not None:
-        return view
-    stored = spec.group.outputs[0]  # the root's result, or its accumulation epilogue's
-    return OperandView(stored, ((nb, m * n),) if nb > 1 else (), n, 1)
-
-
-def _operand_views(spec: _KernelSpec) -> tuple[OperandView, OperandView]:
-    """How the matmul reads each operand: a strided view of a buffer (``fuse.operand_view``; an
-    operand that is itself a buffer is its own contiguous view)."""
-    found = tuple(operand_view(spec.group, pos) for pos in range(2))
-    assert all(v is not None for v in found), "fusion inlined a layout chain that is no strided view"
-    return found  # type: ignore[return-value]
+def _split_matmuls() -> bool:
+    """Matmul kernels split their work over Numba's threads, with SciPy's BLAS on one thread."""
+    return "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads()
 
 
 _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
@@ -848,7 +816,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
             "",
             "gemm = gemm_function()",
         ]
-        if "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads():  # kernels split matmuls
+        if _split_matmuls():
             lines.append("single_threaded_blas()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]

@@ -39,15 +39,7 @@ from compiler.codegen.cpu import caller_allocated, poison_after, poison_value, p
 from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, literal, mentions, np_type, typed
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import (
-    FusionPlan,
-    Group,
-    GroupKind,
-    OperandView,
-    accumulation,
-    operand_view,
-    result_view,
-)
+from compiler.passes.fuse import FusionPlan, Group, GroupKind, OperandView, accumulation, matmul_views
 from compiler.passes.plan import MemoryPlan
 from compiler.prims.elementwise import SCALAR_HELPERS
 
@@ -522,9 +514,7 @@ def _matmul_kernel(spec: _Spec) -> CudaKernel | None:
     # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
     # from the chain's source buffer through its strides: no copy.
     # The result is written through its layout epilogue (fuse.result_view) where the group has one.
-    a, b = (operand_view(spec.group, pos) for pos in range(2))
-    assert a is not None and b is not None, "fusion inlined a layout chain that is no strided view"
-    o = result_view(spec.group) or OperandView(spec.group.outputs[0], ((nb, m * n),), n, 1)
+    a, b, o = matmul_views(spec.group)
     sizes = [nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb)]
     sizes += [o.rows, o.cols, *_batch_walk(o, nb)]
     # An accumulation epilogue (fuse.accumulation): o = alpha * a @ b + beta * cin, cin read at the

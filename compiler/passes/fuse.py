@@ -139,67 +139,23 @@ class OperandView:
             inner *= size
         return " + ".join(reversed(terms)) or "0"
 
+    def transposed(self) -> OperandView:
+        """The same memory read as the transposed matrix."""
+        return OperandView(self.source, self.batch, self.cols, self.rows)
+
 
 MAX_VIEW_BATCH_AXES = 2  # batch axes a strided matmul operand may keep after merging (CUDA's kernel)
 
 
-def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= size
-    return tuple(reversed(strides))
-
-
-def reshaped_strides(
-    shape: tuple[int, ...], strides: tuple[int, ...], new_shape: tuple[int, ...]
-) -> tuple[int, ...] | None:
-    """The strides of ``new_shape`` viewing the same elements as (``shape``, ``strides``) in row-major
-    order, or ``None`` where that needs a copy (NumPy's no-copy reshape rule: each run of old axes
-    merged or split must be contiguous within itself)."""
-    if math.prod(shape) == 0:
-        return contiguous_strides(new_shape)
-    old = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
-    new_strides = [0] * len(new_shape)
-    oi = ni = 0
-    while ni < len(new_shape) and oi < len(old):
-        if new_shape[ni] == 1:
-            ni += 1
-            continue
-        oj, nj = oi + 1, ni + 1
-        n_old, n_new = old[oi][0], new_shape[ni]
-        while n_old != n_new:
-            if n_new < n_old:
-                n_new *= new_shape[nj]
-                nj += 1
-            else:
-                n_old *= old[oj][0]
-                oj += 1
-        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
-            return None
-        new_strides[nj - 1] = old[oj - 1][1]
-        for k in range(nj - 1, ni, -1):
-            new_strides[k - 1] = new_strides[k] * new_shape[k]
-        oi, ni = oj, nj
-    return tuple(new_strides)
-
-
-def _strided(chain: list[Op], source: Value) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
-    """(shape, strides) of the last value of ``chain`` (transposes and reshapes, in program order)
-    as a view of ``source``'s contiguous buffer, or ``None`` where a reshape would need a copy."""
-    shape = source.type.shape
-    strides = contiguous_strides(shape)
+def _through(chain: list[Op], shape: tuple[int, ...], backward: bool = False) -> tuple[int, ...] | None:
+    """The strides at the end of ``chain`` (strided-view ops in walking order) starting from a
+    contiguous buffer of ``shape`` (``movement.view_strides``), or ``None`` where one needs a copy."""
+    strides: tuple[int, ...] | None = mv.contiguous_strides(shape)
     for op in chain:
-        new_shape = op.result.type.shape
-        if op.prim is mv.transpose:
-            strides = tuple(strides[int(p)] for p in op.attrs["perm"])
-        else:
-            reshaped = reshaped_strides(shape, strides, new_shape)
-            if reshaped is None:
-                return None
-            strides = reshaped
-        shape = new_shape
-    return shape, strides
+        if strides is None:
+            return None
+        strides = mv.view_strides(op, strides, backward)
+    return strides
 
 
 def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView | None:
@@ -214,8 +170,8 @@ def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView
     while v in inside:
         chain.append(inside[v])
         v = inside[v].operands[0]
-    found = _strided(chain[::-1], v)
-    return None if found is None else _matrix_view(v, *found)
+    strides = _through(chain[::-1], v.type.shape)
+    return None if strides is None else _matrix_view(v, group.root.operands[pos].type.shape, strides)
 
 
 def _matrix_view(source: Value, shape: tuple[int, ...], strides: tuple[int, ...]) -> OperandView | None:
@@ -235,36 +191,46 @@ def _matrix_view(source: Value, shape: tuple[int, ...], strides: tuple[int, ...]
     return OperandView(source, batch, sr, sc)
 
 
+def _epilogue(group: Group) -> list[Op]:
+    """The ops of a CONTRACT group after its matmul root (empty for other groups)."""
+    if group.kind is not GroupKind.CONTRACT:
+        return []
+    return group.ops[group.ops.index(group.root) + 1 :]
+
+
 def result_view(group: Group) -> OperandView | None:
     """Where a CONTRACT group's matmul writes its result: its own buffer (``None``), or, when the group
-    ends in transposes and reshapes of the result (an epilogue, ``_Fuser._epilogue``), the strided
-    view of the stored chain end that the result is: e.g. ``a = p @ v`` (B, H, T, dh) written straight
-    into ``transpose(a, (0, 2, 1, 3)).reshape(B * T, D)``, one (T, dh) block per batch element with
-    row stride D. A result whose columns are the strided axis is written as the transposed product."""
-    if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
+    ends in transposes and reshapes of the result (an epilogue, ``_Fuser._merge_epilogues``), the
+    strided view of the stored chain end that the result is: e.g. ``a = p @ v`` (B, H, T, dh) written
+    straight into ``transpose(a, (0, 2, 1, 3)).reshape(B * T, D)``, one (T, dh) block per batch
+    element with row stride D. A result whose columns are the strided axis is written as the
+    transposed product."""
+    chain = _epilogue(group)
+    if not chain or not all(op.prim in mv.STRIDED_VIEWS for op in chain):
         return None
-    chain = group.ops[group.ops.index(group.root) + 1 :]
-    return _result_view(group.root, chain) if all(_layout(op) for op in chain) else None
+    return _result_view(group.root, chain)
 
 
 def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
     """The matmul result of ``root`` as a strided view of the buffer of ``chain``'s last value."""
     end = chain[-1].result
-    shape, strides = end.type.shape, contiguous_strides(end.type.shape)
-    for op in reversed(chain):  # from the stored end back to the matmul result
-        before = op.operands[0].type.shape
-        if op.prim is mv.transpose:
-            back = [0] * len(strides)
-            for i, p in enumerate(op.attrs["perm"]):
-                back[int(p)] = strides[i]
-            strides = tuple(back)
-        else:
-            reshaped = reshaped_strides(shape, strides, before)
-            if reshaped is None:
-                return None
-            strides = reshaped
-        shape = before
-    return _matrix_view(end, shape, strides)
+    strides = _through(chain[::-1], end.type.shape, backward=True)
+    return None if strides is None else _matrix_view(end, root.result.type.shape, strides)
+
+
+def matmul_views(group: Group) -> tuple[OperandView, OperandView, OperandView]:
+    """How a CONTRACT group's matmul reads its two operands and writes its result, each a strided
+    view of a buffer: an operand that is a buffer itself is its own contiguous view, and the result
+    goes through its layout epilogue (``result_view``) or row-major into the stored value (the
+    root's result, or the value its accumulation epilogue computes)."""
+    x, y = (operand_view(group, pos) for pos in range(2))
+    assert x is not None and y is not None, "fusion inlined a layout chain that is no strided view"
+    out = result_view(group)
+    if out is None:
+        *batch, m, n = group.root.result.type.shape
+        nb = math.prod(batch)
+        out = OperandView(group.outputs[0], ((nb, m * n),) if nb > 1 else (), n, 1)
+    return x, y, out
 
 
 @dataclass(frozen=True)
@@ -278,10 +244,9 @@ class Accumulation:
 
 
 def accumulation(group: Group) -> Accumulation | None:
-    """The accumulation epilogue of a CONTRACT group (``_Fuser._epilogue``), if it has one."""
-    if group.kind is not GroupKind.CONTRACT or group.ops[-1] is group.root:
-        return None
-    return _accumulation(group.root, group.ops[group.ops.index(group.root) + 1 :])
+    """The accumulation epilogue of a CONTRACT group (``_Fuser._merge_epilogues``), if it has one."""
+    chain = _epilogue(group)
+    return _accumulation(group.root, chain) if chain else None
 
 
 def _accumulation(root: Op, ops: list[Op]) -> Accumulation | None:
@@ -299,10 +264,11 @@ def _accumulation(root: Op, ops: list[Op]) -> Accumulation | None:
             if inner is not None:
                 used.add(op)
             return inner
-        if op is None or op.prim is not src.constant or not src.is_splat(op.attrs["value"]):
+        value = src.splat_value(op)
+        if op is None or value is None:
             return None
         used.add(op)
-        return float(op.attrs["value"].flat[0])
+        return float(value)
 
     def scale(v: Value) -> float | None:  # v = scale * M
         if v is m:
@@ -447,10 +413,6 @@ def fuse(func: Function, contract_transposes: bool = True, recompute: bool = Tru
     return _Fuser(func, contract_transposes, recompute).run()
 
 
-def _layout(op: Op) -> bool:
-    return op.prim is mv.transpose or op.prim is mv.reshape
-
-
 def swaps_last_two(op: Op) -> bool:
     """A transpose that exchanges the last two axes and keeps every batch axis in place."""
     if op.prim is not mv.transpose:
@@ -491,7 +453,7 @@ class _Fuser:
         for g in groups:
             g.ops.reverse()  # they were added in reverse program order
         if self.contract_transposes:
-            groups = self._merge_accumulations(groups)
+            groups = self._merge_epilogues(groups)
         for i, g in enumerate(groups):
             g.index = i
             g.inputs = self._inputs_of(g)
@@ -505,12 +467,6 @@ class _Fuser:
     def _place(self, op: Op, pos: int) -> None:
         value = op.result
         reads = self.reads[value]
-        epilogue = self._epilogue(op)
-        if epilogue is not None:  # the matmul writes straight into its layout chain's stored end
-            epilogue.kind, epilogue.root = GroupKind.CONTRACT, op
-            epilogue.ops.append(op)
-            self.placed[op] = [epilogue]
-            return
         targets, store = self._fusion_targets(op, reads)
         if not targets:
             targets, store = [Group(_GROUP_OF_KIND[op.prim.kind], op, pos)], True
@@ -523,25 +479,27 @@ class _Fuser:
             targets[0].outputs.append(value)
             self.materialized.add(value)
 
-    def _merge_accumulations(self, groups: list[Group]) -> list[Group]:
-        """A float matmul whose result only one loop group reads, and only to scale it and add
-        another value of its type (``accumulation``: ``w - lr * (h.T @ g)``), takes that group's ops
-        as its epilogue and runs in its place: gemm's alpha and beta do the loop's work, and the
-        matmul's result needs no buffer. (After placement: the loop's constants are inlined by then.)"""
+    def _merge_epilogues(self, groups: list[Group]) -> list[Group]:
+        """A matmul whose result only one loop group reads, that group storing only its own root,
+        takes that group's ops as its epilogue and runs in its place, when the group
+        - copies the result through transposes and reshapes into a value the matmul can write as a
+          strided view (``result_view``: attention's head merge), or
+        - only scales the (float) result and adds another value of its type (``accumulation``:
+          ``w - lr * (h.T @ g)``, gemm's alpha and beta).
+        The loop kernel and the matmul result's buffer go away. (After placement: the group's
+        constants and index maps are inlined into it by then.)"""
         merged: dict[Group, Group] = {}
         for c in groups:
             m = c.root.result
             if c.kind is not GroupKind.CONTRACT or c.ops[-1] is not c.root or m in self.returned:
                 continue
             readers = self.reads.get(m, {})
-            if not m.type.dtype.is_float or c.root.operands[0].type.shape[-1] == 0 or len(readers) != 1:
+            if len(readers) != 1 or len(self.users[m]) != 1:
                 continue
             (g,) = readers
             if g in merged or g.kind is not GroupKind.LOOP or g.outputs != [g.root.result]:
                 continue  # (a loop adding two matmul results takes one of them)
-            if g.shape != m.type.shape:
-                continue
-            if _accumulation(c.root, g.ops) is None:
+            if not (self._layout_epilogue(c.root, g.ops) or self._accumulation_epilogue(c.root, g)):
                 continue
             c.ops += g.ops
             c.outputs = list(g.outputs)
@@ -558,25 +516,25 @@ class _Fuser:
                     by_group.setdefault(c, {}).update(by_group.pop(g))
         return sorted((g for g in groups if g not in merged), key=lambda g: g.root_pos)
 
-    def _epilogue(self, op: Op) -> Group | None:
-        """The group ``op`` (a matmul) joins as its root when its result is read only by a group that
-        just copies it through transposes and reshapes into a stored value that ``op`` can write as
-        a strided view (``result_view``): the copy kernel and the result's buffer go away."""
-        value = op.result
-        reads = self.reads[value]
-        if not self.contract_transposes or op.prim.kind is not Kind.CONTRACTION or value in self.returned:
-            return None
-        if len(reads) != 1 or len(self.users[value]) != 1:
-            return None
-        (group,) = reads
-        chain = group.ops[::-1]  # still in reverse program order while fusing
-        if group.kind is not GroupKind.LOOP or group.outputs != [group.root.result]:
-            return None
-        if not all(_layout(c) for c in chain) or chain[0].operands[0] is not value:
-            return None
+    @staticmethod
+    def _layout_epilogue(root: Op, chain: list[Op]) -> bool:
+        """``chain`` is a line of transposes and reshapes from ``root``'s result that ``root`` can
+        write through (``result_view``)."""
+        if not all(op.prim in mv.STRIDED_VIEWS for op in chain) or chain[0].operands[0] is not root.result:
+            return False
         if any(b.operands[0] is not a.result for a, b in zip(chain, chain[1:])):
-            return None
-        return group if _result_view(op, chain) is not None else None
+            return False
+        return _result_view(root, chain) is not None
+
+    @staticmethod
+    def _accumulation_epilogue(root: Op, group: Group) -> bool:
+        m = root.result
+        return (
+            m.type.dtype.is_float
+            and root.operands[0].type.shape[-1] > 0
+            and group.shape == m.type.shape
+            and _accumulation(root, group.ops) is not None
+        )
 
     def _fusion_targets(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> tuple[list[Group], bool]:
         """The groups to inline ``op`` into (and whether it must also be stored), per the module rules."""
@@ -586,7 +544,7 @@ class _Fuser:
         if (
             self.contract_transposes
             and value not in self.returned
-            and _layout(op)
+            and op.prim in mv.STRIDED_VIEWS
             and all(g.kind is GroupKind.CONTRACT for g in reads)
             and all(operand_view(g, k, op) is not None for g in reads for k in range(2))
         ):

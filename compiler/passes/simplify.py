@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.rewrite import Rewriter
 from compiler.prims import contraction, source
@@ -30,14 +28,6 @@ def dce(func: Function) -> Function:
     if len(kept) == len(func.ops):
         return func
     return func.replace_body(Block(func.params, tuple(reversed(kept)), func.results))
-
-
-def _splat(op: Op | None) -> float | int | bool | None:
-    """The repeated value of a splat constant op, else None."""
-    if op is None or op.prim is not source.constant:
-        return None
-    value: np.ndarray = op.attrs["value"]
-    return value.flat[0].item() if source.is_splat(value) else None
 
 
 # Identities ``op(x, c) -> x`` by primitive: (operand positions that may hold the constant, constant).
@@ -82,7 +72,7 @@ class _Simplifier:
             positions, neutral = _NEUTRAL[op.prim]
             for k in positions:
                 other = op.operands[1 - k]
-                c = _splat(self.producer.get(op.operands[k]))
+                c = source.splat_value(self.producer.get(op.operands[k]))
                 if c is not None and c == neutral and other.type == op.result.type:
                     return other
         if op.prim is ew.neg:  # -(-x)

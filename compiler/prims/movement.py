@@ -7,6 +7,7 @@ range so that a backend may evaluate both sides of the choice eagerly without re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -87,12 +88,46 @@ def _reshape_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list
     return [out]
 
 
-def _strides(shape: Sequence[int]) -> list[int]:
+def contiguous_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Row-major strides of ``shape``, in elements."""
     strides, acc = [], 1
     for d in reversed(shape):
         strides.append(acc)
         acc *= d
-    return strides[::-1]
+    return tuple(strides[::-1])
+
+
+def reshaped_strides(
+    shape: tuple[int, ...], strides: tuple[int, ...], new_shape: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """The strides of ``new_shape`` viewing the same elements as (``shape``, ``strides``) in row-major
+    order, or ``None`` where that needs a copy (NumPy's no-copy reshape rule: each run of old axes
+    merged or split must be contiguous within itself)."""
+    if math.prod(shape) == 0:
+        return contiguous_strides(new_shape)
+    old = [(n, st) for n, st in zip(shape, strides, strict=True) if n != 1]
+    new_strides = [0] * len(new_shape)
+    oi = ni = 0
+    while ni < len(new_shape) and oi < len(old):
+        if new_shape[ni] == 1:
+            ni += 1
+            continue
+        oj, nj = oi + 1, ni + 1
+        n_old, n_new = old[oi][0], new_shape[ni]
+        while n_old != n_new:
+            if n_new < n_old:
+                n_new *= new_shape[nj]
+                nj += 1
+            else:
+                n_old *= old[oj][0]
+                oj += 1
+        if any(old[k][1] != old[k + 1][0] * old[k + 1][1] for k in range(oi, oj - 1)):
+            return None
+        new_strides[nj - 1] = old[oj - 1][1]
+        for k in range(nj - 1, ni, -1):
+            new_strides[k - 1] = new_strides[k] * new_shape[k]
+        oi, ni = oj, nj
+    return tuple(new_strides)
 
 
 def _reshape_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
@@ -106,8 +141,8 @@ def _reshape_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
         for s, d in zip(src_big, dst_big, strict=True):
             src[s] = idx[d]
         return ctx.read(0, src)
-    flat = " + ".join(f"{i} * {s}" for i, s in zip(idx, _strides(dst_shape), strict=True)) or "0"
-    src = [f"(({flat}) // {s}) % {d}" for s, d in zip(_strides(src_shape), src_shape, strict=True)]
+    flat = " + ".join(f"{i} * {s}" for i, s in zip(idx, contiguous_strides(dst_shape), strict=True)) or "0"
+    src = [f"(({flat}) // {s}) % {d}" for s, d in zip(contiguous_strides(src_shape), src_shape, strict=True)]
     return ctx.read(0, src)
 
 
@@ -173,6 +208,24 @@ transpose = Primitive(
 
 def _transpose_unview(build: Build, new: Any, attrs: Mapping[str, Any]) -> Any:
     return build(transpose, [new], {"perm": tuple(int(i) for i in np.argsort(attrs["perm"]))})
+
+
+STRIDED_VIEWS = frozenset({reshape, transpose})  # ops whose result can be a strided view of the operand
+
+
+def view_strides(op: Op, strides: tuple[int, ...], backward: bool = False) -> tuple[int, ...] | None:
+    """For ``op`` in ``STRIDED_VIEWS``: the strides of its result when its operand is the strided view
+    ``strides`` of some buffer (``backward``: of its operand when its result is), or ``None`` where
+    that is no strided view (a reshape merging axes of different strides)."""
+    before, after = op.operands[0].type.shape, op.result.type.shape
+    if backward:
+        before, after = after, before
+    if op.prim is transpose:
+        perm = _ints(op.attrs, "perm")
+        order = [int(i) for i in np.argsort(perm)] if backward else perm
+        return tuple(strides[p] for p in order)
+    assert op.prim is reshape, f"{op.prim.name} is no strided view"
+    return reshaped_strides(before, strides, after)
 
 
 # ---- slice (Python range semantics per axis: start, limit, stride; stride may be negative) ----

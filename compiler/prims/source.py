@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.ir.core import Op
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
 
@@ -24,6 +25,14 @@ def is_splat(value: np.ndarray) -> bool:
         return False
     bits = np.ascontiguousarray(value).reshape(-1).view(f"u{value.dtype.itemsize}")
     return bool(np.all(bits == bits[0]))
+
+
+def splat_value(op: Op | None) -> float | int | bool | None:
+    """The repeated value of a splat ``constant`` op, else None."""
+    if op is None or op.prim is not constant:
+        return None
+    value: np.ndarray = op.attrs["value"]
+    return value.flat[0].item() if is_splat(value) else None
 
 
 def _constant_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
