@@ -130,6 +130,28 @@ def test_softmax_forward_and_backward_is_one_band_around_the_loss_division() -> 
     check_against_off(grad, z, y)
 
 
+def test_a_transcendental_recomputed_by_band_members_is_computed_once_per_row() -> None:
+    z, y = f32(500, 37), np.abs(f32(500, 37))
+    grad = dsl.value_and_grad(xent)
+    _, program, fusion, _ = build(grad, z, y)
+    (band,) = fusion.bands
+    exp_of = {op.result for op in band.groups[1].ops if op.prim.name == "exp"}
+    kept = [v for v in band.local if v in exp_of]
+    assert kept and kept[0] in band.groups[1].outputs  # the row sum's member stores exp(z - max) ...
+    assert all(not g.produces(kept[0]) for g in band.groups[2:])  # ... and the gradient reads it
+    assert re.findall(r"\bexp_f32\(", program.source.split("def k")[1]) == ["exp_f32("]
+    cpu.OPTIMIZATIONS.discard("row_compute_once")
+    try:
+        _, recomputed, _, _ = build(grad, z, y)
+        assert len(re.findall(r"\bexp_f32\(", recomputed.source.split("def k")[1])) == 2
+        off = _leaves(dsl.compile(grad)(z, y))
+    finally:
+        cpu.OPTIMIZATIONS.add("row_compute_once")
+    for a, b in zip(_leaves(dsl.compile(grad)(z, y)), off, strict=True):
+        np.testing.assert_array_equal(a, b)  # the same exp, stored instead of computed again
+    check_against_off(grad, z, y)
+
+
 def test_a_tail_result_read_by_rows_ends_the_band() -> None:
     b = Builder(T(300, 20))
     (x,) = b.params

@@ -13,6 +13,7 @@ import pytest
 import dsl
 import dsl.nn
 import dsl.numpy as dnp
+from compiler.codegen import cpu
 from compiler.prims import vecmath
 
 SPECIAL = np.array(
@@ -93,6 +94,30 @@ def test_helpers_are_defined_only_where_used() -> None:
     tanh_only = dsl.compile(dnp.tanh).lower(x).source()
     assert "def tanh_f32" in tanh_only and "def exp_f32" not in tanh_only
     assert vecmath.helper_source({"exp_f32"}) == vecmath.helper_source({"exp_f32"})  # deterministic
+
+
+@pytest.mark.parametrize("name", ["exp", "tanh", "log"])
+def test_polynomial_steps_fuse_only_with_the_switch_on(name: str) -> None:
+    """``fused_multiply_add``: the helpers' Horner steps are contracting multiply-adds (one FMA each on
+    this machine); off, a multiply and an add. Both stay within the accuracy bound, and they differ
+    from each other only by those roundings."""
+    fn = {"exp": dnp.exp, "tanh": dnp.tanh, "log": dnp.log}[name]
+    (_, _, exact, x, bound), *_ = [c for c in CASES if c[0] == name]
+    fused = dsl.compile(fn)
+    assert "fma = fmuladd_function()" in fused.lower(x).source()
+    cpu.OPTIMIZATIONS.discard("fused_multiply_add")
+    try:
+        plain = dsl.compile(fn)
+        assert "def fma(a, b, c):" in plain.lower(x).source()
+        got_plain = plain(x)
+    finally:
+        cpu.OPTIMIZATIONS.add("fused_multiply_add")
+    got_fused = fused(x)
+    assert _ulps(got_plain, x, exact) <= bound and _ulps(got_fused, x, exact) <= bound
+    finite = np.isfinite(got_plain)
+    np.testing.assert_array_equal(got_fused[~finite], got_plain[~finite])
+    apart = np.abs(got_fused[finite] - got_plain[finite]) / np.spacing(np.abs(got_plain[finite]))
+    assert apart.max() <= 2  # ulps, denormal results included
 
 
 def _nasty(shape: tuple[int, ...], dtype: type, rng: np.random.Generator) -> np.ndarray:

@@ -24,14 +24,16 @@ def _planned(
     donate_argnums: tuple[int, ...],
     sanitize: bool = False,
     band_role: Callable[[Group], str | None] | None = None,
+    compute_once: bool = True,
 ) -> tuple[FusionPlan, MemoryPlan]:
     """Fusion and memory plan of optimized IR; ``band_role``: the backend's row-fusion roles
-    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on). ``sanitize``
+    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on; ``compute_once``:
+    its ``row_compute_once`` switch). ``sanitize``
     also checks the plan for overlapping live buffers."""
     with paused_gc():
         fusion = fuse(func)
         if band_role is not None:
-            rows.form_bands(func, fusion, band_role)
+            rows.form_bands(func, fusion, band_role, compute_once)
         plan = plan_buffers(func, fusion, inplace, donate_argnums)
     if sanitize:
         check_no_overlap(plan)
@@ -46,7 +48,8 @@ def build_cpu_executable(
     ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
     """
     role = cpu.band_role if "row_fusion" in cpu.OPTIMIZATIONS else None
-    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, role)
+    once = "row_compute_once" in cpu.OPTIMIZATIONS
+    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, role, once)
     program = generate_cpu(func, fusion, plan, sanitize)
     module = load_module(program.source, program.constants)
     executable = Executable(

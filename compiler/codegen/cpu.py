@@ -73,9 +73,16 @@ MIN_BLOCK_ROWS = 16  # rows per gemm call when a matmul is split into row blocks
 # - "row_fusion": consecutive loop and reduction kernels over the same rows run as one kernel, row
 #   by row, with the values only they read kept one row per thread (``compiler/passes/rows.py``;
 #   off: one kernel per group, every stored value a buffer);
+# - "row_compute_once": inside such a band, a transcendental value that several members would each
+#   recompute (softmax's ``exp(z - max)``, once for the row sum and once for the gradient) is computed
+#   by the first and kept in the row scratch for the others (``rows._compute_once``; off: recomputed);
 # - "shared_kernels": kernels equal up to their buffers' names are one function (an MLP's layers of
-#   one shape, forward and backward), so Numba compiles each once (off: one function per kernel).
+#   one shape, forward and backward), so Numba compiles each once (off: one function per kernel);
+# - "fused_multiply_add": the polynomial steps of the "vector_math" helpers are multiply-adds LLVM
+#   may fuse into one FMA instruction (``runtime/intrinsics.py``; off: a multiply and an add).
 OPTIMIZATIONS = {
+    "fused_multiply_add",
+    "row_compute_once",
     "row_fusion",
     "shared_kernels",
     "reassoc_sums",
@@ -808,7 +815,10 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         lines += [f"{name} = math.{name.removesuffix('_f32')}" for name in vecmath.F32_MATH if name in used]
         used -= set(vecmath.F32_MATH)
     if used:
-        lines += ["", "", vecmath.helper_source(used)]
+        source = vecmath.helper_source(used)
+        if "fma(" in source:
+            lines += _fma_binding()
+        lines += ["", "", source]
     if any("gemm(" in k.text for k in kernels):
         lines += [
             "",
@@ -825,6 +835,14 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         lines += ["", 'with np.load(__file__[:-3] + ".npz") as _constants:']
         lines += [f'    {name} = _constants["{name}"]' for name in pool.arrays]
     return "\n".join(lines)
+
+
+def _fma_binding() -> list[str]:
+    """What the helpers' ``fma(a, b, c)`` is: the contracting multiply-add (``runtime/intrinsics.py``),
+    or with ``fused_multiply_add`` off a plain multiply and add."""
+    if "fused_multiply_add" in OPTIMIZATIONS:
+        return ["", "from runtime.intrinsics import fmuladd_function", "", "fma = fmuladd_function()"]
+    return ["", "", '@numba.njit(inline="always")', "def fma(a, b, c):", "    return a * b + c"]
 
 
 def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:

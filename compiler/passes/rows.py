@@ -37,11 +37,14 @@ from collections.abc import Callable
 from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool
 from compiler.ir.core import Function, Value
 from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
+from compiler.prims import elementwise as ew
 
 MEMBER, TAIL = "member", "tail"  # the roles a backend's ``role`` callback gives a group (None: neither)
 
 
-def form_bands(func: Function, fusion: FusionPlan, role: Callable[[Group], str | None]) -> None:
+def form_bands(
+    func: Function, fusion: FusionPlan, role: Callable[[Group], str | None], compute_once: bool = True
+) -> None:
     """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
     mark the values each band keeps per row (``Band.local``).
 
@@ -50,6 +53,9 @@ def form_bands(func: Function, fusion: FusionPlan, role: Callable[[Group], str |
     A tail joins the band before it when it reads no value the band computes row by row: its results
     exist only after the loop, like a column reduction's, and row members after it may not read them.
     So softmax's forward and backward stay one band around the loss's division.
+
+    ``compute_once``: a transcendental value several members recompute is computed by the first and
+    kept per row for the others (``_compute_once``).
     """
     returned = set(func.results)
     readers: dict[Value, list[Group]] = {}
@@ -80,6 +86,8 @@ def form_bands(func: Function, fusion: FusionPlan, role: Callable[[Group], str |
             current.aligned.setdefault(v, {})[g] = aligned
     _close(current, bands)
     for band in bands:
+        if compute_once:
+            _compute_once(band, returned)
         members = set(band.groups)
         for g in band.groups:
             for v in g.outputs:
@@ -143,19 +151,59 @@ def _may_follow(band: Band, reads: dict[Value, bool]) -> bool:
     return all(_late(band, m, v) for m in band.groups for v in m.outputs if v in reads)
 
 
-def _reads(group: Group) -> dict[Value, bool]:
-    """Each buffer ``group`` reads, and whether every read is at the row being computed."""
+def _compute_once(band: Band, returned: set[Value]) -> None:
+    """A transcendental value (``exp``, ``tanh`` ...) that fusion recomputes in several row members
+    (cheap to recompute against a buffer, ``fuse``) is computed once per row instead: the first
+    member that computes it stores it into the band's row scratch, and the later ones read it there.
+    Softmax + cross-entropy computes ``exp(z - max)`` for the row sum and again for the gradient; a
+    row of scratch per thread is cheaper than the second ``exp``.
+
+    The first member must evaluate the value at its own index over the whole value (so every
+    element of the row is stored), the later ones only at the row being computed."""
+    members = [g for g in band.groups if g not in band.tail]
+    computing: dict[Value, list[Group]] = {}
+    for g in members:
+        for op in g.ops:
+            v = op.result
+            if op.prim in ew.TRANSCENDENTAL and v not in g.outputs and v not in returned:
+                computing.setdefault(v, []).append(g)
+    for v, groups in computing.items():
+        first, later = groups[0], groups[1:]
+        if not later or v.type.shape != first.shape or v.type.shape[0] != band.rows:
+            continue
+        own_index = tuple(f"i{d}" for d in range(len(first.shape)))
+        if _loads(first, v).get(v, set()) != {own_index}:
+            continue
+        if not all(at and at[0] == ROW for g in later for at in _loads(g, v).get(v, set())):
+            continue
+        first.outputs.append(v)
+        for g in later:
+            g.ops = [op for op in g.ops if op.result is not v]
+            g.inputs.append(v)
+            band.aligned.setdefault(v, {})[g] = True
+        band.local.add(v)
+
+
+def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[str, ...]]]:
+    """The indices at which ``group``'s body reads each buffer (``hidden``: an inlined value read as
+    if it were a buffer), found by lowering the body symbolically."""
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
-    aligned: dict[Value, bool] = {}
+    reads: dict[Value, set[tuple[str, ...]]] = {}
 
     def load(v: Value, at: tuple[str, ...]) -> str:
-        aligned[v] = aligned.get(v, True) and len(at) > 0 and at[0] == ROW
+        reads.setdefault(v, set()).add(tuple(at))
         return "x"
 
-    builder = BodyBuilder({op.result: op for op in group.ops}, load, ConstantPool())
+    inlined = {op.result: op for op in group.ops if op.result is not hidden}
+    builder = BodyBuilder(inlined, load, ConstantPool())
     if group.kind is GroupKind.REDUCE:
         builder.value_at(group.root.operands[0], idx)
     for v in group.outputs:
         if v is not group.root.result or group.kind is GroupKind.LOOP:
             builder.value_at(v, idx)
-    return aligned
+    return reads
+
+
+def _reads(group: Group) -> dict[Value, bool]:
+    """Each buffer ``group`` reads, and whether every read is at the row being computed."""
+    return {v: all(at and at[0] == ROW for at in ats) for v, ats in _loads(group).items()}

@@ -19,6 +19,11 @@ its own vectorized libdevice.
 
 The scaling by 2**n is split into two factors so results that are denormal (down to exp(-103.97))
 round once, like libm, instead of flushing to zero.
+
+Each polynomial step is ``fma(a, b, c)``: ``a * b + c`` as one fused multiply-add where the machine
+has FMA (``runtime/intrinsics.py``; the prelude binds it). Numba would otherwise issue a multiply and
+an add for each step (``tanh`` 1.56 -> 0.94 ns per element on one core of the CI machine); the
+bounds above hold either way.
 """
 
 from __future__ import annotations
@@ -28,8 +33,21 @@ from collections.abc import Callable
 
 import numpy as np
 
+from runtime.intrinsics import fmuladd_python as fma  # the generated prelude binds the intrinsic
+
 # Names whose float32 lowering calls a helper here (the prims' ``emit`` spell them for f32 operands).
 F32_MATH = ("exp_f32", "tanh_f32", "log_f32")
+
+
+def exp_poly_f32(r):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+    """``e**r`` for ``|r| <= ln(2) / 2``: Cephes ``expf``'s degree-6 polynomial."""
+    p = np.float32(1.9875691500e-4)
+    p = fma(p, r, np.float32(1.3981999507e-3))
+    p = fma(p, r, np.float32(8.3334519073e-3))
+    p = fma(p, r, np.float32(4.1665795894e-2))
+    p = fma(p, r, np.float32(1.6666665459e-1))
+    p = fma(p, r, np.float32(5.0000001201e-1))
+    return p * (r * r) + r + np.float32(1.0)  # not fused: exp within 0.97 ulp (fused: 1.006)
 
 
 def exp_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
@@ -38,15 +56,9 @@ def exp_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compil
     xc = x if x < hi else hi  # NaN -> hi; the result is re-selected at the end
     xc = xc if xc > lo else lo
     fx = np.floor(xc * np.float32(1.44269504088896341) + np.float32(0.5))
-    r = xc - fx * np.float32(0.693359375)  # Cody-Waite: ln 2 = C1 + C2, C1 exact in 8 bits
-    r = r - fx * np.float32(-2.12194440e-4)
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    p = p * (r * r) + r + np.float32(1.0)
+    r = fma(fx, np.float32(-0.693359375), xc)  # Cody-Waite: ln 2 = C1 + C2, C1 exact in 8 bits
+    r = fma(fx, np.float32(2.12194440e-4), r)
+    p = exp_poly_f32(r)
     # 2**n as two factors, their bits built in float32 (exact: small integers times 2**23) so the
     # vector lanes stay 32 bits wide (Numba widens int32 arithmetic to int64).
     n1 = np.floor(fx * np.float32(0.5))
@@ -62,23 +74,17 @@ def tanh_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compi
     a = abs(x)
     z = x * x
     small = np.float32(-5.70498872745e-3)
-    small = small * z + np.float32(2.06390887954e-2)
-    small = small * z + np.float32(-5.37397155531e-2)
-    small = small * z + np.float32(1.33314422036e-1)
-    small = small * z + np.float32(-3.33332819422e-1)
-    small = small * z * x + x
+    small = fma(small, z, np.float32(2.06390887954e-2))
+    small = fma(small, z, np.float32(-5.37397155531e-2))
+    small = fma(small, z, np.float32(1.33314422036e-1))
+    small = fma(small, z, np.float32(-3.33332819422e-1))
+    small = fma(small * z, x, x)
     # exp(2|x|) for |x| < 9.5 (above, tanh rounds to 1): no range ends to handle, one scale factor.
     a2 = a + a if a < np.float32(9.5) else np.float32(19.0)
     fx = np.floor(a2 * np.float32(1.44269504088896341) + np.float32(0.5))
-    r = a2 - fx * np.float32(0.693359375)
-    r = r - fx * np.float32(-2.12194440e-4)
-    p = np.float32(1.9875691500e-4)
-    p = p * r + np.float32(1.3981999507e-3)
-    p = p * r + np.float32(8.3334519073e-3)
-    p = p * r + np.float32(4.1665795894e-2)
-    p = p * r + np.float32(1.6666665459e-1)
-    p = p * r + np.float32(5.0000001201e-1)
-    p = p * (r * r) + r + np.float32(1.0)
+    r = fma(fx, np.float32(-0.693359375), a2)
+    r = fma(fx, np.float32(2.12194440e-4), r)
+    p = exp_poly_f32(r)
     e = p * np.int32((fx + np.float32(127.0)) * np.float32(8388608.0)).view(np.float32)
     big = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
     big = big if x > np.float32(0.0) else -big
@@ -99,20 +105,20 @@ def log_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compil
     m = (m + m - np.float32(1.0)) if low else (m - np.float32(1.0))
     z = m * m
     p = np.float32(7.0376836292e-2)
-    p = p * m + np.float32(-1.1514610310e-1)
-    p = p * m + np.float32(1.1676998740e-1)
-    p = p * m + np.float32(-1.2420140846e-1)
-    p = p * m + np.float32(1.4249322787e-1)
-    p = p * m + np.float32(-1.6668057665e-1)
-    p = p * m + np.float32(2.0000714765e-1)
-    p = p * m + np.float32(-2.4999993993e-1)
-    p = p * m + np.float32(3.3333331174e-1)
+    p = fma(p, m, np.float32(-1.1514610310e-1))
+    p = fma(p, m, np.float32(1.1676998740e-1))
+    p = fma(p, m, np.float32(-1.2420140846e-1))
+    p = fma(p, m, np.float32(1.4249322787e-1))
+    p = fma(p, m, np.float32(-1.6668057665e-1))
+    p = fma(p, m, np.float32(2.0000714765e-1))
+    p = fma(p, m, np.float32(-2.4999993993e-1))
+    p = fma(p, m, np.float32(3.3333331174e-1))
     fe = np.float32(e)
     y = p * m * z
-    y = y + fe * np.float32(-2.12194440e-4)
+    y = fma(fe, np.float32(-2.12194440e-4), y)
     y = y - np.float32(0.5) * z
     y = m + y
-    y = y + fe * np.float32(0.693359375)
+    y = fma(fe, np.float32(0.693359375), y)
     y = y if x < np.float32(np.inf) else x  # +inf
     y = y if x > np.float32(0.0) else (np.float32(-np.inf) if x == np.float32(0.0) else np.float32(np.nan))
     return y if x == x else x
@@ -162,6 +168,7 @@ def from_key_f64(k):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - c
 _FUNCTIONS: dict[str, Callable[..., object]] = {
     f.__name__: f
     for f in (
+        exp_poly_f32,
         exp_f32,
         tanh_f32,
         log_f32,
@@ -174,11 +181,13 @@ _FUNCTIONS: dict[str, Callable[..., object]] = {
     )
 }
 HELPERS = tuple(_FUNCTIONS)  # every helper name, in the order a prelude defines them
+_CALLS = {"exp_f32": ("exp_poly_f32",), "tanh_f32": ("exp_poly_f32",)}  # helpers a helper calls
 
 
 def helper_source(names: set[str]) -> str:
     """The prelude text defining the helpers in ``names`` for a CPU module (in a fixed order, so the
     text, and with it the module's hash, is deterministic)."""
+    names = names | {c for name in names for c in _CALLS.get(name, ())}
     blocks = []
     for name in HELPERS:
         if name in names:

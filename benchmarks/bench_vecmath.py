@@ -1,0 +1,80 @@
+"""The float32 math helpers (``compiler/prims/vecmath.py``) with and without fused multiply-adds.
+
+    python benchmarks/bench_vecmath.py [--n 1048576] [--rounds 200]
+
+Each of exp, tanh and log runs as the CPU target writes it (a parallel flat loop over the helper),
+through the compiler: ``dsl.compile`` with the ``fused_multiply_add`` switch on and off
+(``compiler.codegen.cpu.OPTIMIZATIONS``). The two kernels are called alternately in one process
+(this VM's speed drifts between runs), and the minimum and median time per element of each are
+printed, with the accuracy of each against float64 NumPy in ulps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import dsl  # noqa: E402
+import dsl.numpy as dnp  # noqa: E402
+from compiler.codegen import cpu  # noqa: E402
+
+FUNCTIONS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], np.ndarray]]] = {
+    "tanh": (dnp.tanh, np.tanh),
+    "exp": (dnp.exp, np.exp),
+    "log": (dnp.log, np.log),
+}
+
+
+def compiled(fn: Callable[[Any], Any], x: np.ndarray, fused: bool) -> Callable[[np.ndarray], Any]:
+    saved = set(cpu.OPTIMIZATIONS)
+    if not fused:
+        cpu.OPTIMIZATIONS.discard("fused_multiply_add")
+    try:
+        f = dsl.compile(fn)
+        f(x)  # compiled now, with the switch as set
+        return f
+    finally:
+        cpu.OPTIMIZATIONS.clear()
+        cpu.OPTIMIZATIONS.update(saved)
+
+
+def ulps(got: np.ndarray, x: np.ndarray, exact: Callable[[np.ndarray], np.ndarray]) -> float:
+    ref = exact(x.astype(np.float64))
+    return float((np.abs(got.astype(np.float64) - ref) / np.spacing(np.abs(ref.astype(np.float32)))).max())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--n", type=int, default=1 << 20)
+    parser.add_argument("--rounds", type=int, default=200)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = (np.abs(rng.standard_normal(args.n)) + 0.01).astype(np.float32)  # log's domain too
+    print(f"{args.n} float32 elements, {args.rounds} alternating calls each; ns per element")
+    for name, (fn, exact) in FUNCTIONS.items():
+        kernels = {"fused": compiled(fn, x, True), "plain": compiled(fn, x, False)}
+        times: dict[str, list[float]] = {k: [] for k in kernels}
+        for _ in range(args.rounds):
+            for k, f in kernels.items():
+                t0 = time.perf_counter()
+                f(x)
+                times[k].append(time.perf_counter() - t0)
+        cells = []
+        for k, f in kernels.items():
+            per = [t / args.n * 1e9 for t in times[k]]
+            error = ulps(f(x), x, exact)
+            cells.append(f"{k}: min {min(per):.3f} median {statistics.median(per):.3f} ({error:.2f} ulp)")
+        print(f"{name:5s} " + "   ".join(cells), flush=True)
+
+
+if __name__ == "__main__":
+    main()
