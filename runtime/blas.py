@@ -24,6 +24,7 @@ import ctypes
 import glob
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -32,7 +33,7 @@ from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
 
-from runtime import native_blas_threads
+from runtime import mkl, native_blas_threads
 
 _lock = threading.Lock()
 _configured = False
@@ -60,102 +61,171 @@ def single_threaded_blas() -> bool:
 
 
 _ll_char = ir.IntType(8)
+_ll_int = ir.IntType(32)
 _ll_void_p = ir.IntType(8).as_pointer()
 
+# Emits one BLAS call: (context, builder, kind "s"/"d", its float type, transa, transb, m, n, k, alpha,
+# a, lda, b, ldb, beta, c, ldc) with a, b, c pointers to each block's first element.
+CallEmitter = Callable[..., None]
 
-@intrinsic
-def gemm(  # noqa: PLR0913 - BLAS's signature
-    typingctx: Any,
-    transa: Any,
-    transb: Any,
+
+def _gemm_intrinsic(emit: CallEmitter, prepare: Callable[[], None]) -> Any:
+    """A ``gemm`` intrinsic (the signature of the module docstring) whose call ``emit`` writes;
+    ``prepare`` runs when a kernel calling it is typed (the library must be loadable by then)."""
+
+    def typer(  # noqa: PLR0913 - BLAS's signature
+        typingctx: Any,
+        transa: Any,
+        transb: Any,
+        m: Any,
+        n: Any,
+        k: Any,
+        alpha: Any,
+        a: Any,
+        a_off: Any,
+        lda: Any,
+        b: Any,
+        b_off: Any,
+        ldb: Any,
+        beta: Any,
+        c: Any,
+        c_off: Any,
+        ldc: Any,
+    ) -> Any:
+        prepare()
+        arrays = (a, b, c)
+        if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
+            return None
+        dtype = c.dtype
+        kind = {types.float32: "s", types.float64: "d"}.get(dtype)
+        if kind is None:
+            return None
+        index = types.intp
+        sig = types.void(
+            *(types.boolean, types.boolean, index, index, index, dtype),
+            *(a, index, index, b, index, index, dtype, c, index, index),
+        )
+
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
+            ta, tb, m_, n_, k_, alpha_, a_, a_off_, lda_, b_, b_off_, ldb_, beta_, c_, c_off_, ldc_ = args
+
+            def data(arr_type: Any, arr: Any, offset: Any) -> Any:
+                ary = context.make_array(arr_type)(context, builder, arr)
+                return builder.bitcast(builder.gep(ary.data, [offset]), _ll_void_p)
+
+            float_type = context.get_value_type(dtype)
+            emit(
+                context,
+                builder,
+                kind,
+                float_type,
+                *(ta, tb, m_, n_, k_, alpha_, data(a, a_, a_off_), lda_, data(b, b_, b_off_), ldb_),
+                *(beta_, data(c, c_, c_off_), ldc_),
+            )
+
+        return sig, codegen
+
+    return intrinsic(typer)
+
+
+def _ensure_numba_blas() -> None:
+    from numba.np.linalg import ensure_blas
+
+    ensure_blas()
+
+
+def _numba_xxgemm_call(  # noqa: PLR0913 - BLAS's signature
+    context: Any,
+    builder: Any,
+    kind: str,
+    float_type: Any,
+    ta: Any,
+    tb: Any,
     m: Any,
     n: Any,
     k: Any,
     alpha: Any,
     a: Any,
-    a_off: Any,
     lda: Any,
     b: Any,
-    b_off: Any,
     ldb: Any,
     beta: Any,
     c: Any,
-    c_off: Any,
     ldc: Any,
-) -> Any:
-    from numba.np.linalg import ensure_blas
+) -> None:
+    """SciPy's BLAS through Numba's ``numba_xxgemm`` (column-major, scalars by reference)."""
+    intp = context.get_value_type(types.intp)
+    fnty = ir.FunctionType(
+        ir.IntType(32),
+        [_ll_char, _ll_char, _ll_char, intp, intp, intp, _ll_void_p, _ll_void_p, intp]
+        + [_ll_void_p, intp, _ll_void_p, _ll_void_p, intp],
+    )
+    fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
 
-    ensure_blas()
-    arrays = (a, b, c)
-    if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
-        return None
-    dtype = c.dtype
-    kind = {types.float32: "s", types.float64: "d"}.get(dtype)
-    if kind is None:
-        return None
-    sig = types.void(
-        types.boolean,
-        types.boolean,
-        types.intp,
-        types.intp,
-        types.intp,
-        dtype,
-        a,
-        types.intp,
-        types.intp,
-        b,
-        types.intp,
-        types.intp,
-        dtype,
-        c,
-        types.intp,
-        types.intp,
+    def slot(value: Any) -> Any:
+        ptr = cgutils.alloca_once(builder, float_type)
+        builder.store(value, ptr)
+        return builder.bitcast(ptr, _ll_void_p)
+
+    def trans(flag: Any) -> Any:
+        return builder.select(flag, ir.Constant(_ll_char, ord("t")), ir.Constant(_ll_char, ord("n")))
+
+    # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first.
+    builder.call(
+        fn,
+        (ir.Constant(_ll_char, ord(kind)), trans(tb), trans(ta), n, m, k, slot(alpha), b, ldb, a, lda)
+        + (slot(beta), c, ldc),
     )
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
-        ta, tb, m_, n_, k_, alpha_, a_, a_off_, lda_, b_, b_off_, ldb_, beta_, c_, c_off_, ldc_ = args
-        intp = context.get_value_type(types.intp)
-        fnty = ir.FunctionType(
-            ir.IntType(32),
-            [_ll_char, _ll_char, _ll_char, intp, intp, intp, _ll_void_p, _ll_void_p, intp]
-            + [_ll_void_p, intp, _ll_void_p, _ll_void_p, intp],
-        )
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
 
-        def data(arr_type: Any, arr: Any, offset: Any) -> Any:
-            ary = context.make_array(arr_type)(context, builder, arr)
-            return builder.bitcast(builder.gep(ary.data, [offset]), _ll_void_p)
+def _cblas_call(  # noqa: PLR0913 - BLAS's signature
+    context: Any,
+    builder: Any,
+    kind: str,
+    float_type: Any,
+    ta: Any,
+    tb: Any,
+    m: Any,
+    n: Any,
+    k: Any,
+    alpha: Any,
+    a: Any,
+    lda: Any,
+    b: Any,
+    ldb: Any,
+    beta: Any,
+    c: Any,
+    ldc: Any,
+) -> None:
+    """MKL's ``cblas_?gemm`` (row-major, 32-bit sizes, scalars by value), by the name ``runtime.mkl``
+    gave its address."""
+    fnty = ir.FunctionType(
+        ir.VoidType(),
+        [_ll_int] * 6
+        + [float_type, _ll_void_p, _ll_int, _ll_void_p, _ll_int, float_type, _ll_void_p, _ll_int],
+    )
+    fn = cgutils.get_or_insert_function(builder.module, fnty, mkl.SYMBOLS[kind])
 
-        def slot(value: Any) -> Any:
-            ptr = cgutils.alloca_once(builder, context.get_value_type(dtype))
-            builder.store(value, ptr)
-            return builder.bitcast(ptr, _ll_void_p)
+    def trans(flag: Any) -> Any:
+        return builder.select(flag, ir.Constant(_ll_int, mkl.TRANS), ir.Constant(_ll_int, mkl.NO_TRANS))
 
-        def trans(flag: Any) -> Any:
-            return builder.select(flag, ir.Constant(_ll_char, ord("t")), ir.Constant(_ll_char, ord("n")))
+    def size(value: Any) -> Any:
+        return builder.trunc(value, _ll_int)
 
-        # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first.
-        builder.call(
-            fn,
-            (
-                ir.Constant(_ll_char, ord(kind)),
-                trans(tb),
-                trans(ta),
-                n_,
-                m_,
-                k_,
-                slot(alpha_),
-                data(b, b_, b_off_),
-                ldb_,
-                data(a, a_, a_off_),
-                lda_,
-                slot(beta_),
-                data(c, c_, c_off_),
-                ldc_,
-            ),
-        )
+    builder.call(
+        fn,
+        (ir.Constant(_ll_int, mkl.ROW_MAJOR), trans(ta), trans(tb), size(m), size(n), size(k), alpha)
+        + (a, size(lda), b, size(ldb), beta, c, size(ldc)),
+    )
 
-    return sig, codegen
+
+def _require_mkl() -> None:
+    if not mkl.available():
+        raise RuntimeError("this module calls MKL's gemm, and MKL does not load in this process")
+
+
+gemm = _gemm_intrinsic(_numba_xxgemm_call, _ensure_numba_blas)
+gemm_mkl = _gemm_intrinsic(_cblas_call, _require_mkl)
 
 
 def _gemm_python(  # noqa: PLR0913 - BLAS's signature
@@ -190,6 +260,25 @@ def _gemm_python(  # noqa: PLR0913 - BLAS's signature
     out[...] = product if beta == 0 else product + beta * out  # beta 0: C is not read (may be poison)
 
 
-def gemm_function() -> Any:
-    """What a generated module binds as ``gemm``: the intrinsic, or NumPy when Numba's JIT is off."""
-    return _gemm_python if numba.config.DISABLE_JIT else gemm  # type: ignore[attr-defined]
+def vendor() -> str:
+    """The BLAS new CPU modules call: ``DSL_BLAS`` (``openblas``, ``mkl``; unset: MKL where it is
+    installed and BLAS splits over Numba's threads, else SciPy's OpenBLAS)."""
+    choice = os.environ.get("DSL_BLAS", "").strip().lower()
+    if choice == "openblas" or native_blas_threads():
+        return "openblas"
+    if choice == "mkl":
+        if not mkl.available():
+            raise RuntimeError("DSL_BLAS=mkl, but MKL does not load: pip install 'dslc[mkl]'")
+        return "mkl"
+    return "mkl" if mkl.available() else "openblas"
+
+
+def gemm_function(library: str = "openblas") -> Any:
+    """What a generated module binds as ``gemm``: the intrinsic for ``library`` (the module names it,
+    so its text, and with it its cache entry, differ by library), or NumPy when Numba's JIT is off."""
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return _gemm_python
+    if library == "mkl":
+        _require_mkl()
+        return gemm_mkl
+    return gemm

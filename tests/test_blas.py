@@ -1,7 +1,8 @@
-"""Matmul kernels on BLAS gemm blocks (``runtime/blas.py``): the intrinsic against NumPy for every
-transpose/offset/alpha/beta combination, its plain-Python twin, and compiled matmuls of awkward
-shapes (batched, transposed operands, fewer rows than threads, K or N of 1) split over threads or
-not, against NumPy."""
+"""Matmul kernels on BLAS gemm blocks (``runtime/blas.py``): the intrinsics (SciPy's OpenBLAS, and
+MKL where it loads: ``runtime/mkl.py``) against NumPy for every transpose/offset/alpha/beta
+combination, the plain-Python twin, and compiled matmuls of awkward shapes (batched, transposed
+operands, fewer rows than threads, K or N of 1) split over threads or not, against NumPy, with
+each library."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ import pytest
 import dsl
 import dsl.numpy as dnp
 from compiler.codegen import cpu
-from runtime import blas
+from runtime import blas, mkl
 
 rng = np.random.default_rng(5)
+MKL = pytest.mark.skipif(not mkl.available(), reason="MKL is not installed (pip install 'dslc[mkl]')")
+LIBRARIES = ["openblas", pytest.param("mkl", marks=MKL)]
 
 
 @numba.njit(cache=False)
@@ -24,10 +27,15 @@ def _call_gemm(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_
     blas.gemm(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc)
 
 
+@numba.njit(cache=False)
+def _call_gemm_mkl(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    blas.gemm_mkl(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c, c_off, ldc)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
-@pytest.mark.parametrize("impl", ["intrinsic", "python"])
+@pytest.mark.parametrize("impl", ["intrinsic", pytest.param("mkl", marks=MKL), "python"])
 def test_gemm_blocks_match_numpy(dtype: Any, ta: bool, tb: bool, impl: str) -> None:
     m, n, k, rows, i0 = 23, 17, 9, 7, 5  # rows i0 .. i0+rows of a 23-row product
     A = rng.standard_normal((m, k)).astype(dtype)
@@ -41,7 +49,7 @@ def test_gemm_blocks_match_numpy(dtype: Any, ta: bool, tb: bool, impl: str) -> N
         c = C.copy()
         args = (ta, tb, rows, n, k, dtype(alpha), a.reshape(-1), a_off, lda, b.reshape(-1), 0, ldb)
         args += (dtype(beta), c.reshape(-1), i0 * n, n)
-        (_call_gemm if impl == "intrinsic" else blas._gemm_python)(*args)
+        {"intrinsic": _call_gemm, "mkl": _call_gemm_mkl, "python": blas._gemm_python}[impl](*args)
         want = C.copy()
         want[i0 : i0 + rows] = alpha * (A[i0 : i0 + rows] @ B) + beta * C[i0 : i0 + rows]
         np.testing.assert_allclose(c, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
@@ -66,9 +74,13 @@ SHAPES = [
 ]
 
 
+@pytest.mark.parametrize("library", LIBRARIES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shapes", SHAPES, ids=[f"{a}x{b}" for a, b in SHAPES])
-def test_compiled_matmuls_match_numpy(dtype: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]]) -> None:
+def test_compiled_matmuls_match_numpy(
+    library: str, dtype: Any, shapes: tuple[tuple[int, ...], tuple[int, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DSL_BLAS", library)
     x = rng.standard_normal(shapes[0]).astype(dtype)
     y = rng.standard_normal(shapes[1]).astype(dtype)
     xt = np.ascontiguousarray(np.swapaxes(x, -1, -2))
@@ -81,6 +93,7 @@ def test_compiled_matmuls_match_numpy(dtype: Any, shapes: tuple[tuple[int, ...],
     compiled = dsl.compile(f)
     source = compiled.lower(x, y, xt).source()
     assert "gemm(" in source and "np.dot" not in source
+    assert ('gemm_function("mkl")' in source) == (library == "mkl")
     rtol = 2e-5 if dtype == np.float32 else 1e-12
     scale = np.sqrt(x.shape[-1])
     for got in compiled(x, y, xt):
@@ -114,3 +127,25 @@ def test_big_matmuls_split_small_ones_stay_on_the_calling_thread() -> None:
     )
     assert "numba.prange(" in dsl.compile(lambda a: a @ a.T).lower(big).source()
     assert "numba.prange(" not in dsl.compile(lambda a: a @ a.T).lower(small).source()
+
+
+def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset: MKL where it loads, else OpenBLAS; ``DSL_BLAS_THREADS=native`` keeps OpenBLAS (MKL runs
+    sequential here); the library is named in the module's text, so cached modules differ by it."""
+    monkeypatch.delenv("DSL_BLAS", raising=False)
+    assert blas.vendor() == ("mkl" if mkl.available() else "openblas")
+    monkeypatch.setenv("DSL_BLAS", "openblas")
+    assert blas.vendor() == "openblas"
+    x = rng.standard_normal((512, 300)).astype(np.float32)
+    source = dsl.compile(lambda a: a @ a.T).lower(x).source()
+    assert "gemm = gemm_function()" in source and "single_threaded_blas()" in source
+    monkeypatch.setenv("DSL_BLAS", "mkl")
+    if not mkl.available():
+        with pytest.raises(RuntimeError, match="dslc\\[mkl\\]"):
+            blas.vendor()
+        return
+    monkeypatch.setenv("DSL_BLAS_THREADS", "native")
+    assert blas.vendor() == "openblas"
+    monkeypatch.delenv("DSL_BLAS_THREADS")
+    source = dsl.compile(lambda a: a @ a.T).lower(x).source()
+    assert 'gemm = gemm_function("mkl")' in source and "single_threaded_blas()" not in source

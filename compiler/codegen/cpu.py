@@ -820,13 +820,14 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
             lines += _fma_binding()
         lines += ["", "", source]
     if any("gemm(" in k.text for k in kernels):
+        library = blas.vendor() if _split_matmuls() else "openblas"  # MKL runs sequential: split only
         lines += [
             "",
             "from runtime.blas import gemm_function, single_threaded_blas",
             "",
-            "gemm = gemm_function()",
+            "gemm = gemm_function()" if library == "openblas" else f'gemm = gemm_function("{library}")',
         ]
-        if _split_matmuls():
+        if _split_matmuls() and library == "openblas":
             lines.append("single_threaded_blas()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]

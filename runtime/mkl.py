@@ -1,0 +1,69 @@
+"""Intel MKL for the matmuls of generated CPU kernels, where it is installed (``pip install
+'dslc[mkl]'``; ``DSL_BLAS`` chooses, ``runtime/blas.py``).
+
+Matmul kernels call BLAS on blocks of rows spread over Numba's threads, one BLAS call per thread
+(``runtime/blas.py``). On the 2-core CI machine (AMD EPYC, AVX2) MKL's single-threaded ``sgemm``
+was as fast or faster than SciPy's OpenBLAS on every matmul shape of the benchmark suite, split the
+same way (median time: 1-10% on most, 32% on the second derivative's weight-gradient shape
+``x.T @ g`` of 128x4096x128), so where MKL loads it is the default. Whole programs gain less (MLP
+training step and transformer block 3-4%; ``python benchmarks/bench_blas.py --programs``).
+
+MKL is loaded once per process from ``libmkl_rt`` (the single dynamic library of the ``mkl`` wheel)
+with its sequential threading layer: every call runs on the calling thread, and Numba's threads do
+the splitting, as with OpenBLAS. The addresses of ``cblas_sgemm`` and ``cblas_dgemm`` are given to
+LLVM under fixed names (``SYMBOLS``), so modules compiled in one process and loaded from Numba's
+cache in another find them by name. (A process where NumPy itself runs on MKL shares that library:
+the sequential layer then applies to NumPy's calls as well.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+
+from llvmlite import binding as llvm
+
+SYMBOLS = {"s": "dslc_mkl_cblas_sgemm", "d": "dslc_mkl_cblas_dgemm"}
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS_LAYOUT and CBLAS_TRANSPOSE values
+_SEQUENTIAL = 1  # MKL_THREADING_SEQUENTIAL
+
+_lock = threading.Lock()
+_loaded: bool | None = None
+
+
+def available() -> bool:
+    """Whether MKL is loaded in this process (tried once), its gemm registered for generated code."""
+    global _loaded
+    with _lock:
+        if _loaded is None:
+            _loaded = _load()
+        return _loaded
+
+
+def _candidates() -> list[str]:
+    names = ["libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so", "libmkl_rt.3.dylib", "libmkl_rt.2.dylib"]
+    names += ["mkl_rt.3.dll", "mkl_rt.2.dll"]
+    dirs = [os.path.join(sys.prefix, "lib"), os.path.join(sys.prefix, "Library", "bin")]
+    paths = [os.path.join(d, n) for d in dirs for n in names if os.path.exists(os.path.join(d, n))]
+    found = ctypes.util.find_library("mkl_rt")
+    return paths + ([found] if found else [])
+
+
+def _load() -> bool:
+    for path in _candidates():
+        try:
+            lib = ctypes.CDLL(path, mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+            set_layer, sgemm, dgemm = lib.MKL_Set_Threading_Layer, lib.cblas_sgemm, lib.cblas_dgemm
+        except (OSError, AttributeError):
+            continue
+        set_layer.argtypes, set_layer.restype = [ctypes.c_int], ctypes.c_int
+        set_layer(_SEQUENTIAL)
+        for kind, fn in (("s", sgemm), ("d", dgemm)):
+            address = ctypes.cast(fn, ctypes.c_void_p).value
+            assert address is not None
+            llvm.add_symbol(SYMBOLS[kind], address)
+        return True
+    return False
