@@ -261,16 +261,15 @@ def _gemm_python(  # noqa: PLR0913 - BLAS's signature
 
 
 def vendor() -> str:
-    """The BLAS new CPU modules call: ``DSL_BLAS`` (``openblas``, ``mkl``; unset: MKL where it is
-    installed and BLAS splits over Numba's threads, else SciPy's OpenBLAS)."""
+    """The BLAS new CPU modules call: SciPy's OpenBLAS, or with ``DSL_BLAS=mkl`` Intel MKL (an
+    error if it does not load). MKL runs sequentially inside Numba's threads, so it needs the split
+    (not with ``DSL_BLAS_THREADS=native``)."""
     choice = os.environ.get("DSL_BLAS", "").strip().lower()
-    if choice == "openblas" or native_blas_threads():
+    if choice != "mkl" or native_blas_threads():
         return "openblas"
-    if choice == "mkl":
-        if not mkl.available():
-            raise RuntimeError("DSL_BLAS=mkl, but MKL does not load: pip install 'dslc[mkl]'")
-        return "mkl"
-    return "mkl" if mkl.available() else "openblas"
+    if not mkl.available():
+        raise RuntimeError("DSL_BLAS=mkl, but MKL does not load: pip install 'dslc[mkl]'")
+    return "mkl"
 
 
 def gemm_function(library: str = "openblas") -> Any:

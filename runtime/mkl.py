@@ -1,19 +1,20 @@
-"""Intel MKL for the matmuls of generated CPU kernels, where it is installed (``pip install
-'dslc[mkl]'``; ``DSL_BLAS`` chooses, ``runtime/blas.py``).
+"""Intel MKL for the matmuls of generated CPU kernels, on request: ``DSL_BLAS=mkl`` with ``pip
+install 'dslc[mkl]'`` (``runtime/blas.vendor``).
 
 Matmul kernels call BLAS on blocks of rows spread over Numba's threads, one BLAS call per thread
 (``runtime/blas.py``). On the 2-core CI machine (AMD EPYC, AVX2) MKL's single-threaded ``sgemm``
 was as fast or faster than SciPy's OpenBLAS on every matmul shape of the benchmark suite, split the
-same way (median time: 1-10% on most, 32% on the second derivative's weight-gradient shape
-``x.T @ g`` of 128x4096x128), so where MKL loads it is the default. Whole programs gain less (MLP
-training step and transformer block 3-4%; ``python benchmarks/bench_blas.py --programs``).
+same way, on most matmul shapes of the benchmark suite (median time: up to 12%, and 41% on the
+weight-gradient shape ``x.T @ g`` of 128x4096x128), slower on one (512x256x768: 8%), and whole
+programs gain 0-4% (``python benchmarks/bench_blas.py --programs``; results/blas.md). So it is
+not the default: setting MKL's threading layer is process-wide, and a NumPy built on MKL in the
+same process would then run sequentially too.
 
 MKL is loaded once per process from ``libmkl_rt`` (the single dynamic library of the ``mkl`` wheel)
 with its sequential threading layer: every call runs on the calling thread, and Numba's threads do
 the splitting, as with OpenBLAS. The addresses of ``cblas_sgemm`` and ``cblas_dgemm`` are given to
 LLVM under fixed names (``SYMBOLS``), so modules compiled in one process and loaded from Numba's
-cache in another find them by name. (A process where NumPy itself runs on MKL shares that library:
-the sequential layer then applies to NumPy's calls as well.)
+cache in another find them by name.
 """
 
 from __future__ import annotations
