@@ -147,3 +147,30 @@ def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv("DSL_BLAS_THREADS")
     source = dsl.compile(lambda a: a @ a.T).lower(x).source()
     assert 'gemm = gemm_function("mkl")' in source and "single_threaded_blas()" not in source
+
+
+_CACHED_MKL_CHILD = """
+import numpy as np, dsl
+x = np.arange(600, dtype=np.float32).reshape(30, 20) / 100
+f = dsl.compile(lambda a: a @ a.T)
+assert 'gemm_function("mkl")' in f.lower(x).source()
+np.testing.assert_allclose(f(x), x @ x.T, rtol=1e-5)
+print("ok")
+"""
+
+
+@MKL
+def test_mkl_modules_load_from_the_cache_in_a_new_process(tmp_path: Any) -> None:
+    """The second process imports the module Numba compiled in the first: MKL's gemm is found by the
+    name ``runtime.mkl`` registers when the module binds ``gemm``, before any kernel loads."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DSL_BLAS": "mkl", "DSL_CACHE_DIR": str(tmp_path), "NUMBA_CACHE_DIR": str(tmp_path)}
+    for _ in range(2):  # compile and store, then load
+        run = subprocess.run(
+            [sys.executable, "-c", _CACHED_MKL_CHILD], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
+    assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
