@@ -16,6 +16,10 @@ matmul kernels split their work over Numba's pool themselves (batch elements and
 ``numba.prange``). NumPy's own OpenBLAS (``np.matmul`` outside dslc) is a different library and is not
 touched. ``DSL_BLAS_THREADS=native`` leaves SciPy's BLAS threading alone, and kernels then call
 ``gemm`` once per batch element on the calling thread.
+
+Library. ``gemm`` calls SciPy's OpenBLAS; ``gemm_mkl`` the same blocks on Intel MKL's ``cblas_?gemm``
+(``runtime/mkl.py``), which generated modules bind with ``DSL_BLAS=mkl`` (``vendor``). Both are built
+by ``_gemm_intrinsic`` and differ only in the call they emit.
 """
 
 from __future__ import annotations

@@ -27,9 +27,9 @@ def _planned(
     compute_once: bool = True,
 ) -> tuple[FusionPlan, MemoryPlan]:
     """Fusion and memory plan of optimized IR; ``band_role``: the backend's row-fusion roles
-    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on; ``compute_once``:
-    its ``row_compute_once`` switch). ``sanitize``
-    also checks the plan for overlapping live buffers."""
+    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on), and
+    ``compute_once`` its ``row_compute_once`` switch. ``sanitize`` also checks the plan for
+    overlapping live buffers."""
     with paused_gc():
         fusion = fuse(func)
         if band_role is not None:

@@ -23,6 +23,10 @@ A small group that cannot run row by row (the loss of a softmax divided by the b
 still join as a *tail* when it reads nothing the band computes row by row: it runs once, after the
 loop, so the rows before and after it stay in one band.
 
+A transcendental value that fusion recomputes in several members (softmax's ``exp(z - max)``, once
+for the row sum and once for the gradient) is computed once per row instead, by the first of them,
+and kept in the row scratch for the others (``_compute_once``).
+
 Reads of values produced before the band may be at any row. The memory planner sees a band as one
 step (``FusionPlan.time``): every buffer a member writes is born where the band starts, every buffer
 a member reads lives until it ends, so no two buffers of a band share bytes; a member may still
