@@ -13,13 +13,11 @@ MKL (``pip install -e '.[mkl]'``).
 from __future__ import annotations
 
 import argparse
-import copy
-import functools
 import os
 import statistics
 import sys
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -27,10 +25,10 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import suite_programs  # noqa: E402
+from bench_optimizations import build, interleaved_times  # noqa: E402
 
 import dsl  # noqa: E402
-from runtime import blas, mkl  # noqa: E402
+from runtime import mkl  # noqa: E402
 
 LIBRARIES = ("mkl", "openblas")
 # (m, k, n, x stored transposed): the suite's products, forward and gradient
@@ -46,46 +44,33 @@ SHAPES = [
 ]
 
 
-def with_library(library: str, build: Callable[[], Any]) -> Any:
-    """``build()`` with new modules generated for ``library``."""
-    saved = blas.vendor
-    blas.vendor = lambda: library  # type: ignore[assignment]
+@contextmanager
+def blas_library(library: str) -> Iterator[None]:
+    """New modules generated for ``library`` (``DSL_BLAS``), meanwhile."""
+    saved = os.environ.get("DSL_BLAS")
+    os.environ["DSL_BLAS"] = library
     try:
-        return build()
+        yield
     finally:
-        blas.vendor = saved  # type: ignore[assignment]
-
-
-def alternate(calls: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[float]]:
-    for f in calls.values():
-        f()
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(rounds):
-        for k, f in calls.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append(time.perf_counter() - t0)
-    return times
+        if saved is None:
+            del os.environ["DSL_BLAS"]
+        else:
+            os.environ["DSL_BLAS"] = saved
 
 
 def matmul(m: int, k: int, n: int, transposed: bool) -> Callable[[], Any]:
+    """A compiled ``x @ y`` (``x.T @ y`` with ``x`` stored (k, m): a weight gradient), compiled now."""
     rng = np.random.default_rng(0)
     y = rng.standard_normal((k, n)).astype(np.float32)
-    if transposed:  # x.T @ y, x stored (k, m): a weight gradient h.T @ g
-        x = rng.standard_normal((k, m)).astype(np.float32)
-        f = dsl.compile(lambda x, y: x.T @ y)
-    else:
-        x = rng.standard_normal((m, k)).astype(np.float32)
-        f = dsl.compile(lambda x, y: x @ y)
+    x = rng.standard_normal((k, m) if transposed else (m, k)).astype(np.float32)
+    f = dsl.compile((lambda x, y: x.T @ y) if transposed else (lambda x, y: x @ y))
     f(x, y)
     return lambda: f(x, y)
 
 
-def program(name: str) -> Callable[[], Any]:
-    prog = suite_programs.BUILDERS[name]()
-    args = copy.deepcopy(prog.args)
-    prog.dslc(*args)
-    return lambda: prog.dslc(*args)
+def table(calls: dict[str, Callable[[], Any]], rounds: int, cell: Callable[[float], str]) -> str:
+    times = interleaved_times(calls, rounds, per_round=1)
+    return "   ".join(f"{lib} {cell(min(t))} ({cell(statistics.median(t))})" for lib, t in times.items())
 
 
 def main() -> None:
@@ -97,24 +82,23 @@ def main() -> None:
         sys.exit("MKL does not load here: pip install -e '.[mkl]'")
     print(f"float32 matmuls, {args.rounds} alternating calls each: GFLOP/s at the min (median) time")
     for m, k, n, transposed in SHAPES:
-        calls = {lib: with_library(lib, functools.partial(matmul, m, k, n, transposed)) for lib in LIBRARIES}
-        times = alternate(calls, args.rounds)
+        calls = {}
+        for lib in LIBRARIES:
+            with blas_library(lib):
+                calls[lib] = matmul(m, k, n, transposed)
         flops = 2 * m * k * n
-        cells = [
-            f"{lib} {flops / min(t) / 1e9:6.1f} ({flops / statistics.median(t) / 1e9:6.1f})"
-            for lib, t in times.items()
-        ]
         shape = f"{m}x{k}x{n}" + (" (x.T)" if transposed else "")
-        print(f"{shape:22s} " + "   ".join(cells), flush=True)
+        print(
+            f"{shape:22s} " + table(calls, args.rounds, lambda t, f=flops: f"{f / t / 1e9:6.1f}"), flush=True
+        )
     if args.programs:
         print("programs: ms at the min (median) time")
         for name in ("MLP training step", "second derivative", "transformer block"):
-            calls = {lib: with_library(lib, functools.partial(program, name)) for lib in LIBRARIES}
-            times = alternate(calls, args.rounds)
-            cells = [
-                f"{lib} {1e3 * min(t):6.2f} ({1e3 * statistics.median(t):6.2f})" for lib, t in times.items()
-            ]
-            print(f"{name:22s} " + "   ".join(cells), flush=True)
+            calls = {}
+            for lib in LIBRARIES:
+                with blas_library(lib):
+                    calls[lib] = build(name, set())[0]
+            print(f"{name:22s} " + table(calls, args.rounds, lambda t: f"{1e3 * t:6.2f}"), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,11 +10,12 @@ against its switched-off form on every suite program.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -33,24 +34,37 @@ from compiler.passes.fuse import fuse  # noqa: E402
 FUSION = {"recompute": {"recompute": False}, "contract_transposes": {"contract_transposes": False}}
 
 
-def build(name: str, switched_off: set[str]) -> tuple[Callable[[], Any], Any]:
+@contextlib.contextmanager
+def switched_off(names: set[str]) -> Iterator[None]:
+    """Code generation without the CPU optimizations and fusion choices in ``names``, meanwhile."""
     saved = set(cpu.OPTIMIZATIONS)
-    cpu.OPTIMIZATIONS.difference_update(switched_off)
-    options = {k: v for o in switched_off if o in FUSION for k, v in FUSION[o].items()}
+    cpu.OPTIMIZATIONS.difference_update(names)
+    options = {k: v for o in names if o in FUSION for k, v in FUSION[o].items()}
     original = codegen.fuse
     codegen.fuse = functools.partial(fuse, **options)  # type: ignore[assignment]
     try:
-        prog = suite_programs.BUILDERS[name]()
-        args = copy_tree(prog.args)
-        first = leaves(prog.dslc(*copy_tree(prog.args)))  # compiles with the switches as set now
+        yield
     finally:
         codegen.fuse = original  # type: ignore[assignment]
         cpu.OPTIMIZATIONS.clear()
         cpu.OPTIMIZATIONS.update(saved)
+
+
+def build(name: str, off: set[str]) -> tuple[Callable[[], Any], Any]:
+    """Suite program ``name`` compiled with ``off`` switched off: a call on its own inputs, and its
+    first result."""
+    with switched_off(off):
+        prog = suite_programs.BUILDERS[name]()
+        args = copy_tree(prog.args)
+        first = leaves(prog.dslc(*copy_tree(prog.args)))  # compiles with the switches as set now
     return (lambda: prog.dslc(*args)), first
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_round: int = 3) -> dict[str, float]:
+def interleaved_times(
+    fns: dict[str, Callable[[], Any]], rounds: int, per_round: int
+) -> dict[str, list[float]]:
+    """Every call's seconds: each function once to warm up, then ``rounds`` rounds calling each
+    ``per_round`` times in turn (this VM's speed drifts: alternating exposes them to the same drift)."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in fns}
@@ -60,6 +74,11 @@ def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_round: int =
                 t0 = time.perf_counter()
                 fn()
                 times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def interleaved(fns: dict[str, Callable[[], Any]], rounds: int, per_round: int = 3) -> dict[str, float]:
+    times = interleaved_times(fns, rounds, per_round)
     return {k: min(v) for k, v in times.items()}  # the least disturbed run: other load only adds
 
 

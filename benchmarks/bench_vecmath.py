@@ -15,17 +15,18 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_optimizations import interleaved_times, switched_off  # noqa: E402
 
 import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
-from compiler.codegen import cpu  # noqa: E402
 
 FUNCTIONS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], np.ndarray]]] = {
     "tanh": (dnp.tanh, np.tanh),
@@ -34,17 +35,11 @@ FUNCTIONS: dict[str, tuple[Callable[[Any], Any], Callable[[np.ndarray], np.ndarr
 }
 
 
-def compiled(fn: Callable[[Any], Any], x: np.ndarray, fused: bool) -> Callable[[np.ndarray], Any]:
-    saved = set(cpu.OPTIMIZATIONS)
-    if not fused:
-        cpu.OPTIMIZATIONS.discard("fused_multiply_add")
-    try:
+def compiled(fn: Callable[[Any], Any], x: np.ndarray, off: set[str]) -> Callable[[np.ndarray], Any]:
+    with switched_off(off):
         f = dsl.compile(fn)
         f(x)  # compiled now, with the switch as set
-        return f
-    finally:
-        cpu.OPTIMIZATIONS.clear()
-        cpu.OPTIMIZATIONS.update(saved)
+    return f
 
 
 def ulps(got: np.ndarray, x: np.ndarray, exact: Callable[[np.ndarray], np.ndarray]) -> float:
@@ -61,13 +56,8 @@ def main() -> None:
     x = (np.abs(rng.standard_normal(args.n)) + 0.01).astype(np.float32)  # log's domain too
     print(f"{args.n} float32 elements, {args.rounds} alternating calls each; ns per element")
     for name, (fn, exact) in FUNCTIONS.items():
-        kernels = {"fused": compiled(fn, x, True), "plain": compiled(fn, x, False)}
-        times: dict[str, list[float]] = {k: [] for k in kernels}
-        for _ in range(args.rounds):
-            for k, f in kernels.items():
-                t0 = time.perf_counter()
-                f(x)
-                times[k].append(time.perf_counter() - t0)
+        kernels = {"fused": compiled(fn, x, set()), "plain": compiled(fn, x, {"fused_multiply_add"})}
+        times = interleaved_times({k: (lambda f=f: f(x)) for k, f in kernels.items()}, args.rounds, 1)
         cells = []
         for k, f in kernels.items():
             per = [t / args.n * 1e9 for t in times[k]]

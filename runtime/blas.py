@@ -29,7 +29,7 @@ import glob
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numba
 import numpy as np
@@ -68,9 +68,29 @@ _ll_char = ir.IntType(8)
 _ll_int = ir.IntType(32)
 _ll_void_p = ir.IntType(8).as_pointer()
 
-# Emits one BLAS call: (context, builder, kind "s"/"d", its float type, transa, transb, m, n, k, alpha,
-# a, lda, b, ldb, beta, c, ldc) with a, b, c pointers to each block's first element.
-CallEmitter = Callable[..., None]
+
+class GemmCall(NamedTuple):
+    """One BLAS call's LLVM values: ``a``, ``b``, ``c`` point at each block's first element, the sizes
+    and leading dimensions are ``intp``, ``alpha`` and ``beta`` of ``float_type``."""
+
+    kind: str  # "s" or "d"
+    float_type: Any
+    ta: Any
+    tb: Any
+    m: Any
+    n: Any
+    k: Any
+    alpha: Any
+    a: Any
+    lda: Any
+    b: Any
+    ldb: Any
+    beta: Any
+    c: Any
+    ldc: Any
+
+
+CallEmitter = Callable[[Any, Any, GemmCall], None]  # (context, builder, call): emits the call
 
 
 def _gemm_intrinsic(emit: CallEmitter, prepare: Callable[[], None]) -> Any:
@@ -118,14 +138,10 @@ def _gemm_intrinsic(emit: CallEmitter, prepare: Callable[[], None]) -> Any:
                 return builder.bitcast(builder.gep(ary.data, [offset]), _ll_void_p)
 
             float_type = context.get_value_type(dtype)
-            emit(
-                context,
-                builder,
-                kind,
-                float_type,
-                *(ta, tb, m_, n_, k_, alpha_, data(a, a_, a_off_), lda_, data(b, b_, b_off_), ldb_),
-                *(beta_, data(c, c_, c_off_), ldc_),
-            )
+            a_ptr, b_ptr, c_ptr = data(a, a_, a_off_), data(b, b_, b_off_), data(c, c_, c_off_)
+            sizes = (m_, n_, k_)
+            operands = (alpha_, a_ptr, lda_, b_ptr, ldb_, beta_, c_ptr, ldc_)
+            emit(context, builder, GemmCall(kind, float_type, ta, tb, *sizes, *operands))
 
         return sig, codegen
 
@@ -138,25 +154,7 @@ def _ensure_numba_blas() -> None:
     ensure_blas()
 
 
-def _numba_xxgemm_call(  # noqa: PLR0913 - BLAS's signature
-    context: Any,
-    builder: Any,
-    kind: str,
-    float_type: Any,
-    ta: Any,
-    tb: Any,
-    m: Any,
-    n: Any,
-    k: Any,
-    alpha: Any,
-    a: Any,
-    lda: Any,
-    b: Any,
-    ldb: Any,
-    beta: Any,
-    c: Any,
-    ldc: Any,
-) -> None:
+def _numba_xxgemm_call(context: Any, builder: Any, g: GemmCall) -> None:
     """SciPy's BLAS through Numba's ``numba_xxgemm`` (column-major, scalars by reference)."""
     intp = context.get_value_type(types.intp)
     fnty = ir.FunctionType(
@@ -167,7 +165,7 @@ def _numba_xxgemm_call(  # noqa: PLR0913 - BLAS's signature
     fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
 
     def slot(value: Any) -> Any:
-        ptr = cgutils.alloca_once(builder, float_type)
+        ptr = cgutils.alloca_once(builder, g.float_type)
         builder.store(value, ptr)
         return builder.bitcast(ptr, _ll_void_p)
 
@@ -177,38 +175,17 @@ def _numba_xxgemm_call(  # noqa: PLR0913 - BLAS's signature
     # Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B goes first.
     builder.call(
         fn,
-        (ir.Constant(_ll_char, ord(kind)), trans(tb), trans(ta), n, m, k, slot(alpha), b, ldb, a, lda)
-        + (slot(beta), c, ldc),
+        (ir.Constant(_ll_char, ord(g.kind)), trans(g.tb), trans(g.ta), g.n, g.m, g.k, slot(g.alpha))
+        + (g.b, g.ldb, g.a, g.lda, slot(g.beta), g.c, g.ldc),
     )
 
 
-def _cblas_call(  # noqa: PLR0913 - BLAS's signature
-    context: Any,
-    builder: Any,
-    kind: str,
-    float_type: Any,
-    ta: Any,
-    tb: Any,
-    m: Any,
-    n: Any,
-    k: Any,
-    alpha: Any,
-    a: Any,
-    lda: Any,
-    b: Any,
-    ldb: Any,
-    beta: Any,
-    c: Any,
-    ldc: Any,
-) -> None:
+def _cblas_call(context: Any, builder: Any, g: GemmCall) -> None:
     """MKL's ``cblas_?gemm`` (row-major, 32-bit sizes, scalars by value), by the name ``runtime.mkl``
     gave its address."""
-    fnty = ir.FunctionType(
-        ir.VoidType(),
-        [_ll_int] * 6
-        + [float_type, _ll_void_p, _ll_int, _ll_void_p, _ll_int, float_type, _ll_void_p, _ll_int],
-    )
-    fn = cgutils.get_or_insert_function(builder.module, fnty, mkl.SYMBOLS[kind])
+    scalar_ptr_ld = [g.float_type, _ll_void_p, _ll_int, _ll_void_p, _ll_int]
+    fnty = ir.FunctionType(ir.VoidType(), [_ll_int] * 6 + scalar_ptr_ld + [g.float_type, _ll_void_p, _ll_int])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, mkl.SYMBOLS[g.kind])
 
     def trans(flag: Any) -> Any:
         return builder.select(flag, ir.Constant(_ll_int, mkl.TRANS), ir.Constant(_ll_int, mkl.NO_TRANS))
@@ -218,8 +195,8 @@ def _cblas_call(  # noqa: PLR0913 - BLAS's signature
 
     builder.call(
         fn,
-        (ir.Constant(_ll_int, mkl.ROW_MAJOR), trans(ta), trans(tb), size(m), size(n), size(k), alpha)
-        + (a, size(lda), b, size(ldb), beta, c, size(ldc)),
+        (ir.Constant(_ll_int, mkl.ROW_MAJOR), trans(g.ta), trans(g.tb), size(g.m), size(g.n), size(g.k))
+        + (g.alpha, g.a, size(g.lda), g.b, size(g.ldb), g.beta, g.c, size(g.ldc)),
     )
 
 

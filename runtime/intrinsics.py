@@ -7,8 +7,8 @@ where the target has FMA units, a multiply and an add otherwise. Numba never con
 change the rounding of the user's own arithmetic against NumPy's), so the polynomials of the float32
 math helpers (``compiler/prims/vecmath.py``) call this for each Horner step: their error bounds hold
 either way (a fused step rounds once instead of twice), and on an FMA machine the vectorized
-``tanh`` over 262,144 floats takes 0.94 instead of 1.56 ns per element on one core of the 2-core
-CI machine (AVX2).
+``tanh`` takes 0.59 instead of 0.77 ns per element on the 2-core CI machine (AVX2;
+``python benchmarks/bench_vecmath.py``, results/vecmath.md).
 
 Under ``NUMBA_DISABLE_JIT`` (modules run as plain Python) ``fmuladd_function`` gives the unfused
 NumPy expression instead.
