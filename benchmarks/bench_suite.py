@@ -354,6 +354,21 @@ def ratio(row: dict[str, Any], peer: str) -> str:
     return f"{t['dslc'] / t[peer]:.2f}" if peer in t else "skipped"
 
 
+def paired_ratios(result: dict[str, Any], name: str, peer: str) -> list[float]:
+    """dslc / peer in each round, the two timed one after the other: on a VM whose speed drifts
+    (1.5x between runs here), the ratio of neighbours in time moves less than either time."""
+    per_round = result.get("round_medians", {}).get(name, {})
+    return [d / p for d, p in zip(per_round.get("dslc", []), per_round.get(peer, []))]
+
+
+def paired(result: dict[str, Any], name: str, peer: str) -> str:
+    """The paired per-round ratios as ``median [lowest-highest]`` ("-" without rounds)."""
+    rs = paired_ratios(result, name, peer)
+    if len(rs) < 2:
+        return "-"
+    return f"{statistics.median(rs):.2f} [{min(rs):.2f}-{max(rs):.2f}]"
+
+
 def markdown(result: dict[str, Any], command: str) -> str:
     m, v = result["machine"], result["versions"]
     lines = [
@@ -371,17 +386,20 @@ def markdown(result: dict[str, Any], command: str) -> str:
             if result.get("rounds", 1) > 1
             else ""
         )
-        + "; dslc/peer < 1 means dslc is faster",
+        + "; dslc/peer < 1 means dslc is faster; per round: the ratio of the two times of each round "
+        "(timed one after the other), median [lowest-highest] over the rounds",
         "",
-        "| program | dslc ms | NumPy fwd ms | JAX ms | PyTorch ms | dslc/JAX | dslc/PyTorch | max rel err |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| program | dslc ms | NumPy fwd ms | JAX ms | PyTorch ms | dslc/JAX | dslc/PyTorch "
+        "| dslc/JAX per round | dslc/PyTorch per round | max rel err |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in result["programs"]:
         t = row["times"]
         err = ", ".join(f"{k} {e:.1e}" for k, e in row["max_rel_err"].items())
         lines.append(
             f"| {row['program']} | {fmt_ms(t['dslc'])} | {fmt_ms(t.get('numpy'))} | {fmt_ms(t.get('jax'))} | "
-            f"{fmt_ms(t.get('torch'))} | {ratio(row, 'jax')} | {ratio(row, 'torch')} | {err} |"
+            f"{fmt_ms(t.get('torch'))} | {ratio(row, 'jax')} | {ratio(row, 'torch')} | "
+            f"{paired(result, row['program'], 'jax')} | {paired(result, row['program'], 'torch')} | {err} |"
         )
     lines += ["", "Programs:", ""]
     lines += [f"- {row['program']}: {row['description']}" for row in result["programs"]]
@@ -420,7 +438,11 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "  22.7 ms in two runs on 2026-11-22): hence the interleaved rounds, the lowest kept; compare ratios",
         "  within one run, at a low load average (printed above).",
         "  With other busy processes on the cores, dslc's spinning OpenMP workers cost ~25% on the MLP step",
-        "  (`OMP_WAIT_POLICY=PASSIVE` is then better, docs/flags.md).",
+        "  (`OMP_WAIT_POLICY=PASSIVE` is then better, docs/flags.md). Beside a process taking half a core,",
+        "  dslc slows more than JAX (a preempted thread holds up every fork-join kernel):",
+        "  `python benchmarks/bench_interference.py` (results/interference.md).",
+        "- Per round: a burst of outside load slows whichever framework is running; the ratio of two",
+        "  neighbours in time cancels slow drift but not such a burst, hence its range beside the median.",
         "- Every child process imports `suite_programs` and so `runtime`, whose malloc tuning",
         "  (`DSL_MALLOC_TUNING`, freed memory kept instead of fresh pages per call) then applies to every",
         "  framework alike: JAX, PyTorch and NumPy results are timed with it too.",
@@ -472,7 +494,10 @@ def targets(result: dict[str, Any]) -> list[str]:
         t = by_name[name]["times"] if name in by_name else {}
         if peer in t:
             value = t["dslc"] / t[peer]
-            rows.append((f"{name}: dslc / {peer} <= {limit}", f"{value:.2f}", value <= limit))
+            rs = paired_ratios(result, name, peer)
+            rounds = f" (per round {paired(result, name, peer)}, {sum(r <= limit for r in rs)} of {len(rs)})"
+            figure = f"{value:.2f}" + rounds * bool(rs)
+            rows.append((f"{name}: dslc / {peer} <= {limit}", figure, value <= limit))
 
     if "elementwise chain" in by_name:
         chain = by_name["elementwise chain"]
@@ -499,6 +524,14 @@ def targets(result: dict[str, Any]) -> list[str]:
     lines = ["", "## Targets (issue 7)", "", "| target | measured | met |", "|---|---:|---|"]
     lines += [f"| {t} | {v} | {'yes' if ok else 'no'} |" for t, v, ok in rows]
     return lines
+
+
+def write_report(text: str, path: str) -> None:
+    """Print a benchmark's Markdown report and write it to ``path``."""
+    print(text)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def tiny_overhead(n: int) -> float:
@@ -546,6 +579,7 @@ def main() -> None:
         return
     command = "python benchmarks/bench_suite.py" + " --quick" * args.quick
     command += f" --only {args.only}" * bool(args.only) + " --no-compile-times" * args.no_compile_times
+    command += f" --rounds {args.rounds}" * (args.rounds != 3)
     repeats = 5 if args.quick else 15
     missing = {f: why for f in ("jax", "torch") if (why := available(f)) is not None}
     result: dict[str, Any] = {
@@ -578,11 +612,7 @@ def main() -> None:
     result["compile"] = suite_compile.measure(names, args.quick, tiny_overhead(5000 if args.quick else 20000))
     for prog in progs:
         result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name), gemm_s))
-    text = markdown(result, command)
-    print(text)
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        f.write(text)
+    write_report(markdown(result, command), args.out)
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(result, f, indent=2, default=float)
 
