@@ -135,8 +135,11 @@ class Executable(ArgumentChecks):
         direct_writeback: Sequence[int] = (),
         arg_names: Sequence[str] = (),
         donated: Sequence[int] = (),
+        prepare: Callable[[], object] | None = None,
     ) -> None:
         self.driver = driver
+        # Run once before the first call (compiles the kernels ahead, runtime/precompile.py).
+        self._prepare = prepare
         self.name = name
         self.arena = np.empty(max(int(arena_bytes), 1), np.uint8)
         self.n_results = n_results
@@ -171,6 +174,9 @@ class Executable(ArgumentChecks):
         outs = [np.empty(s, d) for s, d in self._outs]
         saved = [(args[i], args[i].copy()) for i in self._guarded]
         with self._lock, _GLOBAL_LOCK:
+            if self._prepare is not None:
+                prepare, self._prepare = self._prepare, None
+                prepare()
             try:
                 results = self.driver(self.arena, *outs, *args)
             except BaseException:

@@ -67,7 +67,7 @@ def load_module(source: str, constants: dict[str, np.ndarray]) -> types.ModuleTy
         module = sys.modules.get(name)
         if module is None:
             _drop_corrupt_numba_cache(path)
-            module = _import(name, path)
+            module = import_module_file(name, path)
     return module
 
 
@@ -146,7 +146,9 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
-def _import(name: str, path: Path) -> types.ModuleType:
+def import_module_file(name: str, path: Path) -> types.ModuleType:
+    """Import the module file ``path`` as ``name`` (registered in ``sys.modules``: Numba's cache and
+    pickling look the module up by it); ``runtime.precompile``'s helpers import a module this way."""
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None, f"cannot import {path}"
     module = importlib.util.module_from_spec(spec)

@@ -110,6 +110,10 @@ class CpuProgram:
     direct_writeback: tuple[int, ...]  # arguments the driver writes into directly
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the caller allocates and passes in, in driver order
+    # Each jitted kernel's argument types as the driver calls it, (dtype, ndim) of a C-contiguous
+    # array per argument, and the length of its source: runtime/precompile.py compiles them ahead.
+    kernel_signatures: dict[str, list[list[tuple[str, int]]]] = field(default_factory=dict)
+    kernel_weights: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,6 +164,7 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     driver = _driver(func, fusion, plan, kernels, names, outs, poison)
     texts = dict.fromkeys(k.text for k in kernels.values() if k.text)
     parts = [_prelude(pool, kernels.values()), *texts, driver]
+    signatures, weights = _kernel_signatures(kernels.values(), names)
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
         constants=dict(pool.arrays),
@@ -170,7 +175,29 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         direct_writeback=tuple(sorted(plan.direct_writeback.values())),
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
+        kernel_signatures=signatures,
+        kernel_weights=weights,
     )
+
+
+def _kernel_signatures(
+    kernels: Iterable[Kernel], names: dict[Value, str]
+) -> tuple[dict[str, list[list[tuple[str, int]]]], dict[str, int]]:
+    """Per jitted kernel, the distinct argument types it is called with (a shared kernel may be
+    called with buffers of other dtypes) and the length of its source."""
+    types_by_name = {n: v.type for v, n in names.items()}
+    signatures: dict[str, list[list[tuple[str, int]]]] = {}
+    weights: dict[str, int] = {}
+    for kernel in kernels:
+        if kernel.objmode:
+            continue
+        signature = [(types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args]
+        known = signatures.setdefault(kernel.name, [])
+        if signature not in known:
+            known.append(signature)
+        if kernel.text:
+            weights[kernel.name] = len(kernel.text)
+    return signatures, weights
 
 
 def _overwrites(

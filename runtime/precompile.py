@@ -1,0 +1,136 @@
+"""Compiling a new generated module's kernels in several processes at once.
+
+Numba compiles one function at a time, in one thread (it holds the GIL), and a program's first call
+compiles every kernel: most of a cold first call (a transformer block's 22 kernels: 23 s on the
+2-core CI machine). The kernels of one module are independent, so before the first call of a module
+that Numba has never compiled, ``precompile`` splits them into ``jobs`` shares of about equal size
+(the length of their source, the best predictor we have of Numba's time): helper processes compile
+theirs into Numba's on-disk cache (``cache=True``; a helper imports the module file under the same
+name, so the cache entries are the ones this process looks up) while this process compiles its own.
+When the driver is then compiled, the helpers' kernels load from the cache. Nothing depends on the
+helpers: a kernel a helper did not compile (it failed, was killed, or the signature differs from
+the one the driver asks for) is compiled by the driver as before.
+
+``DSL_COMPILE_JOBS`` sets the number of processes (default: the CPU count, at most 8; 1 turns this
+off). A kernel signature is one ``(dtype, ndim)`` per argument: every buffer a kernel receives is a
+C-contiguous array (arena views, results and the executable's ``np.asarray(order="C")`` inputs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numba
+import numpy as np
+from numba.core import config as numba_config
+
+KernelSignature = Sequence[tuple[str, int]]  # (NumPy dtype name, ndim) per argument
+Signatures = Mapping[str, Sequence[KernelSignature]]  # kernel name -> the signatures it is called with
+HELPER_TIMEOUT_S = 900.0
+_ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding the ``runtime`` package
+
+
+def compile_jobs() -> int:
+    """Processes that compile a new module's kernels (``DSL_COMPILE_JOBS``)."""
+    value = os.environ.get("DSL_COMPILE_JOBS", "").strip()
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            return 1
+    return max(1, min(os.cpu_count() or 1, 8))
+
+
+def compiled_before(driver: Any) -> bool:
+    """Whether Numba's cache already holds the module's driver (then its kernels too: the driver is
+    compiled after them). Where Numba's cache layout cannot be read, say yes: nothing is started."""
+    cache_file = getattr(getattr(driver, "_cache", None), "_cache_file", None)
+    index = getattr(cache_file, "_index_path", None)
+    return not isinstance(index, str) or os.path.exists(index)
+
+
+def split(weights: Mapping[str, int], jobs: int) -> list[list[str]]:
+    """Kernel names in ``jobs`` shares of about equal weight: heaviest first, each to the lightest
+    share so far (longest processing time first)."""
+    shares: list[list[str]] = [[] for _ in range(jobs)]
+    loads = [0] * jobs
+    for name in sorted(weights, key=lambda n: (-weights[n], n)):
+        i = loads.index(min(loads))
+        shares[i].append(name)
+        loads[i] += weights[name]
+    return shares
+
+
+def compile_kernels(module: types.ModuleType, signatures: Signatures) -> None:
+    """Compile each named kernel of ``module`` for its signatures (loaded from Numba's cache if there)."""
+    for name, overloads in signatures.items():
+        dispatcher = getattr(module, name)
+        for signature in overloads:
+            dispatcher.compile(tuple(_array_type(dtype, ndim) for dtype, ndim in signature))
+
+
+def _array_type(dtype: str, ndim: int) -> Any:
+    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C")
+
+
+def precompile(
+    module: types.ModuleType,
+    signatures: Signatures,
+    weights: Mapping[str, int],
+    entry: str,
+    jobs: int | None = None,
+) -> int:
+    """Compile a module's kernels in ``jobs`` processes if Numba never compiled the module; returns
+    the number of helper processes started (0: nothing to share, or compiled before)."""
+    jobs = compile_jobs() if jobs is None else jobs
+    jobs = min(jobs, len(signatures) // 2)  # a helper costs a process start: only for 2+ kernels each
+    if jobs < 2 or getattr(numba_config, "DISABLE_JIT", False) or compiled_before(getattr(module, entry)):
+        return 0
+    mine, *theirs = split({n: weights.get(n, 1) for n in signatures}, jobs)
+    helpers = [_start_helper(module, {n: signatures[n] for n in share}) for share in theirs]
+    try:
+        compile_kernels(module, {n: signatures[n] for n in mine})
+    finally:
+        deadline = time.monotonic() + HELPER_TIMEOUT_S
+        for helper in helpers:
+            try:
+                helper.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                helper.kill()
+                helper.wait()
+    return len(helpers)
+
+
+def _start_helper(module: types.ModuleType, signatures: Signatures) -> subprocess.Popen[bytes]:
+    spec = {"path": str(module.__file__), "name": module.__name__, "kernels": signatures}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
+    return subprocess.Popen(
+        [sys.executable, "-m", "runtime.precompile", json.dumps(spec)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _helper_main(spec_json: str) -> None:
+    """A helper process: import the module file under its name and compile the given kernels."""
+    from runtime.module_cache import import_module_file
+
+    spec = json.loads(spec_json)
+    module = import_module_file(spec["name"], Path(spec["path"]))
+    kernels = spec["kernels"]
+    compile_kernels(module, {n: [[(d, k) for d, k in sig] for sig in sigs] for n, sigs in kernels.items()})
+
+
+if __name__ == "__main__":
+    _helper_main(sys.argv[1])
