@@ -70,11 +70,18 @@ def split(weights: Mapping[str, int], jobs: int) -> list[list[str]]:
 
 
 def compile_kernels(module: types.ModuleType, signatures: Signatures) -> None:
-    """Compile each named kernel of ``module`` for its signatures (loaded from Numba's cache if there)."""
+    """Compile each named kernel of ``module`` for its signatures (loaded from Numba's cache if there).
+
+    A kernel that fails to compile here is left alone: compiling ahead only saves time, and the
+    driver's compile, which types every call exactly, compiles it again and reports a real error
+    with the driver's context."""
     for name, overloads in signatures.items():
         dispatcher = getattr(module, name)
         for signature in overloads:
-            dispatcher.compile(tuple(_array_type(dtype, ndim) for dtype, ndim in signature))
+            try:
+                dispatcher.compile(tuple(_array_type(dtype, ndim) for dtype, ndim in signature))
+            except Exception:  # see the docstring: the driver's compile decides
+                continue
 
 
 def _array_type(dtype: str, ndim: int) -> Any:
