@@ -361,9 +361,8 @@ def paired_ratios(result: dict[str, Any], name: str, peer: str) -> list[float]:
     return [d / p for d, p in zip(per_round.get("dslc", []), per_round.get(peer, []))]
 
 
-def paired(result: dict[str, Any], name: str, peer: str) -> str:
-    """The paired per-round ratios as ``median [lowest-highest]`` ("-" without rounds)."""
-    rs = paired_ratios(result, name, peer)
+def paired(rs: list[float]) -> str:
+    """Per-round ratios (``paired_ratios``) as ``median [lowest-highest]`` ("-" without rounds)."""
     if len(rs) < 2:
         return "-"
     return f"{statistics.median(rs):.2f} [{min(rs):.2f}-{max(rs):.2f}]"
@@ -399,7 +398,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
         lines.append(
             f"| {row['program']} | {fmt_ms(t['dslc'])} | {fmt_ms(t.get('numpy'))} | {fmt_ms(t.get('jax'))} | "
             f"{fmt_ms(t.get('torch'))} | {ratio(row, 'jax')} | {ratio(row, 'torch')} | "
-            f"{paired(result, row['program'], 'jax')} | {paired(result, row['program'], 'torch')} | {err} |"
+            f"{paired(paired_ratios(result, row['program'], 'jax'))} | "
+            f"{paired(paired_ratios(result, row['program'], 'torch'))} | {err} |"
         )
     lines += ["", "Programs:", ""]
     lines += [f"- {row['program']}: {row['description']}" for row in result["programs"]]
@@ -495,7 +495,7 @@ def targets(result: dict[str, Any]) -> list[str]:
         if peer in t:
             value = t["dslc"] / t[peer]
             rs = paired_ratios(result, name, peer)
-            rounds = f" (per round {paired(result, name, peer)}, {sum(r <= limit for r in rs)} of {len(rs)})"
+            rounds = f" (per round {paired(rs)}, {sum(r <= limit for r in rs)} of {len(rs)})"
             figure = f"{value:.2f}" + rounds * bool(rs)
             rows.append((f"{name}: dslc / {peer} <= {limit}", figure, value <= limit))
 

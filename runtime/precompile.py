@@ -93,15 +93,13 @@ def precompile(
     signatures: Signatures,
     weights: Mapping[str, int],
     entry: str,
-    jobs: int | None = None,
 ) -> int:
-    """Compile a module's kernels in ``jobs`` processes if Numba never compiled the module; returns
-    the number of helper processes started (0: nothing to share, or compiled before)."""
-    jobs = compile_jobs() if jobs is None else jobs
-    jobs = min(jobs, len(signatures) // 2)  # a helper costs a process start: only for 2+ kernels each
+    """Compile a module's kernels in ``compile_jobs()`` processes if Numba never compiled the module;
+    returns the number of helper processes started (0: nothing to share, or compiled before)."""
+    jobs = min(compile_jobs(), len(signatures) // 2)  # a helper costs a process start: 2+ kernels each
     if jobs < 2 or getattr(numba_config, "DISABLE_JIT", False) or compiled_before(getattr(module, entry)):
         return 0
-    mine, *theirs = split({n: weights.get(n, 1) for n in signatures}, jobs)
+    mine, *theirs = split({n: weights[n] for n in signatures}, jobs)
     helpers = [_start_helper(module, {n: signatures[n] for n in share}) for share in theirs]
     try:
         compile_kernels(module, {n: signatures[n] for n in mine})
@@ -133,10 +131,8 @@ def _helper_main(spec_json: str) -> None:
     """A helper process: import the module file under its name and compile the given kernels."""
     from runtime.module_cache import import_module_file
 
-    spec = json.loads(spec_json)
-    module = import_module_file(spec["name"], Path(spec["path"]))
-    kernels = spec["kernels"]
-    compile_kernels(module, {n: [[(d, k) for d, k in sig] for sig in sigs] for n, sigs in kernels.items()})
+    spec = json.loads(spec_json)  # signatures arrive as lists of [dtype, ndim] pairs
+    compile_kernels(import_module_file(spec["name"], Path(spec["path"])), spec["kernels"])
 
 
 if __name__ == "__main__":

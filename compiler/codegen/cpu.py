@@ -195,7 +195,7 @@ def _kernel_signatures(
         known = signatures.setdefault(kernel.name, [])
         if signature not in known:
             known.append(signature)
-        if kernel.text:
+        if kernel.text:  # the one that defines a shared kernel (its callers have no text)
             weights[kernel.name] = len(kernel.text)
     return signatures, weights
 
