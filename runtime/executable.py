@@ -29,6 +29,7 @@ import numba
 import numpy as np
 
 from runtime.errors import DSLError, ShapeError
+from runtime.precompile import KernelTable
 
 InputType = tuple[tuple[int, ...], np.dtype]
 
@@ -135,11 +136,13 @@ class Executable(ArgumentChecks):
         direct_writeback: Sequence[int] = (),
         arg_names: Sequence[str] = (),
         donated: Sequence[int] = (),
-        prepare: Callable[[], object] | None = None,
+        prepare: Callable[[], KernelTable] | None = None,
     ) -> None:
         self.driver = driver
-        # Run once before the first call (compiles the kernels ahead, runtime/precompile.py).
+        # Run once before the first call: compiles the kernels and gives the driver's kernel table
+        # (runtime/precompile.py), passed to every call after the arena.
         self._prepare = prepare
+        self.kernels = KernelTable(np.zeros(0, np.uint64), ())
         self.name = name
         self.arena = np.empty(max(int(arena_bytes), 1), np.uint8)
         self.n_results = n_results
@@ -175,10 +178,10 @@ class Executable(ArgumentChecks):
         saved = [(args[i], args[i].copy()) for i in self._guarded]
         with self._lock, _GLOBAL_LOCK:
             if self._prepare is not None:
-                prepare, self._prepare = self._prepare, None
-                prepare()
+                self.kernels = self._prepare()
+                self._prepare = None
             try:
-                results = self.driver(self.arena, *outs, *args)
+                results = self.driver(self.arena, self.kernels.addresses, *outs, *args)
             except BaseException:
                 for target, before in saved:  # no caller array is left half-written
                     np.copyto(target, before)

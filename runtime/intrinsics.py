@@ -1,4 +1,4 @@
-"""LLVM intrinsics that generated CPU kernels call by name.
+"""LLVM intrinsics that generated CPU kernels and drivers call by name.
 
 ``fmuladd(a, b, c)`` is ``a * b + c`` as a multiply and an add that LLVM may contract (the
 ``contract`` fast-math flag on both, as ``llvm.fmuladd``): one fused multiply-add (one rounding)
@@ -10,8 +10,24 @@ either way (a fused step rounds once instead of twice), and on an FMA machine th
 ``tanh`` takes 0.59 instead of 0.77 ns per element on the 2-core CI machine (AVX2;
 ``python benchmarks/bench_vecmath.py``, results/vecmath.md).
 
+``call_kernel(address, "f4:2,f4:1", a, b)`` calls the Numba-compiled kernel whose native entry
+point is at ``address`` (a run-time integer) with the arrays ``a, b``, in Numba's calling convention,
+and raises what the kernel raises. The driver of a generated module calls its kernels this way
+instead of by name: a call by name makes Numba link the kernel's LLVM module into the driver's and
+generate machine code for all of it again, which was 2.3 of the 6.4 s of a cold MLP training step's
+first call (``runtime/precompile.py`` builds the table of addresses). The string literal is the
+signature the address was compiled for, one ``dtype:ndim`` per C-contiguous array; the call does
+not type if the arrays passed differ, so a driver and its table cannot disagree on the ABI.
+
+``buffer_view(base, offset, shape, np.float32)`` is the C-contiguous array of that shape and type
+whose data starts ``offset`` bytes into the C-contiguous array ``base`` (the arena, or a donated
+argument), sharing ``base``'s memory: what ``base.reshape(-1).view(np.uint8)[offset:...].view(
+np.float32).reshape(shape)`` gives, built directly. Numba lowers ``.view`` by compiling a helper per
+call site, which made the driver's views 0.7 of the 3.6 s a driver took to compile.
+
 Under ``NUMBA_DISABLE_JIT`` (modules run as plain Python) ``fmuladd_function`` gives the unfused
-NumPy expression instead.
+NumPy expression instead, ``call_kernel_function`` a call of the Python function the table then holds
+in place of the address, and ``buffer_view_function`` the NumPy view.
 """
 
 from __future__ import annotations
@@ -19,7 +35,10 @@ from __future__ import annotations
 from typing import Any
 
 import numba
-from numba.core import types
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.core.callconv import excinfo_t
+from numba.core.imputils import impl_ret_borrowed
 from numba.extending import intrinsic
 
 
@@ -45,3 +64,111 @@ def fmuladd_python(a: Any, b: Any, c: Any) -> Any:
 def fmuladd_function() -> Any:
     """What a generated module binds as ``fma``: the intrinsic, or NumPy when Numba's JIT is off."""
     return fmuladd_python if numba.config.DISABLE_JIT else fmuladd  # type: ignore[attr-defined]
+
+
+def signature_string(signature: Any) -> str:
+    """``"f4:2,i8:1"``: the ``(NumPy dtype name, ndim)`` pairs of a kernel's C-contiguous arrays."""
+    import numpy as np
+
+    return ",".join(f"{np.dtype(dtype).str[1:]}:{ndim}" for dtype, ndim in signature)
+
+
+def _array_signature(args: Any) -> str | None:
+    """The signature string of typed arguments, or None if one is not a C-contiguous array."""
+    pairs = []
+    for t in args:
+        if not isinstance(t, types.Array) or t.layout != "C":
+            return None
+        pairs.append((numba.np.numpy_support.as_dtype(t.dtype), t.ndim))
+    return signature_string(pairs)
+
+
+@intrinsic(prefer_literal=True)
+def call_kernel(typingctx: Any, address: Any, signature: Any, *args: Any) -> Any:
+    """Call the native kernel at ``address`` (compiled for ``signature``) with ``args``."""
+    if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
+        args = tuple(args[0].types)
+    if not isinstance(address, types.Integer) or not isinstance(signature, types.StringLiteral):
+        return None
+    if _array_signature(args) != signature.literal_value:
+        return None  # typing fails: the table's entry was compiled for other arguments
+    argtys = tuple(args)
+
+    def codegen(context: Any, builder: Any, sig: Any, llargs: Any) -> Any:
+        conv = context.call_conv
+        values = cgutils.unpack_tuple(builder, llargs[2], len(argtys))
+        callee = builder.inttoptr(llargs[0], conv.get_function_type(types.none, argtys).as_pointer())
+        retty = conv.get_return_type(types.none).pointee
+        ret = cgutils.alloca_once(builder, retty)
+        builder.store(cgutils.get_null_value(retty), ret)
+        excinfo = cgutils.alloca_once(builder, ir.PointerType(excinfo_t), name="excinfo")
+        packed = conv._get_arg_packer(argtys).as_arguments(builder, values)
+        code = builder.call(callee, [ret, excinfo, *packed])
+        status = conv._get_return_status(builder, code, builder.load(excinfo))
+        with cgutils.if_unlikely(builder, status.is_error):  # what Numba does after a call by name
+            conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return types.none(address, signature, types.StarArgTuple(argtys)), codegen
+
+
+def call_kernel_python(kernel: Any, signature: str, *args: Any) -> None:
+    kernel(*args)
+
+
+def call_kernel_function() -> Any:
+    """What a generated module binds as ``call_kernel``: the intrinsic, or a plain call of the table's
+    Python function when Numba's JIT is off."""
+    return call_kernel_python if numba.config.DISABLE_JIT else call_kernel  # type: ignore[attr-defined]
+
+
+@intrinsic
+def buffer_view(typingctx: Any, base: Any, offset: Any, shape: Any, dtype: Any) -> Any:
+    """A C-contiguous ``dtype`` array of ``shape`` over ``base``'s memory from byte ``offset``."""
+    if not isinstance(base, types.Array) or base.layout != "C" or not isinstance(offset, types.Integer):
+        return None
+    extents = list(getattr(shape, "types", [None])) if isinstance(shape, types.BaseTuple) else [None]
+    if not all(isinstance(t, types.Integer) for t in extents):
+        return None
+    if not isinstance(dtype, (types.NumberClass, types.DType)):
+        return None
+    ndim = len(extents)
+    result = types.Array(dtype.dtype, ndim, "C")
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        source = context.make_array(base)(context, builder, value=args[0])
+        out = context.make_array(result)(context, builder)
+        intp = context.get_value_type(types.intp)
+        start = builder.gep(builder.bitcast(source.data, ir.IntType(8).as_pointer()), [args[1]])
+        itemsize = context.get_abi_sizeof(context.get_data_type(dtype.dtype))
+        given = cgutils.unpack_tuple(builder, args[2], ndim)
+        dims = [context.cast(builder, given[k], extents[k], types.intp) for k in range(ndim)]
+        strides: list[Any] = []
+        step = ir.Constant(intp, itemsize)
+        for d in reversed(dims):
+            strides.insert(0, step)
+            step = builder.mul(step, d)
+        context.populate_array(
+            out,
+            data=builder.bitcast(start, out.data.type),
+            shape=dims,
+            strides=strides,
+            itemsize=ir.Constant(intp, itemsize),
+            meminfo=source.meminfo,
+            parent=source.parent,
+        )
+        return impl_ret_borrowed(context, builder, result, out._getvalue())
+
+    return result(base, offset, shape, dtype), codegen
+
+
+def buffer_view_python(base: Any, offset: int, shape: tuple[int, ...], dtype: Any) -> Any:
+    import numpy as np
+
+    size = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    return base.reshape(-1).view(np.uint8)[offset : offset + size].view(dtype).reshape(shape)
+
+
+def buffer_view_function() -> Any:
+    """What a generated module binds as ``buffer_view``: the intrinsic, or NumPy when the JIT is off."""
+    return buffer_view_python if numba.config.DISABLE_JIT else buffer_view  # type: ignore[attr-defined]

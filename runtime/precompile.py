@@ -11,6 +11,12 @@ When the driver is then compiled, the helpers' kernels load from the cache. Noth
 helpers: a kernel a helper did not compile (it failed, was killed, or the signature differs from
 the one the driver asks for) is compiled by the driver as before.
 
+The driver calls its kernels through a table of their native addresses (``kernel_table``, passed to
+it on every call; ``runtime.intrinsics.call_kernel``), not by name: Numba links a kernel called by
+name into the caller and generates its machine code a second time, there in one process. So a
+kernel is compiled once, in whichever process compiled it, and the driver's own compile is small.
+``prepare`` compiles ahead and then builds the table, which keeps the compiled kernels alive.
+
 ``DSL_COMPILE_JOBS`` sets the number of processes (default: the CPU count, at most 8; 1 turns this
 off). A kernel signature is one ``(dtype, ndim)`` per argument: every buffer a kernel receives is a
 C-contiguous array (arena views, results and the executable's ``np.asarray(order="C")`` inputs).
@@ -31,8 +37,10 @@ from typing import Any
 import numba
 import numpy as np
 from numba.core import config as numba_config
+from numba.core.dispatcher import Dispatcher
 
 KernelSignature = Sequence[tuple[str, int]]  # (NumPy dtype name, ndim) per argument
+Slot = tuple[str, KernelSignature]  # an entry of the kernel table: a kernel and one signature
 Signatures = Mapping[str, Sequence[KernelSignature]]  # kernel name -> the signatures it is called with
 HELPER_TIMEOUT_S = 900.0
 _ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding the ``runtime`` package
@@ -82,6 +90,49 @@ def compile_kernels(module: types.ModuleType, signatures: Signatures) -> None:
                 dispatcher.compile(tuple(_array_type(dtype, ndim) for dtype, ndim in signature))
             except Exception:  # see the docstring: the driver's compile decides
                 continue
+
+
+class KernelTable:
+    """What a driver receives to call its kernels: ``addresses[i]`` is the native entry point of slot
+    ``i`` (a ``uint64`` array; a tuple of the Python functions under ``NUMBA_DISABLE_JIT``). Holds the
+    compiled kernels, so their code stays loaded while the table lives."""
+
+    def __init__(self, addresses: Any, compiled: Sequence[Any]) -> None:
+        self.addresses = addresses
+        self._compiled = list(compiled)
+
+
+def kernel_table(module: types.ModuleType, slots: Sequence[Slot]) -> KernelTable:
+    """Compile (or load from Numba's cache) each slot's kernel for its signature and collect the
+    native addresses in slot order (a module imported as plain Python gets its functions instead)."""
+    kernels = [getattr(module, name) for name, _ in slots]
+    if not all(isinstance(k, Dispatcher) for k in kernels):  # imported under NUMBA_DISABLE_JIT
+        return KernelTable(tuple(kernels), ())
+    addresses, compiled = np.zeros(len(slots), np.uint64), []
+    for i, (dispatcher, (_, signature)) in enumerate(zip(kernels, slots)):
+        key = tuple(_array_type(dtype, ndim) for dtype, ndim in signature)
+        dispatcher.compile(key)
+        result = dispatcher.overloads[key]
+        addresses[i] = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+        compiled.append(result)
+    return KernelTable(addresses, compiled)
+
+
+def prepare(
+    module: types.ModuleType,
+    slots: Sequence[Slot],
+    weights: Mapping[str, int],
+    entry: str,
+) -> Any:
+    """Before a module's first call: compile its kernels ahead (in several processes if Numba never
+    compiled the module) and return the driver's kernel table (``KernelTable.addresses``)."""
+    signatures: dict[str, list[KernelSignature]] = {}
+    for name, signature in slots:
+        known = signatures.setdefault(name, [])
+        if signature not in known:
+            known.append(signature)
+    precompile(module, signatures, weights, entry)
+    return kernel_table(module, slots)
 
 
 def _array_type(dtype: str, ndim: int) -> Any:

@@ -148,7 +148,8 @@ def test_kernels_equal_up_to_buffer_names_are_one_function() -> None:
     assert len(fusion.groups) == 7
     # one matmul function, one tanh function (each tanh stored in place over its matmul's result)
     assert program.source.count("def k") == 2
-    assert program.source.count("    k0_matmul(") == 4 and program.source.count("    k1_tanh(") == 3
+    assert program.source.count("# k0_matmul\n") == 4 and program.source.count("# k1_tanh\n") == 3
+    assert program.kernel_slots == [("k0_matmul", [("float32", 2)] * 3), ("k1_tanh", [("float32", 2)])]
     check(func, [rand((32, 16))] + [rand((16, 16)) * 0.3 for _ in ws])
 
 

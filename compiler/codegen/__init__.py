@@ -16,7 +16,7 @@ from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
 from compiler.pipeline import paused_gc
 from runtime.executable import Executable
 from runtime.module_cache import load_module
-from runtime.precompile import precompile
+from runtime.precompile import prepare
 
 
 def _planned(
@@ -64,7 +64,7 @@ def build_cpu_executable(
         direct_writeback=program.direct_writeback,
         arg_names=func.arg_names,
         donated=donate_argnums,
-        prepare=lambda: precompile(module, program.kernel_signatures, program.kernel_weights, program.entry),
+        prepare=lambda: prepare(module, program.kernel_slots, program.kernel_weights, program.entry),
     )
     return executable, program, fusion, plan
 

@@ -1,8 +1,10 @@
 """CPU code generation: one ``numba.njit`` kernel per fusion group and one ``njit`` driver.
 
-The driver ``run(arena, a0, a1, ...)`` carves typed views of the uint8 arena at the planned
-offsets, allocates every function result fresh (results never alias the arena or the inputs),
-calls the kernels in order and returns the results as a tuple: a call enters native code once.
+The driver ``run(arena, kernel_table, o0, ..., a0, a1, ...)`` carves typed views of the uint8 arena
+at the planned offsets, calls the kernels in order and returns the results as a tuple: a call enters
+native code once. The caller allocates the results (they never alias the arena or the inputs) and
+passes the kernel table: each kernel is called through its native address (``call_kernel``, slot
+``CpuProgram.kernel_slots[i]``), so Numba compiles it once, alone, and never again into the driver.
 
 Loop forms. A LOOP group is first written as one flat loop over the iteration space, reading its
 same-shape inputs through 1-D views: LLVM vectorizes that best. If any read needs the
@@ -49,6 +51,7 @@ from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
+from runtime.intrinsics import signature_string
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 PARALLEL_MIN_FLOPS = 4_000_000  # a matmul below this runs on the calling thread (~40 us of BLAS)
@@ -97,6 +100,7 @@ _KEYED = {reduction.reduce_max: "max", reduction.reduce_min: "min"}
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
 PARTIALS_MAX_ELEMENTS = 1 << 20  # partial results a chunked axis-0 reduction may keep
 ENTRY = "run"
+TABLE = "kernel_table"  # the driver's parameter holding its kernels' addresses
 
 
 @dataclass
@@ -110,9 +114,10 @@ class CpuProgram:
     direct_writeback: tuple[int, ...]  # arguments the driver writes into directly
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the caller allocates and passes in, in driver order
-    # Each jitted kernel's argument types as the driver calls it, (dtype, ndim) of a C-contiguous
-    # array per argument, and the length of its source: runtime/precompile.py compiles them ahead.
-    kernel_signatures: dict[str, list[list[tuple[str, int]]]] = field(default_factory=dict)
+    # The driver's kernel table, slot by slot: a jitted kernel and the argument types it is called
+    # with, (dtype, ndim) of a C-contiguous array per argument; and each kernel's source length.
+    # runtime/precompile.py compiles them ahead and fills the table with their addresses.
+    kernel_slots: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)
     kernel_weights: dict[str, int] = field(default_factory=dict)
 
 
@@ -161,10 +166,10 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         kernels = _shared(kernels)
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
-    driver = _driver(func, fusion, plan, kernels, names, outs, poison)
+    slots, weights = _kernel_slots(kernels.values(), names)
+    driver = _driver(func, fusion, plan, kernels, names, outs, slots, poison)
     texts = dict.fromkeys(k.text for k in kernels.values() if k.text)
     parts = [_prelude(pool, kernels.values()), *texts, driver]
-    signatures, weights = _kernel_signatures(kernels.values(), names)
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
         constants=dict(pool.arrays),
@@ -175,29 +180,33 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         direct_writeback=tuple(sorted(plan.direct_writeback.values())),
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
-        kernel_signatures=signatures,
+        kernel_slots=slots,
         kernel_weights=weights,
     )
 
 
-def _kernel_signatures(
-    kernels: Iterable[Kernel], names: dict[Value, str]
-) -> tuple[dict[str, list[list[tuple[str, int]]]], dict[str, int]]:
-    """Per jitted kernel, the distinct argument types it is called with (a shared kernel may be
-    called with buffers of other dtypes) and the length of its source."""
+def _signature(kernel: Kernel, names: dict[Value, str]) -> list[tuple[str, int]]:
     types_by_name = {n: v.type for v, n in names.items()}
-    signatures: dict[str, list[list[tuple[str, int]]]] = {}
+    return [(types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args]
+
+
+def _kernel_slots(
+    kernels: Iterable[Kernel], names: dict[Value, str]
+) -> tuple[list[tuple[str, list[tuple[str, int]]]], dict[str, int]]:
+    """The kernel table's slots: each jitted kernel with each distinct signature it is called with (a
+    shared kernel may be called with buffers of other dtypes), in order of first call; and the
+    length of each kernel's source."""
+    slots: list[tuple[str, list[tuple[str, int]]]] = []
     weights: dict[str, int] = {}
     for kernel in kernels:
         if kernel.objmode:
             continue
-        signature = [(types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args]
-        known = signatures.setdefault(kernel.name, [])
-        if signature not in known:
-            known.append(signature)
+        slot = (kernel.name, _signature(kernel, names))
+        if slot not in slots:
+            slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
             weights[kernel.name] = len(kernel.text)
-    return signatures, weights
+    return slots, weights
 
 
 def _overwrites(
@@ -856,6 +865,8 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         ]
         if _split_matmuls() and library == "openblas":
             lines.append("single_threaded_blas()")
+    lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
+    lines += ["buffer_view = buffer_view_function()", "call_kernel = call_kernel_function()"]
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
     if pool.arrays:
@@ -878,13 +889,11 @@ def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:
     if v in plan.direct_writeback:  # the new value of an argument, stored into the caller's array
         return params[plan.direct_writeback[v]]
     if v in plan.in_param:  # lives in a donated argument's memory
-        flat = f"{params[plan.in_param[v]]}.reshape(-1)"
-        return f"{flat}.view({np_type(t.dtype)}).reshape({shape_literal(t.shape)})"
+        return f"buffer_view({params[plan.in_param[v]]}, 0, {shape_literal(t.shape)}, {np_type(t.dtype)})"
     offset = plan.offsets.get(v)
     if offset is None:  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
-    view = f"arena[{offset}:{offset + t.nbytes}].view({np_type(t.dtype)})"
-    return f"{view}.reshape({shape_literal(t.shape)})"
+    return f"buffer_view(arena, {offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
 
 
 def _driver(
@@ -894,10 +903,11 @@ def _driver(
     kernels: dict[Group, Kernel],
     names: dict[Value, str],
     outs: list[Value],
+    slots: list[tuple[str, list[tuple[str, int]]]],
     poison: dict[Group, list[BufferRow]] | None = None,
 ) -> str:
     arg_names = [names[p] for p in func.params]
-    params = ["arena", *(names[v] for v in outs), *arg_names]
+    params = ["arena", TABLE, *(names[v] for v in outs), *arg_names]
     passed_in = set(outs)
     body = []
     local = fusion.local
@@ -914,7 +924,10 @@ def _driver(
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
         elif kernel is not None:
-            body.append(f"{kernel.name}({', '.join(kernel.args)})")
+            signature = _signature(kernel, names)
+            slot = slots.index((kernel.name, signature))
+            call = [f"{TABLE}[{slot}]", f'"{signature_string(signature)}"', *kernel.args]
+            body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
         for row in (poison or {}).get(group, []):
             view = f"arena[{row.offset}:{row.offset + row.bytes}].view({np_type(row.value.type.dtype)})"
             body.append(f"{view}[:] = {literal(poison_value(row.value.type.dtype), row.value.type.dtype)}")

@@ -1,0 +1,125 @@
+"""The driver calls its kernels through their native addresses (``runtime.intrinsics.call_kernel``)
+and carves its buffers with ``buffer_view``: each checked against what Numba and NumPy do, and the
+driver's compiled code checked to hold none of the kernels' code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+from numba.core.errors import TypingError
+
+import dsl
+import dsl.numpy as dnp
+from runtime.intrinsics import buffer_view, buffer_view_python, call_kernel, signature_string
+from runtime.precompile import kernel_table
+
+
+@numba.njit(cache=False, parallel=True)
+def _affine(x, out):
+    for i in numba.prange(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[i, j] = 2 * x[i, j] + 1
+
+
+@numba.njit(cache=False)
+def _checked(x):
+    if x[0] < 0:
+        raise ValueError("negative first element")
+
+
+class _Module:  # what kernel_table reads: the kernels as attributes
+    affine = _affine
+    checked = _checked
+
+
+F8_2 = [("float64", 2), ("float64", 2)]
+F8_1 = [("float64", 1)]
+
+
+@numba.njit
+def _driver(table, x):
+    out = np.empty_like(x)
+    call_kernel(table[0], "f8:2,f8:2", x, out)
+    call_kernel(table[1], "f8:1", out.reshape(-1))
+    return out
+
+
+def test_a_kernel_called_through_its_address_runs_and_raises_like_a_call_by_name() -> None:
+    table = kernel_table(_Module, [("affine", F8_2), ("checked", F8_1)])  # type: ignore[arg-type]
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(_driver(table.addresses, x), 2 * x + 1)
+    with pytest.raises(ValueError, match="negative first element"):
+        _driver(table.addresses, -x - 1)
+
+
+def test_a_call_whose_arrays_differ_from_the_signature_does_not_type() -> None:
+    @numba.njit
+    def wrong(table, x):
+        call_kernel(table[0], "f4:2,f4:2", x, x)  # the entry was compiled for float64
+
+    with pytest.raises(TypingError):
+        wrong(np.zeros(1, np.uint64), np.zeros((2, 2)))
+
+
+def test_signature_string_names_dtype_and_rank() -> None:
+    assert signature_string([("float32", 2), ("bool", 0), ("int64", 1)]) == "f4:2,b1:0,i8:1"
+
+
+@pytest.mark.parametrize(
+    ("offset", "shape", "dtype"),
+    [
+        (0, (3, 4), np.float32),
+        (16, (5,), np.float64),
+        (8, (), np.int32),
+        (3, (2, 3), np.bool_),
+        (24, (2, 1, 3), np.int64),
+    ],
+)
+def test_buffer_view_is_numpys_view_of_the_same_bytes(
+    offset: int, shape: tuple[int, ...], dtype: type
+) -> None:
+    @numba.njit
+    def view_and_fill(base, value):
+        v = buffer_view(base, offset, shape, dtype)
+        v[...] = value
+        return v.copy()
+
+    base = np.zeros(256, np.uint8)
+    got = view_and_fill(base, 1)
+    expected = buffer_view_python(np.zeros(256, np.uint8), offset, shape, dtype)
+    assert got.shape == expected.shape == shape and got.dtype == expected.dtype
+    expected[...] = 1
+    np.testing.assert_array_equal(got, expected)
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    # the writes went to base's bytes [offset, offset + size) and nowhere else
+    assert not base[:offset].any() and not base[offset + size :].any() and base[offset : offset + size].any()
+
+
+def test_the_driver_holds_none_of_its_kernels_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DSL_CACHE_DIR", str(tmp_path))  # compiled here, so Numba has its LLVM IR
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+
+    @dsl.compile
+    def f(x, w):
+        h = dnp.tanh(x @ w)
+        return (h * h).sum(axis=0)
+
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((64, 32)), rng.standard_normal((32, 48)) / 6
+    np.testing.assert_allclose(f(x, w), (np.tanh(x @ w) ** 2).sum(axis=0), rtol=1e-12)
+    entry = next(iter(f._cache.values()))
+    driver, table = entry.run.driver, entry.run.kernels
+    assert len(table.addresses) >= 2 and all(int(a) != 0 for a in table.addresses)
+    assert sum(driver.stats.cache_misses.values()) == 1
+    (ir,) = driver.inspect_llvm().values()
+    assert ir.count("inttoptr") >= len(table.addresses)  # each kernel called through its address
+    names = re.findall(r"^def (k\w+)\(", entry.program.source, re.M)
+    assert len(names) >= 2
+    defined = [line for line in ir.splitlines() if line.startswith("define")]
+    assert not [line for line in defined for name in names if f"{name}B" in line or f"{name}$" in line], (
+        defined
+    )
