@@ -113,13 +113,18 @@ def _write(text: str, out: str | None) -> None:
 
 
 def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
-    """Numba's LLVM IR of every kernel and the driver of a CPU program.
+    """Numba's LLVM IR of every kernel and the driver of a CPU program, and of the runtime functions
+    it calls (``runtime.blas.gemm_rows`` for float matmuls).
 
     Numba compiles a dispatcher for the argument types it is called with, and code it loaded from
-    its on-disk cache has no IR to show; so every dispatcher of the generated module is switched to
-    Numba's ``NullCache`` (compiled afresh if it already was), and the executable runs once on
-    ``arrays``, which compiles the driver and, through it, the kernels.
+    its on-disk cache has no IR to show; so every dispatcher defined in the generated module is
+    switched to Numba's ``NullCache`` (compiled afresh if it already was), and the executable runs
+    once on ``arrays``, which compiles the kernels (its kernel table) and the driver. A runtime
+    function is compiled again, uncached, as a new dispatcher of its Python function, for each
+    signature this program's kernel table holds: its own dispatcher, shared by every program, is
+    left alone.
     """
+    import numba
     from numba.core.caching import NullCache
     from numba.core.dispatcher import Dispatcher
 
@@ -128,14 +133,21 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
         raise UserError("--emit llvm needs the CPU backend (use --target cpu)")
     module = sys.modules[driver.py_func.__module__]
     dispatchers = {name: obj for name, obj in vars(module).items() if isinstance(obj, Dispatcher)}
-    for obj in dispatchers.values():
+    own = {name: obj for name, obj in dispatchers.items() if obj.py_func.__module__ == module.__name__}
+    for obj in own.values():
         obj._cache = NullCache()  # type: ignore[attr-defined]  # Numba has no public way to turn caching off
         if obj.signatures:
             obj.recompile()
     program.executable(*[a.copy() for a in arrays])
+    used = [(d, key) for d, key, _ in program.executable.kernels.compiled]
     parts = []
     for name, obj in dispatchers.items():
-        for sig, ir in obj.inspect_llvm().items():
+        shown = obj
+        if name not in own:
+            shown = numba.njit(**obj.targetoptions)(obj.py_func)
+            for sig in dict.fromkeys(key for d, key in used if d is obj):
+                shown.compile(sig)
+        for sig, ir in shown.inspect_llvm().items():
             parts.append(f"; ---- {name}{sig} ----\n{ir}")
     return "\n".join(parts)
 

@@ -28,6 +28,7 @@ import ctypes
 import glob
 import os
 import threading
+import types as types_module
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -262,3 +263,120 @@ def gemm_function(library: str = "openblas") -> Any:
         _require_mkl()
         return gemm_mkl
     return gemm
+
+
+# Row-block matmuls. A float matmul of a generated module is one call of these functions from the
+# driver (through the kernel table, like a kernel): every size, stride and offset is an argument, so
+# they are compiled once per machine (Numba's cache) instead of once per matmul shape of every
+# program (0.3-0.9 s each on the 2-core CI machine; the transformer block has 12). The parallel
+# forms spread batch elements and row blocks over Numba's threads (``numba.prange``), the serial
+# forms run them on the calling thread. ``x``, ``y``, ``o`` are the flat buffers of the operands and
+# the result, ``c`` the flat buffer copied into ``o`` first when ``copy`` (an accumulation epilogue
+# not planned in place); ``p`` holds the integers of ``GEMM_ROWS_PARAMS`` and ``s`` is ``(alpha,
+# beta)`` (constant arrays of the generated module: a few arguments type and lower faster than 30).
+# Batch element ``t``'s offset into an operand is ``((t // inner) % outer) * outer_stride + (t %
+# inner) * inner_stride`` (two batch axes at most, ``fuse.MAX_VIEW_BATCH_AXES``); ``x_step`` and
+# ``o_step`` are the steps from one row of the block to the next.
+GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_mkl", "gemm_rows_mkl_serial")
+GEMM_ROWS_PARAMS = (
+    *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks"),
+    *("xb0", "xb1", "xb2", "xb3", "yb0", "yb1", "yb2", "yb3", "ob0", "ob1", "ob2", "ob3"),
+)
+_P = {name: i for i, name in enumerate(GEMM_ROWS_PARAMS)}
+_COPY, _TA, _TB, _M, _N, _K, _LDA, _LDB, _LDC, _XSTEP, _OSTEP, _PARTS, _BLOCKS, _XB, _YB, _OB = (
+    *(_P[n] for n in ("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step")),
+    *(_P[n] for n in ("parts", "blocks", "xb0", "yb0", "ob0")),
+)
+
+
+@numba.njit(inline="always")
+def _batch_offset(t: int, p: Any, at: int) -> int:
+    """Batch element ``t``'s offset into an operand whose batch layout is ``p[at:at + 4]``."""
+    return ((t // p[at + 2]) % p[at]) * p[at + 1] + (t % p[at + 2]) * p[at + 3]
+
+
+@numba.njit(inline="always")
+def _block(q: int, p: Any) -> tuple[int, int, int, int, int]:
+    """Rows ``[i0, i1)`` of block ``q`` (of batch element ``q // parts``) and the three operands'
+    offsets there."""
+    parts, m = p[_PARTS], p[_M]
+    t = q // parts
+    i0 = (q - t * parts) * m // parts
+    i1 = (q - t * parts + 1) * m // parts
+    x_at = _batch_offset(t, p, _XB) + i0 * p[_XSTEP]
+    o_at = _batch_offset(t, p, _OB) + i0 * p[_OSTEP]
+    return i0, i1, x_at, _batch_offset(t, p, _YB), o_at
+
+
+@intrinsic
+def _as_element(typingctx: Any, array: Any, value: Any) -> Any:
+    """``value`` converted to ``array``'s element type."""
+    if not isinstance(array, types.Array) or not isinstance(value, types.Number):
+        return None
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+        return context.cast(builder, args[1], value, array.dtype)
+
+    return array.dtype(array, value), codegen
+
+
+@numba.njit(inline="always")
+def _scales(o: Any, s: Any) -> tuple[Any, Any]:
+    """``(alpha, beta)`` in ``o``'s element type."""
+    return _as_element(o, s[0]), _as_element(o, s[1])  # type: ignore[call-arg]
+
+
+@numba.njit(inline="always")
+def _copy_in(o: Any, c: Any, p: Any) -> None:
+    if p[_COPY]:
+        for q in range(c.size):
+            o[q] = c[q]
+
+
+def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
+    """The row-block matmul (the comment above); compiled in four forms by ``_rows_form``."""
+    _copy_in(o, c, p)
+    alpha, beta, ta, tb = *_scales(o, s), p[_TA] != 0, p[_TB] != 0
+    for q in numba.prange(p[_BLOCKS]):  # a plain loop in the serial forms
+        i0, i1, xo, yo, oo = _block(q, p)
+        gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
+
+
+def _rows_form(name: str, library_gemm: Any, parallel: bool) -> Any:
+    """``_gemm_rows`` compiled as ``name``, calling ``library_gemm`` for ``gemm``, with or without
+    Numba's threads: one Python function, so the four forms cannot drift apart. Each has its own
+    name, hence its own entry in Numba's cache."""
+    scope = dict(globals(), gemm=library_gemm)
+    function = types_module.FunctionType(_gemm_rows.__code__, scope, name)
+    function.__qualname__ = name
+    return numba.njit(cache=True, nogil=True, error_model="numpy", parallel=parallel)(function)
+
+
+gemm_rows = _rows_form("gemm_rows", gemm, parallel=True)
+gemm_rows_serial = _rows_form("gemm_rows_serial", gemm, parallel=False)
+gemm_rows_mkl = _rows_form("gemm_rows_mkl", gemm_mkl, parallel=True)
+gemm_rows_mkl_serial = _rows_form("gemm_rows_mkl_serial", gemm_mkl, parallel=False)
+
+
+def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
+    """The row-block matmul for modules run as plain Python (``NUMBA_DISABLE_JIT``), with NumPy."""
+    if p[_COPY]:
+        o[: c.size] = c
+    alpha, beta = o.dtype.type(s[0]), o.dtype.type(s[1])
+    block = getattr(_block, "py_func", _block)
+    for q in range(p[_BLOCKS]):
+        i0, i1, xo, yo, oo = block(q, p)
+        n, k, lda, ldb, ldc = p[_N], p[_K], p[_LDA], p[_LDB], p[_LDC]
+        _gemm_python(
+            bool(p[_TA]), bool(p[_TB]), i1 - i0, n, k, alpha, x, xo, lda, y, yo, ldb, beta, o, oo, ldc
+        )
+
+
+def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any]:
+    """The (parallel, serial) row-block matmuls a generated module binds for ``library``."""
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return gemm_rows_python, gemm_rows_python
+    if library == "mkl":
+        _require_mkl()
+        return gemm_rows_mkl, gemm_rows_mkl_serial
+    return gemm_rows, gemm_rows_serial

@@ -10,14 +10,15 @@ either way (a fused step rounds once instead of twice), and on an FMA machine th
 ``tanh`` takes 0.59 instead of 0.77 ns per element on the 2-core CI machine (AVX2;
 ``python benchmarks/bench_vecmath.py``, results/vecmath.md).
 
-``call_kernel(address, "f4:2,f4:1", a, b)`` calls the Numba-compiled kernel whose native entry
-point is at ``address`` (a run-time integer) with the arrays ``a, b``, in Numba's calling convention,
+``call_kernel(address, "f4:2,i8", a, n)`` calls the Numba-compiled kernel whose native entry point
+is at ``address`` (a run-time integer) with the arguments ``a, n``, in Numba's calling convention,
 and raises what the kernel raises. The driver of a generated module calls its kernels this way
 instead of by name: a call by name makes Numba link the kernel's LLVM module into the driver's and
-generate machine code for all of it again, which was 2.3 of the 6.4 s of a cold MLP training step's
-first call (``runtime/precompile.py`` builds the table of addresses). The string literal is the
-signature the address was compiled for, one ``dtype:ndim`` per C-contiguous array; the call does
-not type if the arrays passed differ, so a driver and its table cannot disagree on the ABI.
+generate machine code for all of it again, which was 2.1 of the 6.4 s of a cold MLP training
+step's first call (``runtime/precompile.py`` builds the table of addresses). The string literal is
+the signature the address was compiled for (``signature_string``: ``dtype:ndim`` per C-contiguous
+array, ``dtype`` per scalar); the call does not type if the arguments passed differ, so a driver
+and its table cannot disagree on the ABI.
 
 ``buffer_view(base, offset, shape, np.float32)`` is the C-contiguous array of that shape and type
 whose data starts ``offset`` bytes into the C-contiguous array ``base`` (the arena, or a donated
@@ -66,43 +67,73 @@ def fmuladd_function() -> Any:
     return fmuladd_python if numba.config.DISABLE_JIT else fmuladd  # type: ignore[attr-defined]
 
 
+FLAT = -1  # a signature's ndim for "any C-contiguous array, passed as its flat 1-D view"
+
+
 def signature_string(signature: Any) -> str:
-    """``"f4:2,i8:1"``: the ``(NumPy dtype name, ndim)`` pairs of a kernel's C-contiguous arrays."""
+    """``"f4:2,f4:*,i8"``: per argument, a C-contiguous array's ``dtype:ndim`` (``*`` for ``FLAT``)
+    or a scalar's ``dtype`` (``ndim`` None), dtypes as NumPy's type codes."""
     import numpy as np
 
-    return ",".join(f"{np.dtype(dtype).str[1:]}:{ndim}" for dtype, ndim in signature)
+    def rank(ndim: int | None) -> str:
+        return "" if ndim is None else ":*" if ndim == FLAT else f":{ndim}"
+
+    return ",".join(np.dtype(dtype).str[1:] + rank(ndim) for dtype, ndim in signature)
 
 
-def _array_signature(args: Any) -> str | None:
-    """The signature string of typed arguments, or None if one is not a C-contiguous array."""
-    pairs = []
-    for t in args:
-        if not isinstance(t, types.Array) or t.layout != "C":
-            return None
-        pairs.append((numba.np.numpy_support.as_dtype(t.dtype), t.ndim))
-    return signature_string(pairs)
+def _matches(expected: str, t: Any) -> bool:
+    """Whether a typed argument is what one entry of a signature string asks for."""
+    dtype, _, rank = expected.partition(":")
+    if isinstance(t, types.Array):
+        ok_rank = rank == "*" or rank == str(t.ndim)
+        return t.layout == "C" and ok_rank and numba.np.numpy_support.as_dtype(t.dtype).str[1:] == dtype
+    if isinstance(t, (types.Number, types.Boolean)):
+        return not rank and numba.np.numpy_support.as_dtype(t).str[1:] == dtype
+    return False
+
+
+def _flat_view(context: Any, builder: Any, t: Any, value: Any) -> Any:
+    """The 1-D view of a C-contiguous array value, over the same data (borrowed: no reference)."""
+    flat_type = types.Array(t.dtype, 1, "C")
+    source = context.make_array(t)(context, builder, value=value)
+    out = context.make_array(flat_type)(context, builder)
+    context.populate_array(
+        out,
+        data=source.data,
+        shape=[source.nitems],
+        strides=[source.itemsize],
+        itemsize=source.itemsize,
+        meminfo=source.meminfo,
+        parent=source.parent,
+    )
+    return out._getvalue()
 
 
 @intrinsic(prefer_literal=True)
 def call_kernel(typingctx: Any, address: Any, signature: Any, *args: Any) -> Any:
-    """Call the native kernel at ``address`` (compiled for ``signature``) with ``args``."""
+    """Call the native kernel at ``address`` (compiled for ``signature``) with ``args``; an array
+    whose entry is ``dtype:*`` is passed as its flat 1-D view."""
     if len(args) == 1 and isinstance(args[0], types.StarArgTuple):
         args = tuple(args[0].types)
     if not isinstance(address, types.Integer) or not isinstance(signature, types.StringLiteral):
         return None
-    if _array_signature(args) != signature.literal_value:
+    argtys = tuple(types.unliteral(t) for t in args)  # literal sizes pass as their plain types
+    expected = signature.literal_value.split(",") if signature.literal_value else []
+    if len(expected) != len(argtys) or not all(_matches(e, t) for e, t in zip(expected, argtys)):
         return None  # typing fails: the table's entry was compiled for other arguments
-    argtys = tuple(args)
+    flat = [e.endswith(":*") for e in expected]
+    calltys = tuple(types.Array(t.dtype, 1, "C") if f else t for f, t in zip(flat, argtys))
 
     def codegen(context: Any, builder: Any, sig: Any, llargs: Any) -> Any:
         conv = context.call_conv
         values = cgutils.unpack_tuple(builder, llargs[2], len(argtys))
-        callee = builder.inttoptr(llargs[0], conv.get_function_type(types.none, argtys).as_pointer())
+        values = [_flat_view(context, builder, t, v) if f else v for f, t, v in zip(flat, argtys, values)]
+        callee = builder.inttoptr(llargs[0], conv.get_function_type(types.none, calltys).as_pointer())
         retty = conv.get_return_type(types.none).pointee
         ret = cgutils.alloca_once(builder, retty)
         builder.store(cgutils.get_null_value(retty), ret)
         excinfo = cgutils.alloca_once(builder, ir.PointerType(excinfo_t), name="excinfo")
-        packed = conv._get_arg_packer(argtys).as_arguments(builder, values)
+        packed = conv._get_arg_packer(calltys).as_arguments(builder, values)
         code = builder.call(callee, [ret, excinfo, *packed])
         status = conv._get_return_status(builder, code, builder.load(excinfo))
         with cgutils.if_unlikely(builder, status.is_error):  # what Numba does after a call by name
@@ -113,7 +144,9 @@ def call_kernel(typingctx: Any, address: Any, signature: Any, *args: Any) -> Any
 
 
 def call_kernel_python(kernel: Any, signature: str, *args: Any) -> None:
-    kernel(*args)
+    """``call_kernel`` as plain Python: the table holds the kernel itself; ``dtype:*`` arrays flat."""
+    flat = [entry.endswith(":*") for entry in signature.split(",")] if signature else []
+    kernel(*(a.reshape(-1) if f else a for f, a in zip(flat, args, strict=True)))
 
 
 def call_kernel_function() -> Any:
@@ -134,13 +167,13 @@ def buffer_view(typingctx: Any, base: Any, offset: Any, shape: Any, dtype: Any) 
         return None
     ndim = len(extents)
     result = types.Array(dtype.dtype, ndim, "C")
+    itemsize = numba.np.numpy_support.as_dtype(dtype.dtype).itemsize  # (LLVM's ABI query is slow)
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         source = context.make_array(base)(context, builder, value=args[0])
         out = context.make_array(result)(context, builder)
         intp = context.get_value_type(types.intp)
         start = builder.gep(builder.bitcast(source.data, ir.IntType(8).as_pointer()), [args[1]])
-        itemsize = context.get_abi_sizeof(context.get_data_type(dtype.dtype))
         given = cgutils.unpack_tuple(builder, args[2], ndim)
         dims = [context.cast(builder, given[k], extents[k], types.intp) for k in range(ndim)]
         strides: list[Any] = []

@@ -39,10 +39,14 @@ import numpy as np
 from numba.core import config as numba_config
 from numba.core.dispatcher import Dispatcher
 
-KernelSignature = Sequence[tuple[str, int]]  # (NumPy dtype name, ndim) per argument
+from runtime.intrinsics import FLAT
+
+# per argument: (NumPy dtype name, ndim), ndim None for a scalar, FLAT for an array passed flat
+KernelSignature = Sequence[tuple[str, int | None]]
 Slot = tuple[str, KernelSignature]  # an entry of the kernel table: a kernel and one signature
 Signatures = Mapping[str, Sequence[KernelSignature]]  # kernel name -> the signatures it is called with
 HELPER_TIMEOUT_S = 900.0
+RUNTIME_FUNCTION_WEIGHT = 600  # ~0.7 s of compile, like a kernel of 600 characters
 _ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding the ``runtime`` package
 
 
@@ -57,10 +61,10 @@ def compile_jobs() -> int:
     return max(1, min(os.cpu_count() or 1, 8))
 
 
-def compiled_before(driver: Any) -> bool:
-    """Whether Numba's cache already holds the module's driver (then its kernels too: the driver is
-    compiled after them). Where Numba's cache layout cannot be read, say yes: nothing is started."""
-    cache_file = getattr(getattr(driver, "_cache", None), "_cache_file", None)
+def compiled_before(dispatcher: Any) -> bool:
+    """Whether Numba's cache holds code of ``dispatcher`` (for a module's driver: then its kernels
+    too, the driver is compiled after them). Where Numba's cache layout cannot be read, say yes."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
     index = getattr(cache_file, "_index_path", None)
     return not isinstance(index, str) or os.path.exists(index)
 
@@ -97,9 +101,10 @@ class KernelTable:
     ``i`` (a ``uint64`` array; a tuple of the Python functions under ``NUMBA_DISABLE_JIT``). Holds the
     compiled kernels, so their code stays loaded while the table lives."""
 
-    def __init__(self, addresses: Any, compiled: Sequence[Any]) -> None:
+    def __init__(self, addresses: Any, compiled: Sequence[tuple[Any, tuple[Any, ...], Any]]) -> None:
         self.addresses = addresses
-        self._compiled = list(compiled)
+        # per slot: the dispatcher, the Numba argument types, the compile result (kept alive)
+        self.compiled = list(compiled)
 
 
 def kernel_table(module: types.ModuleType, slots: Sequence[Slot]) -> KernelTable:
@@ -114,7 +119,7 @@ def kernel_table(module: types.ModuleType, slots: Sequence[Slot]) -> KernelTable
         dispatcher.compile(key)
         result = dispatcher.overloads[key]
         addresses[i] = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
-        compiled.append(result)
+        compiled.append((dispatcher, key, result))
     return KernelTable(addresses, compiled)
 
 
@@ -135,8 +140,11 @@ def prepare(
     return kernel_table(module, slots)
 
 
-def _array_type(dtype: str, ndim: int) -> Any:
-    return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C")
+def _array_type(dtype: str, ndim: int | None) -> Any:
+    scalar = numba.from_dtype(np.dtype(dtype))
+    if ndim is None:
+        return scalar
+    return numba.types.Array(scalar, 1 if ndim == FLAT else ndim, "C")  # FLAT: the kernel gets 1-D
 
 
 def precompile(
@@ -150,7 +158,7 @@ def precompile(
     jobs = min(compile_jobs(), len(signatures) // 2)  # a helper costs a process start: 2+ kernels each
     if jobs < 2 or getattr(numba_config, "DISABLE_JIT", False) or compiled_before(getattr(module, entry)):
         return 0
-    mine, *theirs = split({n: weights[n] for n in signatures}, jobs)
+    mine, *theirs = split({n: _weight(module, n, weights) for n in signatures}, jobs)
     helpers = [_start_helper(module, {n: signatures[n] for n in share}) for share in theirs]
     try:
         compile_kernels(module, {n: signatures[n] for n in mine})
@@ -163,6 +171,15 @@ def precompile(
                 helper.kill()
                 helper.wait()
     return len(helpers)
+
+
+def _weight(module: types.ModuleType, name: str, weights: Mapping[str, int]) -> int:
+    """A kernel's share of the compile work: its source length; a runtime function the module
+    imports (``runtime.blas.gemm_rows``) weighs like a small kernel until Numba's cache has it,
+    then nothing (it loads)."""
+    if name in weights:
+        return weights[name]
+    return 0 if compiled_before(getattr(module, name)) else RUNTIME_FUNCTION_WEIGHT
 
 
 def _start_helper(module: types.ModuleType, signatures: Signatures) -> subprocess.Popen[bytes]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -88,3 +89,59 @@ def python_kernels() -> Iterator[None]:
         yield
     finally:
         numba.config.DISABLE_JIT = before
+
+
+def _split_args(text: str) -> list[str]:
+    """A call's arguments, split at the commas outside parentheses."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "([" and 1 or (-1 if ch in ")]" else 0)
+        if ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return [p for p in parts if p]
+
+
+def driver_calls(source: str) -> list[tuple[str, list[str]]]:
+    """The kernel calls of a generated CPU module's driver, in order: each called function's name
+    (a kernel ``k<i>_<root>``, or ``gemm_rows``/``gemm_rows_serial`` for a float matmul) and its
+    arguments (the buffers, and the sizes of a ``gemm_rows`` call)."""
+    calls = []
+    for line in source.splitlines():
+        m = re.match(r"\s+call_kernel\(kernel_table\[\d+\], \"[^\"]*\", (.*)\)  # (\w+)$", line)
+        if m:
+            calls.append((m.group(2), _split_args(m.group(1))))
+            continue
+        m = re.match(r"\s+(k\d+_\w+)\((.*)\)$", line)  # an object-mode (NumPy) kernel
+        if m:
+            calls.append((m.group(1), _split_args(m.group(2))))
+    return calls
+
+
+def kernel_kinds(source: str) -> list[str]:
+    """Per driver call, what it computes: the root of a kernel (``matmul``, ``reduce_sum``, ``rows`` ...)."""
+    calls = driver_calls(source)
+    return ["matmul" if name.startswith("gemm_rows") else name.split("_", 1)[1] for name, _ in calls]
+
+
+def gemm_calls(lowered: Any) -> list[dict[str, Any]]:
+    """The float matmuls of a lowered CPU program's driver: each ``gemm_rows`` call's buffers (``x``,
+    ``y``, ``o``, ``c``: the names the driver passes) and sizes (``runtime.blas.GEMM_ROWS_PARAMS``,
+    ``alpha``, ``beta``: read from the generated module's constant arrays)."""
+    import sys
+
+    from runtime.blas import GEMM_ROWS_PARAMS
+
+    source, driver = lowered.source(), lowered.program.executable.driver
+    constants = vars(sys.modules[getattr(driver, "py_func", driver).__module__])
+
+    calls = []
+    for name, args in driver_calls(source):
+        if name.startswith("gemm_rows"):
+            x, y, o, c, p, s = args
+            call: dict[str, Any] = dict(zip(GEMM_ROWS_PARAMS, (int(v) for v in constants[p]), strict=True))
+            calls.append(
+                call | {"x": x, "y": y, "o": o, "c": c, "alpha": constants[s][0], "beta": constants[s][1]}
+            )
+    return calls

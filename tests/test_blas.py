@@ -11,6 +11,7 @@ from typing import Any
 import numba
 import numpy as np
 import pytest
+from helpers import driver_calls, gemm_calls
 
 import dsl
 import dsl.numpy as dnp
@@ -91,9 +92,10 @@ def test_compiled_matmuls_match_numpy(
         return x @ y, dnp.transpose(xt, swap) @ y
 
     compiled = dsl.compile(f)
-    source = compiled.lower(x, y, xt).source()
-    assert "gemm(" in source and "np.dot" not in source
-    assert ('gemm_function("mkl")' in source) == (library == "mkl")
+    lowered = compiled.lower(x, y, xt)
+    source = lowered.source()
+    assert len(gemm_calls(lowered)) == 2 and "np.dot" not in source
+    assert ('gemm_rows_functions("mkl")' in source) == (library == "mkl")
     rtol = 2e-5 if dtype == np.float32 else 1e-12
     scale = np.sqrt(x.shape[-1])
     for got in compiled(x, y, xt):
@@ -104,8 +106,11 @@ def test_native_blas_threads_leave_blas_threading_alone(monkeypatch: pytest.Monk
     monkeypatch.setenv("DSL_BLAS_THREADS", "native")
     x = rng.standard_normal((512, 300)).astype(np.float32)
     compiled = dsl.compile(lambda a: a @ a.T)
-    source = compiled.lower(x).source()
-    assert "gemm(" in source and "numba.prange(" not in source and "single_threaded_blas()" not in source
+    lowered = compiled.lower(x)
+    source = lowered.source()
+    (call,) = gemm_calls(lowered)
+    assert [name for name, _ in driver_calls(source)] == ["gemm_rows_serial"] and call["parts"] == 1
+    assert "single_threaded_blas()" not in source
     assert "split_matmuls" in cpu.OPTIMIZATIONS
     np.testing.assert_allclose(compiled(x), x @ x.T, rtol=2e-5, atol=1e-3)
 
@@ -116,7 +121,7 @@ def test_k1_matmul_is_an_outer_product_without_blas() -> None:
         rng.standard_normal((1, 3000)).astype(np.float32),
     )
     compiled = dsl.compile(lambda a, b: a @ b)
-    assert "gemm(" not in compiled.lower(x, y).source()  # simplify made it broadcast * broadcast
+    assert not gemm_calls(compiled.lower(x, y))  # simplify made it broadcast * broadcast
     np.testing.assert_array_equal(compiled(x, y), x @ y)  # one product per element, as BLAS does
 
 
@@ -125,8 +130,10 @@ def test_big_matmuls_split_small_ones_stay_on_the_calling_thread() -> None:
         rng.standard_normal((512, 300)).astype(np.float32),
         rng.standard_normal((5, 7)).astype(np.float32),
     )
-    assert "numba.prange(" in dsl.compile(lambda a: a @ a.T).lower(big).source()
-    assert "numba.prange(" not in dsl.compile(lambda a: a @ a.T).lower(small).source()
+    for x, called in ((big, "gemm_rows"), (small, "gemm_rows_serial")):
+        assert [name for name, _ in driver_calls(dsl.compile(lambda a: a @ a.T).lower(x).source())] == [
+            called
+        ]
 
 
 def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -136,7 +143,7 @@ def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch)
     assert blas.vendor() == "openblas"
     x = rng.standard_normal((512, 300)).astype(np.float32)
     source = dsl.compile(lambda a: a @ a.T).lower(x).source()
-    assert "gemm = gemm_function()" in source and "single_threaded_blas()" in source
+    assert "= gemm_rows_functions()" in source and "single_threaded_blas()" in source
     monkeypatch.setenv("DSL_BLAS", "mkl")
     if not mkl.available():
         with pytest.raises(RuntimeError, match="dslc\\[mkl\\]"):
@@ -146,14 +153,14 @@ def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch)
     assert blas.vendor() == "openblas"
     monkeypatch.delenv("DSL_BLAS_THREADS")
     source = dsl.compile(lambda a: a @ a.T).lower(x).source()
-    assert 'gemm = gemm_function("mkl")' in source and "single_threaded_blas()" not in source
+    assert '= gemm_rows_functions("mkl")' in source and "single_threaded_blas()" not in source
 
 
 _CACHED_MKL_CHILD = """
 import numpy as np, dsl
 x = np.arange(600, dtype=np.float32).reshape(30, 20) / 100
 f = dsl.compile(lambda a: a @ a.T)
-assert 'gemm_function("mkl")' in f.lower(x).source()
+assert 'gemm_rows_functions("mkl")' in f.lower(x).source()
 np.testing.assert_allclose(f(x), x @ x.T, rtol=1e-5)
 print("ok")
 """
@@ -162,7 +169,7 @@ print("ok")
 @MKL
 def test_mkl_modules_load_from_the_cache_in_a_new_process(tmp_path: Any) -> None:
     """The second process imports the module Numba compiled in the first: MKL's gemm is found by the
-    name ``runtime.mkl`` registers when the module binds ``gemm``, before any kernel loads."""
+    name ``runtime.mkl`` registers when the module binds ``gemm_rows``, before any kernel loads."""
     import os
     import subprocess
     import sys

@@ -30,7 +30,8 @@ CHILD = textwrap.dedent(
 
     def loss(w1, w2, x):
         h = dnp.tanh(x @ w1)
-        return (dnp.exp(h @ w2 * 0.1) * x[:, :8]).sum() + (h * h).mean()
+        g = dnp.exp(h @ w2 * 0.1)
+        return (g * x[:, :8]).sum() + (h * h).mean() + dnp.log(1 + g * g).max(axis=0).sum()
 
     rng = np.random.default_rng(0)
     w1 = rng.standard_normal((64, 96)).astype(np.float32) / 8
@@ -97,8 +98,8 @@ def _fresh_program(scale: float) -> Any:
 
     def f(x: Any, w: Any) -> Any:
         h = dnp.tanh(x @ w) * scale
-        h = dnp.tanh(h @ w.T) * scale  # a matmul kernel each, between the elementwise ones
-        return h.sum(axis=0), dnp.exp(h @ w).max(), (h * x).mean(axis=1)
+        h = dnp.tanh(h @ w.T) * scale  # a matmul each, between the elementwise kernels
+        return h.sum(axis=0), dnp.exp(h @ w).max(), (h * x).mean(axis=1), dnp.sin(w * scale).sum(axis=1)
 
     return dsl.compile(f)
 
@@ -120,7 +121,12 @@ def test_a_failed_helper_leaves_its_kernels_to_the_caller(monkeypatch: pytest.Mo
     got = f(x, w)
     h = np.tanh(x @ w) * np.float32(scale)
     h = np.tanh(h @ w.T) * np.float32(scale)
-    want = (h.sum(axis=0), np.exp(h @ w).max(), (h * x).mean(axis=1))
+    want = (
+        h.sum(axis=0),
+        np.exp(h @ w).max(),
+        (h * x).mean(axis=1),
+        np.sin(w * np.float32(scale)).sum(axis=1),
+    )
     for g, v in zip(got, want):
         np.testing.assert_allclose(g, v, rtol=2e-5, atol=1e-5)
     assert len(re.findall(r"^def k\w+\(", f.lower(x, w).source(), re.M)) >= 4

@@ -21,11 +21,13 @@ its buffer (``fuse.operand_view``); integer matmuls are explicit i-k-j loops ove
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -46,12 +48,21 @@ from compiler.codegen.emit import (
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes import rows
-from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind, OperandView, accumulation, matmul_views
+from compiler.passes.fuse import (
+    MAX_VIEW_BATCH_AXES,
+    Band,
+    FusionPlan,
+    Group,
+    GroupKind,
+    OperandView,
+    accumulation,
+    matmul_views,
+)
 from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
-from runtime.intrinsics import signature_string
+from runtime.intrinsics import FLAT, signature_string
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 PARALLEL_MIN_FLOPS = 4_000_000  # a matmul below this runs on the calling thread (~40 us of BLAS)
@@ -117,7 +128,7 @@ class CpuProgram:
     # The driver's kernel table, slot by slot: a jitted kernel and the argument types it is called
     # with, (dtype, ndim) of a C-contiguous array per argument; and each kernel's source length.
     # runtime/precompile.py compiles them ahead and fills the table with their addresses.
-    kernel_slots: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)
+    kernel_slots: list[tuple[str, list[tuple[str, int | None]]]] = field(default_factory=list)
     kernel_weights: dict[str, int] = field(default_factory=dict)
 
 
@@ -127,6 +138,9 @@ class Kernel:
     args: list[str]  # the driver's names of the buffers passed, inputs then outputs
     text: str
     objmode: bool = False  # a plain Python (NumPy) kernel: the driver calls it in object mode
+    # Argument types where ``args`` are not all buffers (a runtime function called with sizes:
+    # ``runtime.blas.gemm_rows``); else each buffer's (dtype, ndim).
+    signature: list[tuple[str, int | None]] | None = None
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
@@ -185,18 +199,21 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     )
 
 
-def _signature(kernel: Kernel, names: dict[Value, str]) -> list[tuple[str, int]]:
+def _signature(kernel: Kernel, names: dict[Value, str]) -> list[tuple[str, int | None]]:
+    """The kernel's argument types: (dtype, ndim) of a C-contiguous array, ndim None for a scalar."""
+    if kernel.signature is not None:
+        return kernel.signature
     types_by_name = {n: v.type for v, n in names.items()}
     return [(types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args]
 
 
 def _kernel_slots(
     kernels: Iterable[Kernel], names: dict[Value, str]
-) -> tuple[list[tuple[str, list[tuple[str, int]]]], dict[str, int]]:
+) -> tuple[list[tuple[str, list[tuple[str, int | None]]]], dict[str, int]]:
     """The kernel table's slots: each jitted kernel with each distinct signature it is called with (a
     shared kernel may be called with buffers of other dtypes), in order of first call; and the
-    length of each kernel's source."""
-    slots: list[tuple[str, list[tuple[str, int]]]] = []
+    length of each kernel's source (a runtime function, ``gemm_rows``, has none)."""
+    slots: list[tuple[str, list[tuple[str, int | None]]]] = []
     weights: dict[str, int] = {}
     for kernel in kernels:
         if kernel.objmode:
@@ -237,6 +254,9 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
     first: dict[str, Kernel] = {}
     out = {}
     for group, kernel in kernels.items():
+        if not kernel.text:  # a call of a runtime function
+            out[group] = kernel
+            continue
         key = _canonical(kernel)
         seen = first.setdefault(key, kernel)
         out[group] = kernel if seen is kernel else Kernel(seen.name, kernel.args, "", kernel.objmode)
@@ -774,48 +794,30 @@ def _gemm_kernel(
     if split and flops >= PARALLEL_MIN_FLOPS and nb < threads:
         parts = max(1, min(-(-threads // nb), m // MIN_BLOCK_ROWS))
     parallel = split and flops >= PARALLEL_MIN_FLOPS and nb * parts > 1
-    args = []
-    lines = []
-    for name, view, (n_rows, n_cols) in (("x", x_view, (m, k)), ("y", y_view, (k, n))):
-        lines.append(f"{name} = {spec.names[view.source]}.reshape(-1)")
+    layouts = []
+    for view, (n_rows, n_cols) in ((x_view, (m, k)), (y_view, (k, n))):
         if view.cols == 1:  # rows of the matrix are rows of memory: leading dimension = row stride
-            args.append((False, max(view.rows, n_cols), view.rows))
+            layouts.append((False, max(view.rows, n_cols), view.rows))
         else:  # columns are rows of memory: BLAS's transpose flag, leading dimension = column stride
-            args.append((True, max(view.cols, n_rows), 1))
-    lines.append(f"o = {spec.names[dest.source]}.reshape(-1)")
-    (ta, lda, row_step), (tb, ldb, _) = args
-    one, zero = literal(1, dtype), literal(0, dtype)
+            layouts.append((True, max(view.cols, n_rows), 1))
+    (ta, lda, row_step), (tb, ldb, _) = layouts
+    alpha, beta, source = 1.0, 0.0, dest.source
     acc = accumulation(spec.group)
     if acc is not None:  # o = alpha * x @ y + beta * source: gemm reads source's values from o
-        one, zero = literal(acc.alpha, dtype), literal(acc.beta, dtype)
-        if spec.names[acc.source] != spec.names[dest.source]:  # not planned in place: copy it in first
-            size = acc.source.type.size
-            lines += [
-                f"c = {spec.names[acc.source]}.reshape(-1)",
-                f"for q in range({size}):",
-                "    o[q] = c[q]",
-            ]
-    loop = "numba.prange" if parallel else "range"
-    x_at, y_at = (
-        _offset(x_view.batch_offset("t"), "i0", row_step),
-        _offset(y_view.batch_offset("t"), "", 0),
-    )
-    body = [
-        f"t = q // {parts}",
-        f"i0 = (q - t * {parts}) * {m} // {parts}",
-        f"i1 = (q - t * {parts} + 1) * {m} // {parts}",
-        f"gemm({ta}, {tb}, i1 - i0, {n}, {k}, {one}, x, {x_at}, {lda}, "
-        f"y, {y_at}, {ldb}, {zero}, o, {_offset(dest.batch_offset('t'), 'i0', dest.rows)}, "
-        f"{max(dest.rows, n)})",
-    ]
-    lines += [f"for q in {loop}({nb * parts}):", *indent(body, 1)]
-    return spec.define(lines, parallel)
-
-
-def _offset(batch: str, row: str, step: int) -> str:
-    """``batch + row * step``, without the zero terms."""
-    terms = [t for t in (batch if batch != "0" else "", f"{row} * {step}" if row and step else "") if t]
-    return " + ".join(terms) or "0"
+        alpha, beta, source = float(acc.alpha), float(acc.beta), acc.source
+    copy = spec.names[source] != spec.names[dest.source]  # not planned in place: copied in first
+    params = dict(copy=copy, ta=ta, tb=tb, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=max(dest.rows, n))
+    params |= dict(x_step=row_step, o_step=dest.rows, parts=parts, blocks=nb * parts)
+    for prefix, view in (("x", x_view), ("y", y_view), ("o", dest)):
+        assert len(view.batch) <= MAX_VIEW_BATCH_AXES, view
+        batch = [(1, 0)] * (MAX_VIEW_BATCH_AXES - len(view.batch)) + list(view.batch)
+        params |= {f"{prefix}b{i}": v for i, v in enumerate(x for axis in batch for x in axis)}
+    p = spec.pool.add(np.array([params[name] for name in blas.GEMM_ROWS_PARAMS], np.int64))
+    s = spec.pool.add(np.array([alpha, beta], np.float64))
+    args = [spec.names[v] for v in (x_view.source, y_view.source, dest.source, source)] + [p, s]
+    signature: list[tuple[str, int | None]] = [(dtype.np.name, FLAT)] * 4
+    signature += [("int64", 1), ("float64", 1)]
+    return Kernel("gemm_rows" if parallel else "gemm_rows_serial", args, "", signature=signature)
 
 
 def numba_threads() -> int:
@@ -834,9 +836,30 @@ _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
 }
 
 
+def runtime_fingerprint() -> str:
+    """A hash of the runtime modules generated code calls into (intrinsics, BLAS bindings): part of
+    every module's text, so a module compiled against other runtime code gets another name (the
+    module cache's content hash) and Numba never loads code whose pickled references to the runtime
+    no longer resolve."""
+    global _FINGERPRINT
+    if _FINGERPRINT is None:
+        import runtime.intrinsics
+        import runtime.mkl
+
+        h = hashlib.sha256()
+        for mod in (runtime.intrinsics, blas, runtime.mkl):
+            h.update(Path(str(mod.__file__)).read_bytes())
+        _FINGERPRINT = h.hexdigest()[:16]
+    return _FINGERPRINT
+
+
+_FINGERPRINT: str | None = None
+
+
 def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
     lines = [
         '"""Generated by dslc. Do not edit: regenerated from the IR."""',
+        f"# runtime code {runtime_fingerprint()}",
         "",
         "import math",
         "",
@@ -855,14 +878,16 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         if "fma(" in source:
             lines += _fma_binding()
         lines += ["", "", source]
-    if any("gemm(" in k.text for k in kernels):
+    gemm_kernels = any("gemm(" in k.text for k in kernels)
+    gemm_rows = any(k.name in blas.GEMM_ROWS for k in kernels)
+    if gemm_kernels or gemm_rows:
         library = blas.vendor() if _split_matmuls() else "openblas"  # MKL runs sequential: split only
-        lines += [
-            "",
-            "from runtime.blas import gemm_function, single_threaded_blas",
-            "",
-            "gemm = gemm_function()" if library == "openblas" else f'gemm = gemm_function("{library}")',
-        ]
+        chosen = "" if library == "openblas" else f'"{library}"'
+        lines += ["", "from runtime.blas import gemm_function, gemm_rows_functions, single_threaded_blas", ""]
+        if gemm_kernels:
+            lines.append(f"gemm = gemm_function({chosen})")
+        if gemm_rows:
+            lines.append(f"gemm_rows, gemm_rows_serial = gemm_rows_functions({chosen})")
         if _split_matmuls() and library == "openblas":
             lines.append("single_threaded_blas()")
     lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
@@ -903,7 +928,7 @@ def _driver(
     kernels: dict[Group, Kernel],
     names: dict[Value, str],
     outs: list[Value],
-    slots: list[tuple[str, list[tuple[str, int]]]],
+    slots: list[tuple[str, list[tuple[str, int | None]]]],
     poison: dict[Group, list[BufferRow]] | None = None,
 ) -> str:
     arg_names = [names[p] for p in func.params]
