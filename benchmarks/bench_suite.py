@@ -289,6 +289,7 @@ def memory(prog: Program, jax_runner: Runner | None) -> dict[str, Any]:
     arenas = [e.run.arena.nbytes for e in prog.dslc._cache.values()]  # the executable that ran
     out: dict[str, Any] = {"planned_peak": plan.peak_bytes, "naive": plan.naive_bytes, "arena": max(arenas)}
     out["kernels"] = len(re.findall(r"^def k\w+\(", lowered.source(), re.M))  # not helpers, not the driver
+    out["matmul_calls"] = len(re.findall(r"# gemm_rows\w*$", lowered.source(), re.M))  # runtime.blas
     if jax_runner is not None:
         compiled = jax_runner.fn.lower(*jax_runner.args).compile()
         analysis = compiled.memory_analysis()
@@ -416,7 +417,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "",
         "## Memory",
         "",
-        "| program | dslc kernels | planned peak | arena | naive | JAX temp bytes | planned / JAX |",
+        "| program | dslc kernels + matmul calls | planned peak | arena | naive | JAX temp bytes "
+        "| planned / JAX |",
         "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for row in result["programs"]:
@@ -424,7 +426,8 @@ def markdown(result: dict[str, Any], command: str) -> str:
         jt = mem.get("jax_temp")
         rel = f"{mem['planned_peak'] / jt:.2f}" if jt else "-"
         lines.append(
-            f"| {row['program']} | {mem['kernels']} | {mem['planned_peak']:,} | {mem['arena']:,} | "
+            f"| {row['program']} | {mem['kernels']} + {mem.get('matmul_calls', 0)} | "
+            f"{mem['planned_peak']:,} | {mem['arena']:,} | "
             f"{mem['naive']:,} | {'-' if jt is None else f'{jt:,}'} | {rel} |"
         )
     lines += floor_table(result)

@@ -7,9 +7,10 @@ that Numba has never compiled, ``precompile`` splits them into ``jobs`` shares o
 (the length of their source, the best predictor we have of Numba's time): helper processes compile
 theirs into Numba's on-disk cache (``cache=True``; a helper imports the module file under the same
 name, so the cache entries are the ones this process looks up) while this process compiles its own.
-When the driver is then compiled, the helpers' kernels load from the cache. Nothing depends on the
-helpers: a kernel a helper did not compile (it failed, was killed, or the signature differs from
-the one the driver asks for) is compiled by the driver as before.
+When this process then builds the kernel table, the helpers' kernels load from the cache. Nothing
+depends on the helpers: a kernel a helper did not compile (it failed or was killed) is compiled here.
+Runtime functions a module calls (``runtime.blas.gemm_rows``) are shared out like kernels until
+Numba's cache holds them.
 
 The driver calls its kernels through a table of their native addresses (``kernel_table``, passed to
 it on every call; ``runtime.intrinsics.call_kernel``), not by name: Numba links a kernel called by
@@ -18,8 +19,9 @@ kernel is compiled once, in whichever process compiled it, and the driver's own 
 ``prepare`` compiles ahead and then builds the table, which keeps the compiled kernels alive.
 
 ``DSL_COMPILE_JOBS`` sets the number of processes (default: the CPU count, at most 8; 1 turns this
-off). A kernel signature is one ``(dtype, ndim)`` per argument: every buffer a kernel receives is a
-C-contiguous array (arena views, results and the executable's ``np.asarray(order="C")`` inputs).
+off). A kernel signature is one ``(dtype, ndim)`` per argument (``ndim`` None for a scalar,
+``runtime.intrinsics.FLAT`` for an array passed as its flat view): every buffer a kernel receives is
+a C-contiguous array (arena views, results and the executable's ``np.asarray(order="C")`` inputs).
 """
 
 from __future__ import annotations
