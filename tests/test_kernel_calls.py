@@ -123,3 +123,16 @@ def test_the_driver_holds_none_of_its_kernels_code(tmp_path: Path, monkeypatch: 
     assert not [line for line in defined for name in names if f"{name}B" in line or f"{name}$" in line], (
         defined
     )
+
+
+def test_a_module_names_the_runtime_code_it_was_generated_against(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fingerprint of runtime/intrinsics.py, blas.py and mkl.py is part of the module's text, hence
+    of its name: after an upgrade of the runtime, Numba never loads code compiled against the old one."""
+    from compiler.codegen import cpu
+
+    x = np.ones((8, 4))
+    source = dsl.compile(lambda a: (a @ a.T).sum()).lower(x).source()
+    assert f"# runtime code {cpu.runtime_fingerprint()}\n" in source
+    monkeypatch.setattr(cpu, "_FINGERPRINT", "0" * 16)
+    other = dsl.compile(lambda a: (a @ a.T).sum()).lower(x).source()
+    assert "# runtime code 0000000000000000\n" in other and other != source
