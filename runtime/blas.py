@@ -254,17 +254,6 @@ def vendor() -> str:
     return "mkl"
 
 
-def gemm_function(library: str = "openblas") -> Any:
-    """What a generated module binds as ``gemm``: the intrinsic for ``library`` (the module names it,
-    so its text, and with it its cache entry, differ by library), or NumPy when Numba's JIT is off."""
-    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return _gemm_python
-    if library == "mkl":
-        _require_mkl()
-        return gemm_mkl
-    return gemm
-
-
 # Row-block matmuls. A float matmul of a generated module is one call of these functions from the
 # driver (through the kernel table, like a kernel): every size, stride and offset is an argument, so
 # they are compiled once per machine (Numba's cache) instead of once per matmul shape of every
@@ -373,7 +362,9 @@ def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
 
 
 def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any]:
-    """The (parallel, serial) row-block matmuls a generated module binds for ``library``."""
+    """The (parallel, serial) row-block matmuls a generated module binds for ``library`` (the module
+    names it, so its text, and with it its cache entry, differ by library), or NumPy when Numba's
+    JIT is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         return gemm_rows_python, gemm_rows_python
     if library == "mkl":

@@ -86,15 +86,14 @@ def split(weights: Mapping[str, int], jobs: int) -> list[list[str]]:
 def compile_kernels(module: types.ModuleType, signatures: Signatures) -> None:
     """Compile each named kernel of ``module`` for its signatures (loaded from Numba's cache if there).
 
-    A kernel that fails to compile here is left alone: compiling ahead only saves time, and the
-    driver's compile, which types every call exactly, compiles it again and reports a real error
-    with the driver's context."""
+    A kernel that fails to compile here is left alone: compiling ahead only saves time, and
+    ``kernel_table`` compiles it again in the calling process and reports the error there."""
     for name, overloads in signatures.items():
         dispatcher = getattr(module, name)
         for signature in overloads:
             try:
                 dispatcher.compile(tuple(_array_type(dtype, ndim) for dtype, ndim in signature))
-            except Exception:  # see the docstring: the driver's compile decides
+            except Exception:  # see the docstring: kernel_table decides
                 continue
 
 

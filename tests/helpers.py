@@ -95,7 +95,10 @@ def _split_args(text: str) -> list[str]:
     """A call's arguments, split at the commas outside parentheses."""
     parts, depth, start = [], 0, 0
     for i, ch in enumerate(text):
-        depth += ch in "([" and 1 or (-1 if ch in ")]" else 0)
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
         if ch == "," and depth == 0:
             parts.append(text[start:i].strip())
             start = i + 1

@@ -10,9 +10,10 @@ Loop forms. A LOOP group is first written as one flat loop over the iteration sp
 same-shape inputs through 1-D views: LLVM vectorizes that best. If any read needs the
 multi-dimensional index (a broadcast, transpose, slice, iota ...) the group is written as a loop
 nest in storage order instead. Reductions iterate their operand in storage order and accumulate
-into the output (into a local accumulator over the trailing reduced axes). Float matmuls call BLAS
-gemm (SciPy's, ``runtime/blas.py``) per batch element and row block, each operand a strided view of
-its buffer (``fuse.operand_view``); integer matmuls are explicit i-k-j loops over the same views.
+into the output (into a local accumulator over the trailing reduced axes). Float matmuls are calls of
+the runtime's ``gemm_rows`` (``runtime/blas.py``: BLAS gemm per batch element and row block), each
+operand a strided view of its buffer (``fuse.operand_view``) described by a constant array of the
+module; integer matmuls are explicit i-k-j loops over the same views.
 
 0-d values are 0-d Numba arrays, read and written as ``x[()]``; a flat loop reshapes them to
 ``(1,)``. Groups of at least ``PARALLEL_MIN_ELEMENTS`` elements get ``parallel=True`` and a
@@ -135,11 +136,11 @@ class CpuProgram:
 @dataclass
 class Kernel:
     name: str
-    args: list[str]  # the driver's names of the buffers passed, inputs then outputs
+    args: list[str]  # what the driver passes: its buffers' names, inputs then outputs (and constants)
     text: str
     objmode: bool = False  # a plain Python (NumPy) kernel: the driver calls it in object mode
-    # Argument types where ``args`` are not all buffers (a runtime function called with sizes:
-    # ``runtime.blas.gemm_rows``); else each buffer's (dtype, ndim).
+    # The argument types (``runtime.precompile.KernelSignature``): set by the writer of a call of a
+    # runtime function (``runtime.blas.gemm_rows``), else by generate_cpu from the buffers' types.
     signature: list[tuple[str, int | None]] | None = None
 
 
@@ -178,9 +179,15 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
             kernels[group] = kernel
     if "shared_kernels" in OPTIMIZATIONS:
         kernels = _shared(kernels)
+    types_by_name = {n: v.type for v, n in names.items()}
+    for kernel in kernels.values():
+        if kernel.signature is None and not kernel.objmode:
+            kernel.signature = [
+                (types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args
+            ]
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
-    slots, weights = _kernel_slots(kernels.values(), names)
+    slots, weights = _kernel_slots(kernels.values())
     driver = _driver(func, fusion, plan, kernels, names, outs, slots, poison)
     texts = dict.fromkeys(k.text for k in kernels.values() if k.text)
     parts = [_prelude(pool, kernels.values()), *texts, driver]
@@ -199,16 +206,13 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     )
 
 
-def _signature(kernel: Kernel, names: dict[Value, str]) -> list[tuple[str, int | None]]:
-    """The kernel's argument types: (dtype, ndim) of a C-contiguous array, ndim None for a scalar."""
-    if kernel.signature is not None:
-        return kernel.signature
-    types_by_name = {n: v.type for v, n in names.items()}
-    return [(types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args]
+def _slot(kernel: Kernel) -> tuple[str, list[tuple[str, int | None]]]:
+    assert kernel.signature is not None, kernel.name
+    return kernel.name, kernel.signature
 
 
 def _kernel_slots(
-    kernels: Iterable[Kernel], names: dict[Value, str]
+    kernels: Iterable[Kernel],
 ) -> tuple[list[tuple[str, list[tuple[str, int | None]]]], dict[str, int]]:
     """The kernel table's slots: each jitted kernel with each distinct signature it is called with (a
     shared kernel may be called with buffers of other dtypes), in order of first call; and the
@@ -218,7 +222,7 @@ def _kernel_slots(
     for kernel in kernels:
         if kernel.objmode:
             continue
-        slot = (kernel.name, _signature(kernel, names))
+        slot = _slot(kernel)
         if slot not in slots:
             slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
@@ -878,16 +882,11 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         if "fma(" in source:
             lines += _fma_binding()
         lines += ["", "", source]
-    gemm_kernels = any("gemm(" in k.text for k in kernels)
-    gemm_rows = any(k.name in blas.GEMM_ROWS for k in kernels)
-    if gemm_kernels or gemm_rows:
+    if any(k.name in blas.GEMM_ROWS for k in kernels):
         library = blas.vendor() if _split_matmuls() else "openblas"  # MKL runs sequential: split only
         chosen = "" if library == "openblas" else f'"{library}"'
-        lines += ["", "from runtime.blas import gemm_function, gemm_rows_functions, single_threaded_blas", ""]
-        if gemm_kernels:
-            lines.append(f"gemm = gemm_function({chosen})")
-        if gemm_rows:
-            lines.append(f"gemm_rows, gemm_rows_serial = gemm_rows_functions({chosen})")
+        lines += ["", "from runtime.blas import gemm_rows_functions, single_threaded_blas", ""]
+        lines.append(f"gemm_rows, gemm_rows_serial = gemm_rows_functions({chosen})")
         if _split_matmuls() and library == "openblas":
             lines.append("single_threaded_blas()")
     lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
@@ -933,6 +932,7 @@ def _driver(
 ) -> str:
     arg_names = [names[p] for p in func.params]
     params = ["arena", TABLE, *(names[v] for v in outs), *arg_names]
+    slot_index = {(name, tuple(signature)): i for i, (name, signature) in enumerate(slots)}
     passed_in = set(outs)
     body = []
     local = fusion.local
@@ -949,13 +949,14 @@ def _driver(
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
         elif kernel is not None:
-            signature = _signature(kernel, names)
-            slot = slots.index((kernel.name, signature))
-            call = [f"{TABLE}[{slot}]", f'"{signature_string(signature)}"', *kernel.args]
+            name, signature = _slot(kernel)
+            index = slot_index[name, tuple(signature)]
+            call = [f"{TABLE}[{index}]", f'"{signature_string(signature)}"', *kernel.args]
             body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
         for row in (poison or {}).get(group, []):
-            view = f"arena[{row.offset}:{row.offset + row.bytes}].view({np_type(row.value.type.dtype)})"
-            body.append(f"{view}[:] = {literal(poison_value(row.value.type.dtype), row.value.type.dtype)}")
+            dtype = row.value.type.dtype
+            view = f"buffer_view(arena, {row.offset}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
+            body.append(f"{view}[:] = {literal(poison_value(dtype), dtype)}")
     results, seen = [], set(func.params)
     for v in func.results:  # a param or a repeated value is copied: results never alias anything
         results.append(names[v] + (".copy()" if v in seen else ""))
