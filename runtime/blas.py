@@ -257,7 +257,7 @@ def vendor() -> str:
 # Row-block matmuls. A float matmul of a generated module is one call of these functions from the
 # driver (through the kernel table, like a kernel): every size, stride and offset is an argument, so
 # they are compiled once per machine (Numba's cache) instead of once per matmul shape of every
-# program (0.3-0.9 s each on the 2-core CI machine; the transformer block has 12). The parallel
+# program, each shape a parallel kernel of its own (the transformer block had 12). The parallel
 # forms spread batch elements and row blocks over Numba's threads (``numba.prange``), the serial
 # forms run them on the calling thread. ``x``, ``y``, ``o`` are the flat buffers of the operands and
 # the result, ``c`` the flat buffer copied into ``o`` first when ``copy`` (an accumulation epilogue

@@ -14,17 +14,17 @@ either way (a fused step rounds once instead of twice), and on an FMA machine th
 is at ``address`` (a run-time integer) with the arguments ``a, n``, in Numba's calling convention,
 and raises what the kernel raises. The driver of a generated module calls its kernels this way
 instead of by name: a call by name makes Numba link the kernel's LLVM module into the driver's and
-generate machine code for all of it again, which was 2.1 of the 6.4 s of a cold MLP training
-step's first call (``runtime/precompile.py`` builds the table of addresses). The string literal is
-the signature the address was compiled for (``signature_string``: ``dtype:ndim`` per C-contiguous
-array, ``dtype`` per scalar); the call does not type if the arguments passed differ, so a driver
-and its table cannot disagree on the ABI.
+generate machine code for all of it again, in one process (``runtime/precompile.py`` builds the
+table of addresses; ``python benchmarks/compile_phases.py`` times a cold first call's phases).
+The string literal is the signature the address was compiled for (``signature_string``:
+``dtype:ndim`` per C-contiguous array, ``dtype`` per scalar); the call does not type if the
+arguments passed differ, so a driver and its table cannot disagree on the ABI.
 
 ``buffer_view(base, offset, shape, np.float32)`` is the C-contiguous array of that shape and type
 whose data starts ``offset`` bytes into the C-contiguous array ``base`` (the arena, or a donated
 argument), sharing ``base``'s memory: what ``base.reshape(-1).view(np.uint8)[offset:...].view(
 np.float32).reshape(shape)`` gives, built directly. Numba lowers ``.view`` by compiling a helper per
-call site, which made the driver's views 0.7 of the 3.6 s a driver took to compile.
+call site, which made the views a large part of the driver's compile.
 
 Under ``NUMBA_DISABLE_JIT`` (modules run as plain Python) ``fmuladd_function`` gives the unfused
 NumPy expression instead, ``call_kernel_function`` a call of the Python function the table then holds
