@@ -2,15 +2,15 @@
 
     python benchmarks/profile_kernels.py "softmax + cross-entropy" [--repeats 20] [--source]
 
-Runs the program's generated driver as plain Python (the kernels stay compiled) with a timer
-around each kernel call, and prints the kernels by total time with their share of the whole.
+Runs the program's generated driver as plain Python (the kernels, and the runtime's matmul
+functions, stay compiled) with a timer around each call in the kernel table, and prints them by
+total time with their share of the whole (a function called several times is one line).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import statistics
 import sys
 import time
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 
-from runtime.module_cache import load_module  # noqa: E402
+from runtime.intrinsics import buffer_view_python, call_kernel_python  # noqa: E402
 
 
 def profile(name: str, repeats: int, show_source: bool) -> None:
@@ -33,36 +33,33 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
     source = entry.program.source
     if show_source:
         print(source)
-    module = load_module(source, {})
     driver_src = source[source.index("def run(") :]
     this_run: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
 
-    def timed(kernel_name: str, fn: Any) -> Any:
-        def call(*args: Any) -> Any:
-            t0 = time.perf_counter()
-            out = fn(*args)
-            this_run[kernel_name] += time.perf_counter() - t0
-            calls[kernel_name] += 1
-            return out
+    def timed_call(slot: int, signature: str, *args: Any) -> None:
+        """``call_kernel`` from plain Python, timed: the table passed in is the slot numbers."""
+        dispatcher = executable.kernels.compiled[slot][0]
+        t0 = time.perf_counter()
+        call_kernel_python(dispatcher, signature, *args)
+        this_run[dispatcher.__name__] += time.perf_counter() - t0
+        calls[dispatcher.__name__] += 1
 
-        return call
-
-    namespace: dict[str, Any] = {"np": np, "numba": __import__("numba")}
-    for kname in re.findall(r"^def (k\w+)\(", source, re.M):
-        namespace[kname] = timed(kname, getattr(module, kname))
+    executable = entry.run
+    namespace: dict[str, Any] = dict(executable.driver.py_func.__globals__)  # the module's names
+    namespace.update(call_kernel=timed_call, buffer_view=buffer_view_python)
     exec(driver_src.replace("with numba.objmode():", "if True:"), namespace)
     run = namespace["run"]
-    executable = entry.run
+    table = list(range(len(executable.kernels.compiled)))
     leaves = [np.asarray(a) for a in _flatten(prog.args)]
     outs = [np.empty(s, d) for s, d in executable._outs]
     for _ in range(3):
-        run(executable.arena, *outs, *leaves)
+        run(executable.arena, table, *outs, *leaves)
     times: dict[str, list[float]] = defaultdict(list)  # kernel -> its total time in each run
     calls.clear()
     for _ in range(repeats):
         this_run.clear()
-        run(executable.arena, *outs, *leaves)
+        run(executable.arena, table, *outs, *leaves)
         for kname, t in this_run.items():
             times[kname].append(t)
     total = sum(statistics.median(t) for t in times.values())
