@@ -38,8 +38,12 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
     calls: dict[str, int] = defaultdict(int)
 
     def timed_call(slot: int, signature: str, *args: Any) -> None:
-        """``call_kernel`` from plain Python, timed: the table passed in is the slot numbers."""
+        """``call_kernel`` from plain Python, timed: the table passed in is the slot numbers (a table
+        entry passed on to a kernel, ``u8``, becomes that slot's address again)."""
         dispatcher = executable.kernels.compiled[slot][0]
+        entries = signature.split(",")
+        addresses = executable.kernels.addresses
+        args = tuple(np.uint64(addresses[a]) if e == "u8" else a for e, a in zip(entries, args, strict=True))
         t0 = time.perf_counter()
         call_kernel_python(dispatcher, signature, *args)
         this_run[dispatcher.__name__] += time.perf_counter() - t0

@@ -155,42 +155,58 @@ def call_kernel_function() -> Any:
     return call_kernel_python if numba.config.DISABLE_JIT else call_kernel  # type: ignore[attr-defined]
 
 
-@intrinsic
-def buffer_view(typingctx: Any, base: Any, offset: Any, shape: Any, dtype: Any) -> Any:
-    """A C-contiguous ``dtype`` array of ``shape`` over ``base``'s memory from byte ``offset``."""
-    if not isinstance(base, types.Array) or base.layout != "C" or not isinstance(offset, types.Integer):
-        return None
+def _view_type(shape: Any, dtype: Any) -> tuple[Any, list[Any]] | None:
+    """The array type of a view of ``shape`` (a tuple of integers) and ``dtype``, and the shape's
+    element types; None if they are not that."""
     extents = list(getattr(shape, "types", [None])) if isinstance(shape, types.BaseTuple) else [None]
     if not all(isinstance(t, types.Integer) for t in extents):
         return None
     if not isinstance(dtype, (types.NumberClass, types.DType)):
         return None
-    ndim = len(extents)
-    result = types.Array(dtype.dtype, ndim, "C")
-    itemsize = numba.np.numpy_support.as_dtype(dtype.dtype).itemsize  # (LLVM's ABI query is slow)
+    return types.Array(dtype.dtype, len(extents), "C"), extents
+
+
+def _contiguous(context: Any, builder: Any, result: Any, at: Any, meminfo: Any, parent: Any) -> Any:
+    """The C-contiguous array value of type ``result`` whose data starts at the byte pointer
+    ``at[0]``, its shape the tuple value ``at[1]`` (of the integer types ``at[2]``)."""
+    start, shape, extents = at
+    out = context.make_array(result)(context, builder)
+    intp = context.get_value_type(types.intp)
+    itemsize = numba.np.numpy_support.as_dtype(result.dtype).itemsize  # (LLVM's ABI query is slow)
+    given = cgutils.unpack_tuple(builder, shape, result.ndim)
+    dims = [context.cast(builder, given[k], extents[k], types.intp) for k in range(result.ndim)]
+    strides: list[Any] = []
+    step = ir.Constant(intp, itemsize)
+    for d in reversed(dims):
+        strides.insert(0, step)
+        step = builder.mul(step, d)
+    context.populate_array(
+        out,
+        data=builder.bitcast(start, out.data.type),
+        shape=dims,
+        strides=strides,
+        itemsize=ir.Constant(intp, itemsize),
+        meminfo=meminfo,
+        parent=parent,
+    )
+    return out._getvalue()
+
+
+@intrinsic
+def buffer_view(typingctx: Any, base: Any, offset: Any, shape: Any, dtype: Any) -> Any:
+    """A C-contiguous ``dtype`` array of ``shape`` over ``base``'s memory from byte ``offset``."""
+    if not isinstance(base, types.Array) or base.layout != "C" or not isinstance(offset, types.Integer):
+        return None
+    typed = _view_type(shape, dtype)
+    if typed is None:
+        return None
+    result, extents = typed
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         source = context.make_array(base)(context, builder, value=args[0])
-        out = context.make_array(result)(context, builder)
-        intp = context.get_value_type(types.intp)
         start = builder.gep(builder.bitcast(source.data, ir.IntType(8).as_pointer()), [args[1]])
-        given = cgutils.unpack_tuple(builder, args[2], ndim)
-        dims = [context.cast(builder, given[k], extents[k], types.intp) for k in range(ndim)]
-        strides: list[Any] = []
-        step = ir.Constant(intp, itemsize)
-        for d in reversed(dims):
-            strides.insert(0, step)
-            step = builder.mul(step, d)
-        context.populate_array(
-            out,
-            data=builder.bitcast(start, out.data.type),
-            shape=dims,
-            strides=strides,
-            itemsize=ir.Constant(intp, itemsize),
-            meminfo=source.meminfo,
-            parent=source.parent,
-        )
-        return impl_ret_borrowed(context, builder, result, out._getvalue())
+        view = _contiguous(context, builder, result, (start, args[2], extents), source.meminfo, source.parent)
+        return impl_ret_borrowed(context, builder, result, view)
 
     return result(base, offset, shape, dtype), codegen
 
@@ -205,3 +221,55 @@ def buffer_view_python(base: Any, offset: int, shape: tuple[int, ...], dtype: An
 def buffer_view_function() -> Any:
     """What a generated module binds as ``buffer_view``: the intrinsic, or NumPy when the JIT is off."""
     return buffer_view_python if numba.config.DISABLE_JIT else buffer_view  # type: ignore[attr-defined]
+
+
+@intrinsic
+def data_address(typingctx: Any, array: Any) -> Any:
+    """The address of ``array``'s first element, as a ``uint64`` (what ``array_at`` takes back)."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        data = context.make_array(array)(context, builder, value=args[0]).data
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return types.uint64(array), codegen
+
+
+@intrinsic
+def array_at(typingctx: Any, address: Any, shape: Any, dtype: Any) -> Any:
+    """The C-contiguous ``dtype`` array of ``shape`` whose data is at ``address`` (an integer from
+    ``data_address``): a view that owns nothing, valid while the array it came from lives."""
+    typed = _view_type(shape, dtype)
+    if not isinstance(address, types.Integer) or typed is None:
+        return None
+    result, extents = typed
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        start = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        return _contiguous(context, builder, result, (start, args[1], extents), None, None)
+
+    return result(address, shape, dtype), codegen
+
+
+def data_address_python(array: Any) -> int:
+    return int(array.ctypes.data)
+
+
+def array_at_python(address: int, shape: tuple[int, ...], dtype: Any) -> Any:
+    import ctypes
+    import math
+
+    import numpy as np
+
+    count = math.prod(shape)
+    memory = (ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(int(address))
+    return np.frombuffer(memory, dtype, count).reshape(shape)
+
+
+def frame_functions() -> tuple[Any, Any]:
+    """What a generated module binds as ``data_address`` and ``array_at``: the intrinsics, or their
+    ctypes forms when Numba's JIT is off."""
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return data_address_python, array_at_python
+    return data_address, array_at

@@ -109,17 +109,26 @@ def _split_args(text: str) -> list[str]:
 def driver_calls(source: str) -> list[tuple[str, list[str]]]:
     """The kernel calls of a generated CPU module's driver, in order: each called function's name
     (a kernel ``k<i>_<root>``, or ``gemm_rows``/``gemm_rows_serial`` for a float matmul) and its
-    arguments (the buffers, and the sizes of a ``gemm_rows`` call)."""
+    arguments (the buffers, and the sizes of a ``gemm_rows`` call; not the table entries a parallel
+    kernel is passed, its chunk function's and ``parallel_for``'s addresses)."""
     calls = []
     for line in source.splitlines():
         m = re.match(r"\s+call_kernel\(kernel_table\[\d+\], \"[^\"]*\", (.*)\)  # (\w+)$", line)
         if m:
-            calls.append((m.group(2), _split_args(m.group(1))))
+            args = [a for a in _split_args(m.group(1)) if not a.startswith("kernel_table[")]
+            calls.append((m.group(2), args))
             continue
         m = re.match(r"\s+(k\d+_\w+)\((.*)\)$", line)  # an object-mode (NumPy) kernel
         if m:
             calls.append((m.group(1), _split_args(m.group(2))))
     return calls
+
+
+def parallel_loops(source: str) -> list[int]:
+    """The iteration count of each parallel loop of a generated CPU module: a kernel's chunks run by
+    ``runtime.parallel.parallel_for`` (the ``runtime_parallel`` form), or a ``numba.prange`` loop."""
+    runtime = re.findall(r'call_kernel\(parallel_at, "[^"]*", chunk_at, (\d+), frame\)', source)
+    return [int(n) for n in runtime + re.findall(r"numba\.prange\((\d+)\)", source)]
 
 
 def kernel_kinds(source: str) -> list[str]:

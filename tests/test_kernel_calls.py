@@ -5,16 +5,27 @@ driver's compiled code checked to hold none of the kernels' code."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
 import pytest
-from helpers import driver_calls
+from helpers import driver_calls, parallel_loops
 from numba.core.errors import TypingError
 
 import dsl
 import dsl.numpy as dnp
-from runtime.intrinsics import buffer_view, buffer_view_python, call_kernel, signature_string
+from runtime.intrinsics import (
+    array_at,
+    array_at_python,
+    buffer_view,
+    buffer_view_python,
+    call_kernel,
+    data_address,
+    data_address_python,
+    signature_string,
+)
+from runtime.parallel import parallel_for, parallel_for_python
 from runtime.precompile import kernel_table
 
 
@@ -38,6 +49,8 @@ class _Module:  # what kernel_table reads: the kernels as attributes
 
 F8_2 = [("float64", 2), ("float64", 2)]
 F8_1 = [("float64", 1)]
+CHUNK = [("int64", None), ("uint64", 1)]
+PARALLEL_FOR = [("uint64", None), ("int64", None), ("uint64", 1)]
 
 
 @numba.njit
@@ -136,3 +149,91 @@ def test_a_module_names_the_runtime_code_it_was_generated_against(monkeypatch: p
     monkeypatch.setattr(cpu, "_FINGERPRINT", "0" * 16)
     other = dsl.compile(lambda a: (a @ a.T).sum()).lower(x).source()
     assert "# runtime code 0000000000000000\n" in other and other != source
+
+
+@numba.njit(cache=False)
+def _round_trip(x, out):
+    frame = np.empty(2, np.uint64)
+    frame[0], frame[1] = data_address(x), data_address(out)
+    a = array_at(frame[0], x.shape, x.dtype)
+    b = array_at(frame[1], out.shape, out.dtype)
+    b[...] = a
+    return frame
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.bool_])
+@pytest.mark.parametrize("shape", [(), (5,), (3, 4)])
+def test_array_at_reads_and_writes_the_memory_data_address_gives(dtype: Any, shape: Any) -> None:
+    x = (np.arange(max(1, int(np.prod(shape)))) % 3).astype(dtype).reshape(shape)
+    out = np.zeros_like(x)
+    frame = _round_trip(x, out)
+    assert int(frame[0]) == x.ctypes.data and int(frame[1]) == out.ctypes.data
+    np.testing.assert_array_equal(out, x)
+    out = np.zeros_like(x)  # the plain-Python forms (NUMBA_DISABLE_JIT)
+    a = array_at_python(data_address_python(x), shape, dtype)
+    array_at_python(data_address_python(out), shape, dtype)[...] = a
+    np.testing.assert_array_equal(out, x)
+
+
+@numba.njit(cache=False)
+def _square_rows(ch, frame):
+    x = array_at(frame[0], (16, 3), np.float64)
+    out = array_at(frame[1], (16, 3), np.float64)
+    for j in range(3):
+        out[ch, j] = x[ch, j] * x[ch, j] + ch
+
+
+class _Chunks:
+    square_rows = _square_rows
+    parallel_for = parallel_for
+
+
+def test_parallel_for_runs_each_chunk_once_through_its_address() -> None:
+    slots = [("square_rows", CHUNK), ("parallel_for", PARALLEL_FOR)]
+    table = kernel_table(_Chunks, slots)  # type: ignore[arg-type]
+    x, out = np.arange(48.0).reshape(16, 3), np.full((16, 3), np.nan)
+    frame = np.array([x.ctypes.data, out.ctypes.data], np.uint64)
+    parallel_for(table.addresses[0], 16, frame)
+    np.testing.assert_array_equal(out, x * x + np.arange(16)[:, None])
+    out[...] = np.nan
+
+    def square_rows(ch: int, frame: Any) -> None:  # the chunk function as plain Python
+        x_, out_ = (array_at_python(frame[k], (16, 3), np.float64) for k in (0, 1))
+        out_[ch] = x_[ch] * x_[ch] + ch
+
+    parallel_for_python(square_rows, 16, frame)  # what a module runs under NUMBA_DISABLE_JIT
+    np.testing.assert_array_equal(out, x * x + np.arange(16)[:, None])
+
+
+def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() -> None:
+    """With ``runtime_parallel`` no kernel is compiled with ``parallel=True``: each parallel loop
+    is a chunk function the runtime's ``parallel_for`` runs; switched off, the same loops are
+    ``numba.prange`` loops. Both give the same results (a flat loop, a row band, a reduction)."""
+    from compiler.codegen import cpu
+
+    x = np.random.default_rng(3).standard_normal((300, 400)).astype(np.float32)
+
+    def band(x: Any) -> Any:  # one row band: per-row max, a column sum's partial results
+        y = dnp.tanh(x) * 2.0 + x
+        return y, (y - y.max(axis=1, keepdims=True)).sum(axis=0), dnp.exp(x).sum()
+
+    def flat(x: Any) -> Any:  # a flat elementwise loop
+        return dnp.tanh(x) * x + 1.0
+
+    for f in (band, flat):
+        on = dsl.compile(f)
+        source = on.lower(x).source()
+        assert "parallel=True" not in source and parallel_loops(source) == [16]
+        cpu.OPTIMIZATIONS.discard("runtime_parallel")
+        try:
+            off = dsl.compile(f)
+            off_source = off.lower(x).source()
+            assert "parallel=True" in off_source and "parallel_for" not in off_source
+            want = off(x)
+        finally:
+            cpu.OPTIMIZATIONS.add("runtime_parallel")
+        got = on(x)
+        for g, w in zip(
+            got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]
+        ):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-3)

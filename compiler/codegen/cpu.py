@@ -16,8 +16,10 @@ operand a strided view of its buffer (``fuse.operand_view``) described by a cons
 module; integer matmuls are explicit i-k-j loops over the same views.
 
 0-d values are 0-d Numba arrays, read and written as ``x[()]``; a flat loop reshapes them to
-``(1,)``. Groups of at least ``PARALLEL_MIN_ELEMENTS`` elements get ``parallel=True`` and a
-``numba.prange`` outer loop; below that, threading costs more than it saves.
+``(1,)``. Groups of at least ``PARALLEL_MIN_ELEMENTS`` elements get a ``numba.prange`` outer loop;
+below that, threading costs more than it saves. Such a kernel is then split into a chunk function
+and a plain kernel that runs the chunks through ``runtime.parallel.parallel_for``
+(``_runtime_parallel``), so Numba's parallel lowering is not repeated for every kernel.
 """
 
 from __future__ import annotations
@@ -93,9 +95,13 @@ MIN_BLOCK_ROWS = 16  # rows per gemm call when a matmul is split into row blocks
 #   by the first and kept in the row scratch for the others (``rows._compute_once``; off: recomputed);
 # - "shared_kernels": kernels equal up to their buffers' names are one function (an MLP's layers of
 #   one shape, forward and backward), so Numba compiles each once (off: one function per kernel);
+# - "runtime_parallel": a kernel with a parallel loop is a chunk function and a plain kernel that
+#   runs it on Numba's threads through ``runtime.parallel.parallel_for`` (compiled once per machine),
+#   so Numba's parallel lowering is not repeated per kernel (off: ``parallel=True`` kernels);
 # - "fused_multiply_add": the polynomial steps of the "vector_math" helpers are multiply-adds LLVM
 #   may fuse into one FMA instruction (``runtime/intrinsics.py``; off: a multiply and an add).
 OPTIMIZATIONS = {
+    "runtime_parallel",
     "fused_multiply_add",
     "row_compute_once",
     "row_fusion",
@@ -142,6 +148,9 @@ class Kernel:
     # The argument types (``runtime.precompile.KernelSignature``): set by the writer of a call of a
     # runtime function (``runtime.blas.gemm_rows``), else by generate_cpu from the buffers' types.
     signature: list[tuple[str, int | None]] | None = None
+    # Table slots whose addresses the driver passes after ``args`` (a parallel kernel's chunk
+    # function and ``runtime.parallel.parallel_for``: ``_runtime_parallel``).
+    calls: list[tuple[str, list[tuple[str, int | None]]]] = field(default_factory=list)
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
@@ -177,14 +186,16 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         kernel = _WRITERS[group.kind](spec)
         if kernel is not None:
             kernels[group] = kernel
+    types_by_name = {n: v.type for v, n in names.items()}
+    if "runtime_parallel" in OPTIMIZATIONS:
+        kernels = {g: _runtime_parallel(k, types_by_name) for g, k in kernels.items()}
     if "shared_kernels" in OPTIMIZATIONS:
         kernels = _shared(kernels)
-    types_by_name = {n: v.type for v, n in names.items()}
     for kernel in kernels.values():
         if kernel.signature is None and not kernel.objmode:
             kernel.signature = [
                 (types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args
-            ]
+            ] + [("uint64", None)] * len(kernel.calls)
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
     slots, weights = _kernel_slots(kernels.values())
@@ -222,11 +233,13 @@ def _kernel_slots(
     for kernel in kernels:
         if kernel.objmode:
             continue
-        slot = _slot(kernel)
-        if slot not in slots:
-            slots.append(slot)
+        for slot in [_slot(kernel), *kernel.calls]:
+            if slot not in slots:
+                slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
-            weights[kernel.name] = len(kernel.text)
+            chunk_at = kernel.text.find("\n\n\n") + 1  # a parallel kernel's chunk function first
+            weights[kernel.name] = len(kernel.text) - chunk_at
+            weights.update((name, chunk_at) for name, _ in kernel.calls if name != PARALLEL_FOR)
     return slots, weights
 
 
@@ -263,14 +276,15 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
             continue
         key = _canonical(kernel)
         seen = first.setdefault(key, kernel)
-        out[group] = kernel if seen is kernel else Kernel(seen.name, kernel.args, "", kernel.objmode)
+        shared = Kernel(seen.name, kernel.args, "", kernel.objmode, calls=seen.calls)
+        out[group] = kernel if seen is kernel else shared
     return out
 
 
 def _canonical(kernel: Kernel) -> str:
     """The kernel's text with its own name and its parameters' names (and their flat views,
     ``v3_f``) replaced by positions."""
-    rename = {kernel.name: "K"}
+    rename = {kernel.name: "K", f"{kernel.name}{CHUNK_SUFFIX}": "K_chunk"}
     for i, a in enumerate(kernel.args):
         rename.update({a: f"@{i}", f"{a}_f": f"@{i}_f"})
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), kernel.text)
@@ -840,6 +854,111 @@ _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
 }
 
 
+PARALLEL_FOR = "parallel_for"  # runtime.parallel.parallel_for, as a generated module binds it
+CHUNK_SUFFIX = "_chunk"
+_PARALLEL_FOR_SLOT: tuple[str, list[tuple[str, int | None]]] = (
+    PARALLEL_FOR,
+    [("uint64", None), ("int64", None), ("uint64", 1)],
+)
+_PARALLEL_FOR_SIGNATURE = signature_string(_PARALLEL_FOR_SLOT[1])
+_CHUNK_SIGNATURE: list[tuple[str, int | None]] = [("int64", None), ("uint64", 1)]
+_PRANGE = re.compile(r"    for (\w+) in numba\.prange\((\d+)\):")
+_SCRATCH = re.compile(r"    (\w+) = np\.empty\((.+), (np\.\w+)\)")
+_ASSIGN = re.compile(r"    (\w+) = (.+)")
+
+
+def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
+    """A parallel kernel (one ``numba.prange`` loop in its body) as two plain functions: the chunk
+    function (one chunk of the loop: an iteration of a loop over chunks, ``REDUCE_CHUNKS`` fixed
+    ranges of a loop over elements or rows; its arrays read from a frame of data addresses with
+    ``array_at``) and the kernel (what comes before and after the loop, then the frame filled and
+    ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering then
+    runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
+    (``runtime/parallel.py``). Other kernels are returned as they are."""
+    if kernel.objmode or ", parallel=True" not in kernel.text:
+        return kernel  # (a runtime function's call has no text)
+    decorator, header, *body = kernel.text.split("\n")
+    loops = [i for i, line in enumerate(body) if _PRANGE.fullmatch(line)]
+    if ", parallel=True" not in decorator or len(loops) != 1:
+        return kernel
+    start = loops[0]
+    end = start + 1
+    while end < len(body) and body[end].startswith(" " * 8):
+        end += 1
+    before, chunk, after = body[:start], body[start + 1 : end], body[end:]
+    if not all(_ASSIGN.fullmatch(line) for line in before):
+        return kernel  # (only allocations and views precede a parallel loop today)
+    frame = [
+        (a, shape_literal(types[a].shape) if types[a].shape else "()", np_type(types[a].dtype))
+        for a in kernel.args
+    ]
+    views = []
+    for line in before:
+        scratch = _SCRATCH.fullmatch(line)
+        if scratch is None:
+            views.append(line)
+            continue
+        name, shape, dtype = scratch.groups()
+        frame.append((name, shape if shape.startswith("(") else f"({shape},)", dtype))
+    defined = {line: line.split(" = ", 1)[0].strip() for line in views}
+    kept = [line for line in before if line not in defined or mentions(after, [defined[line]])]
+    index, extent = _PRANGE.fullmatch(body[start]).groups()  # type: ignore[union-attr]
+    if index == "ch":  # chunks already: one per iteration
+        chunks, loop = extent, [line[4:] for line in chunk]
+    else:  # a loop over elements or rows: REDUCE_CHUNKS fixed ranges of it
+        n, chunks = int(extent), str(min(REDUCE_CHUNKS, int(extent)))
+        bounds = [f"    lo = ch * {n} // {chunks}", f"    hi = (ch + 1) * {n} // {chunks}"]
+        flat = _chunk_views(views, chunk, index, n)
+        if flat is None:
+            loop = [*bounds, f"    for {index} in range(lo, hi):", *chunk]
+        else:  # each flat view sliced to the chunk: LLVM's overlap checks then pass, it vectorizes
+            views, loop = flat, [f"    for {index} in range(hi - lo):", *chunk]
+            views = bounds + views
+    plain = decorator.replace(", parallel=True", "")
+    chunk_name = f"{kernel.name}{CHUNK_SUFFIX}"
+    chunk_text = [
+        plain,
+        f"def {chunk_name}(ch, frame):",
+        *(
+            f"    {name} = array_at(frame[{k}], {shape}, {dtype})"
+            for k, (name, shape, dtype) in enumerate(frame)
+        ),
+        *views,
+        *loop,
+    ]
+    run = [
+        *kept,
+        f"    frame = np.empty({len(frame)}, np.uint64)",
+        *(f"    frame[{k}] = data_address({name})" for k, (name, _, _) in enumerate(frame)),
+        f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
+        *after,
+    ]
+    params = header[header.index("(") + 1 : header.rindex(")")]
+    kernel_text = [plain, f"def {kernel.name}({params}, chunk_at, parallel_at):", *run]
+    text = "\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text)
+    calls = [(chunk_name, _CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
+    return Kernel(kernel.name, kernel.args, text, calls=calls)
+
+
+def _chunk_views(views: list[str], chunk: list[str], index: str, n: int) -> list[str] | None:
+    """``views`` with every flat view of ``n`` elements sliced to ``[lo:hi]``, if the loop ``chunk``
+    reads ``index`` only as the subscript of such views (a flat elementwise loop); else None. Looping
+    over ``range(lo, hi)`` of the whole views instead, LLVM's run-time overlap check failed for some
+    placements of the buffers and the loop ran scalar (0.7 against 0.07 ms, 2 MB f32 operands)."""
+    whole = {}
+    for line in views:
+        name, value = line.strip().split(" = ", 1)
+        if value.endswith(f".reshape({n})"):
+            whole[name] = line
+    text = "\n".join(chunk)
+    subscripted = re.findall(rf"(\w+)\[{index}\]", text)
+    if not subscripted or len(subscripted) != len(re.findall(rf"\b{index}\b", text)):
+        return None
+    if not set(subscripted) <= set(whole):
+        return None
+    return [line + "[lo:hi]" if line in whole.values() else line for line in views]
+
+
 def runtime_fingerprint() -> str:
     """A hash of the runtime modules generated code calls into (intrinsics, BLAS bindings): part of
     every module's text, so a module compiled against other runtime code gets another name (the
@@ -849,9 +968,10 @@ def runtime_fingerprint() -> str:
     if _FINGERPRINT is None:
         import runtime.intrinsics
         import runtime.mkl
+        import runtime.parallel
 
         h = hashlib.sha256()
-        for mod in (runtime.intrinsics, blas, runtime.mkl):
+        for mod in (runtime.intrinsics, blas, runtime.mkl, runtime.parallel):
             h.update(Path(str(mod.__file__)).read_bytes())
         _FINGERPRINT = h.hexdigest()[:16]
     return _FINGERPRINT
@@ -891,6 +1011,10 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
             lines.append("single_threaded_blas()")
     lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
     lines += ["buffer_view = buffer_view_function()", "call_kernel = call_kernel_function()"]
+    if any(k.calls for k in kernels):
+        lines += ["", "from runtime.intrinsics import frame_functions"]
+        lines += ["from runtime.parallel import parallel_for_function", ""]
+        lines += ["data_address, array_at = frame_functions()", f"{PARALLEL_FOR} = parallel_for_function()"]
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
     if pool.arrays:
@@ -952,6 +1076,7 @@ def _driver(
             name, signature = _slot(kernel)
             index = slot_index[name, tuple(signature)]
             call = [f"{TABLE}[{index}]", f'"{signature_string(signature)}"', *kernel.args]
+            call += [f"{TABLE}[{slot_index[callee, tuple(sig)]}]" for callee, sig in kernel.calls]
             body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
         for row in (poison or {}).get(group, []):
             dtype = row.value.type.dtype

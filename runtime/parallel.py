@@ -1,0 +1,41 @@
+"""The one parallel loop of the runtime: ``parallel_for(chunk, n, frame)`` runs the native function
+at address ``chunk`` for ``ch`` in ``0 .. n-1`` on Numba's threads, each call ``chunk(ch, frame)``.
+
+A parallel kernel of a generated module is two plain functions: the kernel (what runs before and
+after the parallel loop: partial results allocated, then combined) and its chunk function (one
+iteration of the loop, reading every array it needs from ``frame``, a ``uint64`` array of data
+addresses, with ``runtime.intrinsics.array_at``). The kernel fills the frame and calls
+``parallel_for`` through its address. Numba's parallel lowering (the parfor passes, a gufunc
+compiled per loop) then runs once per machine, for this function, instead of once per kernel of
+every program: it was about two thirds of the compile time of a kernel with a parallel loop
+(``python benchmarks/compile_phases.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numba
+import numpy as np
+
+from runtime.intrinsics import call_kernel
+
+CHUNK_SIGNATURE = "i8,u8:1"  # chunk(ch, frame)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def parallel_for(chunk: int, n: int, frame: Any) -> None:
+    for ch in numba.prange(n):
+        call_kernel(chunk, "i8,u8:1", np.int64(ch), frame)  # (a prange index may be unsigned)
+
+
+def parallel_for_python(chunk: Any, n: int, frame: Any) -> None:
+    """``parallel_for`` for modules run as plain Python: the table holds the chunk function itself."""
+    for ch in range(n):
+        chunk(ch, frame)
+
+
+def parallel_for_function() -> Any:
+    """What a generated module's table slot for ``parallel_for`` holds the address of (or, with
+    Numba's JIT off, the function itself)."""
+    return parallel_for_python if numba.config.DISABLE_JIT else parallel_for  # type: ignore[attr-defined]
