@@ -28,6 +28,9 @@ PROGRAMS = ("MLP training step", "second derivative", "transformer block")
 
 def child(name: str, per_kernel: bool) -> None:
     """Time one cold first call; with ``per_kernel`` compile every kernel alone, in slot order."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(180, exit=True)  # a hang shows where, in the error below
     sys.path.insert(0, HERE)
     import suite_programs
 
@@ -72,7 +75,9 @@ def run(name: str, per_kernel: bool) -> dict[str, Any]:
         if per_kernel:
             env["DSL_COMPILE_JOBS"] = "1"
         cmd = [sys.executable, os.path.abspath(__file__), "--child", name] + ["--per-kernel"] * per_kernel
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{name}{' (per kernel)' * per_kernel} failed:\n{out.stderr[-6000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

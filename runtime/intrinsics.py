@@ -252,6 +252,25 @@ def array_at(typingctx: Any, address: Any, shape: Any, dtype: Any) -> Any:
     return result(address, shape, dtype), codegen
 
 
+@intrinsic
+def keep_alive(typingctx: Any, array: Any) -> Any:
+    """Nothing, at run time; a use of ``array`` at this point of the code, so Numba frees it no
+    earlier. A kernel calls it after ``parallel_for`` on each scratch array only its chunks use:
+    they reach it by address, which Numba does not see, and it would free the array after its last
+    use it does see (the ``data_address``), before the chunks run."""
+    if not isinstance(array, types.Array):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        return context.get_dummy_value()
+
+    return types.none(array), codegen
+
+
+def keep_alive_python(array: Any) -> None:
+    pass
+
+
 def data_address_python(array: Any) -> int:
     return int(array.ctypes.data)
 
@@ -267,9 +286,9 @@ def array_at_python(address: int, shape: tuple[int, ...], dtype: Any) -> Any:
     return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
-def frame_functions() -> tuple[Any, Any]:
-    """What a generated module binds as ``data_address`` and ``array_at``: the intrinsics, or their
-    ctypes forms when Numba's JIT is off."""
+def frame_functions() -> tuple[Any, Any, Any]:
+    """What a generated module binds as ``data_address``, ``array_at`` and ``keep_alive``: the
+    intrinsics, or their plain-Python forms when Numba's JIT is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return data_address_python, array_at_python
-    return data_address, array_at
+        return data_address_python, array_at_python, keep_alive_python
+    return data_address, array_at, keep_alive

@@ -4,6 +4,7 @@ driver's compiled code checked to hold none of the kernels' code."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from runtime.intrinsics import (
     call_kernel,
     data_address,
     data_address_python,
+    keep_alive,
     signature_string,
 )
 from runtime.parallel import parallel_for, parallel_for_python
@@ -237,3 +239,74 @@ def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() ->
             got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]
         ):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-3)
+
+
+@numba.njit(cache=False)
+def _fresh_block(ch, frame):
+    """A chunk that allocates a block the size of its kernel's scratch and reports its address."""
+    out = array_at(frame[0], (16,), np.uint64)
+    fresh = np.empty(4096, np.float64)
+    out[ch] = data_address(fresh)
+    fresh[0] = 1.0
+
+
+def _scratch_kernel(keep: bool) -> Any:
+    """The generated kernel's pattern: scratch only its chunks use, reached through the frame."""
+
+    @numba.njit(cache=False)
+    def kernel(out, chunk_at, parallel_at):
+        scratch = np.empty(4096, np.float64)
+        frame = np.empty(2, np.uint64)
+        frame[0] = data_address(out)
+        frame[1] = data_address(scratch)
+        call_kernel(parallel_at, "u8,i8,u8:1", chunk_at, 16, frame)
+        if keep:
+            keep_alive(scratch)
+        return frame[1]
+
+    return kernel
+
+
+class _Fresh:
+    fresh_block = _fresh_block
+    parallel_for = parallel_for
+
+
+def test_scratch_a_kernel_passes_by_address_lives_until_its_chunks_ran() -> None:
+    """Numba frees an array after the last use it sees: without ``keep_alive`` after
+    ``parallel_for``, a kernel's scratch was freed before its chunks wrote to it, and a chunk's
+    own allocation got the same block (glibc hands a freed block of that size straight back)."""
+    table = kernel_table(_Fresh, [("fresh_block", CHUNK), ("parallel_for", PARALLEL_FOR)])  # type: ignore[arg-type]
+    reused = {}
+    for keep in (False, True):
+        kernel = _scratch_kernel(keep)
+        hits = 0
+        for _ in range(20):
+            out = np.zeros(16, np.uint64)
+            hits += int(kernel(out, table.addresses[0], table.addresses[1]) in set(out.tolist()))
+        reused[keep] = hits
+    assert reused[True] == 0
+    assert reused[False] > 0  # the check can fail: this is what it catches
+
+
+def test_generated_kernels_keep_chunk_scratch_alive_past_parallel_for() -> None:
+    x = np.random.default_rng(5).standard_normal((4096, 64)).astype(np.float32)
+
+    def f(x: Any) -> Any:  # a row band keeping exp and softmax rows in scratch, a column sum's partials
+        e = dnp.exp(x - x.max(axis=1, keepdims=True))
+        p = e / e.sum(axis=1, keepdims=True)
+        return (p * x).sum(axis=0), (p * p).sum(axis=1)
+
+    source = dsl.compile(f).lower(x).source()
+    kernels = source.split("\n\n")
+    scratch = [
+        (k, m.group(1))
+        for k in kernels
+        if "call_kernel(parallel_at" in k
+        for m in re.finditer(r"^    (\w+) = np\.empty\(", k, re.M)
+        if m.group(1) != "frame"
+    ]
+    assert scratch, source
+    for kernel, name in scratch:
+        after = kernel[kernel.index("call_kernel(parallel_at") :].split("\n", 1)[1]  # the lines after it
+        assert re.search(rf"\b{name}\b", after), kernel  # keep_alive(name), or its partial results combined

@@ -892,7 +892,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
         (a, shape_literal(types[a].shape) if types[a].shape else "()", np_type(types[a].dtype))
         for a in kernel.args
     ]
-    views = []
+    views, scratch_names = [], []
     for line in before:
         scratch = _SCRATCH.fullmatch(line)
         if scratch is None:
@@ -900,6 +900,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
             continue
         name, shape, dtype = scratch.groups()
         frame.append((name, shape if shape.startswith("(") else f"({shape},)", dtype))
+        scratch_names.append(name)
     defined = {line: line.split(" = ", 1)[0].strip() for line in views}
     kept = [line for line in before if line not in defined or mentions(after, [defined[line]])]
     index, extent = _PRANGE.fullmatch(body[start]).groups()  # type: ignore[union-attr]
@@ -931,6 +932,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
         f"    frame = np.empty({len(frame)}, np.uint64)",
         *(f"    frame[{k}] = data_address({name})" for k, (name, _, _) in enumerate(frame)),
         f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
+        *(f"    keep_alive({name})" for name in scratch_names if not mentions(after, [name])),
         *after,
     ]
     params = header[header.index("(") + 1 : header.rindex(")")]
@@ -1014,7 +1016,8 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
     if any(k.calls for k in kernels):
         lines += ["", "from runtime.intrinsics import frame_functions"]
         lines += ["from runtime.parallel import parallel_for_function", ""]
-        lines += ["data_address, array_at = frame_functions()", f"{PARALLEL_FOR} = parallel_for_function()"]
+        lines += ["data_address, array_at, keep_alive = frame_functions()"]
+        lines.append(f"{PARALLEL_FOR} = parallel_for_function()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
     if pool.arrays:
