@@ -49,6 +49,7 @@ import numpy as np, dsl
 for n in (5, 512):
     for dtype in (np.float32, np.float64):
         dsl.compile(lambda a: a @ a.T)(np.ones((n, 300), dtype))
+dsl.compile(lambda a: a * 2.0)(np.ones((512, 300), np.float32))  # a parallel loop: parallel_for
 """
 
 
@@ -141,8 +142,9 @@ def markdown(c: dict[str, Any]) -> list[str]:
         lines += [
             "First call in a new process (trace + passes + code generation + Numba load or compile + run);",
             "cold: empty `DSL_CACHE_DIR` and `NUMBA_CACHE_DIR`; new program: the same, except that Numba's",
-            "cache holds the runtime's own functions (`runtime.blas.gemm_rows`, compiled by any earlier",
-            "program on the machine); warm: a second new process, caches filled.",
+            "cache holds the runtime's own functions (`runtime.blas.gemm_rows`,",
+            "`runtime.parallel.parallel_for`, compiled by any earlier program on the machine); warm: a",
+            "second new process, caches filled.",
             "",
             "| program | cold s | new program s | warm s | second call ms (warm process) |",
             "|---|---:|---:|---:|---:|",
