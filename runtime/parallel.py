@@ -20,12 +20,16 @@ import numpy as np
 
 from runtime.intrinsics import call_kernel
 
-CHUNK_SIGNATURE = "i8,u8:1"  # chunk(ch, frame)
+# The kernel-table signatures (``runtime.precompile.KernelSignature``) of a chunk function,
+# ``chunk(ch, frame)``, and of ``parallel_for(chunk, n, frame)``; generated modules use these.
+CHUNK_SIGNATURE: list[tuple[str, int | None]] = [("int64", None), ("uint64", 1)]
+PARALLEL_FOR_SIGNATURE: list[tuple[str, int | None]] = [("uint64", None), ("int64", None), ("uint64", 1)]
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)
 def parallel_for(chunk: int, n: int, frame: Any) -> None:
     for ch in numba.prange(n):
+        # "i8,u8:1" is signature_string(CHUNK_SIGNATURE), written out: call_kernel needs a literal
         call_kernel(chunk, "i8,u8:1", np.int64(ch), frame)  # (a prange index may be unsigned)
 
 

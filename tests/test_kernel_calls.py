@@ -27,7 +27,7 @@ from runtime.intrinsics import (
     keep_alive,
     signature_string,
 )
-from runtime.parallel import parallel_for, parallel_for_python
+from runtime.parallel import CHUNK_SIGNATURE, PARALLEL_FOR_SIGNATURE, parallel_for, parallel_for_python
 from runtime.precompile import kernel_table
 
 
@@ -51,8 +51,7 @@ class _Module:  # what kernel_table reads: the kernels as attributes
 
 F8_2 = [("float64", 2), ("float64", 2)]
 F8_1 = [("float64", 1)]
-CHUNK = [("int64", None), ("uint64", 1)]
-PARALLEL_FOR = [("uint64", None), ("int64", None), ("uint64", 1)]
+CHUNK, PARALLEL_FOR = CHUNK_SIGNATURE, PARALLEL_FOR_SIGNATURE
 
 
 @numba.njit

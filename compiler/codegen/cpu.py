@@ -66,6 +66,7 @@ from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
 from runtime.intrinsics import FLAT, signature_string
+from runtime.parallel import CHUNK_SIGNATURE, PARALLEL_FOR_SIGNATURE
 
 PARALLEL_MIN_ELEMENTS = 1 << 16
 PARALLEL_MIN_FLOPS = 4_000_000  # a matmul below this runs on the calling thread (~40 us of BLAS)
@@ -856,12 +857,8 @@ _WRITERS: dict[GroupKind, Callable[[_KernelSpec], Kernel | None]] = {
 
 PARALLEL_FOR = "parallel_for"  # runtime.parallel.parallel_for, as a generated module binds it
 CHUNK_SUFFIX = "_chunk"
-_PARALLEL_FOR_SLOT: tuple[str, list[tuple[str, int | None]]] = (
-    PARALLEL_FOR,
-    [("uint64", None), ("int64", None), ("uint64", 1)],
-)
-_PARALLEL_FOR_SIGNATURE = signature_string(_PARALLEL_FOR_SLOT[1])
-_CHUNK_SIGNATURE: list[tuple[str, int | None]] = [("int64", None), ("uint64", 1)]
+_PARALLEL_FOR_SLOT = (PARALLEL_FOR, PARALLEL_FOR_SIGNATURE)
+_PARALLEL_FOR_SIGNATURE = signature_string(PARALLEL_FOR_SIGNATURE)
 _PRANGE = re.compile(r"    for (\w+) in numba\.prange\((\d+)\):")
 _SCRATCH = re.compile(r"    (\w+) = np\.empty\((.+), (np\.\w+)\)")
 _ASSIGN = re.compile(r"    (\w+) = (.+)")
@@ -875,8 +872,8 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering then
     runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
     (``runtime/parallel.py``). Other kernels are returned as they are."""
-    if kernel.objmode or ", parallel=True" not in kernel.text:
-        return kernel  # (a runtime function's call has no text)
+    if kernel.objmode or not kernel.text:  # (a runtime function's call has no text)
+        return kernel
     decorator, header, *body = kernel.text.split("\n")
     loops = [i for i, line in enumerate(body) if _PRANGE.fullmatch(line)]
     if ", parallel=True" not in decorator or len(loops) != 1:
@@ -909,7 +906,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     else:  # a loop over elements or rows: REDUCE_CHUNKS fixed ranges of it
         n, chunks = int(extent), str(min(REDUCE_CHUNKS, int(extent)))
         bounds = [f"    lo = ch * {n} // {chunks}", f"    hi = (ch + 1) * {n} // {chunks}"]
-        flat = _chunk_views(views, chunk, index, n)
+        flat = _chunk_views(views, defined, chunk, index, n)
         if flat is None:
             loop = [*bounds, f"    for {index} in range(lo, hi):", *chunk]
         else:  # each flat view sliced to the chunk: LLVM's overlap checks then pass, it vectorizes
@@ -938,20 +935,19 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     params = header[header.index("(") + 1 : header.rindex(")")]
     kernel_text = [plain, f"def {kernel.name}({params}, chunk_at, parallel_at):", *run]
     text = "\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text)
-    calls = [(chunk_name, _CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
+    calls = [(chunk_name, CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
     return Kernel(kernel.name, kernel.args, text, calls=calls)
 
 
-def _chunk_views(views: list[str], chunk: list[str], index: str, n: int) -> list[str] | None:
+def _chunk_views(
+    views: list[str], defined: dict[str, str], chunk: list[str], index: str, n: int
+) -> list[str] | None:
     """``views`` with every flat view of ``n`` elements sliced to ``[lo:hi]``, if the loop ``chunk``
     reads ``index`` only as the subscript of such views (a flat elementwise loop); else None. Looping
     over ``range(lo, hi)`` of the whole views instead, LLVM's run-time overlap check failed for some
-    placements of the buffers and the loop ran scalar (0.7 against 0.07 ms, 2 MB f32 operands)."""
-    whole = {}
-    for line in views:
-        name, value = line.strip().split(" = ", 1)
-        if value.endswith(f".reshape({n})"):
-            whole[name] = line
+    placements of the buffers and the loop ran scalar (0.7 against 0.07 ms, 2 MB f32 operands).
+    ``defined`` names what each line of ``views`` assigns."""
+    whole = {defined[line]: line for line in views if line.endswith(f".reshape({n})")}
     text = "\n".join(chunk)
     subscripted = re.findall(rf"(\w+)\[{index}\]", text)
     if not subscripted or len(subscripted) != len(re.findall(rf"\b{index}\b", text)):
