@@ -3,14 +3,20 @@
 Numba compiles one function at a time, in one thread (it holds the GIL), and a program's first call
 compiles every kernel: most of a cold first call (a transformer block's 22 kernels: 23 s on the
 2-core CI machine). The kernels of one module are independent, so before the first call of a module
-that Numba has never compiled, ``precompile`` splits them into ``jobs`` shares of about equal size
-(the length of their source, the best predictor we have of Numba's time): helper processes compile
-theirs into Numba's on-disk cache (``cache=True``; a helper imports the module file under the same
-name, so the cache entries are the ones this process looks up) while this process compiles its own.
-When this process then builds the kernel table, the helpers' kernels load from the cache. Nothing
-depends on the helpers: a kernel a helper did not compile (it failed or was killed) is compiled here.
+that Numba has never compiled, ``precompile`` starts ``jobs - 1`` helper processes, and every process
+takes the kernels in the same order, heaviest first (by the length of their source, the best
+predictor we have of Numba's time), each compiling those it claims first (a file created atomically
+in a shared folder): a process that finishes early, or a helper that starts late, simply takes the
+next one, so the shares balance whatever the weights got wrong (a static split by weight left the
+transformer block's helper 1.8 s behind). Helpers compile into Numba's on-disk cache
+(``cache=True``; a helper imports the module file under the same name, so the cache entries are the
+ones this process looks up). When this process then builds the kernel table, the helpers' kernels
+load from the cache. Nothing depends on the helpers: a kernel a helper did not compile (it failed or
+was killed) is compiled here.
 Runtime functions a module calls (``runtime.blas.gemm_rows``) are shared out like kernels until
-Numba's cache holds them.
+Numba's cache holds them, and so is the driver (it calls the kernels through their addresses, so it
+compiles without them: the second derivative's driver took 0.7 s alone after the kernels). A module
+with too little to compile to pay for a helper's start (``HELPER_START_WEIGHT``) gets none.
 
 The driver calls its kernels through a table of their native addresses (``kernel_table``, passed to
 it on every call; ``runtime.intrinsics.call_kernel``), not by name: Numba links a kernel called by
@@ -30,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from collections.abc import Mapping, Sequence
@@ -48,7 +55,14 @@ KernelSignature = Sequence[tuple[str, int | None]]
 Slot = tuple[str, KernelSignature]  # an entry of the kernel table: a kernel and one signature
 Signatures = Mapping[str, Sequence[KernelSignature]]  # kernel name -> the signatures it is called with
 HELPER_TIMEOUT_S = 900.0
-RUNTIME_FUNCTION_WEIGHT = 600  # ~0.7 s of compile, like a kernel of 600 characters
+# Weights are about 3,000 per second of Numba's compile on the 2-core CI machine (a kernel's weight
+# is its source length: the second derivative's kernels, 9,400 characters, take ~3 s). A runtime
+# function the module imports weighs its own measured compile time (compile_phases.py).
+RUNTIME_FUNCTION_WEIGHTS = {"gemm_rows": 2400, "gemm_rows_mkl": 2400, "parallel_for": 600}
+RUNTIME_FUNCTION_WEIGHT = 1000  # any other (the serial gemm_rows forms: ~0.3 s)
+# A helper's start (a Python process importing Numba and the module: ~0.4 s) costs about this much
+# compile work; a share lighter than it is compiled faster where it is.
+HELPER_START_WEIGHT = 1300
 _ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding the ``runtime`` package
 
 
@@ -64,23 +78,34 @@ def compile_jobs() -> int:
 
 
 def compiled_before(dispatcher: Any) -> bool:
-    """Whether Numba's cache holds code of ``dispatcher`` (for a module's driver: then its kernels
-    too, the driver is compiled after them). Where Numba's cache layout cannot be read, say yes."""
+    """Whether Numba's cache holds code of ``dispatcher`` (for any signature). Where Numba's cache
+    layout cannot be read, say yes."""
     cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
     index = getattr(cache_file, "_index_path", None)
     return not isinstance(index, str) or os.path.exists(index)
 
 
-def split(weights: Mapping[str, int], jobs: int) -> list[list[str]]:
-    """Kernel names in ``jobs`` shares of about equal weight: heaviest first, each to the lightest
-    share so far (longest processing time first)."""
-    shares: list[list[str]] = [[] for _ in range(jobs)]
-    loads = [0] * jobs
-    for name in sorted(weights, key=lambda n: (-weights[n], n)):
-        i = loads.index(min(loads))
-        shares[i].append(name)
-        loads[i] += weights[name]
-    return shares
+def by_weight(weights: Mapping[str, int]) -> list[str]:
+    """Function names heaviest first: the order every process takes them in, so the last to finish
+    are light ones (longest processing time first)."""
+    return sorted(weights, key=lambda n: (-weights[n], n))
+
+
+def claim(claims: str, name: str) -> bool:
+    """Take ``name`` for this process: true for exactly one of the processes sharing ``claims`` (a
+    folder; the claim is a file created there atomically)."""
+    try:
+        os.close(os.open(os.path.join(claims, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def compile_claimed(module: types.ModuleType, signatures: Signatures, claims: str) -> None:
+    """Compile, in order, each function of ``signatures`` no other process has claimed."""
+    for name, overloads in signatures.items():
+        if claim(claims, name):
+            compile_kernels(module, {name: overloads})
 
 
 def compile_kernels(module: types.ModuleType, signatures: Signatures) -> None:
@@ -129,15 +154,22 @@ def prepare(
     slots: Sequence[Slot],
     weights: Mapping[str, int],
     entry: str,
+    entry_signature: KernelSignature | None = None,
 ) -> Any:
     """Before a module's first call: compile its kernels ahead (in several processes if Numba never
-    compiled the module) and return the driver's kernel table (``KernelTable.addresses``)."""
+    compiled the module) and return the driver's kernel table (``KernelTable.addresses``).
+
+    With ``entry_signature`` (the driver's argument types) the driver is shared out with the kernels
+    (it calls them through the table, so it does not need them compiled): a helper compiles it into
+    Numba's cache while this process compiles kernels, and the first call loads it."""
     signatures: dict[str, list[KernelSignature]] = {}
     for name, signature in slots:
         known = signatures.setdefault(name, [])
         if signature not in known:
             known.append(signature)
-    precompile(module, signatures, weights, entry)
+    if entry_signature is not None:
+        signatures[entry] = [entry_signature]
+    precompile(module, signatures, weights)
     return kernel_table(module, slots)
 
 
@@ -148,43 +180,45 @@ def _array_type(dtype: str, ndim: int | None) -> Any:
     return numba.types.Array(scalar, 1 if ndim == FLAT else ndim, "C")  # FLAT: the kernel gets 1-D
 
 
-def precompile(
-    module: types.ModuleType,
-    signatures: Signatures,
-    weights: Mapping[str, int],
-    entry: str,
-) -> int:
-    """Compile a module's kernels in ``compile_jobs()`` processes if Numba never compiled the module;
-    returns the number of helper processes started (0: nothing to share, or compiled before)."""
-    jobs = min(compile_jobs(), len(signatures) // 2)  # a helper costs a process start: 2+ kernels each
-    if jobs < 2 or getattr(numba_config, "DISABLE_JIT", False) or compiled_before(getattr(module, entry)):
+def precompile(module: types.ModuleType, signatures: Signatures, weights: Mapping[str, int]) -> int:
+    """Compile the functions of ``signatures`` that Numba's cache does not hold in ``compile_jobs()``
+    processes (the module docstring); returns the number of helper processes started (0: too little
+    left to share). A function counts as held once any process compiled it, so a module whose helper
+    failed shares out only what is still missing."""
+    if getattr(numba_config, "DISABLE_JIT", False):
         return 0
-    mine, *theirs = split({n: _weight(module, n, weights) for n in signatures}, jobs)
-    helpers = [_start_helper(module, {n: signatures[n] for n in share}) for share in theirs]
-    try:
-        compile_kernels(module, {n: signatures[n] for n in mine})
-    finally:
-        deadline = time.monotonic() + HELPER_TIMEOUT_S
-        for helper in helpers:
-            try:
-                helper.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                helper.kill()
-                helper.wait()
+    todo = {n: s for n, s in signatures.items() if not compiled_before(getattr(module, n))}
+    loads = {n: _weight(module, n, weights) for n in todo}
+    # A helper costs a process start: two or more functions, and a share worth it, each.
+    jobs = min(compile_jobs(), len(todo) // 2, sum(loads.values()) // HELPER_START_WEIGHT)
+    if jobs < 2:
+        return 0
+    order = {n: todo[n] for n in by_weight(loads)}
+    with tempfile.TemporaryDirectory(prefix="dslc-claims-") as claims:
+        helpers = [_start_helper(module, order, claims) for _ in range(jobs - 1)]
+        try:
+            compile_claimed(module, order, claims)
+        finally:
+            deadline = time.monotonic() + HELPER_TIMEOUT_S
+            for helper in helpers:
+                try:
+                    helper.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    helper.kill()
+                    helper.wait()
     return len(helpers)
 
 
 def _weight(module: types.ModuleType, name: str, weights: Mapping[str, int]) -> int:
-    """A kernel's share of the compile work: its source length; a runtime function the module
-    imports (``runtime.blas.gemm_rows``) weighs like a small kernel until Numba's cache has it,
-    then nothing (it loads)."""
+    """A kernel's share of the compile work: its source length (the driver's: ``weights`` says); a
+    runtime function the module imports (``runtime.blas.gemm_rows``): its measured compile time."""
     if name in weights:
         return weights[name]
-    return 0 if compiled_before(getattr(module, name)) else RUNTIME_FUNCTION_WEIGHT
+    return RUNTIME_FUNCTION_WEIGHTS.get(name, RUNTIME_FUNCTION_WEIGHT)
 
 
-def _start_helper(module: types.ModuleType, signatures: Signatures) -> subprocess.Popen[bytes]:
-    spec = {"path": str(module.__file__), "name": module.__name__, "kernels": signatures}
+def _start_helper(module: types.ModuleType, signatures: Signatures, claims: str) -> subprocess.Popen[bytes]:
+    spec = {"path": str(module.__file__), "name": module.__name__, "kernels": signatures, "claims": claims}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)
     return subprocess.Popen(
@@ -197,11 +231,12 @@ def _start_helper(module: types.ModuleType, signatures: Signatures) -> subproces
 
 
 def _helper_main(spec_json: str) -> None:
-    """A helper process: import the module file under its name and compile the given kernels."""
+    """A helper process: import the module file under its name and compile, in order, the given
+    functions no other process claimed."""
     from runtime.module_cache import import_module_file
 
-    spec = json.loads(spec_json)  # signatures arrive as lists of [dtype, ndim] pairs
-    compile_kernels(import_module_file(spec["name"], Path(spec["path"])), spec["kernels"])
+    spec = json.loads(spec_json)  # signatures arrive as lists of [dtype, ndim] pairs, in order
+    compile_claimed(import_module_file(spec["name"], Path(spec["path"])), spec["kernels"], spec["claims"])
 
 
 if __name__ == "__main__":

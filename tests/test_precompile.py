@@ -73,13 +73,17 @@ def test_helpers_compile_kernels_the_caller_then_loads_from_the_cache(tmp_path: 
     np.testing.assert_array_equal(shared["g2"], alone["g2"])
 
 
-def test_split_balances_the_shares_by_weight() -> None:
-    weights = {"a": 9, "b": 7, "c": 5, "d": 4, "e": 3, "f": 1}
-    shares = precompile.split(weights, 2)
-    assert sorted(n for s in shares for n in s) == sorted(weights)
-    loads = sorted(sum(weights[n] for n in s) for s in shares)
-    assert loads == [14, 15]
-    assert precompile.split({"a": 1}, 3) == [["a"], [], []]
+def test_functions_go_heaviest_first_each_to_the_first_process_that_claims_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert precompile.by_weight({"a": 1, "b": 9, "c": 5, "d": 5}) == ["b", "c", "d", "a"]
+    assert precompile.claim(str(tmp_path), "k1")
+    assert not precompile.claim(str(tmp_path), "k1")  # taken: another process compiles it
+    assert precompile.claim(str(tmp_path), "k2")
+    compiled: list[str] = []
+    monkeypatch.setattr(precompile, "compile_kernels", lambda module, signatures: compiled.extend(signatures))
+    precompile.compile_claimed(Any, {"k1": [], "k3": [], "k2": [], "k4": []}, str(tmp_path))
+    assert compiled == ["k3", "k4"]
 
 
 def test_compile_jobs_reads_the_flag(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,7 +111,7 @@ def _fresh_program(scale: float) -> Any:
 def test_a_failed_helper_leaves_its_kernels_to_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
     started = []
 
-    def failing_helper(module: Any, signatures: Any) -> subprocess.Popen[bytes]:
+    def failing_helper(module: Any, signatures: Any, claims: str) -> subprocess.Popen[bytes]:
         started.append(sorted(signatures))
         return subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
 
@@ -130,7 +134,7 @@ def test_a_failed_helper_leaves_its_kernels_to_the_caller(monkeypatch: pytest.Mo
     for g, v in zip(got, want):
         np.testing.assert_allclose(g, v, rtol=2e-5, atol=1e-5)
     assert len(re.findall(r"^def k\w+\(", f.lower(x, w).source(), re.M)) >= 4
-    assert len(started) == 1  # one helper was asked (and failed); the driver compiled its share
+    assert len(started) == 1  # one helper was asked (and failed); this process compiled everything
     # Compiled now: a new executable of the same module asks no helper.
     started.clear()
     g = _fresh_program(scale)

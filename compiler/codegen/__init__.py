@@ -64,7 +64,9 @@ def build_cpu_executable(
         direct_writeback=program.direct_writeback,
         arg_names=func.arg_names,
         donated=donate_argnums,
-        prepare=lambda: prepare(module, program.kernel_slots, program.kernel_weights, program.entry),
+        prepare=lambda: prepare(
+            module, program.kernel_slots, program.kernel_weights, program.entry, program.entry_signature
+        ),
     )
     return executable, program, fusion, plan
 
