@@ -122,8 +122,11 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
     once on ``arrays``, which compiles the kernels (its kernel table) and the driver. A runtime
     function is compiled again, uncached, as a new dispatcher of its Python function, for each
     signature this program's kernel table holds: its own dispatcher, shared by every program, is
-    left alone.
+    left alone. The float32 math helpers (``compiler/prims/vecmath.py``) are not listed: LLVM
+    inlines them, so their code is in the IR of each kernel that calls them.
     """
+    from compiler.prims.vecmath import HELPERS
+
     import numba
     from numba.core.caching import NullCache
     from numba.core.dispatcher import Dispatcher
@@ -142,6 +145,8 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
     used = [(d, key) for d, key, _ in program.executable.kernels.compiled]
     parts = []
     for name, obj in dispatchers.items():
+        if name in HELPERS:
+            continue
         shown = obj
         if name not in own:
             shown = numba.njit(**obj.targetoptions)(obj.py_func)
