@@ -125,11 +125,11 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
     left alone. The float32 math helpers (``compiler/prims/vecmath.py``) are not listed: LLVM
     inlines them, so their code is in the IR of each kernel that calls them.
     """
-    from compiler.prims.vecmath import HELPERS
-
     import numba
     from numba.core.caching import NullCache
     from numba.core.dispatcher import Dispatcher
+
+    from compiler.prims.vecmath import HELPERS
 
     driver = getattr(program.executable, "driver", None)
     if not isinstance(driver, Dispatcher):

@@ -4,6 +4,7 @@ C99/NumPy results at the special values, and the generated code taking the vecto
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -158,3 +159,24 @@ def test_keyed_max_min_order_signed_zeros() -> None:
     assert got[0] == 0.0 and not np.signbit(got[0]) and np.signbit(got[1])
     low = dsl.compile(lambda v: v.min(axis=1))(z)
     assert np.signbit(low[0]) and np.signbit(low[1])
+
+
+def test_helpers_are_inlined_into_every_kernel_that_calls_them() -> None:
+    """LLVM inlines the helpers (``forceinline``): a call left in a loop stops its vectorization.
+    Plain ``njit`` helpers were left as calls in an attention softmax's row band (4-d rows of 128:
+    0.12 -> 0.9 ms), while a flat ``tanh`` loop inlined them."""
+    from compiler.cli import llvm_ir
+
+    def f(s: Any, x: Any) -> Any:
+        p = dnp.exp(s * 0.125 - (s * 0.125).max(axis=-1, keepdims=True))
+        p = p / p.sum(axis=-1, keepdims=True)
+        return p, dnp.tanh(x) + dnp.log(x * x + 1.0), dsl.nn.sigmoid(x).sum()
+
+    rng = np.random.default_rng(0)
+    s = rng.standard_normal((4, 4, 128, 128)).astype(np.float32)
+    x = rng.standard_normal((512, 256)).astype(np.float32)
+    ir = llvm_ir(dsl.compile(f).lower(s, x).program, [s, x])
+    defined = re.findall(r"^define [^@]*@(\S+)\(", ir, re.M)
+    assert any(re.search(r"k\d+_\w+_chunk", d) for d in defined)  # the kernels' own IR is there
+    left = sorted(set(re.findall(r"call [^\n]*@(\w*(?:" + "|".join(vecmath.HELPERS) + r")\w*)\(", ir)))
+    assert left == []

@@ -6,12 +6,14 @@ Numba loop on the 2-core CI machine, 2.3 ms as one NumPy call. These are the sam
 with arithmetic, compares and bit casts only: branch-free (both sides computed, then selected), so a
 fused loop that calls them vectorizes (2.1 ms for that ``exp``, on both cores, fused with its
 neighbours). Every generated CPU module that names one of them gets its source in the prelude
-(``helper_source``) under ``numba.njit``: the module's text, which content-addresses the compiled
-cache, then includes the helper's code. A kernel calls the helper by name, and LLVM inlines it
-there (the loops vectorize: 512-bit registers, no call left). Not Numba's ``inline="always"``: that
-copies the helper's Numba IR into every call site and runs Numba's passes over the copies, which
-doubled the compile time of the kernels using them (the transformer block's heaviest row kernel
-0.79 -> 0.40 s, the MLP step's softmax band 0.85 -> 0.43 s) for the same machine code.
+(``helper_source``) under ``numba.njit(forceinline=True)``: the module's text, which
+content-addresses the compiled cache, then includes the helper's code. A kernel calls the helper by
+name, and LLVM inlines it there (``forceinline`` is LLVM's ``alwaysinline``: left to LLVM's cost
+model, the calls stayed in an attention softmax's row band, whose loops then ran scalar, 0.12 ->
+0.9 ms). Not Numba's ``inline="always"``: that copies the helper's Numba IR into every call site and
+runs Numba's passes over the copies, which doubled the compile time of the kernels using them (the
+transformer block's heaviest row kernel 0.79 -> 0.42 s, the MLP step's softmax band 0.85 -> 0.39 s)
+for the same machine code.
 
 Accuracy (float32, checked over dense grids against float64 NumPy in tests/test_vecmath.py):
 ``exp_f32`` < 1 ulp (Cephes ``expf``: Cody-Waite reduction by ln 2, degree-6 polynomial), denormal
@@ -199,5 +201,5 @@ def helper_source(names: set[str]) -> str:
         if name in names:
             define, body = sources[name].split("\n", 1)
             define = define.split("  #")[0]  # the lint comments stay here
-            blocks.append(f'@numba.njit(error_model="numpy")\n{define}\n{body}'.rstrip())
+            blocks.append(f'@numba.njit(forceinline=True, error_model="numpy")\n{define}\n{body}'.rstrip())
     return "\n\n\n".join(blocks)
