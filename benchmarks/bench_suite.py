@@ -288,8 +288,9 @@ def memory(prog: Program, jax_runner: Runner | None) -> dict[str, Any]:
     plan = lowered.memory_plan()
     arenas = [e.run.arena.nbytes for e in prog.dslc._cache.values()]  # the executable that ran
     out: dict[str, Any] = {"planned_peak": plan.peak_bytes, "naive": plan.naive_bytes, "arena": max(arenas)}
-    # kernels: not helpers, not the driver, not a parallel kernel's chunk function
-    out["kernels"] = len(re.findall(r"^def k\w+(?<!_chunk)\(", lowered.source(), re.M))
+    # kernels: not helpers, not the driver; a parallel kernel and its chunk function are one (the
+    # driver runs a kernel's chunks itself when it has nothing to do around them: chunks alone)
+    out["kernels"] = len(set(re.findall(r"^def (k\w+?)(?:_chunk)?\(", lowered.source(), re.M)))
     out["matmul_calls"] = len(re.findall(r"# gemm_rows\w*$", lowered.source(), re.M))  # runtime.blas
     if jax_runner is not None:
         compiled = jax_runner.fn.lower(*jax_runner.args).compile()

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 
-from runtime.intrinsics import buffer_view_python, call_kernel_python  # noqa: E402
+from runtime.intrinsics import buffer_view_python, call_kernel_python, fill_frame_python  # noqa: E402
 
 
 def profile(name: str, repeats: int, show_source: bool) -> None:
@@ -44,14 +44,18 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
         entries = signature.split(",")
         addresses = executable.kernels.addresses
         args = tuple(np.uint64(addresses[a]) if e == "u8" else a for e, a in zip(entries, args, strict=True))
+        name = dispatcher.__name__
+        if name == "parallel_for":  # a kernel the driver runs directly: named after its chunks
+            name = executable.kernels.compiled[slot_of[int(args[0])]][0].__name__.removesuffix("_chunk")
         t0 = time.perf_counter()
         call_kernel_python(dispatcher, signature, *args)
-        this_run[dispatcher.__name__] += time.perf_counter() - t0
-        calls[dispatcher.__name__] += 1
+        this_run[name] += time.perf_counter() - t0
+        calls[name] += 1
 
     executable = entry.run
+    slot_of = {int(a): i for i, a in enumerate(executable.kernels.addresses)}
     namespace: dict[str, Any] = dict(executable.driver.py_func.__globals__)  # the module's names
-    namespace.update(call_kernel=timed_call, buffer_view=buffer_view_python)
+    namespace.update(call_kernel=timed_call, buffer_view=buffer_view_python, fill_frame=fill_frame_python)
     exec(driver_src.replace("with numba.objmode():", "if True:"), namespace)
     run = namespace["run"]
     table = list(range(len(executable.kernels.compiled)))

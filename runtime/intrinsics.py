@@ -267,8 +267,35 @@ def keep_alive(typingctx: Any, array: Any) -> Any:
     return types.none(array), codegen
 
 
+@intrinsic
+def fill_frame(typingctx: Any, frame: Any, *arrays: Any) -> Any:
+    """``frame[k] = data_address(arrays[k])`` for each array: the frame a chunk function reads (one
+    call, so a driver that calls ``parallel_for`` itself stays short to compile)."""
+    if len(arrays) == 1 and isinstance(arrays[0], types.StarArgTuple):
+        arrays = tuple(arrays[0].types)
+    ok = isinstance(frame, types.Array) and frame.dtype == types.uint64 and frame.ndim == 1
+    if not ok or not arrays or not all(isinstance(a, types.Array) for a in arrays):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        slots = context.make_array(frame)(context, builder, value=args[0]).data
+        values = cgutils.unpack_tuple(builder, args[1], len(arrays))
+        for k, (array, value) in enumerate(zip(arrays, values)):
+            data = context.make_array(array)(context, builder, value=value).data
+            address = builder.ptrtoint(data, ir.IntType(64))
+            builder.store(address, builder.gep(slots, [ir.Constant(ir.IntType(64), k)]))
+        return context.get_dummy_value()
+
+    return types.none(frame, types.StarArgTuple(arrays)), codegen
+
+
 def keep_alive_python(array: Any) -> None:
     pass
+
+
+def fill_frame_python(frame: Any, *arrays: Any) -> None:
+    for k, array in enumerate(arrays):
+        frame[k] = data_address_python(array)
 
 
 def data_address_python(array: Any) -> int:
@@ -286,9 +313,9 @@ def array_at_python(address: int, shape: tuple[int, ...], dtype: Any) -> Any:
     return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
-def frame_functions() -> tuple[Any, Any, Any]:
-    """What a generated module binds as ``data_address``, ``array_at`` and ``keep_alive``: the
-    intrinsics, or their plain-Python forms when Numba's JIT is off."""
+def frame_functions() -> tuple[Any, Any, Any, Any]:
+    """What a generated module binds as ``data_address``, ``array_at``, ``keep_alive`` and
+    ``fill_frame``: the intrinsics, or their plain-Python forms when Numba's JIT is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return data_address_python, array_at_python, keep_alive_python
-    return data_address, array_at, keep_alive
+        return data_address_python, array_at_python, keep_alive_python, fill_frame_python
+    return data_address, array_at, keep_alive, fill_frame

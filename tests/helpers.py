@@ -110,13 +110,19 @@ def driver_calls(source: str) -> list[tuple[str, list[str]]]:
     """The kernel calls of a generated CPU module's driver, in order: each called function's name
     (a kernel ``k<i>_<root>``, or ``gemm_rows``/``gemm_rows_serial`` for a float matmul) and its
     arguments (the buffers, and the sizes of a ``gemm_rows`` call; not the table entries a parallel
-    kernel is passed, its chunk function's and ``parallel_for``'s addresses)."""
+    kernel is passed, its chunk function's and ``parallel_for``'s addresses; for a kernel the driver
+    runs directly, the buffers it puts in the frame)."""
     calls = []
+    framed: list[str] = []  # the arrays of the last fill_frame: a kernel the driver runs directly
     for line in source.splitlines():
+        m = re.match(r"\s+fill_frame\(frame, (.*)\)$", line)
+        if m:
+            framed = _split_args(m.group(1))
+            continue
         m = re.match(r"\s+call_kernel\(kernel_table\[\d+\], \"[^\"]*\", (.*)\)  # (\w+)$", line)
         if m:
             args = [a for a in _split_args(m.group(1)) if not a.startswith("kernel_table[")]
-            calls.append((m.group(2), args))
+            calls.append((m.group(2), framed if args[-1:] == ["frame"] else args))
             continue
         m = re.match(r"\s+(k\d+_\w+)\((.*)\)$", line)  # an object-mode (NumPy) kernel
         if m:
@@ -127,7 +133,7 @@ def driver_calls(source: str) -> list[tuple[str, list[str]]]:
 def parallel_loops(source: str) -> list[int]:
     """The iteration count of each parallel loop of a generated CPU module: a kernel's chunks run by
     ``runtime.parallel.parallel_for`` (the ``runtime_parallel`` form), or a ``numba.prange`` loop."""
-    runtime = re.findall(r'call_kernel\(parallel_at, "[^"]*", chunk_at, (\d+), frame\)', source)
+    runtime = re.findall(r'"u8,i8,u8:1", (?:chunk_at|kernel_table\[\d+\]), (\d+), frame\)', source)
     return [int(n) for n in runtime + re.findall(r"numba\.prange\((\d+)\)", source)]
 
 

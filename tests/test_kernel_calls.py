@@ -225,6 +225,11 @@ def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() ->
         on = dsl.compile(f)
         source = on.lower(x).source()
         assert "parallel=True" not in source and parallel_loops(source) == [16]
+        # the band combines partial results after its loop: a kernel function of its own calls
+        # parallel_for; the flat loop has nothing around it: the driver runs its chunks directly
+        kernel = re.search(r"^def (k\w+)\(.*chunk_at, parallel_at\):$", source, re.M)
+        direct = re.search(r"^    fill_frame\(frame, .*\n    call_kernel\(.*, frame\)  # k", source, re.M)
+        assert (kernel is not None, direct is not None) == ((True, False) if f is band else (False, True))
         cpu.OPTIMIZATIONS.discard("runtime_parallel")
         try:
             off = dsl.compile(f)

@@ -159,6 +159,9 @@ class Kernel:
     # Table slots whose addresses the driver passes after ``args`` (a parallel kernel's chunk
     # function and ``runtime.parallel.parallel_for``: ``_runtime_parallel``).
     calls: list[tuple[str, list[tuple[str, int | None]]]] = field(default_factory=list)
+    # A parallel kernel with nothing to do around its loop: its text is the chunk function alone,
+    # and the driver fills the frame with ``args`` and calls ``parallel_for`` for this many chunks.
+    direct: str | None = None
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
@@ -200,7 +203,7 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     if "shared_kernels" in OPTIMIZATIONS:
         kernels = _shared(kernels)
     for kernel in kernels.values():
-        if kernel.signature is None and not kernel.objmode:
+        if kernel.signature is None and not kernel.objmode and kernel.direct is None:
             kernel.signature = [
                 (types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args
             ] + [("uint64", None)] * len(kernel.calls)
@@ -245,11 +248,12 @@ def _kernel_slots(
     for kernel in kernels:
         if kernel.objmode:
             continue
-        for slot in [_slot(kernel), *kernel.calls]:
+        for slot in [*([] if kernel.direct else [_slot(kernel)]), *kernel.calls]:
             if slot not in slots:
                 slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
-            chunk_at = kernel.text.find("\n\n\n") + 1  # a parallel kernel's chunk function first
+            # a parallel kernel's chunk function first (alone if the driver runs it directly)
+            chunk_at = len(kernel.text) if kernel.direct else kernel.text.find("\n\n\n") + 1
             weights[kernel.name] = len(kernel.text) - chunk_at
             weights.update((name, chunk_at) for name, _ in kernel.calls if name != PARALLEL_FOR)
     return slots, weights
@@ -288,7 +292,7 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
             continue
         key = _canonical(kernel)
         seen = first.setdefault(key, kernel)
-        shared = Kernel(seen.name, kernel.args, "", kernel.objmode, calls=seen.calls)
+        shared = Kernel(seen.name, kernel.args, "", kernel.objmode, calls=seen.calls, direct=seen.direct)
         out[group] = kernel if seen is kernel else shared
     return out
 
@@ -882,7 +886,9 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     ``array_at``) and the kernel (what comes before and after the loop, then the frame filled and
     ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering then
     runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
-    (``runtime/parallel.py``). Other kernels are returned as they are."""
+    (``runtime/parallel.py``). With nothing before or after the loop (no scratch, no partial
+    results) the kernel is the chunk function alone (``Kernel.direct``: the driver runs it). Other
+    kernels are returned as they are."""
     if kernel.objmode or not kernel.text:  # (a runtime function's call has no text)
         return kernel
     decorator, header, *body = kernel.text.split("\n")
@@ -925,6 +931,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
             views = bounds + views
     plain = decorator.replace(", parallel=True", "")
     chunk_name = f"{kernel.name}{CHUNK_SUFFIX}"
+    calls = [(chunk_name, CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
     chunk_text = [
         plain,
         f"def {chunk_name}(ch, frame):",
@@ -935,6 +942,10 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
         *views,
         *loop,
     ]
+    if not kept and not scratch_names and not any(line.strip() for line in after):
+        # nothing around the loop: the driver fills the frame and runs the chunks (a function
+        # fewer to compile: ~0.07 s each)
+        return Kernel(kernel.name, kernel.args, "\n".join(chunk_text), calls=calls, direct=chunks)
     run = [
         *kept,
         f"    frame = np.empty({len(frame)}, np.uint64)",
@@ -946,7 +957,6 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     params = header[header.index("(") + 1 : header.rindex(")")]
     kernel_text = [plain, f"def {kernel.name}({params}, chunk_at, parallel_at):", *run]
     text = "\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text)
-    calls = [(chunk_name, CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
     return Kernel(kernel.name, kernel.args, text, calls=calls)
 
 
@@ -1023,7 +1033,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
     if any(k.calls for k in kernels):
         lines += ["", "from runtime.intrinsics import frame_functions"]
         lines += ["from runtime.parallel import parallel_for_function", ""]
-        lines += ["data_address, array_at, keep_alive = frame_functions()"]
+        lines += ["data_address, array_at, keep_alive, fill_frame = frame_functions()"]
         lines.append(f"{PARALLEL_FOR} = parallel_for_function()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
@@ -1082,6 +1092,11 @@ def _driver(
         kernel = kernels.get(group)
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
+        elif kernel is not None and kernel.direct is not None:
+            chunk, run_chunks = (f"{TABLE}[{slot_index[n, tuple(sig)]}]" for n, sig in kernel.calls)
+            body.append(f"fill_frame(frame, {', '.join(kernel.args)})")
+            call = [run_chunks, f'"{_PARALLEL_FOR_SIGNATURE}"', chunk, kernel.direct, "frame"]
+            body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
         elif kernel is not None:
             name, signature = _slot(kernel)
             index = slot_index[name, tuple(signature)]
@@ -1099,5 +1114,8 @@ def _driver(
     ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
     objmode = any(k.objmode for k in kernels.values())  # object mode holds the GIL anyway
     header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]
+    frames = [len(k.args) for k in kernels.values() if k.direct is not None]
+    if frames:  # one frame for every kernel the driver runs directly (one at a time)
+        body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
     lines = [*header, *indent([*body, f"return {ret}"], 1)]
     return "\n".join(lines)
