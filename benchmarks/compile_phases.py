@@ -90,9 +90,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"- command: `{result['command']}`",
         "- empty caches (Numba's too: the runtime's `gemm_rows` is compiled as well); one run each",
         "",
-        "Default `DSL_COMPILE_JOBS` (helpers compile a share of the kernels): kernels = "
-        "`runtime.precompile.prepare` (compiled ahead, then the kernel table); driver and run = "
-        "the rest of the first call after it.",
+        "Default `DSL_COMPILE_JOBS` (helper processes compile a share of the functions): kernels = "
+        "`runtime.precompile.prepare` (the kernels and the driver compiled ahead, then the kernel "
+        "table); driver and run = the rest of the first call after it (the driver loads from "
+        "Numba's cache).",
         "",
         "| program | first call s | before kernels s | kernels s | driver and run s |",
         "|---|---:|---:|---:|---:|",
@@ -103,7 +104,13 @@ def markdown(result: dict[str, Any]) -> str:
             f"| {name} | {p['first_call_s']:.2f} | {p['before_s']:.2f} | {p['prepare_s']:.2f} | "
             f"{p['after_s']:.2f} |"
         )
-    lines += ["", "`DSL_COMPILE_JOBS=1`, each kernel compiled alone (seconds, heaviest first):", ""]
+    lines += [
+        "",
+        "`DSL_COMPILE_JOBS=1`, each function compiled alone, in slot order, the driver (`run`) last "
+        "(seconds, heaviest first; the first function to use a float32 math helper also compiles "
+        "the helper):",
+        "",
+    ]
     for name, r in result["programs"].items():
         kernels = sorted(r["serial"]["kernels"].items(), key=lambda kv: -kv[1])
         total = sum(t for _, t in kernels)
