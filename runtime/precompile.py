@@ -160,8 +160,8 @@ def prepare(
     compiled the module) and return the driver's kernel table (``KernelTable.addresses``).
 
     With ``entry_signature`` (the driver's argument types) the driver is shared out with the kernels
-    (it calls them through the table, so it does not need them compiled): a helper compiles it into
-    Numba's cache while this process compiles kernels, and the first call loads it."""
+    (it calls them through the table, so it does not need them compiled): whichever process claims
+    it compiles it into Numba's cache, and the first call finds it there."""
     signatures: dict[str, list[KernelSignature]] = {}
     for name, signature in slots:
         known = signatures.setdefault(name, [])
