@@ -23,7 +23,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 
-from runtime.intrinsics import buffer_view_python, call_kernel_python, fill_frame_python  # noqa: E402
+from runtime.intrinsics import (  # noqa: E402
+    buffer_view_python,
+    call_kernel_python,
+    fill_frame_python,
+    keep_alive_python,
+)
 
 
 def profile(name: str, repeats: int, show_source: bool) -> None:
@@ -55,7 +60,12 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
     executable = entry.run
     slot_of = {int(a): i for i, a in enumerate(executable.kernels.addresses)}
     namespace: dict[str, Any] = dict(executable.driver.py_func.__globals__)  # the module's names
-    namespace.update(call_kernel=timed_call, buffer_view=buffer_view_python, fill_frame=fill_frame_python)
+    namespace.update(
+        call_kernel=timed_call,
+        buffer_view=buffer_view_python,
+        fill_frame=fill_frame_python,
+        keep_alive=keep_alive_python,
+    )
     exec(driver_src.replace("with numba.objmode():", "if True:"), namespace)
     run = namespace["run"]
     table = list(range(len(executable.kernels.compiled)))

@@ -5,8 +5,9 @@ A parallel kernel of a generated module is two plain functions: the kernel (what
 after the parallel loop: partial results allocated, then combined) and its chunk function (one
 iteration of the loop, reading every array it needs from ``frame``, a ``uint64`` array of data
 addresses, with ``runtime.intrinsics.array_at``). The kernel fills the frame and calls
-``parallel_for`` through its address; a kernel with nothing to do around its loop has no function of
-its own, and the driver fills the frame (``fill_frame``) and calls ``parallel_for`` itself.
+``parallel_for`` through its address; a kernel with nothing to do after its loop has no function of
+its own, and the driver allocates its scratch, fills the frame (``fill_frame``) and calls
+``parallel_for`` itself.
 Numba's parallel lowering (the parfor passes, a gufunc compiled per loop) then runs once per
 machine, for this function, instead of once per kernel of every program: it was about two thirds
 of the compile time of a kernel with a parallel loop (``python benchmarks/compile_phases.py``).

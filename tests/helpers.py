@@ -114,10 +114,14 @@ def driver_calls(source: str) -> list[tuple[str, list[str]]]:
     runs directly, the buffers it puts in the frame)."""
     calls = []
     framed: list[str] = []  # the arrays of the last fill_frame: a kernel the driver runs directly
+    scratch = set()  # arrays the driver allocates for such a kernel (not the kernel's buffers)
     for line in source.splitlines():
+        m = re.match(r"\s+(\w+) = np\.empty\(", line)
+        if m:
+            scratch.add(m.group(1))
         m = re.match(r"\s+fill_frame\(frame, (.*)\)$", line)
         if m:
-            framed = _split_args(m.group(1))
+            framed = [a for a in _split_args(m.group(1)) if a not in scratch]
             continue
         m = re.match(r"\s+call_kernel\(kernel_table\[\d+\], \"[^\"]*\", (.*)\)  # (\w+)$", line)
         if m:

@@ -301,6 +301,10 @@ def test_generated_kernels_keep_chunk_scratch_alive_past_parallel_for() -> None:
         p = e / e.sum(axis=1, keepdims=True)
         return (p * x).sum(axis=0), (p * p).sum(axis=1)
 
+    def g(x: Any) -> Any:  # a row band keeping exp rows in scratch, nothing after its loop
+        e = dnp.exp(x - x.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True) * x
+
     source = dsl.compile(f).lower(x).source()
     kernels = source.split("\n\n")
     scratch = [
@@ -314,3 +318,16 @@ def test_generated_kernels_keep_chunk_scratch_alive_past_parallel_for() -> None:
     for kernel, name in scratch:
         after = kernel[kernel.index("call_kernel(parallel_at") :].split("\n", 1)[1]  # the lines after it
         assert re.search(rf"\b{name}\b", after), kernel  # keep_alive(name), or its partial results combined
+    # A kernel with nothing after its loop is run by the driver, which allocates its scratch: kept
+    # alive there past the call the same way.
+    driver = dsl.compile(g).lower(x).source().split("\ndef run(")[1]
+    lines = driver.splitlines()
+    allocated = [
+        (i, m.group(1)) for i, line in enumerate(lines) if (m := re.match(r"    (\w+) = np\.empty\(", line))
+    ]
+    allocated = [(i, name) for i, name in allocated if name != "frame"]
+    assert allocated, driver
+    for i, name in allocated:
+        call = next(j for j in range(i, len(lines)) if "call_kernel(" in lines[j])
+        assert "fill_frame(frame, " in "\n".join(lines[i:call])
+        assert f"keep_alive({name})" in "\n".join(lines[call:])

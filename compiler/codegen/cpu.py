@@ -159,9 +159,11 @@ class Kernel:
     # Table slots whose addresses the driver passes after ``args`` (a parallel kernel's chunk
     # function and ``runtime.parallel.parallel_for``: ``_runtime_parallel``).
     calls: list[tuple[str, list[tuple[str, int | None]]]] = field(default_factory=list)
-    # A parallel kernel with nothing to do around its loop: its text is the chunk function alone,
-    # and the driver fills the frame with ``args`` and calls ``parallel_for`` for this many chunks.
+    # A parallel kernel with nothing to do after its loop: its text is the chunk function alone;
+    # the driver allocates its ``scratch`` (lines ``name = np.empty(...)``), fills the frame with
+    # ``args`` and the scratch, and calls ``parallel_for`` for ``direct`` chunks.
     direct: str | None = None
+    scratch: list[str] = field(default_factory=list)
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
@@ -292,7 +294,15 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
             continue
         key = _canonical(kernel)
         seen = first.setdefault(key, kernel)
-        shared = Kernel(seen.name, kernel.args, "", kernel.objmode, calls=seen.calls, direct=seen.direct)
+        shared = Kernel(
+            seen.name,
+            kernel.args,
+            "",
+            kernel.objmode,
+            calls=seen.calls,
+            direct=seen.direct,
+            scratch=seen.scratch,
+        )
         out[group] = kernel if seen is kernel else shared
     return out
 
@@ -886,9 +896,9 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     ``array_at``) and the kernel (what comes before and after the loop, then the frame filled and
     ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering then
     runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
-    (``runtime/parallel.py``). With nothing before or after the loop (no scratch, no partial
-    results) the kernel is the chunk function alone (``Kernel.direct``: the driver runs it). Other
-    kernels are returned as they are."""
+    (``runtime/parallel.py``). With nothing after the loop (no partial results to combine) the
+    kernel is the chunk function alone (``Kernel.direct``: the driver allocates its scratch and
+    runs it). Other kernels are returned as they are."""
     if kernel.objmode or not kernel.text:  # (a runtime function's call has no text)
         return kernel
     decorator, header, *body = kernel.text.split("\n")
@@ -942,10 +952,12 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
         *views,
         *loop,
     ]
-    if not kept and not scratch_names and not any(line.strip() for line in after):
-        # nothing around the loop: the driver fills the frame and runs the chunks (a function
-        # fewer to compile: ~0.07 s each)
-        return Kernel(kernel.name, kernel.args, "\n".join(chunk_text), calls=calls, direct=chunks)
+    if all(_SCRATCH.fullmatch(line) for line in kept) and not any(line.strip() for line in after):
+        # nothing after the loop: the driver allocates the scratch, fills the frame and runs the
+        # chunks (a function fewer to compile: ~0.07 s each)
+        allocations = [line.strip() for line in kept]
+        text = "\n".join(chunk_text)
+        return Kernel(kernel.name, kernel.args, text, calls=calls, direct=chunks, scratch=allocations)
     run = [
         *kept,
         f"    frame = np.empty({len(frame)}, np.uint64)",
@@ -1094,9 +1106,11 @@ def _driver(
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
         elif kernel is not None and kernel.direct is not None:
             chunk, run_chunks = (f"{TABLE}[{slot_index[n, tuple(sig)]}]" for n, sig in kernel.calls)
-            body.append(f"fill_frame(frame, {', '.join(kernel.args)})")
+            scratch = [line.split(" = ", 1)[0] for line in kernel.scratch]
+            body += [*kernel.scratch, f"fill_frame(frame, {', '.join([*kernel.args, *scratch])})"]
             call = [run_chunks, f'"{_PARALLEL_FOR_SIGNATURE}"', chunk, kernel.direct, "frame"]
             body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
+            body += [f"keep_alive({name})" for name in scratch]  # the chunks reach it by address
         elif kernel is not None:
             name, signature = _slot(kernel)
             index = slot_index[name, tuple(signature)]
@@ -1114,7 +1128,7 @@ def _driver(
     ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
     objmode = any(k.objmode for k in kernels.values())  # object mode holds the GIL anyway
     header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]
-    frames = [len(k.args) for k in kernels.values() if k.direct is not None]
+    frames = [len(k.args) + len(k.scratch) for k in kernels.values() if k.direct is not None]
     if frames:  # one frame for every kernel the driver runs directly (one at a time)
         body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
     lines = [*header, *indent([*body, f"return {ret}"], 1)]
