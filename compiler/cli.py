@@ -122,14 +122,12 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
     once on ``arrays``, which compiles the kernels (its kernel table) and the driver. A runtime
     function is compiled again, uncached, as a new dispatcher of its Python function, for each
     signature this program's kernel table holds: its own dispatcher, shared by every program, is
-    left alone. The float32 math helpers (``compiler/prims/vecmath.py``) are not listed: LLVM
-    inlines them, so their code is in the IR of each kernel that calls them.
+    left alone. Other functions the module defines (the float32 math helpers, which LLVM inlines
+    into the kernels that call them) are not listed: their code is in their callers' IR.
     """
     import numba
     from numba.core.caching import NullCache
     from numba.core.dispatcher import Dispatcher
-
-    from compiler.prims.vecmath import HELPERS
 
     driver = getattr(program.executable, "driver", None)
     if not isinstance(driver, Dispatcher):
@@ -144,8 +142,9 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
     program.executable(*[a.copy() for a in arrays])
     used = [(d, key) for d, key, _ in program.executable.kernels.compiled]
     parts = []
+    listed = {id(d) for d, _ in used} | {id(driver)}  # the kernel table's functions and the driver
     for name, obj in dispatchers.items():
-        if name in HELPERS:
+        if id(obj) not in listed:
             continue
         shown = obj
         if name not in own:

@@ -230,10 +230,16 @@ def data_address(typingctx: Any, array: Any) -> Any:
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        data = context.make_array(array)(context, builder, value=args[0]).data
-        return builder.ptrtoint(data, ir.IntType(64))
+        return _address(context, builder, array, args[0])
 
     return types.uint64(array), codegen
+
+
+def _address(context: Any, builder: Any, array_type: Any, value: Any) -> Any:
+    """The data address of the array ``value`` (of ``array_type``), as a 64-bit integer."""
+    return builder.ptrtoint(
+        context.make_array(array_type)(context, builder, value=value).data, ir.IntType(64)
+    )
 
 
 @intrinsic
@@ -257,7 +263,7 @@ def keep_alive(typingctx: Any, array: Any) -> Any:
     """Nothing, at run time; a use of ``array`` at this point of the code, so Numba frees it no
     earlier. A kernel calls it after ``parallel_for`` on each scratch array only its chunks use:
     they reach it by address, which Numba does not see, and it would free the array after its last
-    use it does see (the ``data_address``), before the chunks run."""
+    use it does see (the ``fill_frame``), before the chunks run."""
     if not isinstance(array, types.Array):
         return None
 
@@ -270,7 +276,7 @@ def keep_alive(typingctx: Any, array: Any) -> Any:
 @intrinsic
 def fill_frame(typingctx: Any, frame: Any, *arrays: Any) -> Any:
     """``frame[k] = data_address(arrays[k])`` for each array: the frame a chunk function reads (one
-    call, so a driver that calls ``parallel_for`` itself stays short to compile)."""
+    call, so the kernel or driver that calls ``parallel_for`` stays short to compile)."""
     if len(arrays) == 1 and isinstance(arrays[0], types.StarArgTuple):
         arrays = tuple(arrays[0].types)
     ok = isinstance(frame, types.Array) and frame.dtype == types.uint64 and frame.ndim == 1
@@ -281,9 +287,8 @@ def fill_frame(typingctx: Any, frame: Any, *arrays: Any) -> Any:
         slots = context.make_array(frame)(context, builder, value=args[0]).data
         values = cgutils.unpack_tuple(builder, args[1], len(arrays))
         for k, (array, value) in enumerate(zip(arrays, values)):
-            data = context.make_array(array)(context, builder, value=value).data
-            address = builder.ptrtoint(data, ir.IntType(64))
-            builder.store(address, builder.gep(slots, [ir.Constant(ir.IntType(64), k)]))
+            at = builder.gep(slots, [ir.Constant(ir.IntType(64), k)])
+            builder.store(_address(context, builder, array, value), at)
         return context.get_dummy_value()
 
     return types.none(frame, types.StarArgTuple(arrays)), codegen
@@ -313,9 +318,9 @@ def array_at_python(address: int, shape: tuple[int, ...], dtype: Any) -> Any:
     return np.frombuffer(memory, dtype, count).reshape(shape)
 
 
-def frame_functions() -> tuple[Any, Any, Any, Any]:
-    """What a generated module binds as ``data_address``, ``array_at``, ``keep_alive`` and
-    ``fill_frame``: the intrinsics, or their plain-Python forms when Numba's JIT is off."""
+def frame_functions() -> tuple[Any, Any, Any]:
+    """What a generated module binds as ``array_at``, ``keep_alive`` and ``fill_frame``: the
+    intrinsics, or their plain-Python forms when Numba's JIT is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return data_address_python, array_at_python, keep_alive_python, fill_frame_python
-    return data_address, array_at, keep_alive, fill_frame
+        return array_at_python, keep_alive_python, fill_frame_python
+    return array_at, keep_alive, fill_frame

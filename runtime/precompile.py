@@ -188,7 +188,7 @@ def precompile(module: types.ModuleType, signatures: Signatures, weights: Mappin
     if getattr(numba_config, "DISABLE_JIT", False):
         return 0
     todo = {n: s for n, s in signatures.items() if not compiled_before(getattr(module, n))}
-    loads = {n: _weight(module, n, weights) for n in todo}
+    loads = {n: _weight(n, weights) for n in todo}
     # A helper costs a process start: two or more functions, and a share worth it, each.
     jobs = min(compile_jobs(), len(todo) // 2, sum(loads.values()) // HELPER_START_WEIGHT)
     if jobs < 2:
@@ -209,7 +209,7 @@ def precompile(module: types.ModuleType, signatures: Signatures, weights: Mappin
     return len(helpers)
 
 
-def _weight(module: types.ModuleType, name: str, weights: Mapping[str, int]) -> int:
+def _weight(name: str, weights: Mapping[str, int]) -> int:
     """A kernel's share of the compile work: its source length (the driver's: ``weights`` says); a
     runtime function the module imports (``runtime.blas.gemm_rows``): its measured compile time."""
     if name in weights:

@@ -29,7 +29,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numba
@@ -254,9 +254,10 @@ def _kernel_slots(
             if slot not in slots:
                 slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
-            # a parallel kernel's chunk function first (alone if the driver runs it directly)
+            # a parallel kernel's chunk function first (its whole text if the driver runs it)
             chunk_at = len(kernel.text) if kernel.direct else kernel.text.find("\n\n\n") + 1
-            weights[kernel.name] = len(kernel.text) - chunk_at
+            if not kernel.direct:
+                weights[kernel.name] = len(kernel.text) - chunk_at
             weights.update((name, chunk_at) for name, _ in kernel.calls if name != PARALLEL_FOR)
     return slots, weights
 
@@ -294,16 +295,7 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
             continue
         key = _canonical(kernel)
         seen = first.setdefault(key, kernel)
-        shared = Kernel(
-            seen.name,
-            kernel.args,
-            "",
-            kernel.objmode,
-            calls=seen.calls,
-            direct=seen.direct,
-            scratch=seen.scratch,
-        )
-        out[group] = kernel if seen is kernel else shared
+        out[group] = kernel if seen is kernel else replace(seen, args=kernel.args, text="", signature=None)
     return out
 
 
@@ -961,7 +953,7 @@ def _runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     run = [
         *kept,
         f"    frame = np.empty({len(frame)}, np.uint64)",
-        *(f"    frame[{k}] = data_address({name})" for k, (name, _, _) in enumerate(frame)),
+        f"    fill_frame(frame, {', '.join(name for name, _, _ in frame)})",
         f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
         *(f"    keep_alive({name})" for name in scratch_names if not mentions(after, [name])),
         *after,
@@ -1045,7 +1037,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
     if any(k.calls for k in kernels):
         lines += ["", "from runtime.intrinsics import frame_functions"]
         lines += ["from runtime.parallel import parallel_for_function", ""]
-        lines += ["data_address, array_at, keep_alive, fill_frame = frame_functions()"]
+        lines += ["array_at, keep_alive, fill_frame = frame_functions()"]
         lines.append(f"{PARALLEL_FOR} = parallel_for_function()")
     if any(k.objmode for k in kernels):
         lines += ["", arraylevel.PRELUDE]
