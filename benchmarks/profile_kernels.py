@@ -1,10 +1,11 @@
 """Per-kernel profile of one suite program: where a dslc program's time goes.
 
-    python benchmarks/profile_kernels.py "softmax + cross-entropy" [--repeats 20] [--source]
+    python benchmarks/profile_kernels.py "softmax + cross-entropy" [--repeats 20] [--source] [--calls]
 
 Runs the program's generated driver as plain Python (the kernels, and the runtime's matmul
 functions, stay compiled) with a timer around each call in the kernel table, and prints them by
-total time with their share of the whole (a function called several times is one line).
+total time with their share of the whole (a function called several times is one line; with
+``--calls``, every call on its own line, in the driver's order).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from runtime.intrinsics import (  # noqa: E402
 )
 
 
-def profile(name: str, repeats: int, show_source: bool) -> None:
+def profile(name: str, repeats: int, show_source: bool, each_call: bool = False) -> None:
     prog = suite_programs.BUILDERS[name]()
     prog.dslc(*prog.args)
     entry = max(prog.dslc._cache.values(), key=lambda e: e.run.arena.nbytes)
@@ -52,6 +53,8 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
         name = dispatcher.__name__
         if name == "parallel_for":  # a kernel the driver runs directly: named after its chunks
             name = executable.kernels.compiled[slot_of[int(args[0])]][0].__name__.removesuffix("_chunk")
+        if each_call:  # "07 gemm_rows": the call's place in the run, then its function
+            name = f"{len(this_run):02d} {name}"
         t0 = time.perf_counter()
         call_kernel_python(dispatcher, signature, *args)
         this_run[name] += time.perf_counter() - t0
@@ -81,8 +84,9 @@ def profile(name: str, repeats: int, show_source: bool) -> None:
         for kname, t in this_run.items():
             times[kname].append(t)
     total = sum(statistics.median(t) for t in times.values())
-    print(f"{name}: {len(times)} kernels, sum of medians {1e3 * total:.2f} ms")
-    for kname, ts in sorted(times.items(), key=lambda kv: -statistics.median(kv[1])):
+    print(f"{name}: {len(times)} {'calls' if each_call else 'kernels'}, sum of medians {1e3 * total:.2f} ms")
+    order = sorted(times.items(), key=lambda kv: kv[0] if each_call else -statistics.median(kv[1]))
+    for kname, ts in order:
         med = statistics.median(ts)
         per_run = calls[kname] // repeats
         print(f"  {kname:32s} x{per_run:<3d} {1e3 * med:8.3f} ms  {100 * med / total:5.1f}%")
@@ -101,8 +105,9 @@ def main() -> None:
     parser.add_argument("program", choices=list(suite_programs.BUILDERS))
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--source", action="store_true", help="print the generated module too")
+    parser.add_argument("--calls", action="store_true", help="one line per call, in the driver's order")
     args = parser.parse_args()
-    profile(args.program, args.repeats, args.source)
+    profile(args.program, args.repeats, args.source, args.calls)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,321 @@
+"""What a row-block matmul costs inside a program, and whether running independent operations side by
+side (as XLA's CPU runtime does) would pay on this machine: the second derivative's open question.
+
+    python benchmarks/bench_gemm_context.py [--rounds 3] [--repeats 60]
+
+The second derivative (results/suite.md) is sixteen 4096x128x128 float32 matmuls and thirteen
+elementwise kernels; its matmuls run ~5-8% slower inside the program than called alone in a loop
+(``profile_kernels.py "second derivative"``). Three measurements, each a median per call:
+
+- cache: ``runtime.blas.gemm_rows`` on the program's shape (two row blocks, one per core) with the
+  operand ``x`` and the result ``o`` each either hot (the same buffer every call) or cold (one of 16
+  buffers, 32 MiB, in turn); and ``gemm_rows_serial`` (all rows on one core), hot;
+- working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16);
+- schedule: the second derivative's forward phase (a primal chain h = tanh(h @ W + b) and the
+  tangent chain t = (t @ W) * (1 - h * h) that reads it: eight matmuls, nine elementwise passes),
+  run op by op with each op split over both cores (dslc's schedule), and as two streams, one core
+  per chain, each op on one core, the tangent chain waiting for the primal activation it reads
+  (the inter-operation parallelism of XLA's CPU runtime, which overlaps independent thunks).
+
+The table goes to ``results/gemm_context.md``; the sections after it there (a reading of the figures,
+written by hand) are kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_suite import machine, versions, write_report  # noqa: E402
+
+from compiler.prims.vecmath import helper_source  # noqa: E402
+from runtime.blas import GEMM_ROWS_PARAMS, gemm_rows, gemm_rows_serial, single_threaded_blas  # noqa: E402
+from runtime.intrinsics import fmuladd_function  # noqa: E402
+
+M, N = 4096, 128  # the second derivative's activations: batch x width; weights N x N
+SIZE = M * N
+CHUNKS = 16  # as a generated parallel kernel: 16 row ranges over Numba's threads
+COLD_BUFFERS = 16
+
+# The float32 tanh of generated code, compiled here the way a generated module's prelude does.
+fma = fmuladd_function()
+_helpers: dict[str, Any] = {"np": np, "math": math, "numba": numba, "fma": fma}
+exec(helper_source({"tanh_f32"}), _helpers)  # noqa: S102 - our own helper source
+tanh_f32 = _helpers["tanh_f32"]
+
+
+def gemm_params(parts: int) -> np.ndarray:
+    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks."""
+    values = dict(copy=0, ta=0, tb=0, m=M, n=N, k=N, lda=N, ldb=N, ldc=N, x_step=N, o_step=N)
+    values |= dict(parts=parts, blocks=parts)
+    for prefix in ("x", "y", "o"):
+        values |= {f"{prefix}b0": 1, f"{prefix}b1": 0, f"{prefix}b2": 1, f"{prefix}b3": 0}
+    return np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
+
+
+SPLIT, SERIAL = gemm_params(2), gemm_params(1)
+SCALES = np.array([1.0, 0.0])
+
+
+def per_call(fn: Callable[[int], object], repeats: int) -> float:
+    """Median seconds of ``fn(k)`` for k = 0, 1, ... after a few warm-up calls."""
+    for k in range(5):
+        fn(k)
+    times = []
+    for k in range(repeats):
+        t0 = time.perf_counter()
+        fn(k)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+# ---- cache conditions and working set ------------------------------------------------------------------
+
+
+def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
+    w = (rng.standard_normal((N, N)) / math.sqrt(N)).astype(np.float32).ravel()
+    xs = rng.standard_normal(COLD_BUFFERS * SIZE).astype(np.float32)
+    os_ = np.zeros(COLD_BUFFERS * SIZE, np.float32)
+    x_hot, o_hot = rng.standard_normal(SIZE).astype(np.float32), np.zeros(SIZE, np.float32)
+
+    def case(x_cold: bool, o_cold: bool, one_core: bool = False) -> Callable[[int], object]:
+        gemm, params = (gemm_rows_serial, SERIAL) if one_core else (gemm_rows, SPLIT)
+
+        def call(k: int) -> object:
+            at = (k % COLD_BUFFERS) * SIZE
+            x = xs[at : at + SIZE] if x_cold else x_hot
+            o = os_[at : at + SIZE] if o_cold else o_hot
+            return gemm(x, w, o, o, params, SCALES)
+
+        return call
+
+    return {
+        "x hot, o hot": case(False, False),
+        "x cold, o hot": case(True, False),
+        "x hot, o cold": case(False, True),
+        "x cold, o cold": case(True, True),
+        "x hot, o hot, one core": case(False, False, one_core=True),
+    }
+
+
+def working_set_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
+    w = (rng.standard_normal((N, N)) / math.sqrt(N)).astype(np.float32).ravel()
+    buffers = [rng.standard_normal(SIZE).astype(np.float32) for _ in range(COLD_BUFFERS)]
+    cases = {}
+    for n in (2, 4, 8, 12, 16):
+
+        def call(k: int, n: int = n) -> object:
+            x, o = buffers[k % n], buffers[(k + 1) % n]
+            return gemm_rows(x, w, o, o, SPLIT, SCALES)
+
+        cases[f"{n} buffers ({2 * n} MiB)"] = call
+    return cases
+
+
+# ---- the forward phase: split op by op, or two streams ----------------------------------------------
+
+
+# Each pass over rows [lo, hi) of the M x N activations, through 2-D views (flat indexing with
+# ``i * N + j`` leaves these loops scalar). The split forms run 16 row ranges in a prange, the body
+# inlined into the loop (a call to a separately compiled function inside a prange runs several times
+# slower here); the stream forms run all rows on the calling thread.
+@numba.njit(nogil=True, error_model="numpy", inline="always")
+def _first_rows(x: Any, w0: Any, b0: Any, h: Any, lo: int, hi: int) -> None:
+    """h = tanh(x * w0 + b0): the first layer (input width 1)."""
+    rows = h[lo * N : hi * N].reshape((hi - lo, N))
+    for i in range(hi - lo):
+        for j in range(N):
+            rows[i, j] = tanh_f32(x[lo + i] * w0[j] + b0[j])
+
+
+@numba.njit(nogil=True, error_model="numpy", inline="always")
+def _tanh_rows(z: Any, b: Any, lo: int, hi: int) -> None:
+    """z = tanh(z + b) in place."""
+    rows = z[lo * N : hi * N].reshape((hi - lo, N))
+    for i in range(hi - lo):
+        for j in range(N):
+            rows[i, j] = tanh_f32(rows[i, j] + b[j])
+
+
+@numba.njit(nogil=True, error_model="numpy", inline="always")
+def _tangent0_rows(w0: Any, h: Any, t: Any, lo: int, hi: int) -> None:
+    """t = w0 * (1 - h * h): the tangent after the first layer."""
+    hr, tr = h[lo * N : hi * N].reshape((hi - lo, N)), t[lo * N : hi * N].reshape((hi - lo, N))
+    for i in range(hi - lo):
+        for j in range(N):
+            v = hr[i, j]
+            tr[i, j] = w0[j] * (np.float32(1.0) - v * v)
+
+
+@numba.njit(nogil=True, error_model="numpy", inline="always")
+def _tangent_rows(u: Any, h: Any, t: Any, lo: int, hi: int) -> None:
+    """t = u * (1 - h * h)."""
+    ur, hr, tr = u[lo * N : hi * N], h[lo * N : hi * N], t[lo * N : hi * N]
+    for i in range((hi - lo) * N):
+        v = hr[i]
+        tr[i] = ur[i] * (np.float32(1.0) - v * v)
+
+
+def _forms(rows: Any, arity: int) -> tuple[Any, Any]:
+    """``rows`` (taking ``arity`` arrays, then the row range) split over Numba's threads (16 row
+    ranges), and on the calling thread (all rows)."""
+    names = ", ".join(f"a{k}" for k in range(arity))
+    source = f"""
+def split({names}):
+    for c in numba.prange(CHUNKS):
+        rows({names}, np.int64(c) * M // CHUNKS, (np.int64(c) + 1) * M // CHUNKS)
+
+
+def serial({names}):
+    rows({names}, 0, M)
+"""
+    scope: dict[str, Any] = {"numba": numba, "np": np, "CHUNKS": CHUNKS, "M": M, "rows": rows}
+    exec(source, scope)  # noqa: S102 - a fixed-arity wrapper (Numba calls no closure with *args)
+    jit = dict(nogil=True, error_model="numpy")
+    return numba.njit(parallel=True, **jit)(scope["split"]), numba.njit(**jit)(scope["serial"])
+
+
+first_split, first_serial = _forms(_first_rows, 4)
+tanh_split, tanh_serial = _forms(_tanh_rows, 2)
+tangent0_split, tangent0_serial = _forms(_tangent0_rows, 3)
+tangent_split, tangent_serial = _forms(_tangent_rows, 3)
+
+
+class ForwardPhase:
+    """The forward phase's buffers (the activations and tangent products are kept, as the second
+    derivative's backward phase reads them) and its two schedules."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.x = rng.uniform(-2.0, 2.0, M).astype(np.float32)
+        self.w0 = rng.standard_normal(N).astype(np.float32)
+        self.b = [rng.standard_normal(N).astype(np.float32) * 0.1 for _ in range(5)]
+        self.w = [(rng.standard_normal((N, N)) / math.sqrt(N)).astype(np.float32).ravel() for _ in range(4)]
+        self.h = [np.empty(SIZE, np.float32) for _ in range(5)]
+        self.u = [np.empty(SIZE, np.float32) for _ in range(5)]
+        self.t = np.empty(SIZE, np.float32)
+        self.ready = [threading.Event() for _ in range(5)]  # primal activation i written
+        self.go, self.done = threading.Event(), threading.Event()
+        threading.Thread(target=self._tangent_worker, daemon=True).start()
+
+    def split(self) -> None:
+        """dslc's schedule: one op after another, each over both cores."""
+        h, u, t, w, b = self.h, self.u, self.t, self.w, self.b
+        first_split(self.x, self.w0, b[0], h[0])
+        for i in range(4):
+            gemm_rows(h[i], w[i], h[i + 1], h[i + 1], SPLIT, SCALES)
+            tanh_split(h[i + 1], b[i + 1])
+        tangent0_split(self.w0, h[0], t)
+        for i in range(4):
+            gemm_rows(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
+            tangent_split(u[i + 1], h[i + 1], t)
+
+    def streams(self) -> None:
+        """Two streams: this thread runs the primal chain, a second thread the tangent chain."""
+        for event in self.ready:
+            event.clear()
+        self.done.clear()
+        self.go.set()
+        h, w, b = self.h, self.w, self.b
+        first_serial(self.x, self.w0, b[0], h[0])
+        self.ready[0].set()
+        for i in range(4):
+            gemm_rows_serial(h[i], w[i], h[i + 1], h[i + 1], SERIAL, SCALES)
+            tanh_serial(h[i + 1], b[i + 1])
+            self.ready[i + 1].set()
+        self.done.wait()
+
+    def _tangent_worker(self) -> None:
+        h, u, t, w = self.h, self.u, self.t, self.w
+        while True:
+            self.go.wait()
+            self.go.clear()
+            self.ready[0].wait()
+            tangent0_serial(self.w0, h[0], t)
+            for i in range(4):
+                gemm_rows_serial(t, w[i], u[i + 1], u[i + 1], SERIAL, SCALES)
+                self.ready[i + 1].wait()
+                tangent_serial(u[i + 1], h[i + 1], t)
+            self.done.set()
+
+    def check(self) -> None:
+        """Both schedules compute the same values (and the same as NumPy)."""
+        self.split()
+        want = [a.copy() for a in (*self.h, *self.u[1:], self.t)]
+        self.streams()
+        got = (*self.h, *self.u[1:], self.t)
+        assert all(np.allclose(g, v, atol=1e-5) for g, v in zip(got, want, strict=True))
+        h0 = np.tanh(np.outer(self.x, self.w0) + self.b[0])
+        assert np.allclose(want[0].reshape(M, N), h0, atol=1e-5)
+
+
+# ---- the report ------------------------------------------------------------------------------------------
+
+
+def run(rounds: int, repeats: int) -> str:
+    single_threaded_blas()
+    rng = np.random.default_rng(0)
+    phase = ForwardPhase(rng)
+    phase.check()
+    groups: dict[str, dict[str, Callable[[int], object]]] = {
+        "cache": cache_cases(rng),
+        "working set": working_set_cases(rng),
+        "schedule": {
+            "split op by op (dslc)": lambda k: phase.split(),
+            "two streams": lambda k: phase.streams(),
+        },
+    }
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):  # cases interleaved, this VM's speed drifts
+        for group, cases in groups.items():
+            for name, fn in cases.items():
+                times.setdefault((group, name), []).append(per_call(fn, repeats))
+    flops = 2 * M * N * N
+    info, ver = machine(), versions()
+    lines = [
+        "# A matmul inside a program, and inter-operation parallelism",
+        "",
+        f"- date: {time.strftime('%Y-%m-%d')}; machine: {info['cpu']}, {info['cores']} cores",
+        f"- versions: numpy {ver['numpy']}, numba {ver['numba']}, dslc {ver['dslc']}",
+        f"- command: `python benchmarks/bench_gemm_context.py --rounds {rounds} --repeats {repeats}`",
+        f"- median per call of {repeats} calls, lowest of {rounds} rounds, interleaved (each: last column)",
+        "- GFLOP/s: the matmuls' FLOPs over the time (a schedule's time includes its elementwise passes)",
+        "",
+        "| group | case | ms | GFLOP/s | rounds (ms) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for (group, name), ts in times.items():
+        rate = f"{flops / min(ts) / 1e9:.0f}" if group != "schedule" else f"{8 * flops / min(ts) / 1e9:.0f}"
+        rounds_ms = " / ".join(f"{1e3 * t:.3f}" for t in ts)
+        lines.append(f"| {group} | {name} | {1e3 * min(ts):.3f} | {rate} | {rounds_ms} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=60)
+    args = parser.parse_args()
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gemm_context.md")
+    kept = ""
+    if os.path.exists(path):  # the hand-written sections after the table
+        with open(path) as f:
+            old = f.read()
+        kept = old[old.index("\n## ") :] if "\n## " in old else ""
+    write_report(run(args.rounds, args.repeats) + kept, path)
+
+
+if __name__ == "__main__":
+    main()
