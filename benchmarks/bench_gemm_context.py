@@ -9,8 +9,9 @@ elementwise kernels; its matmuls run ~5-8% slower inside the program than called
 
 - cache: ``runtime.blas.gemm_rows`` on the program's shape (two row blocks, one per core) with the
   operand ``x`` and the result ``o`` each either hot (the same buffer every call) or cold (one of 16
-  buffers, 32 MiB, in turn); and ``gemm_rows_serial`` (all rows on one core), hot;
-- working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16);
+  buffers, 32 MiB, in turn); and ``gemm_rows_serial`` (all rows on one core), hot; each on OpenBLAS
+  and on dslc's register tiles (``runtime.blas.gemm_tiles``, the ``tiles`` parameter);
+- working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16), OpenBLAS;
 - schedule: the second derivative's forward phase (a primal chain h = tanh(h @ W + b) and the
   tangent chain t = (t @ W) * (1 - h * h) that reads it: eight matmuls, nine elementwise passes),
   run op by op with each op split over both cores (dslc's schedule), and as two streams, one core
@@ -57,10 +58,11 @@ exec(helper_source({"tanh_f32"}), _helpers)  # noqa: S102 - our own helper sourc
 tanh_f32 = _helpers["tanh_f32"]
 
 
-def gemm_params(parts: int) -> np.ndarray:
-    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks."""
+def gemm_params(parts: int, tiles: bool = False) -> np.ndarray:
+    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks,
+    on OpenBLAS or on dslc's register tiles."""
     values = dict(copy=0, ta=0, tb=0, m=M, n=N, k=N, lda=N, ldb=N, ldc=N, x_step=N, o_step=N)
-    values |= dict(parts=parts, blocks=parts)
+    values |= dict(parts=parts, blocks=parts, tiles=int(tiles))
     for prefix in ("x", "y", "o"):
         values |= {f"{prefix}b0": 1, f"{prefix}b1": 0, f"{prefix}b2": 1, f"{prefix}b3": 0}
     return np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
@@ -91,8 +93,12 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
     os_ = np.zeros(COLD_BUFFERS * SIZE, np.float32)
     x_hot, o_hot = rng.standard_normal(SIZE).astype(np.float32), np.zeros(SIZE, np.float32)
 
-    def case(x_cold: bool, o_cold: bool, one_core: bool = False) -> Callable[[int], object]:
-        gemm, params = (gemm_rows_serial, SERIAL) if one_core else (gemm_rows, SPLIT)
+    def case(
+        x_cold: bool, o_cold: bool, one_core: bool = False, tiles: bool = False
+    ) -> Callable[[int], object]:
+        gemm, params = (
+            (gemm_rows_serial, gemm_params(1, tiles)) if one_core else (gemm_rows, gemm_params(2, tiles))
+        )
 
         def call(k: int) -> object:
             at = (k % COLD_BUFFERS) * SIZE
@@ -108,6 +114,11 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
         "x hot, o cold": case(False, True),
         "x cold, o cold": case(True, True),
         "x hot, o hot, one core": case(False, False, one_core=True),
+        "tiles: x hot, o hot": case(False, False, tiles=True),
+        "tiles: x cold, o hot": case(True, False, tiles=True),
+        "tiles: x hot, o cold": case(False, True, tiles=True),
+        "tiles: x cold, o cold": case(True, True, tiles=True),
+        "tiles: x hot, o hot, one core": case(False, False, one_core=True, tiles=True),
     }
 
 

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 import numba
 import numpy as np
+from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
@@ -254,6 +255,175 @@ def vendor() -> str:
     return "mkl"
 
 
+# Register tiles: dslc's own matmul for products whose right operand is small (the second
+# derivative's 4096x128x128, results/gemm_context.md). A tile is ``TILE_ROWS`` rows of the result by
+# ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k`` loop: each
+# step loads the right operand's row segment once and multiplies it into every row with one fused
+# multiply-add per vector; nothing is packed but a transposed right operand (``gemm_tiles``).
+# OpenBLAS packs both operands and scales the result in a pass of its own first; on a right operand
+# that stays in L2 the tiles run ~10-15% faster (benchmarks/bench_gemm_context.py). Shapes by the
+# host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x 2 ymm (12 of
+# 16) without (the classic AVX2 sgemm kernel).
+_WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
+VECTOR_BYTES = 64 if _WIDE else 32
+TILE_ROWS = 8 if _WIDE else 6
+TILE_VECTORS = 2
+TILE_MAX_RIGHT_BYTES = 256 * 1024  # the right operand (k x n) the tiles read from L2 every row block
+
+
+def tile_width(itemsize: int) -> int:
+    """Columns of a register tile for elements of ``itemsize`` bytes."""
+    return TILE_VECTORS * VECTOR_BYTES // itemsize
+
+
+def tiles_pay(m: int, n: int, k: int, itemsize: int) -> bool:
+    """Whether a matmul block of ``m x k`` by ``k x n`` runs on register tiles (``gemm_tiles``): a
+    whole tile of rows and columns, and a right operand small enough to stay in L2."""
+    whole = m >= TILE_ROWS and n % tile_width(itemsize) == 0
+    return whole and k >= 1 and k * n * itemsize <= TILE_MAX_RIGHT_BYTES
+
+
+@intrinsic
+def _tile(  # noqa: PLR0913 - the tile's operands
+    typingctx: Any,
+    a: Any,
+    a_at: Any,
+    a_rows: Any,
+    a_steps: Any,
+    b: Any,
+    b_at: Any,
+    ldb: Any,
+    c: Any,
+    c_at: Any,
+    ldc: Any,
+    k: Any,
+    alpha: Any,
+    beta: Any,
+) -> Any:
+    """``C = alpha * A @ B + beta * C`` on one tile: ``A[r, s]`` at ``a[a_at + r * a_rows + s *
+    a_steps]`` (``TILE_ROWS`` rows, ``k`` columns), ``B[s, :]`` the row segment of ``tile_width``
+    elements at ``b[b_at + s * ldb]``, ``C[r, :]`` at ``c[c_at + r * ldc]``; C is not read when
+    ``beta`` is 0 (it may hold anything)."""
+    arrays = (a, b, c)
+    if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
+        return None
+    dtype = c.dtype
+    if dtype not in (types.float32, types.float64):
+        return None
+    index = types.intp
+    sig = types.void(a, index, index, index, b, index, index, c, index, index, index, dtype, dtype)
+
+    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> None:
+        a_, a_at_, a_rows_, a_steps_, b_, b_at_, ldb_, c_, c_at_, ldc_, k_, alpha_, beta_ = args
+        scalar = context.get_value_type(dtype)
+        lanes = VECTOR_BYTES // (dtype.bitwidth // 8)
+        vector = ir.VectorType(scalar, lanes)
+        i64 = ir.IntType(64)
+
+        def at(arr_type: Any, arr: Any, offset: Any) -> Any:
+            return builder.gep(context.make_array(arr_type)(context, builder, arr).data, [offset])
+
+        def splat(value: Any) -> Any:
+            one = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(_ll_int, 0))
+            mask = ir.Constant(ir.VectorType(_ll_int, lanes), [0] * lanes)
+            return builder.shuffle_vector(one, ir.Constant(vector, ir.Undefined), mask)
+
+        def vector_at(pointer: Any, v: int) -> Any:
+            return builder.bitcast(builder.gep(pointer, [ir.Constant(i64, v * lanes)]), vector.as_pointer())
+
+        name = f"llvm.fma.v{lanes}{'f32' if dtype == types.float32 else 'f64'}"
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vector, [vector] * 3), name)
+        align = dtype.bitwidth // 8
+        a_ptr, b_ptr, c_ptr = at(a, a_, a_at_), at(b, b_, b_at_), at(c, c_, c_at_)
+        entry = builder.basic_block
+        loop, done = builder.append_basic_block("tile_k"), builder.append_basic_block("tile_store")
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        s = builder.phi(i64)
+        s.add_incoming(ir.Constant(i64, 0), entry)
+        zero = ir.Constant(vector, [0.0] * lanes)
+        acc = [[builder.phi(vector) for _ in range(TILE_VECTORS)] for _ in range(TILE_ROWS)]
+        for row in acc:
+            for value in row:
+                value.add_incoming(zero, entry)
+        b_row = builder.gep(b_ptr, [builder.mul(s, ldb_)])
+        right = [builder.load(vector_at(b_row, v), align=align) for v in range(TILE_VECTORS)]
+        a_col = builder.gep(a_ptr, [builder.mul(s, a_steps_)])
+        new = []
+        for r in range(TILE_ROWS):
+            left = splat(builder.load(builder.gep(a_col, [builder.mul(ir.Constant(i64, r), a_rows_)])))
+            new.append([builder.call(fma, [left, right[v], acc[r][v]]) for v in range(TILE_VECTORS)])
+        step = builder.add(s, ir.Constant(i64, 1))
+        s.add_incoming(step, loop)
+        for r in range(TILE_ROWS):
+            for v in range(TILE_VECTORS):
+                acc[r][v].add_incoming(new[r][v], loop)
+        builder.cbranch(builder.icmp_signed("<", step, k_), loop, done)
+        builder.position_at_end(done)
+        scale, keep = splat(alpha_), splat(beta_)
+        overwrite = builder.fcmp_ordered("==", beta_, ir.Constant(scalar, 0.0))
+        for r in range(TILE_ROWS):
+            c_row = builder.gep(c_ptr, [builder.mul(ir.Constant(i64, r), ldc_)])
+            for v in range(TILE_VECTORS):
+                target = vector_at(c_row, v)
+                value = builder.fmul(scale, new[r][v])
+                with builder.if_else(overwrite) as (plain, accumulate):
+                    with plain:
+                        builder.store(value, target, align=align)
+                    with accumulate:
+                        old = builder.load(target, align=align)
+                        builder.store(builder.call(fma, [keep, old, value]), target, align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(nogil=True, error_model="numpy")
+def gemm_tiles(  # noqa: PLR0913 - BLAS's signature
+    ta: bool,
+    tb: bool,
+    m: int,
+    n: int,
+    k: int,
+    alpha: Any,
+    a: Any,
+    a_off: int,
+    lda: int,
+    b: Any,
+    b_off: int,
+    ldb: int,
+    beta: Any,
+    c: Any,
+    c_off: int,
+    ldc: int,
+) -> None:
+    """``gemm`` (the module docstring's signature) on register tiles (``_tile``); a transposed right
+    operand is copied to rows first, and rows and columns past the last whole tile are plain loops."""
+    if tb:  # B stored n x k: its rows, k x n, into a buffer of this call's own
+        right = np.empty(k * n, c.dtype)
+        for s in range(k):
+            for j in range(n):
+                right[s * n + j] = b[b_off + j * ldb + s]
+        r_off, r_ld = 0, n
+    else:
+        right, r_off, r_ld = b[b_off:], 0, ldb
+    a_rows, a_steps = (1, lda) if ta else (lda, 1)
+    width = TILE_VECTORS * VECTOR_BYTES // c.itemsize
+    whole_rows = m - m % TILE_ROWS
+    whole_cols = n - n % width
+    for i in range(0, whole_rows, TILE_ROWS):
+        for j in range(0, whole_cols, width):
+            at = c_off + i * ldc + j
+            _tile(a, a_off + i * a_rows, a_rows, a_steps, right, r_off + j, r_ld, c, at, ldc, k, alpha, beta)  # type: ignore[call-arg]
+    for i in range(m):  # the rest: rows below the last whole tile, then columns right of it
+        for j in range(0 if i >= whole_rows else whole_cols, n):
+            total: Any = _as_element(c, 0.0)  # type: ignore[call-arg]
+            for s in range(k):
+                total += a[a_off + i * a_rows + s * a_steps] * right[r_off + s * r_ld + j]
+            value = alpha * total
+            c[c_off + i * ldc + j] = value if beta == 0 else value + beta * c[c_off + i * ldc + j]
+
+
 # Row-block matmuls. A float matmul of a generated module is one call of these functions from the
 # driver (through the kernel table, like a kernel): every size, stride and offset is an argument, so
 # they are compiled once per machine (Numba's cache) instead of once per matmul shape of every
@@ -268,13 +438,13 @@ def vendor() -> str:
 # ``o_step`` are the steps from one row of the block to the next.
 GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_mkl", "gemm_rows_mkl_serial")
 GEMM_ROWS_PARAMS = (
-    *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks"),
+    *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks", "tiles"),
     *("xb0", "xb1", "xb2", "xb3", "yb0", "yb1", "yb2", "yb3", "ob0", "ob1", "ob2", "ob3"),
 )
 _P = {name: i for i, name in enumerate(GEMM_ROWS_PARAMS)}
-_COPY, _TA, _TB, _M, _N, _K, _LDA, _LDB, _LDC, _XSTEP, _OSTEP, _PARTS, _BLOCKS, _XB, _YB, _OB = (
+_COPY, _TA, _TB, _M, _N, _K, _LDA, _LDB, _LDC, _XSTEP, _OSTEP, _PARTS, _BLOCKS, _TILES, _XB, _YB, _OB = (
     *(_P[n] for n in ("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step")),
-    *(_P[n] for n in ("parts", "blocks", "xb0", "yb0", "ob0")),
+    *(_P[n] for n in ("parts", "blocks", "tiles", "xb0", "yb0", "ob0")),
 )
 
 
@@ -328,7 +498,11 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
     alpha, beta, ta, tb = *_scales(o, s), p[_TA] != 0, p[_TB] != 0
     for q in numba.prange(p[_BLOCKS]):  # a plain loop in the serial forms
         i0, i1, xo, yo, oo = _block(q, p)
-        gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
+        m, n, k, lda, ldb, ldc = i1 - i0, p[_N], p[_K], p[_LDA], p[_LDB], p[_LDC]
+        if p[_TILES]:
+            gemm_tiles(ta, tb, m, n, k, alpha, x, xo, lda, y, yo, ldb, beta, o, oo, ldc)
+        else:
+            gemm(ta, tb, m, n, k, alpha, x, xo, lda, y, yo, ldb, beta, o, oo, ldc)
 
 
 def _rows_form(name: str, library_gemm: Any, parallel: bool) -> Any:

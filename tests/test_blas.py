@@ -36,7 +36,7 @@ def _call_gemm_mkl(ta, tb, m, n, k, alpha, a, a_off, lda, b, b_off, ldb, beta, c
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("ta", [False, True])
 @pytest.mark.parametrize("tb", [False, True])
-@pytest.mark.parametrize("impl", ["intrinsic", pytest.param("mkl", marks=MKL), "python"])
+@pytest.mark.parametrize("impl", ["intrinsic", pytest.param("mkl", marks=MKL), "python", "tiles"])
 def test_gemm_blocks_match_numpy(dtype: Any, ta: bool, tb: bool, impl: str) -> None:
     m, n, k, rows, i0 = 23, 17, 9, 7, 5  # rows i0 .. i0+rows of a 23-row product
     A = rng.standard_normal((m, k)).astype(dtype)
@@ -50,19 +50,73 @@ def test_gemm_blocks_match_numpy(dtype: Any, ta: bool, tb: bool, impl: str) -> N
         c = C.copy()
         args = (ta, tb, rows, n, k, dtype(alpha), a.reshape(-1), a_off, lda, b.reshape(-1), 0, ldb)
         args += (dtype(beta), c.reshape(-1), i0 * n, n)
-        {"intrinsic": _call_gemm, "mkl": _call_gemm_mkl, "python": blas._gemm_python}[impl](*args)
+        impls = {"intrinsic": _call_gemm, "mkl": _call_gemm_mkl, "python": blas._gemm_python}
+        impls["tiles"] = blas.gemm_tiles
+        impls[impl](*args)
         want = C.copy()
         want[i0 : i0 + rows] = alpha * (A[i0 : i0 + rows] @ B) + beta * C[i0 : i0 + rows]
         np.testing.assert_allclose(c, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
 
 
 def test_beta_zero_never_reads_the_destination() -> None:
-    a, b = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
-    for fn in (_call_gemm, blas._gemm_python):
-        c = np.full((2, 2), np.nan, np.float32)
-        args = (False, False, 2, 2, 3, np.float32(1.0), a.reshape(-1), 0, 3, b.reshape(-1), 0, 2)
-        fn(*args, np.float32(0.0), c.reshape(-1), 0, 2)
-        np.testing.assert_array_equal(c, np.full((2, 2), 3.0, np.float32))
+    for fn in (_call_gemm, blas._gemm_python, blas.gemm_tiles):
+        for m, n in ((2, 2), (blas.TILE_ROWS + 1, blas.tile_width(4) + 1)):  # tiles and the rest
+            a, b = np.ones((m, 3), np.float32), np.ones((3, n), np.float32)
+            c = np.full((m, n), np.nan, np.float32)
+            args = (False, False, m, n, 3, np.float32(1.0), a.reshape(-1), 0, 3, b.reshape(-1), 0, n)
+            fn(*args, np.float32(0.0), c.reshape(-1), 0, n)
+            np.testing.assert_array_equal(c, np.full((m, n), 3.0, np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta", [False, True])
+@pytest.mark.parametrize("tb", [False, True])
+def test_register_tiles_match_numpy_on_whole_tiles_and_the_rest(dtype: Any, ta: bool, tb: bool) -> None:
+    """``gemm_tiles`` on blocks of whole tiles, with rows and columns left over, and fewer than one
+    tile, inside bigger strided buffers (offsets, leading dimensions past the block)."""
+    rows, width = blas.TILE_ROWS, blas.tile_width(np.dtype(dtype).itemsize)
+    for m, n, k in ((4 * rows, 2 * width, 128), (3 * rows + 5, width + 7, 19), (rows - 1, width - 1, 3)):
+        pad = 3  # every leading dimension 3 more than the block's width; offsets 5 elements in
+        A = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+        B = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        C = rng.standard_normal((m, n)).astype(dtype)
+        a, b, c = (np.zeros(5 + x.shape[0] * (x.shape[1] + pad), dtype) for x in (A, B, C))
+        for flat, x in ((a, A), (b, B), (c, C)):
+            flat[5:].reshape(x.shape[0], x.shape[1] + pad)[:, : x.shape[1]] = x
+        lda, ldb, ldc = A.shape[1] + pad, B.shape[1] + pad, n + pad
+        for alpha, beta in ((1.0, 0.0), (0.5, 2.0)):
+            out = c.copy()
+            blas.gemm_tiles(ta, tb, m, n, k, dtype(alpha), a, 5, lda, b, 5, ldb, dtype(beta), out, 5, ldc)
+            want = alpha * ((A.T if ta else A) @ (B.T if tb else B)) + beta * C
+            got = out[5:].reshape(m, ldc)[:, :n]
+            np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-4)
+            np.testing.assert_array_equal(out[5:].reshape(m, ldc)[:, n:], c[5:].reshape(m, ldc)[:, n:])
+            np.testing.assert_array_equal(out[:5], c[:5])  # nothing outside the block written
+
+
+def test_matmuls_with_a_small_right_operand_run_on_register_tiles() -> None:
+    """The second derivative's shape runs on dslc's tiles (``tiles`` set, with ``x @ w.T`` too), a
+    right operand too big for L2 on the library; the same values with the tiles switched off."""
+    x = rng.standard_normal((4096, 128)).astype(np.float32)
+    w = rng.standard_normal((128, 128)).astype(np.float32)
+    big = rng.standard_normal((128, 1024)).astype(np.float32)  # 512 KiB: past TILE_MAX_RIGHT_BYTES
+
+    def f(x: Any, w: Any, big: Any) -> Any:
+        return x @ w, x @ w.T, x @ big
+
+    compiled = dsl.compile(f)
+    assert [call["tiles"] for call in gemm_calls(compiled.lower(x, w, big))] == [1, 1, 0]
+    got = compiled(x, w, big)
+    cpu.OPTIMIZATIONS.discard("matmul_tiles")
+    try:
+        plain = dsl.compile(f)
+        assert [call["tiles"] for call in gemm_calls(plain.lower(x, w, big))] == [0, 0, 0]
+        want = plain(x, w, big)
+    finally:
+        cpu.OPTIMIZATIONS.add("matmul_tiles")
+    for g, p, ref in zip(got, want, (x @ w, x @ w.T, x @ big), strict=True):
+        np.testing.assert_allclose(g, ref, rtol=2e-5, atol=1e-3)
+        np.testing.assert_allclose(g, p, rtol=2e-5, atol=1e-3)
 
 
 SHAPES = [

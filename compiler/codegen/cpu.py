@@ -113,6 +113,7 @@ OPTIMIZATIONS = {
     "keyed_minmax",
     "split_matmuls",
     "split_reductions",
+    "matmul_tiles",
 }
 _REASSOCIABLE = frozenset({reduction.reduce_sum})
 _KEYED = {reduction.reduce_max: "max", reduction.reduce_min: "min"}
@@ -844,6 +845,10 @@ def _gemm_kernel(
     copy = spec.names[source] != spec.names[dest.source]  # not planned in place: copied in first
     params = dict(copy=copy, ta=ta, tb=tb, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=max(dest.rows, n))
     params |= dict(x_step=row_step, o_step=dest.rows, parts=parts, blocks=nb * parts)
+    # dslc's register tiles instead of the library's gemm where the right operand stays in L2 (the
+    # library keeps its own threads when not split: the tiles would run on one)
+    tiles = "matmul_tiles" in OPTIMIZATIONS and split and dtype.is_float
+    params["tiles"] = tiles and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
     for prefix, view in (("x", x_view), ("y", y_view), ("o", dest)):
         assert len(view.batch) <= MAX_VIEW_BATCH_AXES, view
         batch = [(1, 0)] * (MAX_VIEW_BATCH_AXES - len(view.batch)) + list(view.batch)
