@@ -12,6 +12,8 @@ elementwise kernels; its matmuls run ~5-8% slower inside the program than called
   buffers, 32 MiB, in turn); and ``gemm_rows_serial`` (all rows on one core), hot; each on OpenBLAS
   and on dslc's register tiles (``runtime.blas.gemm_tiles``, the ``tiles`` parameter);
 - working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16), OpenBLAS;
+- shape: each matmul shape of the suite and four with bigger right operands, on OpenBLAS and on the
+  tiles, hot (where the tiles stop paying: ``runtime.blas.TILE_MAX_RIGHT_BYTES``);
 - schedule: the second derivative's forward phase (a primal chain h = tanh(h @ W + b) and the
   tangent chain t = (t @ W) * (1 - h * h) that reads it: eight matmuls, nine elementwise passes),
   run op by op with each op split over both cores (dslc's schedule), and as two streams, one core
@@ -40,6 +42,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from bench_blas import SHAPES  # noqa: E402  # (m, k, n, x stored transposed): the suite's products
 from bench_suite import machine, versions, write_report  # noqa: E402
 
 from compiler.prims.vecmath import helper_source  # noqa: E402
@@ -120,6 +123,36 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
         "tiles: x cold, o cold": case(True, True, tiles=True),
         "tiles: x hot, o hot, one core": case(False, False, one_core=True, tiles=True),
     }
+
+
+# The suite's products (bench_blas.SHAPES), then bigger right operands, up to one past the tiles' limit.
+BIG_SHAPES = [
+    (4096, 512, 512, False),
+    (2048, 768, 768, False),
+    (1024, 1024, 1024, False),
+    (2048, 2048, 2048, False),
+]
+
+
+def shape_cases(rng: np.random.Generator) -> dict[str, tuple[Callable[[int], object], int]]:
+    """Each shape (m, k, n, x stored transposed) on OpenBLAS and on the tiles, hot, with its FLOPs."""
+    cases = {}
+    for m, k, n, transposed in [*SHAPES, *BIG_SHAPES]:
+        x = rng.standard_normal(k * m).astype(np.float32)
+        y = rng.standard_normal(k * n).astype(np.float32)
+        o = np.zeros(m * n, np.float32)
+        label = f"{m}x{k}x{n}{' (x.T)' if transposed else ''}, right {k * n * 4 >> 10} KiB"
+        for tiles in (False, True):
+            values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=m if transposed else k)
+            values |= dict(ldb=n, ldc=n, x_step=1 if transposed else k, o_step=n, parts=2, blocks=2)
+            values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
+            params = np.array([(values | {"tiles": int(tiles)})[name] for name in GEMM_ROWS_PARAMS], np.int64)
+
+            def call(_: int, x: Any = x, y: Any = y, o: Any = o, params: Any = params) -> object:
+                return gemm_rows(x, y, o, o, params, SCALES)
+
+            cases[f"{label}: {'tiles' if tiles else 'OpenBLAS'}"] = (call, 2 * m * k * n)
+    return cases
 
 
 def working_set_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
@@ -280,20 +313,21 @@ def run(rounds: int, repeats: int) -> str:
     rng = np.random.default_rng(0)
     phase = ForwardPhase(rng)
     phase.check()
-    groups: dict[str, dict[str, Callable[[int], object]]] = {
-        "cache": cache_cases(rng),
-        "working set": working_set_cases(rng),
+    flops = 2 * M * N * N
+    groups: dict[str, dict[str, tuple[Callable[[int], object], int]]] = {
+        "cache": {name: (fn, flops) for name, fn in cache_cases(rng).items()},
+        "working set": {name: (fn, flops) for name, fn in working_set_cases(rng).items()},
+        "shape": shape_cases(rng),
         "schedule": {
-            "split op by op (dslc)": lambda k: phase.split(),
-            "two streams": lambda k: phase.streams(),
+            "split op by op (dslc)": (lambda k: phase.split(), 8 * flops),
+            "two streams": (lambda k: phase.streams(), 8 * flops),
         },
     }
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(rounds):  # cases interleaved, this VM's speed drifts
         for group, cases in groups.items():
-            for name, fn in cases.items():
+            for name, (fn, _) in cases.items():
                 times.setdefault((group, name), []).append(per_call(fn, repeats))
-    flops = 2 * M * N * N
     info, ver = machine(), versions()
     lines = [
         "# A matmul inside a program, and inter-operation parallelism",
@@ -308,7 +342,7 @@ def run(rounds: int, repeats: int) -> str:
         "|---|---|---:|---:|---|",
     ]
     for (group, name), ts in times.items():
-        rate = f"{flops / min(ts) / 1e9:.0f}" if group != "schedule" else f"{8 * flops / min(ts) / 1e9:.0f}"
+        rate = f"{groups[group][name][1] / min(ts) / 1e9:.0f}"
         rounds_ms = " / ".join(f"{1e3 * t:.3f}" for t in ts)
         lines.append(f"| {group} | {name} | {1e3 * min(ts):.3f} | {rate} | {rounds_ms} |")
     return "\n".join(lines) + "\n"

@@ -1,7 +1,8 @@
 """The measured effect of each CPU code-generation optimization (``compiler.codegen.cpu.OPTIMIZATIONS``):
 each suite program compiled with all of them and with one switched off, timed interleaved in one run.
 
-    python benchmarks/bench_optimizations.py [--only NAME,...] [--rounds 5] [--out FILE.md]
+    python benchmarks/bench_optimizations.py [--only NAME,...] [--switches NAME,...] [--rounds 5]
+        [--out FILE.md]
 
 Also checks that both builds give the same results (allclose), so each optimization is checked
 against its switched-off form on every suite program.
@@ -87,12 +88,19 @@ def main() -> None:
     parser.add_argument("--only", default="")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="", help="also write the table here (markdown)")
+    parser.add_argument("--switches", default="", help="only these optimizations (comma-separated)")
     args = parser.parse_args()
     lines: list[str] = []
     emit = lines.append
     wanted = [w for w in args.only.split(",") if w]
     switches = sorted(cpu.OPTIMIZATIONS) + list(FUSION)
+    if args.switches:
+        unknown = set(args.switches.split(",")) - set(switches)
+        if unknown:
+            parser.error(f"unknown switches {sorted(unknown)}; known: {', '.join(switches)}")
+        switches = [o for o in switches if o in args.switches.split(",")]
     command = "python benchmarks/bench_optimizations.py" + (f" --only {args.only}" if args.only else "")
+    command += f" --switches {args.switches}" if args.switches else ""
     emit(f"# Optimizations, each switched off (min of {args.rounds} interleaved rounds of 3 calls)\n")
     emit(f"- command: `{command} --rounds {args.rounds}`; load average {os.getloadavg()[0]:.2f}\n")
     emit(

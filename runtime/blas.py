@@ -260,15 +260,17 @@ def vendor() -> str:
 # ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k`` loop: each
 # step loads the right operand's row segment once and multiplies it into every row with one fused
 # multiply-add per vector; nothing is packed but a transposed right operand (``gemm_tiles``).
-# OpenBLAS packs both operands and scales the result in a pass of its own first; on a right operand
-# that stays in L2 the tiles run ~10-15% faster (benchmarks/bench_gemm_context.py). Shapes by the
+# OpenBLAS packs both operands and scales the result in a pass of its own first; the tiles run
+# 5-20% faster on every matmul shape of the benchmark suite, and as fast as OpenBLAS up to a right
+# operand of ~4 MiB, which every row block streams from L3 (at 16 MiB: 85 against 210 GFLOP/s;
+# benchmarks/bench_gemm_context.py, results/gemm_context.md). Shapes by the
 # host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x 2 ymm (12 of
 # 16) without (the classic AVX2 sgemm kernel).
 _WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
 VECTOR_BYTES = 64 if _WIDE else 32
 TILE_ROWS = 8 if _WIDE else 6
 TILE_VECTORS = 2
-TILE_MAX_RIGHT_BYTES = 256 * 1024  # the right operand (k x n) the tiles read from L2 every row block
+TILE_MAX_RIGHT_BYTES = 2 << 20  # the right operand (k x n), which every block of tile rows reads again
 
 
 def tile_width(itemsize: int) -> int:
@@ -278,7 +280,7 @@ def tile_width(itemsize: int) -> int:
 
 def tiles_pay(m: int, n: int, k: int, itemsize: int) -> bool:
     """Whether a matmul block of ``m x k`` by ``k x n`` runs on register tiles (``gemm_tiles``): a
-    whole tile of rows and columns, and a right operand small enough to stay in L2."""
+    whole tile of rows and columns, and a right operand small enough to read again from cache."""
     whole = m >= TILE_ROWS and n % tile_width(itemsize) == 0
     return whole and k >= 1 and k * n * itemsize <= TILE_MAX_RIGHT_BYTES
 

@@ -845,7 +845,7 @@ def _gemm_kernel(
     copy = spec.names[source] != spec.names[dest.source]  # not planned in place: copied in first
     params = dict(copy=copy, ta=ta, tb=tb, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=max(dest.rows, n))
     params |= dict(x_step=row_step, o_step=dest.rows, parts=parts, blocks=nb * parts)
-    # dslc's register tiles instead of the library's gemm where the right operand stays in L2 (the
+    # dslc's register tiles instead of the library's gemm where they pay (``blas.tiles_pay``; the
     # library keeps its own threads when not split: the tiles would run on one)
     tiles = "matmul_tiles" in OPTIMIZATIONS and split and dtype.is_float
     params["tiles"] = tiles and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
