@@ -10,7 +10,7 @@ elementwise kernels; its matmuls run ~5-8% slower inside the program than called
 - cache: ``runtime.blas.gemm_rows`` on the program's shape (two row blocks, one per core) with the
   operand ``x`` and the result ``o`` each either hot (the same buffer every call) or cold (one of 16
   buffers, 32 MiB, in turn); and ``gemm_rows_serial`` (all rows on one core), hot; each on OpenBLAS
-  and on dslc's register tiles (``runtime.blas.gemm_tiles``, the ``tiles`` parameter);
+  and on dslc's register tiles (``runtime.blas.gemm_rows_tiles``);
 - working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16), OpenBLAS;
 - shape: each matmul shape of the suite and four with bigger right operands, on OpenBLAS and on the
   tiles, hot (where the tiles stop paying: ``runtime.blas.TILE_MAX_RIGHT_BYTES``);
@@ -46,7 +46,14 @@ from bench_blas import SHAPES  # noqa: E402  # (m, k, n, x stored transposed): t
 from bench_suite import machine, versions, write_report  # noqa: E402
 
 from compiler.prims.vecmath import helper_source  # noqa: E402
-from runtime.blas import GEMM_ROWS_PARAMS, gemm_rows, gemm_rows_serial, single_threaded_blas  # noqa: E402
+from runtime.blas import (  # noqa: E402
+    GEMM_ROWS_PARAMS,
+    gemm_rows,
+    gemm_rows_serial,
+    gemm_rows_tiles,
+    gemm_rows_tiles_serial,
+    single_threaded_blas,
+)
 from runtime.intrinsics import fmuladd_function  # noqa: E402
 
 M, N = 4096, 128  # the second derivative's activations: batch x width; weights N x N
@@ -61,11 +68,10 @@ exec(helper_source({"tanh_f32"}), _helpers)  # noqa: S102 - our own helper sourc
 tanh_f32 = _helpers["tanh_f32"]
 
 
-def gemm_params(parts: int, tiles: bool = False) -> np.ndarray:
-    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks,
-    on OpenBLAS or on dslc's register tiles."""
+def gemm_params(parts: int) -> np.ndarray:
+    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks."""
     values = dict(copy=0, ta=0, tb=0, m=M, n=N, k=N, lda=N, ldb=N, ldc=N, x_step=N, o_step=N)
-    values |= dict(parts=parts, blocks=parts, tiles=int(tiles))
+    values |= dict(parts=parts, blocks=parts)
     for prefix in ("x", "y", "o"):
         values |= {f"{prefix}b0": 1, f"{prefix}b1": 0, f"{prefix}b2": 1, f"{prefix}b3": 0}
     return np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
@@ -99,9 +105,8 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
     def case(
         x_cold: bool, o_cold: bool, one_core: bool = False, tiles: bool = False
     ) -> Callable[[int], object]:
-        gemm, params = (
-            (gemm_rows_serial, gemm_params(1, tiles)) if one_core else (gemm_rows, gemm_params(2, tiles))
-        )
+        forms = (gemm_rows_tiles, gemm_rows_tiles_serial) if tiles else (gemm_rows, gemm_rows_serial)
+        gemm, params = (forms[1], SERIAL) if one_core else (forms[0], SPLIT)
 
         def call(k: int) -> object:
             at = (k % COLD_BUFFERS) * SIZE
@@ -142,14 +147,16 @@ def shape_cases(rng: np.random.Generator) -> dict[str, tuple[Callable[[int], obj
         y = rng.standard_normal(k * n).astype(np.float32)
         o = np.zeros(m * n, np.float32)
         label = f"{m}x{k}x{n}{' (x.T)' if transposed else ''}, right {k * n * 4 >> 10} KiB"
+        values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=m if transposed else k)
+        values |= dict(ldb=n, ldc=n, x_step=1 if transposed else k, o_step=n, parts=2, blocks=2)
+        values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
+        params = np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
         for tiles in (False, True):
-            values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=m if transposed else k)
-            values |= dict(ldb=n, ldc=n, x_step=1 if transposed else k, o_step=n, parts=2, blocks=2)
-            values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
-            params = np.array([(values | {"tiles": int(tiles)})[name] for name in GEMM_ROWS_PARAMS], np.int64)
 
-            def call(_: int, x: Any = x, y: Any = y, o: Any = o, params: Any = params) -> object:
-                return gemm_rows(x, y, o, o, params, SCALES)
+            def call(
+                _: int, x: Any = x, y: Any = y, o: Any = o, p: Any = params, tiles: bool = tiles
+            ) -> object:
+                return (gemm_rows_tiles if tiles else gemm_rows)(x, y, o, o, p, SCALES)
 
             cases[f"{label}: {'tiles' if tiles else 'OpenBLAS'}"] = (call, 2 * m * k * n)
     return cases

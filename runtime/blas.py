@@ -380,8 +380,7 @@ def _tile(  # noqa: PLR0913 - the tile's operands
     return sig, codegen
 
 
-@numba.njit(nogil=True, error_model="numpy")
-def gemm_tiles(  # noqa: PLR0913 - BLAS's signature
+def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
     ta: bool,
     tb: bool,
     m: int,
@@ -400,7 +399,8 @@ def gemm_tiles(  # noqa: PLR0913 - BLAS's signature
     ldc: int,
 ) -> None:
     """``gemm`` (the module docstring's signature) on register tiles (``_tile``); a transposed right
-    operand is copied to rows first, and rows and columns past the last whole tile are plain loops."""
+    operand is copied to rows first. Columns right of the last whole tile, then rows below it, go
+    to the library's ``gemm`` (compiled by ``_tiles_form``, like ``_gemm_rows``)."""
     if tb:  # B stored n x k: its rows, k x n, into a buffer of this call's own
         right = np.empty(k * n, c.dtype)
         for s in range(k):
@@ -408,22 +408,21 @@ def gemm_tiles(  # noqa: PLR0913 - BLAS's signature
                 right[s * n + j] = b[b_off + j * ldb + s]
         r_off, r_ld = 0, n
     else:
-        right, r_off, r_ld = b[b_off:], 0, ldb
+        right, r_off, r_ld = b, b_off, ldb
     a_rows, a_steps = (1, lda) if ta else (lda, 1)
     width = TILE_VECTORS * VECTOR_BYTES // c.itemsize
-    whole_rows = m - m % TILE_ROWS
-    whole_cols = n - n % width
+    whole_rows, whole_cols = m - m % TILE_ROWS, n - n % width
     for i in range(0, whole_rows, TILE_ROWS):
         for j in range(0, whole_cols, width):
             at = c_off + i * ldc + j
             _tile(a, a_off + i * a_rows, a_rows, a_steps, right, r_off + j, r_ld, c, at, ldc, k, alpha, beta)  # type: ignore[call-arg]
-    for i in range(m):  # the rest: rows below the last whole tile, then columns right of it
-        for j in range(0 if i >= whole_rows else whole_cols, n):
-            total: Any = _as_element(c, 0.0)  # type: ignore[call-arg]
-            for s in range(k):
-                total += a[a_off + i * a_rows + s * a_steps] * right[r_off + s * r_ld + j]
-            value = alpha * total
-            c[c_off + i * ldc + j] = value if beta == 0 else value + beta * c[c_off + i * ldc + j]
+    if whole_cols < n:
+        b_at = b_off + (whole_cols * ldb if tb else whole_cols)
+        rest = n - whole_cols
+        gemm(ta, tb, m, rest, k, alpha, a, a_off, lda, b, b_at, ldb, beta, c, c_off + whole_cols, ldc)
+    if whole_rows < m and whole_cols > 0:
+        a_at, c_at = a_off + whole_rows * a_rows, c_off + whole_rows * ldc
+        gemm(ta, tb, m - whole_rows, whole_cols, k, alpha, a, a_at, lda, b, b_off, ldb, beta, c, c_at, ldc)
 
 
 # Row-block matmuls. A float matmul of a generated module is one call of these functions from the
@@ -438,15 +437,15 @@ def gemm_tiles(  # noqa: PLR0913 - BLAS's signature
 # Batch element ``t``'s offset into an operand is ``((t // inner) % outer) * outer_stride + (t %
 # inner) * inner_stride`` (two batch axes at most, ``fuse.MAX_VIEW_BATCH_AXES``); ``x_step`` and
 # ``o_step`` are the steps from one row of the block to the next.
-GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_mkl", "gemm_rows_mkl_serial")
+GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_tiles", "gemm_rows_tiles_serial")  # a module's names
 GEMM_ROWS_PARAMS = (
-    *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks", "tiles"),
+    *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks"),
     *("xb0", "xb1", "xb2", "xb3", "yb0", "yb1", "yb2", "yb3", "ob0", "ob1", "ob2", "ob3"),
 )
 _P = {name: i for i, name in enumerate(GEMM_ROWS_PARAMS)}
-_COPY, _TA, _TB, _M, _N, _K, _LDA, _LDB, _LDC, _XSTEP, _OSTEP, _PARTS, _BLOCKS, _TILES, _XB, _YB, _OB = (
+_COPY, _TA, _TB, _M, _N, _K, _LDA, _LDB, _LDC, _XSTEP, _OSTEP, _PARTS, _BLOCKS, _XB, _YB, _OB = (
     *(_P[n] for n in ("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step")),
-    *(_P[n] for n in ("parts", "blocks", "tiles", "xb0", "yb0", "ob0")),
+    *(_P[n] for n in ("parts", "blocks", "xb0", "yb0", "ob0")),
 )
 
 
@@ -500,27 +499,42 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
     alpha, beta, ta, tb = *_scales(o, s), p[_TA] != 0, p[_TB] != 0
     for q in numba.prange(p[_BLOCKS]):  # a plain loop in the serial forms
         i0, i1, xo, yo, oo = _block(q, p)
-        m, n, k, lda, ldb, ldc = i1 - i0, p[_N], p[_K], p[_LDA], p[_LDB], p[_LDC]
-        if p[_TILES]:
-            gemm_tiles(ta, tb, m, n, k, alpha, x, xo, lda, y, yo, ldb, beta, o, oo, ldc)
-        else:
-            gemm(ta, tb, m, n, k, alpha, x, xo, lda, y, yo, ldb, beta, o, oo, ldc)
+        gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
 
 
-def _rows_form(name: str, library_gemm: Any, parallel: bool) -> Any:
-    """``_gemm_rows`` compiled as ``name``, calling ``library_gemm`` for ``gemm``, with or without
-    Numba's threads: one Python function, so the four forms cannot drift apart. Each has its own
-    name, hence its own entry in Numba's cache."""
-    scope = dict(globals(), gemm=library_gemm)
-    function = types_module.FunctionType(_gemm_rows.__code__, scope, name)
-    function.__qualname__ = name
+def _with_library(function: Any, name: str, library_gemm: Any, **scope: Any) -> Any:
+    """``function``'s code as a new function ``name`` whose ``gemm`` is ``library_gemm`` (and whose
+    other globals ``scope`` overrides): one Python function per kind, so its forms cannot drift
+    apart. Each has its own name, hence its own entry in Numba's cache."""
+    made = types_module.FunctionType(function.__code__, dict(globals(), gemm=library_gemm, **scope), name)
+    made.__qualname__ = name
+    return made
+
+
+def _tiles_form(name: str, library_gemm: Any) -> Any:
+    """``_gemm_tiles`` with ``library_gemm`` for what is left beside the tiles."""
+    return numba.njit(nogil=True, error_model="numpy")(_with_library(_gemm_tiles, name, library_gemm))
+
+
+def _rows_form(name: str, block_gemm: Any, parallel: bool) -> Any:
+    """``_gemm_rows`` compiled as ``name``, calling ``block_gemm`` (a library's, or the tiles) for
+    ``gemm``, with or without Numba's threads."""
+    function = _with_library(_gemm_rows, name, block_gemm)
     return numba.njit(cache=True, nogil=True, error_model="numpy", parallel=parallel)(function)
 
 
+# The tiles are forms of their own, which a module calls where they pay: a module without such a
+# matmul never compiles them (``gemm_tiles`` more than doubles the compile time of a form).
+gemm_tiles = _tiles_form("gemm_tiles", gemm)
+gemm_tiles_mkl = _tiles_form("gemm_tiles_mkl", gemm_mkl)
 gemm_rows = _rows_form("gemm_rows", gemm, parallel=True)
 gemm_rows_serial = _rows_form("gemm_rows_serial", gemm, parallel=False)
 gemm_rows_mkl = _rows_form("gemm_rows_mkl", gemm_mkl, parallel=True)
 gemm_rows_mkl_serial = _rows_form("gemm_rows_mkl_serial", gemm_mkl, parallel=False)
+gemm_rows_tiles = _rows_form("gemm_rows_tiles", gemm_tiles, parallel=True)
+gemm_rows_tiles_serial = _rows_form("gemm_rows_tiles_serial", gemm_tiles, parallel=False)
+gemm_rows_tiles_mkl = _rows_form("gemm_rows_tiles_mkl", gemm_tiles_mkl, parallel=True)
+gemm_rows_tiles_mkl_serial = _rows_form("gemm_rows_tiles_mkl_serial", gemm_tiles_mkl, parallel=False)
 
 
 def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
@@ -537,13 +551,14 @@ def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
         )
 
 
-def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any]:
-    """The (parallel, serial) row-block matmuls a generated module binds for ``library`` (the module
-    names it, so its text, and with it its cache entry, differ by library), or NumPy when Numba's
-    JIT is off."""
+def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any, Any, Any]:
+    """The row-block matmuls a generated module binds for ``library`` (the module names it, so its
+    text, and with it its cache entry, differ by library): parallel and serial, on the library's
+    gemm and on the tiles (the library's gemm for what is left beside them); NumPy when Numba's JIT
+    is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return gemm_rows_python, gemm_rows_python
+        return (gemm_rows_python,) * 4
     if library == "mkl":
         _require_mkl()
-        return gemm_rows_mkl, gemm_rows_mkl_serial
-    return gemm_rows, gemm_rows_serial
+        return gemm_rows_mkl, gemm_rows_mkl_serial, gemm_rows_tiles_mkl, gemm_rows_tiles_mkl_serial
+    return gemm_rows, gemm_rows_serial, gemm_rows_tiles, gemm_rows_tiles_serial

@@ -58,7 +58,12 @@ HELPER_TIMEOUT_S = 900.0
 # Weights are about 3,000 per second of Numba's compile on the 2-core CI machine (a kernel's weight
 # is its source length: the second derivative's kernels, 9,400 characters, take ~3 s). A runtime
 # function the module imports weighs its own measured compile time (compile_phases.py).
-RUNTIME_FUNCTION_WEIGHTS = {"gemm_rows": 2400, "gemm_rows_mkl": 2400, "parallel_for": 600}
+RUNTIME_FUNCTION_WEIGHTS = {
+    "gemm_rows": 2400,
+    "gemm_rows_tiles": 4800,
+    "gemm_rows_tiles_serial": 1700,
+    "parallel_for": 600,
+}
 RUNTIME_FUNCTION_WEIGHT = 1000  # any other (the serial gemm_rows forms: ~0.3 s)
 # A helper's start (a Python process importing Numba and the module: ~0.4 s) costs about this much
 # compile work; a share lighter than it is compiled faster where it is.

@@ -95,9 +95,9 @@ def test_register_tiles_match_numpy_on_whole_tiles_and_the_rest(dtype: Any, ta: 
 
 
 def test_matmuls_with_a_right_operand_that_stays_in_cache_run_on_register_tiles() -> None:
-    """Products with a right operand of at most ``TILE_MAX_RIGHT_BYTES`` run on dslc's tiles
-    (``tiles`` set; a transposed one too), a bigger one on the library; the same values with the
-    tiles switched off."""
+    """Products with a right operand of at most ``TILE_MAX_RIGHT_BYTES`` run on dslc's tiles (the
+    ``gemm_rows_tiles`` form; a transposed one too), a bigger one on the library; the same values
+    with the tiles switched off."""
     x = rng.standard_normal((512, 1024)).astype(np.float32)
     w = rng.standard_normal((1024, 128)).astype(np.float32)
     big = rng.standard_normal((1024, 1024)).astype(np.float32)  # 4 MiB
@@ -106,13 +106,17 @@ def test_matmuls_with_a_right_operand_that_stays_in_cache_run_on_register_tiles(
     def f(x: Any, w: Any, big: Any) -> Any:
         return x @ w, (x @ w) @ w.T, x @ big
 
+    def matmuls(compiled: Any) -> list[str]:
+        calls = driver_calls(compiled.lower(x, w, big).source())
+        return [name for name, _ in calls if name.startswith("gemm")]
+
     compiled = dsl.compile(f)
-    assert [call["tiles"] for call in gemm_calls(compiled.lower(x, w, big))] == [1, 1, 0]
+    assert matmuls(compiled) == ["gemm_rows_tiles", "gemm_rows_tiles", "gemm_rows"]
     got = compiled(x, w, big)
     cpu.OPTIMIZATIONS.discard("matmul_tiles")
     try:
         plain = dsl.compile(f)
-        assert [call["tiles"] for call in gemm_calls(plain.lower(x, w, big))] == [0, 0, 0]
+        assert matmuls(plain) == ["gemm_rows"] * 3
         want = plain(x, w, big)
     finally:
         cpu.OPTIMIZATIONS.add("matmul_tiles")
@@ -187,7 +191,7 @@ def test_big_matmuls_split_small_ones_stay_on_the_calling_thread() -> None:
         rng.standard_normal((512, 300)).astype(np.float32),
         rng.standard_normal((5, 7)).astype(np.float32),
     )
-    for x, called in ((big, "gemm_rows"), (small, "gemm_rows_serial")):
+    for x, called in ((big, "gemm_rows_tiles"), (small, "gemm_rows_serial")):
         assert [name for name, _ in driver_calls(dsl.compile(lambda a: a @ a.T).lower(x).source())] == [
             called
         ]

@@ -847,8 +847,7 @@ def _gemm_kernel(
     params |= dict(x_step=row_step, o_step=dest.rows, parts=parts, blocks=nb * parts)
     # dslc's register tiles instead of the library's gemm where they pay (``blas.tiles_pay``; the
     # library keeps its own threads when not split: the tiles would run on one)
-    tiles = "matmul_tiles" in OPTIMIZATIONS and split and dtype.is_float
-    params["tiles"] = tiles and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
+    tiles = "matmul_tiles" in OPTIMIZATIONS and split and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
     for prefix, view in (("x", x_view), ("y", y_view), ("o", dest)):
         assert len(view.batch) <= MAX_VIEW_BATCH_AXES, view
         batch = [(1, 0)] * (MAX_VIEW_BATCH_AXES - len(view.batch)) + list(view.batch)
@@ -858,7 +857,8 @@ def _gemm_kernel(
     args = [spec.names[v] for v in (x_view.source, y_view.source, dest.source, source)] + [p, s]
     signature: list[tuple[str, int | None]] = [(dtype.np.name, FLAT)] * 4
     signature += [("int64", 1), ("float64", 1)]
-    return Kernel("gemm_rows" if parallel else "gemm_rows_serial", args, "", signature=signature)
+    name = "gemm_rows_tiles" if tiles else "gemm_rows"
+    return Kernel(name if parallel else f"{name}_serial", args, "", signature=signature)
 
 
 def numba_threads() -> int:
@@ -1034,7 +1034,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         library = blas.vendor() if _split_matmuls() else "openblas"  # MKL runs sequential: split only
         chosen = "" if library == "openblas" else f'"{library}"'
         lines += ["", "from runtime.blas import gemm_rows_functions, single_threaded_blas", ""]
-        lines.append(f"gemm_rows, gemm_rows_serial = gemm_rows_functions({chosen})")
+        lines.append(f"{', '.join(blas.GEMM_ROWS)} = gemm_rows_functions({chosen})")
         if _split_matmuls() and library == "openblas":
             lines.append("single_threaded_blas()")
     lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
