@@ -242,3 +242,37 @@ def test_mkl_modules_load_from_the_cache_in_a_new_process(tmp_path: Any) -> None
         )
         assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr
     assert any(name.endswith(".nbc") for _, _, files in os.walk(tmp_path) for name in files)
+
+
+def test_register_tiles_of_the_avx2_shape_match_numpy() -> None:
+    """The tile shape of a host without AVX-512 (6 rows x 2 ymm), in a new process told by llvmlite
+    that the host has none (``runtime.blas`` picks the shape when imported), against NumPy."""
+    code = """
+import llvmlite.binding as llvm
+host = llvm.get_host_cpu_features
+def without_avx512():
+    features = host()
+    features["avx512f"] = False
+    return features
+llvm.get_host_cpu_features = without_avx512
+import numpy as np
+from runtime import blas
+assert (blas.VECTOR_BYTES, blas.TILE_ROWS) == (32, 6)
+rng = np.random.default_rng(0)
+for dtype in (np.float32, np.float64):
+    for ta, tb in ((False, False), (True, True)):
+        m, n, k = 6 * 5 + 1, blas.tile_width(np.dtype(dtype).itemsize) * 2 + 3, 17
+        A = rng.standard_normal((k, m) if ta else (m, k)).astype(dtype)
+        B = rng.standard_normal((n, k) if tb else (k, n)).astype(dtype)
+        C = np.zeros((m, n), dtype)
+        a, b, c, one, zero = A.ravel(), B.ravel(), C.ravel(), dtype(1.0), dtype(0.0)
+        blas.gemm_tiles(ta, tb, m, n, k, one, a, 0, A.shape[1], b, 0, B.shape[1], zero, c, 0, n)
+        want = (A.T if ta else A) @ (B.T if tb else B)
+        np.testing.assert_allclose(C, want, rtol=1e-5, atol=1e-4)
+print("ok")
+"""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
