@@ -260,17 +260,19 @@ def vendor() -> str:
 # ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k`` loop: each
 # step loads the right operand's row segment once and multiplies it into every row with one fused
 # multiply-add per vector; nothing is packed but a transposed right operand (``gemm_tiles``).
-# OpenBLAS packs both operands and scales the result in a pass of its own first; the tiles run
-# 5-20% faster on every matmul shape of the benchmark suite, and as fast as OpenBLAS up to a right
-# operand of ~4 MiB, which every row block streams from L3 (at 16 MiB: 85 against 210 GFLOP/s;
-# benchmarks/bench_gemm_context.py, results/gemm_context.md). Shapes by the
-# host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x 2 ymm (12 of
-# 16) without (the classic AVX2 sgemm kernel).
+# OpenBLAS packs both operands and scales the result in a pass of its own first. Alone, hot, the
+# tiles run 10-21% faster on every matmul shape of the benchmark suite and keep ahead up to a right
+# operand of ~4 MiB, which every block of tile rows reads again (benchmarks/bench_gemm_context.py).
+# Inside programs, with the weights coming from memory, a right operand of 1-1.5 MiB made the MLP
+# step 8-10% slower than OpenBLAS, one of 512 KiB (half of this host's L2 per core) is as fast or
+# faster everywhere: the limit (benchmarks/bench_optimizations.py --tile-limits, results/
+# gemm_context.md). Shapes by the host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with
+# AVX-512, 6 rows x 2 ymm (12 of 16) without (the classic AVX2 sgemm kernel).
 _WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
 VECTOR_BYTES = 64 if _WIDE else 32
 TILE_ROWS = 8 if _WIDE else 6
 TILE_VECTORS = 2
-TILE_MAX_RIGHT_BYTES = 2 << 20  # the right operand (k x n), which every block of tile rows reads again
+TILE_MAX_RIGHT_BYTES = 512 << 10  # the right operand (k x n), which every block of tile rows reads again
 
 
 def tile_width(itemsize: int) -> int:
