@@ -191,10 +191,9 @@ def test_big_matmuls_split_small_ones_stay_on_the_calling_thread() -> None:
         rng.standard_normal((512, 300)).astype(np.float32),
         rng.standard_normal((5, 7)).astype(np.float32),
     )
-    for x, called in ((big, "gemm_rows_tiles"), (small, "gemm_rows_serial")):
-        assert [name for name, _ in driver_calls(dsl.compile(lambda a: a @ a.T).lower(x).source())] == [
-            called
-        ]
+    for x, serial in ((big, False), (small, True)):  # on the library's gemm or on the tiles
+        (name,) = [name for name, _ in driver_calls(dsl.compile(lambda a: a @ a.T).lower(x).source())]
+        assert name.startswith("gemm_rows") and name.endswith("_serial") == serial
 
 
 def test_the_blas_library_is_chosen_by_dsl_blas(monkeypatch: pytest.MonkeyPatch) -> None:
