@@ -51,7 +51,6 @@ from runtime.blas import (  # noqa: E402
     gemm_rows,
     gemm_rows_serial,
     gemm_rows_tiles,
-    gemm_rows_tiles_serial,
     single_threaded_blas,
 )
 from runtime.intrinsics import fmuladd_function  # noqa: E402
@@ -105,8 +104,8 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
     def case(
         x_cold: bool, o_cold: bool, one_core: bool = False, tiles: bool = False
     ) -> Callable[[int], object]:
-        forms = (gemm_rows_tiles, gemm_rows_tiles_serial) if tiles else (gemm_rows, gemm_rows_serial)
-        gemm, params = (forms[1], SERIAL) if one_core else (forms[0], SPLIT)
+        gemm = gemm_rows_tiles if tiles else gemm_rows_serial if one_core else gemm_rows
+        params = SERIAL if one_core else SPLIT  # gemm_rows_tiles on one row block: one thread
 
         def call(k: int) -> object:
             at = (k % COLD_BUFFERS) * SIZE

@@ -439,7 +439,7 @@ def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
 # Batch element ``t``'s offset into an operand is ``((t // inner) % outer) * outer_stride + (t %
 # inner) * inner_stride`` (two batch axes at most, ``fuse.MAX_VIEW_BATCH_AXES``); ``x_step`` and
 # ``o_step`` are the steps from one row of the block to the next.
-GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_tiles", "gemm_rows_tiles_serial")  # a module's names
+GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_tiles")  # the names a module binds
 GEMM_ROWS_PARAMS = (
     *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks"),
     *("xb0", "xb1", "xb2", "xb3", "yb0", "yb1", "yb2", "yb3", "ob0", "ob1", "ob2", "ob3"),
@@ -533,10 +533,8 @@ gemm_rows = _rows_form("gemm_rows", gemm, parallel=True)
 gemm_rows_serial = _rows_form("gemm_rows_serial", gemm, parallel=False)
 gemm_rows_mkl = _rows_form("gemm_rows_mkl", gemm_mkl, parallel=True)
 gemm_rows_mkl_serial = _rows_form("gemm_rows_mkl_serial", gemm_mkl, parallel=False)
-gemm_rows_tiles = _rows_form("gemm_rows_tiles", gemm_tiles, parallel=True)
-gemm_rows_tiles_serial = _rows_form("gemm_rows_tiles_serial", gemm_tiles, parallel=False)
+gemm_rows_tiles = _rows_form("gemm_rows_tiles", gemm_tiles, parallel=True)  # split matmuls only
 gemm_rows_tiles_mkl = _rows_form("gemm_rows_tiles_mkl", gemm_tiles_mkl, parallel=True)
-gemm_rows_tiles_mkl_serial = _rows_form("gemm_rows_tiles_mkl_serial", gemm_tiles_mkl, parallel=False)
 
 
 def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
@@ -553,14 +551,14 @@ def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
         )
 
 
-def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any, Any, Any]:
+def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any, Any]:
     """The row-block matmuls a generated module binds for ``library`` (the module names it, so its
-    text, and with it its cache entry, differ by library): parallel and serial, on the library's
-    gemm and on the tiles (the library's gemm for what is left beside them); NumPy when Numba's JIT
-    is off."""
+    text, and with it its cache entry, differ by library): parallel and serial on the library's
+    gemm, and parallel on the tiles (the library's gemm for what is left beside them); NumPy when
+    Numba's JIT is off."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return (gemm_rows_python,) * 4
+        return (gemm_rows_python,) * 3
     if library == "mkl":
         _require_mkl()
-        return gemm_rows_mkl, gemm_rows_mkl_serial, gemm_rows_tiles_mkl, gemm_rows_tiles_mkl_serial
-    return gemm_rows, gemm_rows_serial, gemm_rows_tiles, gemm_rows_tiles_serial
+        return gemm_rows_mkl, gemm_rows_mkl_serial, gemm_rows_tiles_mkl
+    return gemm_rows, gemm_rows_serial, gemm_rows_tiles

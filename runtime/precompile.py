@@ -61,7 +61,6 @@ HELPER_TIMEOUT_S = 900.0
 RUNTIME_FUNCTION_WEIGHTS = {
     "gemm_rows": 2400,
     "gemm_rows_tiles": 4800,
-    "gemm_rows_tiles_serial": 1700,
     "parallel_for": 600,
 }
 RUNTIME_FUNCTION_WEIGHT = 1000  # any other (the serial gemm_rows forms: ~0.3 s)

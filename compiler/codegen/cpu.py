@@ -845,9 +845,10 @@ def _gemm_kernel(
     copy = spec.names[source] != spec.names[dest.source]  # not planned in place: copied in first
     params = dict(copy=copy, ta=ta, tb=tb, m=m, n=n, k=k, lda=lda, ldb=ldb, ldc=max(dest.rows, n))
     params |= dict(x_step=row_step, o_step=dest.rows, parts=parts, blocks=nb * parts)
-    # dslc's register tiles instead of the library's gemm where they pay (``blas.tiles_pay``; the
-    # library keeps its own threads when not split: the tiles would run on one)
-    tiles = "matmul_tiles" in OPTIMIZATIONS and split and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
+    # dslc's register tiles instead of the library's gemm where they pay (``blas.tiles_pay``), for a
+    # matmul split over the threads: one too small to split would save microseconds on the tiles and
+    # cost their serial form's compile (~0.8 s, once per machine)
+    tiles = "matmul_tiles" in OPTIMIZATIONS and parallel and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
     for prefix, view in (("x", x_view), ("y", y_view), ("o", dest)):
         assert len(view.batch) <= MAX_VIEW_BATCH_AXES, view
         batch = [(1, 0)] * (MAX_VIEW_BATCH_AXES - len(view.batch)) + list(view.batch)
@@ -857,8 +858,8 @@ def _gemm_kernel(
     args = [spec.names[v] for v in (x_view.source, y_view.source, dest.source, source)] + [p, s]
     signature: list[tuple[str, int | None]] = [(dtype.np.name, FLAT)] * 4
     signature += [("int64", 1), ("float64", 1)]
-    name = "gemm_rows_tiles" if tiles else "gemm_rows"
-    return Kernel(name if parallel else f"{name}_serial", args, "", signature=signature)
+    name = "gemm_rows_tiles" if tiles else "gemm_rows" if parallel else "gemm_rows_serial"
+    return Kernel(name, args, "", signature=signature)
 
 
 def numba_threads() -> int:
