@@ -67,16 +67,17 @@ exec(helper_source({"tanh_f32"}), _helpers)  # noqa: S102 - our own helper sourc
 tanh_f32 = _helpers["tanh_f32"]
 
 
-def gemm_params(parts: int) -> np.ndarray:
-    """``GEMM_ROWS_PARAMS`` of an M x N x N product (no transposes, no batch) in ``parts`` row blocks."""
-    values = dict(copy=0, ta=0, tb=0, m=M, n=N, k=N, lda=N, ldb=N, ldc=N, x_step=N, o_step=N)
-    values |= dict(parts=parts, blocks=parts)
-    for prefix in ("x", "y", "o"):
-        values |= {f"{prefix}b0": 1, f"{prefix}b1": 0, f"{prefix}b2": 1, f"{prefix}b3": 0}
+def gemm_params(parts: int, m: int = M, k: int = N, n: int = N, transposed: bool = False) -> np.ndarray:
+    """``GEMM_ROWS_PARAMS`` of an ``m x k`` by ``k x n`` product in ``parts`` row blocks, no batch;
+    ``transposed``: the left operand stored ``k x m``."""
+    lda, x_step = (m, 1) if transposed else (k, k)
+    values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=lda, ldb=n, ldc=n)
+    values |= dict(x_step=x_step, o_step=n, parts=parts, blocks=parts)
+    values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
     return np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
 
 
-SPLIT, SERIAL = gemm_params(2), gemm_params(1)
+SPLIT, SERIAL = gemm_params(2), gemm_params(1)  # the second derivative's M x N x N product
 SCALES = np.array([1.0, 0.0])
 
 
@@ -146,10 +147,7 @@ def shape_cases(rng: np.random.Generator) -> dict[str, tuple[Callable[[int], obj
         y = rng.standard_normal(k * n).astype(np.float32)
         o = np.zeros(m * n, np.float32)
         label = f"{m}x{k}x{n}{' (x.T)' if transposed else ''}, right {k * n * 4 >> 10} KiB"
-        values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=m if transposed else k)
-        values |= dict(ldb=n, ldc=n, x_step=1 if transposed else k, o_step=n, parts=2, blocks=2)
-        values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
-        params = np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
+        params = gemm_params(2, m, k, n, transposed)
         for tiles in (False, True):
 
             def call(

@@ -95,6 +95,14 @@ class GemmCall(NamedTuple):
 CallEmitter = Callable[[Any, Any, GemmCall], None]  # (context, builder, call): emits the call
 
 
+def _float_operands(*arrays: Any) -> Any:
+    """The element type of ``arrays`` (Numba types) when all are arrays of one float type (float32
+    or float64): the operands a gemm or a register tile takes; else None."""
+    if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
+        return None
+    return arrays[0].dtype if arrays[0].dtype in (types.float32, types.float64) else None
+
+
 def _gemm_intrinsic(emit: CallEmitter, prepare: Callable[[], None]) -> Any:
     """A ``gemm`` intrinsic (the signature of the module docstring) whose call ``emit`` writes;
     ``prepare`` runs when a kernel calling it is typed (the library must be loadable by then)."""
@@ -119,13 +127,10 @@ def _gemm_intrinsic(emit: CallEmitter, prepare: Callable[[], None]) -> Any:
         ldc: Any,
     ) -> Any:
         prepare()
-        arrays = (a, b, c)
-        if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
+        dtype = _float_operands(a, b, c)
+        if dtype is None:
             return None
-        dtype = c.dtype
-        kind = {types.float32: "s", types.float64: "d"}.get(dtype)
-        if kind is None:
-            return None
+        kind = "s" if dtype == types.float32 else "d"
         index = types.intp
         sig = types.void(
             *(types.boolean, types.boolean, index, index, index, dtype),
@@ -308,11 +313,8 @@ def _tile(  # noqa: PLR0913 - the tile's operands
     a_steps]`` (``TILE_ROWS`` rows, ``k`` columns), ``B[s, :]`` the row segment of ``tile_width``
     elements at ``b[b_at + s * ldb]``, ``C[r, :]`` at ``c[c_at + r * ldc]``; C is not read when
     ``beta`` is 0 (it may hold anything)."""
-    arrays = (a, b, c)
-    if not all(isinstance(t, types.Array) for t in arrays) or len({t.dtype for t in arrays}) != 1:
-        return None
-    dtype = c.dtype
-    if dtype not in (types.float32, types.float64):
+    dtype = _float_operands(a, b, c)
+    if dtype is None:
         return None
     index = types.intp
     sig = types.void(a, index, index, index, b, index, index, c, index, index, index, dtype, dtype)
@@ -365,18 +367,21 @@ def _tile(  # noqa: PLR0913 - the tile's operands
         builder.cbranch(builder.icmp_signed("<", step, k_), loop, done)
         builder.position_at_end(done)
         scale, keep = splat(alpha_), splat(beta_)
+        rows = [builder.gep(c_ptr, [builder.mul(ir.Constant(i64, r), ldc_)]) for r in range(TILE_ROWS)]
+        stores = [
+            (vector_at(rows[r], v), builder.fmul(scale, new[r][v]))
+            for r in range(TILE_ROWS)
+            for v in range(TILE_VECTORS)
+        ]
         overwrite = builder.fcmp_ordered("==", beta_, ir.Constant(scalar, 0.0))
-        for r in range(TILE_ROWS):
-            c_row = builder.gep(c_ptr, [builder.mul(ir.Constant(i64, r), ldc_)])
-            for v in range(TILE_VECTORS):
-                target = vector_at(c_row, v)
-                value = builder.fmul(scale, new[r][v])
-                with builder.if_else(overwrite) as (plain, accumulate):
-                    with plain:
-                        builder.store(value, target, align=align)
-                    with accumulate:
-                        old = builder.load(target, align=align)
-                        builder.store(builder.call(fma, [keep, old, value]), target, align=align)
+        with builder.if_else(overwrite) as (plain, accumulate):
+            with plain:
+                for target, value in stores:
+                    builder.store(value, target, align=align)
+            with accumulate:
+                for target, value in stores:
+                    old = builder.load(target, align=align)
+                    builder.store(builder.call(fma, [keep, old, value]), target, align=align)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -504,11 +509,11 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
         gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
 
 
-def _with_library(function: Any, name: str, library_gemm: Any, **scope: Any) -> Any:
-    """``function``'s code as a new function ``name`` whose ``gemm`` is ``library_gemm`` (and whose
-    other globals ``scope`` overrides): one Python function per kind, so its forms cannot drift
-    apart. Each has its own name, hence its own entry in Numba's cache."""
-    made = types_module.FunctionType(function.__code__, dict(globals(), gemm=library_gemm, **scope), name)
+def _with_library(function: Any, name: str, library_gemm: Any) -> Any:
+    """``function``'s code as a new function ``name`` whose ``gemm`` is ``library_gemm``: one Python
+    function per kind, so its forms cannot drift apart. Each has its own name, hence its own entry
+    in Numba's cache."""
+    made = types_module.FunctionType(function.__code__, dict(globals(), gemm=library_gemm), name)
     made.__qualname__ = name
     return made
 

@@ -256,8 +256,9 @@ def _kernel_slots(
                 slots.append(slot)
         if kernel.text:  # the one that defines a shared kernel (its callers have no text)
             # a parallel kernel's chunk function first (its whole text if the driver runs it)
-            chunk_at = len(kernel.text) if kernel.direct else kernel.text.find("\n\n\n") + 1
+            chunk_at = len(kernel.text)
             if not kernel.direct:
+                chunk_at = kernel.text.find("\n\n\n") + 1
                 weights[kernel.name] = len(kernel.text) - chunk_at
             weights.update((name, chunk_at) for name, _ in kernel.calls if name != PARALLEL_FOR)
     return slots, weights
