@@ -13,7 +13,7 @@ elementwise kernels; its matmuls run ~5-8% slower inside the program than called
   and on dslc's register tiles (``runtime.blas.gemm_rows_tiles``);
 - working set: both operands taken in turn from ``n`` buffers of 2 MiB (``n`` = 2 .. 16), OpenBLAS;
 - shape: each matmul shape of the suite and four with bigger right operands, on OpenBLAS and on the
-  tiles, hot (where the tiles stop paying: ``runtime.blas.TILE_MAX_RIGHT_BYTES``);
+  tiles, hot (where the tiles stop paying: ``runtime.blas.TILE_MAX_DEPTH_BYTES``);
 - schedule: the second derivative's forward phase (a primal chain h = tanh(h @ W + b) and the
   tangent chain t = (t @ W) * (1 - h * h) that reads it: eight matmuls, nine elementwise passes),
   run op by op with each op split over both cores (dslc's schedule), and as two streams, one core

@@ -2,7 +2,7 @@
 each suite program compiled with all of them and with one switched off, timed interleaved in one run.
 
     python benchmarks/bench_optimizations.py [--only NAME,...] [--switches NAME,...] [--rounds 5]
-        [--tile-limits KIB,...] [--out FILE.md]
+        [--tile-depths KIB,...] [--out FILE.md]
 
 Also checks that both builds give the same results (allclose), so each optimization is checked
 against its switched-off form on every suite program.
@@ -52,14 +52,14 @@ def switched_off(names: set[str]) -> Iterator[None]:
         cpu.OPTIMIZATIONS.update(saved)
 
 
-def build(name: str, off: set[str], tile_limit: int | None = None) -> tuple[Callable[[], Any], Any]:
-    """Suite program ``name`` compiled with ``off`` switched off (and, given ``tile_limit``, register
-    tiles for right operands up to that many bytes: ``runtime.blas.TILE_MAX_RIGHT_BYTES``): a call
-    on its own inputs, and its first result."""
-    limit = blas.TILE_MAX_RIGHT_BYTES
-    blas.TILE_MAX_RIGHT_BYTES = limit if tile_limit is None else tile_limit
+def build(name: str, off: set[str], tile_depth: int | None = None) -> tuple[Callable[[], Any], Any]:
+    """Suite program ``name`` compiled with ``off`` switched off (and, given ``tile_depth``, register
+    tiles for products up to that many bytes deep: ``runtime.blas.TILE_MAX_DEPTH_BYTES``): a call on
+    its own inputs, and its first result."""
+    limit = blas.TILE_MAX_DEPTH_BYTES
+    blas.TILE_MAX_DEPTH_BYTES = limit if tile_depth is None else tile_depth
     with switched_off(off), contextlib.ExitStack() as restore:
-        restore.callback(setattr, blas, "TILE_MAX_RIGHT_BYTES", limit)
+        restore.callback(setattr, blas, "TILE_MAX_DEPTH_BYTES", limit)
         prog = suite_programs.BUILDERS[name]()
         args = copy_tree(prog.args)
         first = leaves(prog.dslc(*copy_tree(prog.args)))  # compiles with the switches as set now
@@ -94,7 +94,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default="", help="also write the table here (markdown)")
     parser.add_argument("--switches", default="", help="only these optimizations (comma-separated)")
-    parser.add_argument("--tile-limits", default="", help="also tiles up to these KiB of right operand")
+    parser.add_argument("--tile-depths", default="", help="also tiles up to these KiB of depth (k)")
     args = parser.parse_args()
     lines: list[str] = []
     emit = lines.append
@@ -107,8 +107,8 @@ def main() -> None:
         switches = [o for o in switches if o in args.switches.split(",")]
     command = "python benchmarks/bench_optimizations.py" + (f" --only {args.only}" if args.only else "")
     command += f" --switches {args.switches}" if args.switches else ""
-    command += f" --tile-limits {args.tile_limits}" if args.tile_limits else ""
-    limits = {f"+tiles to {kib} KiB": int(kib) << 10 for kib in args.tile_limits.split(",") if kib}
+    command += f" --tile-depths {args.tile_depths}" if args.tile_depths else ""
+    limits = {f"+tiles to {kib} KiB deep": int(kib) << 10 for kib in args.tile_depths.split(",") if kib}
     switches += list(limits)
     emit(f"# Optimizations, each switched off (min of {args.rounds} interleaved rounds of 3 calls)\n")
     emit(f"- command: `{command} --rounds {args.rounds}`; load average {os.getloadavg()[0]:.2f}\n")

@@ -260,24 +260,26 @@ def vendor() -> str:
     return "mkl"
 
 
-# Register tiles: dslc's own matmul for products whose right operand is small (the second
-# derivative's 4096x128x128, results/gemm_context.md). A tile is ``TILE_ROWS`` rows of the result by
-# ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k`` loop: each
-# step loads the right operand's row segment once and multiplies it into every row with one fused
-# multiply-add per vector; nothing is packed but a transposed right operand (``gemm_tiles``).
-# OpenBLAS packs both operands and scales the result in a pass of its own first. Alone, hot, the
-# tiles run 10-21% faster on every matmul shape of the benchmark suite and keep ahead up to a right
-# operand of ~4 MiB, which every block of tile rows reads again (benchmarks/bench_gemm_context.py).
-# Inside programs, with the weights coming from memory, a right operand of 1-1.5 MiB made the MLP
-# step 8-10% slower than OpenBLAS, one of 512 KiB (half of this host's L2 per core) is as fast or
-# faster everywhere: the limit (benchmarks/bench_optimizations.py --tile-limits, results/
-# gemm_context.md). Shapes by the host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with
-# AVX-512, 6 rows x 2 ymm (12 of 16) without (the classic AVX2 sgemm kernel).
+# Register tiles: dslc's own matmul (results/gemm_context.md). A tile is ``TILE_ROWS`` rows of the
+# result by ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k``
+# loop: each step loads the right operand's row segment once and multiplies it into every row with
+# one fused multiply-add per vector. ``gemm_tiles`` runs them in panels: the left operand's rows of a
+# panel (``TILE_PANEL_BYTES``) and one column strip of the right operand (a tile's width, ``k`` deep)
+# stay in this host's 1 MiB L2 while the panel's tiles of that strip run, so each strip comes from
+# memory once per panel, not once per tile row. Nothing is packed but a transposed right operand, one
+# strip at a time. OpenBLAS packs both operands and scales the result in a pass of its own first.
+# Alone, hot, the tiles run 5-21% faster than OpenBLAS on the suite's shapes and on square ones up to
+# 1024 (``k`` up to 1536 at ``m`` 512; at 2048 slower); inside programs they make every suite program faster
+# (benchmarks/bench_optimizations.py --switches matmul_tiles). Deeper products would need ``k``
+# split into blocks (a strip of ``k`` x width no longer fits beside a panel): ``TILE_MAX_DEPTH_BYTES``.
+# Shapes by the host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x
+# 2 ymm (12 of 16) without (the classic AVX2 sgemm kernel).
 _WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
 VECTOR_BYTES = 64 if _WIDE else 32
 TILE_ROWS = 8 if _WIDE else 6
 TILE_VECTORS = 2
-TILE_MAX_RIGHT_BYTES = 512 << 10  # the right operand (k x n), which every block of tile rows reads again
+TILE_PANEL_BYTES = 512 << 10  # a panel's rows of the left operand (k elements each)
+TILE_MAX_DEPTH_BYTES = 4 << 10  # k * itemsize: deeper products go to the library (k 2048 was slower)
 
 
 def tile_width(itemsize: int) -> int:
@@ -287,9 +289,10 @@ def tile_width(itemsize: int) -> int:
 
 def tiles_pay(m: int, n: int, k: int, itemsize: int) -> bool:
     """Whether a matmul block of ``m x k`` by ``k x n`` runs on register tiles (``gemm_tiles``): a
-    whole tile of rows and columns, and a right operand small enough to read again from cache."""
+    whole tile of rows and columns, and ``k`` shallow enough for a strip and a panel to stay in
+    cache."""
     whole = m >= TILE_ROWS and n % tile_width(itemsize) == 0
-    return whole and k >= 1 and k * n * itemsize <= TILE_MAX_RIGHT_BYTES
+    return whole and 1 <= k * itemsize <= TILE_MAX_DEPTH_BYTES
 
 
 @intrinsic
@@ -408,21 +411,26 @@ def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
     """``gemm`` (the module docstring's signature) on register tiles (``_tile``); a transposed right
     operand is copied to rows first. Columns right of the last whole tile, then rows below it, go
     to the library's ``gemm`` (compiled by ``_tiles_form``, like ``_gemm_rows``)."""
-    if tb:  # B stored n x k: its rows, k x n, into a buffer of this call's own
-        right = np.empty(k * n, c.dtype)
-        for s in range(k):
-            for j in range(n):
-                right[s * n + j] = b[b_off + j * ldb + s]
-        r_off, r_ld = 0, n
-    else:
-        right, r_off, r_ld = b, b_off, ldb
     a_rows, a_steps = (1, lda) if ta else (lda, 1)
     width = TILE_VECTORS * VECTOR_BYTES // c.itemsize
     whole_rows, whole_cols = m - m % TILE_ROWS, n - n % width
-    for i in range(0, whole_rows, TILE_ROWS):
+    strip = np.empty(k * width if tb else 0, c.dtype)  # a transposed B's columns j..j+width, as rows
+    right, r_ld = (strip, width) if tb else (b, ldb)
+    # Panels of rows (the comment above ``TILE_PANEL_BYTES``); a transposed B's strips are copied
+    # once per call, so its panel is every row.
+    panel_rows = max(TILE_PANEL_BYTES // max(k * c.itemsize, 1) // TILE_ROWS, 1) * TILE_ROWS
+    panel_rows = max(whole_rows, TILE_ROWS) if tb else panel_rows
+    for panel in range(0, whole_rows, panel_rows):
         for j in range(0, whole_cols, width):
-            at = c_off + i * ldc + j
-            _tile(a, a_off + i * a_rows, a_rows, a_steps, right, r_off + j, r_ld, c, at, ldc, k, alpha, beta)  # type: ignore[call-arg]
+            r_off = 0 if tb else b_off + j
+            if tb:  # B stored n x k: rows j..j+width, read along k, written as k rows of width
+                for jj in range(width):
+                    row = b_off + (j + jj) * ldb
+                    for s in range(k):
+                        strip[s * width + jj] = b[row + s]
+            for i in range(panel, min(panel + panel_rows, whole_rows), TILE_ROWS):
+                at = c_off + i * ldc + j
+                _tile(a, a_off + i * a_rows, a_rows, a_steps, right, r_off, r_ld, c, at, ldc, k, alpha, beta)  # type: ignore[call-arg]
     if whole_cols < n:
         b_at = b_off + (whole_cols * ldb if tb else whole_cols)
         rest = n - whole_cols

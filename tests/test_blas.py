@@ -94,33 +94,35 @@ def test_register_tiles_match_numpy_on_whole_tiles_and_the_rest(dtype: Any, ta: 
             np.testing.assert_array_equal(out[:5], c[:5])  # nothing outside the block written
 
 
-def test_matmuls_with_a_right_operand_that_stays_in_cache_run_on_register_tiles() -> None:
-    """Products with a right operand of at most ``TILE_MAX_RIGHT_BYTES`` run on dslc's tiles (the
-    ``gemm_rows_tiles`` form; a transposed one too), a bigger one on the library; the same values
-    with the tiles switched off."""
+def test_matmuls_of_shallow_depth_run_on_register_tiles() -> None:
+    """Products of depth ``k`` up to ``TILE_MAX_DEPTH_BYTES`` run on dslc's tiles (the
+    ``gemm_rows_tiles`` form; with a transposed right operand too, and a 4 MiB one), deeper ones on
+    the library; the same values with the tiles switched off."""
     x = rng.standard_normal((512, 1024)).astype(np.float32)
     w = rng.standard_normal((1024, 128)).astype(np.float32)
-    big = rng.standard_normal((1024, 1024)).astype(np.float32)  # 4 MiB
-    assert big.nbytes > blas.TILE_MAX_RIGHT_BYTES >= w.nbytes
+    big = rng.standard_normal((1024, 1024)).astype(np.float32)  # 4 MiB, read in strips
+    deep = rng.standard_normal((2048, 128)).astype(np.float32)
+    assert deep.shape[0] * 4 > blas.TILE_MAX_DEPTH_BYTES >= w.shape[0] * 4
 
-    def f(x: Any, w: Any, big: Any) -> Any:
-        return x @ w, (x @ w) @ w.T, x @ big
+    def f(x: Any, w: Any, big: Any, deep: Any) -> Any:
+        return x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep
 
     def matmuls(compiled: Any) -> list[str]:
-        calls = driver_calls(compiled.lower(x, w, big).source())
+        calls = driver_calls(compiled.lower(x, w, big, deep).source())
         return [name for name, _ in calls if name.startswith("gemm")]
 
     compiled = dsl.compile(f)
-    assert matmuls(compiled) == ["gemm_rows_tiles", "gemm_rows_tiles", "gemm_rows"]
-    got = compiled(x, w, big)
+    assert matmuls(compiled) == ["gemm_rows_tiles"] * 3 + ["gemm_rows"]
+    got = compiled(x, w, big, deep)
     cpu.OPTIMIZATIONS.discard("matmul_tiles")
     try:
         plain = dsl.compile(f)
-        assert matmuls(plain) == ["gemm_rows"] * 3
-        want = plain(x, w, big)
+        assert matmuls(plain) == ["gemm_rows"] * 4
+        want = plain(x, w, big, deep)
     finally:
         cpu.OPTIMIZATIONS.add("matmul_tiles")
-    for g, p, ref in zip(got, want, (x @ w, (x @ w) @ w.T, x @ big), strict=True):
+    refs = (x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep)
+    for g, p, ref in zip(got, want, refs, strict=True):
         scale = float(np.abs(ref).max())
         np.testing.assert_allclose(g, ref, rtol=2e-5, atol=1e-5 * scale)
         np.testing.assert_allclose(g, p, rtol=2e-5, atol=1e-5 * scale)

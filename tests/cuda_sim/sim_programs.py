@@ -4,6 +4,8 @@ CPU backend (itself checked against NumPy and the interpreter elsewhere)."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -219,11 +221,14 @@ def test_second_derivative() -> None:
     close(got, want, rtol=1e-4)
 
 
-def test_launch_sizes_follow_the_simulator() -> None:
-    """Under the simulator every thread is a Python thread: the generated module launches small."""
+def test_launch_sizes_follow_the_device() -> None:
+    """Under the simulator every thread is a Python thread: the generated module launches small; on a
+    GPU it launches full size."""
     run = dsl.compile(lambda a: a.sum(axis=1), target="cuda").lower(f32(3, 200)).program.executable.run
     module = run.__globals__
-    assert module["SIM"] and (module["TPB"], module["TILE"], module["MAXB"]) == (8, 4, 2)
+    sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    want = (True, 8, 4, 2) if sim else (False, 256, 16, 8192)
+    assert (module["SIM"], module["TPB"], module["TILE"], module["MAXB"]) == want
 
 
 def test_device_array_to_a_cpu_program_is_an_error() -> None:

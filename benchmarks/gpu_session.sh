@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call's worth of GPU checks on a lent NVIDIA machine (the workplace's `device` tool), run from the
+# repository root: the CUDA suite on the GPU, the PTX tests, then bench_cuda.py. Logs and results go
+# to $OUT (default ./gpu_out). Uses the machine's own Python stack (numba, numba-cuda, torch), except
+# the wheels carried in .whl/ (installed into /tmp/site, ahead on the path): numba-cuda 0.30.4 fails to
+# import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4 (see
+# docs/cuda.md). Steps: env, suite, ptx, bench, bench_quick (default: env suite bench).
+#
+#     bash benchmarks/gpu_session.sh [STEP ...]
+set -u
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DSL_CACHE_DIR=/tmp/dslc_cache NUMBA_CACHE_DIR=/tmp/numba_cache
+PY=${PY:-python3}
+if ls .whl/*.whl >/dev/null 2>&1; then
+    $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
+fi
+steps=${*:-env suite bench}
+
+for step in $steps; do
+    echo "=== $step ($(date +%T))"
+    case $step in
+    env)
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+        $PY -c "import sys, numpy, numba, llvmlite, scipy; print(sys.version); print('numpy', numpy.__version__, 'numba', numba.__version__, 'llvmlite', llvmlite.__version__, 'scipy', scipy.__version__)"
+        $PY -m pip list 2>/dev/null | grep -i -E "numba|cuda-bindings|cuda-core|torch |pytest|hypothesis"
+        $PY -c "from runtime.devices import cuda_available; print('cuda_available', cuda_available())"
+        ;;
+    suite) # the CUDA suite (tests/cuda_sim) on the GPU, as tests/test_cuda_sim.py runs it
+        (cd tests && DSL_TARGET=cuda NUMBA_ENABLE_CUDASIM=0 timeout 300 $PY -m pytest cuda_sim \
+            -o python_files='sim_*.py' -p no:cacheprovider -W ignore::RuntimeWarning -n 8 -q -rfE \
+            --maxfail 40 2>&1) | tee "$OUT/suite.log" | tail -60
+        ;;
+    ptx)
+        timeout 300 $PY -m pytest tests/test_cuda_ptx.py tests/test_cuda_sim.py -n 8 -q -rfE 2>&1 \
+            | tee "$OUT/ptx.log" | tail -30
+        ;;
+    bench)
+        timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
+        ;;
+    bench_quick)
+        timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \
+            | tee "$OUT/bench_quick.log" | tail -40
+        ;;
+    *) echo "unknown step $step" ;;
+    esac
+done
