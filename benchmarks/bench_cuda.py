@@ -10,10 +10,10 @@ between two device synchronizations):
 - an 8-op elementwise chain over 10^8 float32 (one fused kernel): its bandwidth as a fraction of the
   copy's (target >= 80%), and PyTorch eager on the same chain;
 - reductions: row sums of a 8192 x 8192 matrix and the full sum of 10^8 values, against torch.sum;
-- matmul 4096^3 float32 (dslc's tiled shared-memory kernel) in GFLOP/s against torch.matmul
-  (TF32 off, so both compute in float32);
+- matmul 4096^3 float32 in GFLOP/s against torch.matmul (TF32 off, so both compute in float32): on
+  cuBLAS (``runtime/cublas.py``) and on dslc's generated tiled kernel (``DSL_CUDA_BLAS=0``);
 - a 6-layer MLP training step (value_and_grad + in-place SGD, width 1024, batch 4096) against
-  PyTorch eager autograd doing the same.
+  PyTorch eager autograd doing the same, with its matmuls on cuBLAS and on the generated kernel.
 Each dslc result is checked against PyTorch's (or NumPy's) before it is timed.
 """
 
@@ -44,6 +44,9 @@ from suite_programs import chain  # noqa: E402 (the suite's 8-op chain, written 
 
 import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
+from runtime import cublas  # noqa: E402
+
+LIBRARY = "cuBLAS" if cublas.available() else "generated tiled kernel"
 
 try:
     import torch
@@ -68,6 +71,18 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2) -> floa
         sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def kernel_only(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
+    """``fn`` compiled for CUDA with its matmuls on the generated kernel (``DSL_CUDA_BLAS=0``, read
+    when the executable binds, at this first call on ``args``)."""
+    compiled = dsl.compile(lambda *a: fn(*a), target="cuda")
+    os.environ["DSL_CUDA_BLAS"] = "0"
+    try:
+        compiled(*args)
+    finally:
+        del os.environ["DSL_CUDA_BLAS"]
+    return compiled
 
 
 def chain_dsl(x):
@@ -203,7 +218,12 @@ def main() -> None:
     peer_mm = median_time(lambda: as_torch(a) @ as_torch(b), repeats) if use_torch else None
     flops = 2 * n_mm**3
     note = "" if peer_mm is None else f"torch.matmul {flops / peer_mm / 1e9:.0f} GFLOP/s"
-    record(f"matmul {n_mm}^3 f32 (tiled)", t_mm, f"{flops / t_mm / 1e9:.0f} GFLOP/s", peer_mm, note)
+    record(f"matmul {n_mm}^3 f32 ({LIBRARY})", t_mm, f"{flops / t_mm / 1e9:.0f} GFLOP/s", peer_mm, note)
+    f_tiled = kernel_only(lambda p, q: p @ q, a, b)
+    close(f_tiled(a, b), a.copy_to_host() @ b.copy_to_host(), 1e-3, "matmul, generated kernel")
+    t_tiled = median_time(lambda: f_tiled(a, b), repeats)
+    work = f"{flops / t_tiled / 1e9:.0f} GFLOP/s"
+    record(f"matmul {n_mm}^3 f32 (generated tiled kernel)", t_tiled, work, peer_mm, "DSL_CUDA_BLAS=0")
 
     # MLP training step.
     sizes = [width] * 6 + [16]
@@ -224,7 +244,12 @@ def main() -> None:
         close(f_step(params, xb, yb), torch_mlp_step(tparams, as_torch(xb), as_torch(yb)), 1e-3, "mlp step")
         peer_step = median_time(lambda: torch_mlp_step(tparams, as_torch(xb), as_torch(yb)), repeats)
     t_step = median_time(lambda: f_step(params, xb, yb), repeats)
-    record(f"MLP training step 6x{width}, batch {batch}", t_step, "value_and_grad + SGD", peer_step)
+    label = f"MLP training step 6x{width}, batch {batch}"
+    record(label, t_step, f"value_and_grad + SGD, {LIBRARY}", peer_step)
+    f_kernel_step = kernel_only(mlp_step, params, xb, yb)
+    t_kernel_step = median_time(lambda: f_kernel_step(params, xb, yb), repeats)
+    work = "value_and_grad + SGD, generated matmul kernel"
+    record(label, t_kernel_step, work, peer_step, "DSL_CUDA_BLAS=0")
 
     if SIM:
         print("simulator smoke run: every program ran (checked against NumPy but the MLP step); no figures")

@@ -3,8 +3,9 @@
 # repository root: the CUDA suite on the GPU, the PTX tests, then bench_cuda.py. Logs and results go
 # to $OUT (default ./gpu_out). Uses the machine's own Python stack (numba, numba-cuda, torch), except
 # the wheels carried in .whl/ (installed into /tmp/site, ahead on the path): numba-cuda 0.30.4 fails to
-# import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4 (see
-# docs/cuda.md). Steps: env, suite, ptx, bench, bench_quick (default: env suite bench).
+# import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
+# --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
+# numpy==2.4.6` (.whl/ is git-ignored locally; the device tool's `carry`). Steps: env, suite, ptx, bench, bench_quick (default: env suite bench).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u

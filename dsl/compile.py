@@ -23,7 +23,7 @@ from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, tracing
 from dsl.array import Array, Storage
 from dsl.errors import DSLError, TraceError
-from runtime.cuda_executable import device_interface, is_device_array
+from runtime.cuda_executable import device_interface, is_device_array, is_numba_device_array
 from runtime.devices import resolve_target
 from runtime.errors import DeviceError
 
@@ -57,7 +57,10 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
         if type(leaf) is kind:
             return TensorType((), _WEAK_DTYPE[kind]), True
     if is_device_array(leaf):  # a GPU array (Numba, CuPy, PyTorch): typed by its interface
-        iface = device_interface(leaf)
+        if is_numba_device_array(leaf):  # the same, read without building the interface dict
+            iface = {"typestr": leaf.dtype, "shape": leaf.shape}
+        else:
+            iface = device_interface(leaf)
         dtype = np.dtype(iface["typestr"])
         if not is_supported_numpy_dtype(dtype):
             raise tracing.user_error(

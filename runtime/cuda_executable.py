@@ -32,11 +32,23 @@ def cuda_module() -> Any:
     return cuda
 
 
+_NUMBA_ARRAYS = ("DeviceNDArray", "MappedNDArray", "ManagedNDArray")
+
+
+def is_numba_device_array(x: Any) -> bool:
+    """Whether ``x`` is one of Numba's own device arrays (read through plain attributes: building
+    its ``__cuda_array_interface__`` dict costs microseconds, and a call looks at every argument)."""
+    t = type(x)
+    return t.__name__ in _NUMBA_ARRAYS and t.__module__.startswith("numba")
+
+
 def is_device_array(x: Any) -> bool:
     """Whether ``x`` is a GPU array: it has ``__cuda_array_interface__``, or it is a device array
     of Numba's CUDA simulator (which has none)."""
     if isinstance(x, np.ndarray):
         return False
+    if is_numba_device_array(x):
+        return True
     return hasattr(x, "__cuda_array_interface__") or type(x).__name__ == "FakeCUDAArray"
 
 
@@ -47,12 +59,22 @@ def device_interface(x: Any) -> dict[str, Any]:
     return dict(x._ary.__array_interface__)  # simulator: the array lives in host memory
 
 
+def device_address(x: Any) -> int:
+    """The device address of a device array's first element."""
+    if is_numba_device_array(x):
+        return int(x.device_ctypes_pointer.value or 0)
+    return int(device_interface(x)["data"][0])
+
+
 def _extent(x: Any) -> tuple[int, int]:
     """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
-    iface = device_interface(x)
-    ptr = int(iface["data"][0])
-    itemsize = np.dtype(iface["typestr"]).itemsize
-    shape, strides = iface["shape"], iface.get("strides")
+    if is_numba_device_array(x):
+        ptr, itemsize, shape, strides = device_address(x), x.dtype.itemsize, x.shape, x.strides
+    else:
+        iface = device_interface(x)
+        ptr = int(iface["data"][0])
+        itemsize = np.dtype(iface["typestr"]).itemsize
+        shape, strides = iface["shape"], iface.get("strides")
     if not shape or math.prod(shape) == 0:
         return ptr, ptr + (itemsize if not shape else 0)
     if strides is None:
@@ -128,7 +150,8 @@ class CudaExecutable(ArgumentChecks):
         """Argument ``i`` as a flat device array: device arrays in place, others copied."""
         shape, dtype = self.input_types[i]
         if is_device_array(a):
-            d = self.cuda.as_cuda_array(a) if hasattr(self.cuda, "as_cuda_array") else a
+            numba_own = is_numba_device_array(a) or not hasattr(self.cuda, "as_cuda_array")
+            d = a if numba_own else self.cuda.as_cuda_array(a)
             if d.dtype != dtype:
                 raise DSLError(
                     f"{self.name}: argument {self._arg(i)} is a device array of dtype {d.dtype}, but the "
@@ -157,18 +180,16 @@ class CudaExecutable(ArgumentChecks):
         """Arguments the program writes (mutated or donated) must be writable arrays that share no
         memory with another argument; checked before anything runs. Host arrays follow the CPU
         executable's rule; device arrays are compared by address range."""
+        extents = {i: _extent(a) for i, a in enumerate(arrays) if is_device_array(a)}  # once each
         for index in self._written:
-            target = arrays[index]
-            if not is_device_array(target):
+            if index not in extents:
                 self._check_host_target(arrays, index)
                 continue
-            lo, hi = _extent(target)
-            for other, a in enumerate(arrays):
-                if other != index and is_device_array(a):
-                    o_lo, o_hi = _extent(a)
-                    if lo < o_hi and o_lo < hi:
-                        raise DSLError(
-                            f"{caller_location()}: {self.name}: arguments {self._arg(index)} and "
-                            f"{self._arg(other)} share device memory, but the program modifies (or was "
-                            f"donated) {self._arg(index)}; pass separate arrays"
-                        )
+            lo, hi = extents[index]
+            for other, (o_lo, o_hi) in extents.items():
+                if other != index and lo < o_hi and o_lo < hi:
+                    raise DSLError(
+                        f"{caller_location()}: {self.name}: arguments {self._arg(index)} and "
+                        f"{self._arg(other)} share device memory, but the program modifies (or was "
+                        f"donated) {self._arg(index)}; pass separate arrays"
+                    )

@@ -12,6 +12,7 @@ from numba import cuda
 
 import dsl
 import dsl.numpy as dnp
+from runtime.cublas import gemm_calls as GEMM_CALLS
 from runtime.errors import DSLError, ShapeError
 
 RNG = np.random.default_rng(0)
@@ -116,6 +117,8 @@ def test_device_argument_dtype_and_shape_are_checked() -> None:
     [
         ((5, 300), 1),  # a block and a tree per output row
         ((300, 5), 0),  # a leading reduced axis: the multi-index path, a block per output
+        ((600, 20), 0),  # the innermost axis kept: columns side by side, chunks into partials
+        ((3, 300, 9), 1),  # ... with an outer kept axis too
         ((3, 4, 50), (0, 2)),  # non-adjacent axes: a serial loop per output
         ((70000,), None),  # two passes: chunks into partials, then an in-order combine
         ((2, 70000), 1),
@@ -184,6 +187,51 @@ def test_matmul_accumulation_epilogue() -> None:
     on_gpu, on_cpu = np.copy(w), np.copy(w)
     close(dsl.compile(step, target="cuda")(on_gpu, x, g), dsl.compile(step)(on_cpu, x, g), rtol=1e-4)
     close(on_gpu, on_cpu)
+
+
+def fresh(fn):
+    """``fn`` as a new function object: compiled anew (a new executable, bound anew)."""
+    return lambda *a: fn(*a)
+
+
+def test_float_matmuls_run_on_cublas_where_it_is(monkeypatch) -> None:
+    """On a GPU, float matmuls go to cuBLAS (runtime/cublas.py): transposed operands, padded views,
+    strided and two-axis batches, the in-place accumulation; the same values as the generated
+    kernel (``DSL_CUDA_BLAS=0``) and as the CPU backend. The simulator has no cuBLAS: there every
+    matmul runs the kernel (the planned calls are checked in tests/test_cublas.py)."""
+    from runtime import cublas
+
+    on_gpu = os.environ.get("NUMBA_ENABLE_CUDASIM") != "1"
+    assert cublas.available() is on_gpu, "libcublas did not load (pip install 'dslc[cuda]')"
+    planned = []
+    monkeypatch.setattr(cublas, "gemm_calls", lambda *sizes: planned.append(sizes) or GEMM_CALLS(*sizes))
+
+    def attention(x, w):
+        q = dnp.transpose((x @ w).reshape(2, 8, 4, 8), (0, 2, 1, 3))  # (B, H, T, dh) of (B*T, D)
+        a = q @ dnp.transpose(q, (0, 1, 3, 2)) @ q
+        return dnp.transpose(a, (0, 2, 1, 3)).reshape(16, 32) @ w.T
+
+    def step(w, x, g):
+        w -= 0.1 * (x.T @ g)
+        return x @ w
+
+    cases = [(attention, (f32(16, 32) / 4, f32(32, 32) / 4)), (step, (f32(12, 10), f32(33, 12), f32(33, 10)))]
+    cases += [(lambda a, b: a @ b, (f32(3, 40, 17).astype(np.float64), f32(17, 9).astype(np.float64)))]
+    for fn, args in cases:
+        before = len(planned)
+        got_args = [np.copy(a) for a in args]
+        got = dsl.compile(fn, target="cuda")(*got_args)
+        assert (len(planned) > before) is on_gpu, f"cuBLAS planned {len(planned) - before} calls"
+        close(got, dsl.compile(fn, target="cpu")(*[np.copy(a) for a in args]), rtol=1e-4)
+        if on_gpu:  # against the kernel
+            monkeypatch.setenv("DSL_CUDA_BLAS", "0")  # read when an executable binds: a new one
+            before = len(planned)
+            kernel_args = [np.copy(a) for a in args]
+            want = dsl.compile(fresh(fn), target="cuda")(*kernel_args)
+            assert len(planned) == before, "DSL_CUDA_BLAS=0 still ran cuBLAS"
+            monkeypatch.delenv("DSL_CUDA_BLAS")
+            close(got, want, rtol=1e-4)
+            close(got_args[0], kernel_args[0], rtol=1e-4)
 
 
 def test_big_constant_array_and_views() -> None:

@@ -1,0 +1,217 @@
+"""cuBLAS for the float matmuls of CUDA programs, through ``ctypes`` (no binding package).
+
+A generated CUDA module launches every matmul through the launcher that ``matmul_launcher`` wraps
+around its own shared-memory kernel (``compiler/codegen/cuda.py``), with the kernel's argument list:
+operand buffers, ``alpha``/``beta``, sizes, the operands' row and column strides and batch walks.
+Where cuBLAS can do that matmul it runs ``cublas<S|D>gemm`` (``...StridedBatched`` for batches) on
+the program's stream instead; otherwise the kernel runs. cuBLAS is used when:
+
+- a GPU is there (never under the CUDA simulator) and ``libcublas`` loads (``pip install
+  'dslc[cuda]'`` brings it; found by ``cuda.pathfinder``), and ``DSL_CUDA_BLAS`` is not ``0``;
+- the dtype is float32 or float64 (in their own precision: TF32 is never switched on);
+- each operand is a BLAS matrix (one of its two strides is 1) and the result's columns are
+  contiguous; the batch walks are one stride per operand, or one common inner count;
+- the accumulated value ``cin`` is the result's own buffer, or ``beta`` is 0 (cuBLAS's C is read
+  and written in place).
+
+cuBLAS is column-major: a row-major ``m x n`` result with row stride ``ld`` is its ``n x m``
+transpose in column-major order, so ``O = A @ B`` is computed as ``O^T = B^T @ A^T``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from runtime.cuda_executable import device_address
+from runtime.devices import cuda_available
+
+OP_N, OP_T = 0, 1
+_P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
+_SCALAR = {np.dtype(np.float32): ("S", ctypes.c_float), np.dtype(np.float64): ("D", ctypes.c_double)}
+
+
+class CublasError(RuntimeError):
+    pass
+
+
+@functools.cache
+def _library() -> Any:
+    """libcublas with its functions typed, or ``None`` where it does not load."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        lib = ctypes.CDLL(load_nvidia_dynamic_lib("cublas").abs_path)
+    except Exception:
+        try:
+            lib = ctypes.CDLL("libcublas.so")
+        except OSError:
+            return None
+    lib.cublasCreate_v2.argtypes = [ctypes.POINTER(_P)]
+    lib.cublasSetStream_v2.argtypes = [_P, _P]
+    for letter, scalar in _SCALAR.values():
+        ptr = ctypes.POINTER(scalar)
+        plain = getattr(lib, f"cublas{letter}gemm_v2")
+        plain.argtypes = [_P, _I, _I, _I, _I, _I, ptr, _P, _I, _P, _I, ptr, _P, _I]
+        batched = getattr(lib, f"cublas{letter}gemmStridedBatched")
+        batched.argtypes = [_P, _I, _I, _I, _I, _I, ptr, _P, _I, _L, _P, _I, _L, ptr, _P, _I, _L, _I]
+    return lib
+
+
+def available() -> bool:
+    """Whether generated CUDA modules run their float matmuls on cuBLAS (the module docstring)."""
+    if os.environ.get("DSL_CUDA_BLAS", "1") == "0" or not cuda_available():
+        return False
+    return _library() is not None
+
+
+@functools.cache
+def _handle() -> Any:
+    """The process's cuBLAS handle (created in numba's primary context). Its stream is switched
+    only when a call comes from another executable's stream (``_LOCK`` held)."""
+    from numba import cuda
+
+    cuda.current_context()  # numba's primary context is current before cuBLAS looks for one
+    handle = _P()
+    _check(_library().cublasCreate_v2(ctypes.byref(handle)), "cublasCreate")
+    return handle
+
+
+_LOCK = threading.Lock()
+_stream_set: list[int | None] = [None]  # the stream the handle works on now
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        raise CublasError(f"{what} failed with cuBLAS status {status}")
+
+
+def layout(rows: int, cols: int, s_rows: int, s_cols: int) -> tuple[int, int] | None:
+    """``(op, ld)`` of a row-major-indexed ``rows x cols`` matrix (element ``(i, j)`` at ``i * s_rows +
+    j * s_cols``) passed to cuBLAS as its column-major transpose, or ``None`` if it is no BLAS
+    matrix (neither stride 1)."""
+    if (s_cols == 1 or cols == 1) and (rows == 1 or s_rows >= max(cols, 1)):
+        return OP_N, s_rows if rows > 1 else max(cols, 1)
+    if (s_rows == 1 or rows == 1) and (cols == 1 or s_cols >= max(rows, 1)):
+        return OP_T, s_cols if cols > 1 else max(rows, 1)
+    return None
+
+
+def batch_plan(nb: int, walks: list[tuple[int, int, int]]) -> tuple[int, int, list[tuple[int, int]]] | None:
+    """Batch element ``t`` of an operand walked by ``(inner, outer, inner_stride)`` starts at ``(t //
+    inner) * outer + (t % inner) * inner_stride``. As ``groups`` runs of ``count`` strided-batched
+    elements: ``(groups, count, [(group_step, stride) per operand])``, or ``None`` where two operands
+    need different runs."""
+
+    def linear(inner: int, outer: int, s: int) -> int | None:  # the stride where offset = t * stride
+        if inner >= nb or outer == inner * s:
+            return s
+        return outer if inner == 1 else None
+
+    inners = {inner for inner, outer, s in walks if linear(inner, outer, s) is None}
+    if len(inners) > 1:
+        return None
+    count = inners.pop() if inners else nb
+    steps = []
+    for inner, outer, s in walks:
+        stride = linear(inner, outer, s)
+        steps.append((outer, s) if stride is None else (count * stride, stride))
+    return nb // count, count, steps
+
+
+class Call(NamedTuple):
+    """One cuBLAS gemm in cuBLAS's own (column-major) terms; offsets and strides in elements:
+    ``C = alpha * op(A) @ op(B) + beta * C`` for ``batch`` elements ``stride`` apart."""
+
+    trans_a: int
+    trans_b: int
+    m: int
+    n: int
+    k: int
+    a_off: int
+    lda: int
+    a_stride: int
+    b_off: int
+    ldb: int
+    b_stride: int
+    c_off: int
+    ldc: int
+    c_stride: int
+    batch: int
+
+
+def gemm_calls(*sizes: int) -> list[Call] | None:
+    """The cuBLAS calls doing a matmul given as the generated kernel's size parameters (``nb, m, k,
+    n``, the operands' strides and batch walks: ``compiler/codegen/cuda.py``), or ``None`` where
+    cuBLAS cannot (no BLAS matrix, or batch walks that no run of strided batches covers)."""
+    nb, m, k, n, sa_i, sa_p, sb_p, sb_j, *rest = sizes
+    a_walk, b_walk, (so_i, so_j), o_walk = rest[0:3], rest[3:6], rest[6:8], rest[8:11]
+    lay_a, lay_b, lay_o = layout(m, k, sa_i, sa_p), layout(k, n, sb_p, sb_j), layout(m, n, so_i, so_j)
+    batches = batch_plan(nb, [tuple(a_walk), tuple(b_walk), tuple(o_walk)])  # type: ignore[list-item]
+    if lay_a is None or lay_b is None or lay_o is None or lay_o[0] != OP_N or batches is None:
+        return None
+    (op_a, lda), (op_b, ldb), (_, ldo) = lay_a, lay_b, lay_o
+    groups, count, ((a_step, a_s), (b_step, b_s), (o_step, o_s)) = batches
+    return [  # O^T = B^T @ A^T: our B is cuBLAS's A
+        Call(op_b, op_a, n, m, k, g * b_step, ldb, b_s, g * a_step, lda, a_s, g * o_step, ldo, o_s, count)
+        for g in range(groups)
+    ]
+
+
+def matmul_launcher(kernel: Callable[..., Any], stream: Any) -> Callable[..., Any]:
+    """``kernel`` (a configured launch of the generated matmul kernel) or, where cuBLAS can do the
+    matmul of a call's arguments, cuBLAS on ``stream``; the same arguments either way."""
+    if not available():
+        return kernel
+    plans: dict[tuple[Any, ...], Callable[..., None] | None] = {}  # None: the kernel
+
+    def launch(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
+        in_place = beta == 0 or cin is o or device_address(cin) == device_address(o)  # C is read in place
+        key = (o.dtype, in_place, *sizes)
+        if key not in plans:
+            calls = gemm_calls(*sizes) if in_place and np.dtype(o.dtype) in _SCALAR else None
+            plans[key] = None if calls is None else _runner(np.dtype(o.dtype), calls, int(stream))
+        plan = plans[key]
+        if plan is None:
+            kernel(a, b, o, cin, alpha, beta, *sizes)
+        else:
+            plan(a, b, o, alpha, beta)
+
+    return launch
+
+
+def _runner(dtype: np.dtype, calls: list[Call], stream: int) -> Callable[..., None]:
+    """Runs ``calls`` on a matmul's buffers (our ``b`` is cuBLAS's A, our ``a`` its B) on ``stream``."""
+    letter, scalar = _SCALAR[dtype]
+    lib = _library()
+    plain, batched = getattr(lib, f"cublas{letter}gemm_v2"), getattr(lib, f"cublas{letter}gemmStridedBatched")
+    size, handle = dtype.itemsize, _handle()
+
+    def run(a: Any, b: Any, o: Any, alpha: Any, beta: Any) -> None:
+        with _LOCK:
+            if _stream_set[0] != stream:
+                _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream")
+                _stream_set[0] = stream
+            _gemms(a, b, o, alpha, beta)
+
+    def _gemms(a: Any, b: Any, o: Any, alpha: Any, beta: Any) -> None:
+        pa, pb, po = device_address(b), device_address(a), device_address(o)
+        al, be = ctypes.byref(scalar(alpha)), ctypes.byref(scalar(beta))
+        for c in calls:
+            xa, xb, xc = pa + c.a_off * size, pb + c.b_off * size, po + c.c_off * size
+            head = (handle, c.trans_a, c.trans_b, c.m, c.n, c.k, al)
+            if c.batch == 1:
+                status = plain(*head, xa, c.lda, xb, c.ldb, be, xc, c.ldc)
+            else:
+                status = batched(
+                    *head, xa, c.lda, c.a_stride, xb, c.ldb, c.b_stride, be, xc, c.ldc, c.c_stride, c.batch
+                )
+            _check(status, f"cublas{letter}gemm")
+
+    return run

@@ -1,0 +1,123 @@
+"""The cuBLAS mapping of CUDA matmuls (``runtime/cublas.py``), checked without a GPU: the calls that
+``gemm_calls`` plans are run by a NumPy model of cuBLAS's column-major gemm and compared with the
+generated kernel's own indexing (``compiler/codegen/cuda.py``) on random layouts: transposed
+operands, padded rows, batches that are strided, broadcast or split over two axes, an in-place
+accumulation. On a GPU the same mapping runs for real in the CUDA suite (``tests/cuda_sim``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from runtime.cublas import OP_N, Call, batch_plan, gemm_calls, layout
+
+RNG = np.random.default_rng(7)
+
+
+def positions(off: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    """Flat element positions of a strided view (element strides)."""
+    grids = np.meshgrid(*(np.arange(s) for s in shape), indexing="ij")
+    return off + sum((g * st for g, st in zip(grids, strides, strict=True)), np.zeros(shape, np.int64))
+
+
+def walk_offset(t: int, walk: tuple[int, int, int]) -> int:
+    inner, outer, stride = walk
+    return (t // inner) * outer + (t % inner) * stride
+
+
+def kernel_semantics(a, b, o, alpha, beta, sizes) -> np.ndarray:
+    """What the generated kernel writes: o[t](i, j) = alpha * A[t] @ B[t] + beta * o[t](i, j)."""
+    nb, m, k, n, sa_i, sa_p, sb_p, sb_j, *rest = sizes
+    a_walk, b_walk, (so_i, so_j), o_walk = rest[0:3], rest[3:6], rest[6:8], rest[8:11]
+    out = o.copy()
+    for t in range(nb):
+        am = a[positions(walk_offset(t, a_walk), (m, k), (sa_i, sa_p))]
+        bm = b[positions(walk_offset(t, b_walk), (k, n), (sb_p, sb_j))]
+        at = positions(walk_offset(t, o_walk), (m, n), (so_i, so_j))
+        out[at] = alpha * (am @ bm) + beta * o[at]
+    return out
+
+
+def cublas_model(calls: list[Call], a, b, o, alpha, beta) -> np.ndarray:
+    """cuBLAS's gemm (column-major) run on the flat buffers: our ``b`` is its A, our ``a`` its B."""
+    out = o.copy()
+    for c in calls:
+        for q in range(c.batch):
+
+            def operand(buf, off, ld, trans, rows, cols):
+                if trans == OP_N:  # rows x cols, column-major
+                    return buf[positions(off, (rows, cols), (1, ld))]
+                return buf[positions(off, (cols, rows), (1, ld))].T
+
+            left = operand(b, c.a_off + q * c.a_stride, c.lda, c.trans_a, c.m, c.k)
+            right = operand(a, c.b_off + q * c.b_stride, c.ldb, c.trans_b, c.k, c.n)
+            at = positions(c.c_off + q * c.c_stride, (c.m, c.n), (1, c.ldc))
+            out[at] = alpha * (left @ right) + beta * out[at]
+    return out
+
+
+def matrix(rows: int, cols: int, transposed: bool, pad: int) -> tuple[int, int, int]:
+    """(row stride, column stride, footprint) of a rows x cols matrix, maybe stored transposed."""
+    if transposed:
+        return 1, rows + pad, (rows + pad) * cols
+    return cols + pad, 1, (cols + pad) * rows
+
+
+def case(kind: str, nb: int, m: int, k: int, n: int) -> tuple[list[int], int, int, int]:
+    """Sizes (the kernel's parameters) of a random layout of ``kind`` and each buffer's length."""
+    layouts, walks, lengths = [], [], []
+    for rows, cols, name in ((m, k, "a"), (k, n, "b"), (m, n, "o")):
+        transposed = name != "o" and bool(RNG.integers(2))
+        s_r, s_c, foot = matrix(rows, cols, transposed, int(RNG.integers(0, 3)))
+        layouts.append((s_r, s_c))
+        if nb == 1:
+            walk = (1, 0, 0)
+        elif kind == "broadcast" and name == "b":
+            walk = (nb, 0, 0)
+        elif kind == "two axes":  # (outer, inner) = (nb // 3, 3), outer blocks padded apart
+            walk = (3, 3 * foot + 5, foot)
+        else:
+            walk = (nb, 0, foot)
+        walks.append(walk)
+        lengths.append(max(walk_offset(t, walk) for t in range(nb)) + foot + 1)
+    (sa_i, sa_p), (sb_p, sb_j), (so_i, so_j) = layouts
+    sizes = [nb, m, k, n, sa_i, sa_p, sb_p, sb_j, *walks[0], *walks[1], so_i, so_j, *walks[2]]
+    return sizes, *lengths
+
+
+@pytest.mark.parametrize("kind", ["single", "batched", "broadcast", "two axes"])
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_planned_calls_compute_what_the_kernel_computes(kind: str, beta: float) -> None:
+    for _ in range(12):
+        nb = 1 if kind == "single" else 6
+        m, k, n = (int(x) for x in RNG.integers(1, 9, 3))
+        sizes, la, lb, lo = case(kind, nb, m, k, n)
+        a, b, o = (RNG.standard_normal(size) for size in (la, lb, lo))
+        calls = gemm_calls(*sizes)
+        assert calls is not None, sizes
+        want = kernel_semantics(a, b, o, 1.5, beta, sizes)
+        got = cublas_model(calls, a, b, o, 1.5, beta)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=str(sizes))
+        for c in calls:  # cuBLAS's own argument rules
+            assert c.lda >= max(1, c.m if c.trans_a == OP_N else c.k)
+            assert c.ldb >= max(1, c.k if c.trans_b == OP_N else c.n)
+            assert c.ldc >= max(1, c.m)
+
+
+def test_what_cublas_cannot_do_stays_on_the_kernel() -> None:
+    assert layout(4, 3, 6, 2) is None  # neither stride 1: no BLAS matrix
+    assert gemm_calls(1, 4, 3, 5, 6, 2, 5, 1, 1, 0, 0, 1, 0, 0, 5, 1, 1, 0, 0) is None
+    assert (
+        gemm_calls(1, 4, 3, 5, 3, 1, 5, 1, 1, 0, 0, 1, 0, 0, 1, 4, 1, 0, 0) is None
+    )  # result columns strided
+    assert batch_plan(8, [(4, 1000, 10), (2, 0, 5), (8, 0, 20)]) is None  # runs of 4 and of 2
+
+
+def test_batch_runs() -> None:
+    assert batch_plan(8, [(8, 0, 100), (8, 0, 0), (8, 0, 50)]) == (1, 8, [(800, 100), (0, 0), (400, 50)])
+    assert batch_plan(8, [(4, 1000, 10), (8, 0, 5), (4, 2000, 20)]) == (
+        2,
+        4,
+        [(1000, 10), (20, 5), (2000, 20)],
+    )
+    assert batch_plan(6, [(1, 7, 0), (3, 30, 10), (6, 0, 9)]) == (1, 6, [(42, 7), (60, 10), (54, 9)])
