@@ -13,7 +13,9 @@ between two device synchronizations):
 - matmul 4096^3 float32 in GFLOP/s against torch.matmul (TF32 off, so both compute in float32): on
   cuBLAS (``runtime/cublas.py``) and on dslc's generated tiled kernel (``DSL_CUDA_BLAS=0``);
 - a 6-layer MLP training step (value_and_grad + in-place SGD, width 1024, batch 4096) against
-  PyTorch eager autograd doing the same, with its matmuls on cuBLAS and on the generated kernel.
+  PyTorch eager autograd doing the same, with its matmuls on cuBLAS and on the generated kernel;
+- the CPU benchmark suite's six programs at their CPU sizes (``suite_programs.BUILDERS``), inputs on
+  the device, against PyTorch eager on the GPU (not with ``--quick``).
 Each dslc result is checked against PyTorch's (or NumPy's) before it is timed.
 """
 
@@ -130,6 +132,66 @@ def close(got: Any, want: Any, rtol: float, what: str) -> None:
     got = got.copy_to_host() if hasattr(got, "copy_to_host") else np.asarray(got)
     want = want.detach().cpu().numpy() if hasattr(want, "detach") else np.asarray(want)
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=what)
+
+
+def on_gpu(fn: Callable[..., Any]) -> Any:
+    """A suite program's function (``dsl.compile``'d or a transform) compiled for the GPU."""
+    inner = getattr(fn, "_fn", fn)
+    return dsl.compile(lambda *a: inner(*a), target="cuda")
+
+
+def host_leaves(x: Any) -> list[np.ndarray]:
+    """A result structure's arrays (device arrays and CUDA tensors too) on the host, in a fixed order."""
+    if isinstance(x, dict):
+        return [a for k in sorted(x) for a in host_leaves(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [a for v in x for a in host_leaves(v)]
+    if hasattr(x, "detach"):
+        return [x.detach().cpu().numpy().astype(np.float64)]
+    if hasattr(x, "copy_to_host"):
+        return [x.copy_to_host().astype(np.float64)]
+    return [np.asarray(x, np.float64)]
+
+
+def suite_rows(record: Callable[..., None], use_torch: bool, repeats: int) -> None:
+    """The CPU suite's programs (``suite_programs.BUILDERS``, their CPU sizes) on the GPU, inputs on
+    the device, against PyTorch eager on the same GPU; the first call's values are compared first."""
+    from suite_programs import BUILDERS
+
+    for name, build in BUILDERS.items():
+        suite_row(name, build(), record, use_torch, repeats)
+
+
+def suite_row(name: str, prog: Any, record: Callable[..., None], use_torch: bool, repeats: int) -> None:
+    from bench_suite import copy_tree
+
+    f = on_gpu(prog.dslc)
+    args = copy_tree(prog.args, lambda a: cuda.to_device(a) if isinstance(a, np.ndarray) else a)
+    ours = host_leaves(
+        f(*copy_tree(prog.args, lambda a: cuda.to_device(a) if isinstance(a, np.ndarray) else a))
+    )
+    peer = None
+    if use_torch and prog.torch is not None:
+        step = prog.torch()
+
+        def tensors(a: Any, grad: bool = False) -> Any:
+            return torch.from_numpy(a).cuda().requires_grad_(grad) if isinstance(a, np.ndarray) else a
+
+        def torch_args() -> Any:
+            if prog.mutates:  # the parameters are leaf tensors the step updates
+                params = copy_tree(prog.args[0], lambda a: tensors(a, True))
+                return (params, *copy_tree(prog.args[1:], tensors))
+            return copy_tree(prog.args, tensors)
+
+        first = step(*torch_args())
+        want = host_leaves(first[0] if prog.mutates else first)
+        for got, ref in zip(ours, want, strict=False):
+            scale = float(np.abs(ref).max()) if ref.size else 1.0
+            np.testing.assert_allclose(got, ref, rtol=prog.tol, atol=prog.tol * scale, err_msg=name)
+        targs = torch_args()
+        peer = median_time(lambda: step(*targs), repeats)
+    t = median_time(lambda: f(*args), repeats)
+    record(f"suite: {name}", t, prog.description, peer, "CPU suite's sizes")
 
 
 def main() -> None:
@@ -250,6 +312,9 @@ def main() -> None:
     t_kernel_step = median_time(lambda: f_kernel_step(params, xb, yb), repeats)
     work = "value_and_grad + SGD, generated matmul kernel"
     record(label, t_kernel_step, work, peer_step, "DSL_CUDA_BLAS=0")
+
+    if not SIM and not args.quick:
+        suite_rows(record, use_torch, repeats)
 
     if SIM:
         print("simulator smoke run: every program ran (checked against NumPy but the MLP step); no figures")
