@@ -269,9 +269,10 @@ def vendor() -> str:
 # memory once per panel, not once per tile row. Nothing is packed but a transposed right operand, one
 # strip at a time. OpenBLAS packs both operands and scales the result in a pass of its own first.
 # Alone, hot, the tiles run 5-21% faster than OpenBLAS on the suite's shapes and on square ones up to
-# 1024 (``k`` up to 1536 at ``m`` 512; at 2048 slower); inside programs they make every suite program faster
-# (benchmarks/bench_optimizations.py --switches matmul_tiles). Deeper products would need ``k``
-# split into blocks (a strip of ``k`` x width no longer fits beside a panel): ``TILE_MAX_DEPTH_BYTES``.
+# 1024 (``k`` up to 1536 at ``m`` 512; at 2048 slower); inside programs they make every suite
+# program faster (benchmarks/bench_optimizations.py --switches matmul_tiles). Deeper products would
+# need ``k`` split into blocks (a strip of ``k`` x width no longer fits beside a panel), so they stay
+# on the library: ``TILE_MAX_DEPTH_BYTES``.
 # Shapes by the host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x
 # 2 ymm (12 of 16) without (the classic AVX2 sgemm kernel).
 _WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
@@ -408,9 +409,10 @@ def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
     c_off: int,
     ldc: int,
 ) -> None:
-    """``gemm`` (the module docstring's signature) on register tiles (``_tile``); a transposed right
-    operand is copied to rows first. Columns right of the last whole tile, then rows below it, go
-    to the library's ``gemm`` (compiled by ``_tiles_form``, like ``_gemm_rows``)."""
+    """``gemm`` (the module docstring's signature) on register tiles (``_tile``), in panels; a
+    transposed right operand is copied to rows one strip at a time. Columns right of the last whole
+    tile, then rows below it, go to the library's ``gemm`` (compiled by ``_tiles_form``, like
+    ``_gemm_rows``)."""
     a_rows, a_steps = (1, lda) if ta else (lda, 1)
     width = TILE_VECTORS * VECTOR_BYTES // c.itemsize
     whole_rows, whole_cols = m - m % TILE_ROWS, n - n % width

@@ -10,7 +10,9 @@ the CPU backend; only the scaffolding differs:
   ``i0, i1, ...`` is computed from ``g`` only where some read needs it (a broadcast, a transpose...);
 - REDUCE groups: a small reduced extent is a serial loop per output element (one thread each);
   a large one gets a block per output element and a shared-memory tree; a large reduction into few
-  outputs is split in two passes (fixed chunks -> partials -> a tree per output). There are no
+  outputs is split in two passes (fixed chunks -> partials -> a tree per output); one that keeps the
+  innermost axis (a bias gradient) gives each warp consecutive outputs, so it reads whole row
+  segments, in chunks -> partials -> an in-order combine per output. There are no
   atomics, so every reduction is deterministic: the same inputs give bit-identical results;
 - CONTRACT groups: a matmul tiled through shared memory with a register tile per thread, batched
   over ``blockIdx.z``, one kernel per dtype shared by every matmul; float matmuls are launched
@@ -22,7 +24,9 @@ the CPU backend; only the scaffolding differs:
 Kernels call no other jitted function (helpers are inlined as text), so ``numba.cuda.compile_ptx``
 compiles each of them without a driver. The module's ``bind(arena, stream)`` carves the arena
 views and launch configurations once and returns ``run(outs..., params...)``, which launches the
-kernels in order on ``stream`` and returns the (flat) results.
+kernels in order on ``stream`` and returns the (flat) results. Every launch goes through
+``runtime.cuda_launch.fast_launch``, which after the first launch flattens only the arguments that
+changed (the arena views never do).
 
 Launch sizes come from the module constants ``TPB`` (threads per block), ``MAXB`` (blocks of a
 grid-stride launch) and ``TILE`` (matmul tile), smaller under the CUDA simulator

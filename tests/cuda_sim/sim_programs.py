@@ -234,6 +234,18 @@ def test_float_matmuls_run_on_cublas_where_it_is(monkeypatch) -> None:
             close(got_args[0], kernel_args[0], rtol=1e-4)
 
 
+def test_repeated_calls_with_new_arrays() -> None:
+    """Launches reuse the flattened arguments that did not change (runtime/cuda_launch.py): calls
+    with new arrays each time, on the device and from NumPy, must see the new ones."""
+    f = dsl.compile(lambda a, b: dnp.tanh(a @ b).sum(axis=0) + a[0], target="cuda")
+    for i in range(4):
+        a, b = f32(6, 40), f32(40, 40)
+        got = f(cuda.to_device(a), cuda.to_device(b)) if i % 2 else f(a, b)
+        got = got.copy_to_host() if hasattr(got, "copy_to_host") else got
+        want = np.tanh(a.astype(np.float64) @ b).sum(axis=0) + a[0]
+        close(got, want.astype(np.float32), rtol=1e-4)
+
+
 def test_big_constant_array_and_views() -> None:
     table = RNG.standard_normal((40, 30)).astype(np.float32)
 
