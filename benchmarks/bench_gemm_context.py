@@ -67,11 +67,16 @@ exec(helper_source({"tanh_f32"}), _helpers)  # noqa: S102 - our own helper sourc
 tanh_f32 = _helpers["tanh_f32"]
 
 
-def gemm_params(parts: int, m: int = M, k: int = N, n: int = N, transposed: bool = False) -> np.ndarray:
+def gemm_params(
+    parts: int, m: int = M, k: int = N, n: int = N, transposed: bool = False, right_transposed: bool = False
+) -> np.ndarray:
     """``GEMM_ROWS_PARAMS`` of an ``m x k`` by ``k x n`` product in ``parts`` row blocks, no batch;
-    ``transposed``: the left operand stored ``k x m``."""
+    ``transposed``: the left operand stored ``k x m``; ``right_transposed``: the right one ``n x k``
+    (``g @ W.T``)."""
     lda, x_step = (m, 1) if transposed else (k, k)
-    values = dict(copy=0, ta=int(transposed), tb=0, m=m, n=n, k=k, lda=lda, ldb=n, ldc=n)
+    ldb = k if right_transposed else n
+    values = dict(copy=0, ta=int(transposed), tb=int(right_transposed), m=m, n=n, k=k, lda=lda, ldb=ldb)
+    values["ldc"] = n
     values |= dict(x_step=x_step, o_step=n, parts=parts, blocks=parts)
     values |= {f"{p}b{i}": (1, 0, 1, 0)[i] for p in "xyo" for i in range(4)}
     return np.array([values[name] for name in GEMM_ROWS_PARAMS], np.int64)
@@ -130,24 +135,33 @@ def cache_cases(rng: np.random.Generator) -> dict[str, Callable[[int], object]]:
     }
 
 
-# The suite's products (bench_blas.SHAPES), then bigger right operands, up to one past the tiles' limit.
+# The suite's products (bench_blas.SHAPES), then bigger right operands, deeper products up to one past
+# the tiles' depth limit (``k`` 2048), and right operands stored transposed ("W.T": the tiles copy
+# them one strip at a time).
 BIG_SHAPES = [
     (4096, 512, 512, False),
     (2048, 768, 768, False),
     (1024, 1024, 1024, False),
+    (512, 1536, 512, False),
+    (512, 1024, 2048, False),
     (2048, 2048, 2048, False),
+    (256, 512, 512, "W.T"),
+    (256, 1024, 1024, "W.T"),
+    (4096, 128, 128, "W.T"),
 ]
 
 
 def shape_cases(rng: np.random.Generator) -> dict[str, tuple[Callable[[int], object], int]]:
-    """Each shape (m, k, n, x stored transposed) on OpenBLAS and on the tiles, hot, with its FLOPs."""
+    """Each shape (m, k, n, layout: x stored transposed, or "W.T") on OpenBLAS and on the tiles, hot,
+    with its FLOPs."""
     cases = {}
-    for m, k, n, transposed in [*SHAPES, *BIG_SHAPES]:
+    for m, k, n, layout in [*SHAPES, *BIG_SHAPES]:
         x = rng.standard_normal(k * m).astype(np.float32)
         y = rng.standard_normal(k * n).astype(np.float32)
         o = np.zeros(m * n, np.float32)
-        label = f"{m}x{k}x{n}{' (x.T)' if transposed else ''}, right {k * n * 4 >> 10} KiB"
-        params = gemm_params(2, m, k, n, transposed)
+        note = " (x.T)" if layout is True else " (W.T)" if layout == "W.T" else ""
+        label = f"{m}x{k}x{n}{note}, right {k * n * 4 >> 10} KiB"
+        params = gemm_params(2, m, k, n, layout is True, layout == "W.T")
         for tiles in (False, True):
 
             def call(

@@ -272,7 +272,8 @@ def vendor() -> str:
 # 1024 (``k`` up to 1536 at ``m`` 512; at 2048 slower); inside programs they make every suite
 # program faster (benchmarks/bench_optimizations.py --switches matmul_tiles). Deeper products would
 # need ``k`` split into blocks (a strip of ``k`` x width no longer fits beside a panel), so they stay
-# on the library: ``TILE_MAX_DEPTH_BYTES``.
+# on the library: ``TILE_MAX_DEPTH_BYTES``; so do right operands past 4 MiB (512x1024x2048, whose
+# 8 KiB row stride puts a strip's rows in few cache sets, ran at or below OpenBLAS's rate).
 # Shapes by the host's vector registers: 8 rows x 2 zmm (16 of 32 registers) with AVX-512, 6 rows x
 # 2 ymm (12 of 16) without (the classic AVX2 sgemm kernel).
 _WIDE = bool(llvm_binding.get_host_cpu_features().get("avx512f", False))
@@ -281,6 +282,7 @@ TILE_ROWS = 8 if _WIDE else 6
 TILE_VECTORS = 2
 TILE_PANEL_BYTES = 512 << 10  # a panel's rows of the left operand (k elements each)
 TILE_MAX_DEPTH_BYTES = 4 << 10  # k * itemsize: deeper products go to the library (k 2048 was slower)
+TILE_MAX_RIGHT_BYTES = 4 << 20  # k * n * itemsize (the comment above)
 
 
 def tile_width(itemsize: int) -> int:
@@ -290,10 +292,10 @@ def tile_width(itemsize: int) -> int:
 
 def tiles_pay(m: int, n: int, k: int, itemsize: int) -> bool:
     """Whether a matmul block of ``m x k`` by ``k x n`` runs on register tiles (``gemm_tiles``): a
-    whole tile of rows and columns, and ``k`` shallow enough for a strip and a panel to stay in
-    cache."""
+    whole tile of rows and columns, ``k`` shallow enough for a strip and a panel to stay in cache,
+    and a right operand of at most 4 MiB (bigger ones measured slower than OpenBLAS)."""
     whole = m >= TILE_ROWS and n % tile_width(itemsize) == 0
-    return whole and 1 <= k * itemsize <= TILE_MAX_DEPTH_BYTES
+    return whole and 1 <= k * itemsize <= TILE_MAX_DEPTH_BYTES and k * n * itemsize <= TILE_MAX_RIGHT_BYTES
 
 
 @intrinsic

@@ -96,32 +96,36 @@ def test_register_tiles_match_numpy_on_whole_tiles_and_the_rest(dtype: Any, ta: 
 
 def test_matmuls_of_shallow_depth_run_on_register_tiles() -> None:
     """Products of depth ``k`` up to ``TILE_MAX_DEPTH_BYTES`` run on dslc's tiles (the
-    ``gemm_rows_tiles`` form; with a transposed right operand too, and a 4 MiB one), deeper ones on
-    the library; the same values with the tiles switched off."""
+    ``gemm_rows_tiles`` form; with a transposed right operand too, and a 4 MiB one), deeper ones and
+    right operands past ``TILE_MAX_RIGHT_BYTES`` on the library; the same values with the tiles
+    switched off."""
     x = rng.standard_normal((512, 1024)).astype(np.float32)
     w = rng.standard_normal((1024, 128)).astype(np.float32)
     big = rng.standard_normal((1024, 1024)).astype(np.float32)  # 4 MiB, read in strips
     deep = rng.standard_normal((2048, 128)).astype(np.float32)
     assert deep.shape[0] * 4 > blas.TILE_MAX_DEPTH_BYTES >= w.shape[0] * 4
 
+    assert big.nbytes <= blas.TILE_MAX_RIGHT_BYTES < 2 * big.nbytes
+
     def f(x: Any, w: Any, big: Any, deep: Any) -> Any:
-        return x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep
+        wide = dnp.concatenate([big, big], axis=1)  # 1024 x 2048: 8 MiB
+        return x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep, x @ wide
 
     def matmuls(compiled: Any) -> list[str]:
         calls = driver_calls(compiled.lower(x, w, big, deep).source())
         return [name for name, _ in calls if name.startswith("gemm")]
 
     compiled = dsl.compile(f)
-    assert matmuls(compiled) == ["gemm_rows_tiles"] * 3 + ["gemm_rows"]
+    assert matmuls(compiled) == ["gemm_rows_tiles"] * 3 + ["gemm_rows"] * 2
     got = compiled(x, w, big, deep)
     cpu.OPTIMIZATIONS.discard("matmul_tiles")
     try:
         plain = dsl.compile(f)
-        assert matmuls(plain) == ["gemm_rows"] * 4
+        assert matmuls(plain) == ["gemm_rows"] * 5
         want = plain(x, w, big, deep)
     finally:
         cpu.OPTIMIZATIONS.add("matmul_tiles")
-    refs = (x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep)
+    refs = (x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep, x @ np.concatenate([big, big], 1))
     for g, p, ref in zip(got, want, refs, strict=True):
         scale = float(np.abs(ref).max())
         np.testing.assert_allclose(g, ref, rtol=2e-5, atol=1e-5 * scale)
