@@ -33,12 +33,13 @@ from runtime.cuda_executable import device_address
 from runtime.devices import cuda_available
 
 OP_N, OP_T = 0, 1
+INT_MAX = 2**31 - 1
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
 _SCALAR = {np.dtype(np.float32): ("S", ctypes.c_float), np.dtype(np.float64): ("D", ctypes.c_double)}
 
 
 class CublasError(RuntimeError):
-    pass
+    """A cuBLAS call returned an error status."""
 
 
 @functools.cache
@@ -157,6 +158,8 @@ def gemm_calls(*sizes: int) -> list[Call] | None:
     if lay_a is None or lay_b is None or lay_o is None or lay_o[0] != OP_N or batches is None:
         return None
     (op_a, lda), (op_b, ldb), (_, ldo) = lay_a, lay_b, lay_o
+    if max(m, n, k, lda, ldb, ldo) > INT_MAX:  # the 32-bit API's sizes: the kernel takes 64-bit ones
+        return None
     groups, count, ((a_step, a_s), (b_step, b_s), (o_step, o_s)) = batches
     return [  # O^T = B^T @ A^T: our B is cuBLAS's A
         Call(op_b, op_a, n, m, k, g * b_step, ldb, b_s, g * a_step, lda, a_s, g * o_step, ldo, o_s, count)

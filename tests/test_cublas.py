@@ -111,6 +111,9 @@ def test_what_cublas_cannot_do_stays_on_the_kernel() -> None:
         gemm_calls(1, 4, 3, 5, 3, 1, 5, 1, 1, 0, 0, 1, 0, 0, 1, 4, 1, 0, 0) is None
     )  # result columns strided
     assert batch_plan(8, [(4, 1000, 10), (2, 0, 5), (8, 0, 20)]) is None  # runs of 4 and of 2
+    big = 2**31  # past cuBLAS's 32-bit sizes
+    assert gemm_calls(1, 2, big, 2, big, 1, 2, 1, 1, 0, 0, 1, 0, 0, 2, 1, 1, 0, 0) is None
+    assert gemm_calls(1, 2, 3, 2, 3, 1, 2, 1, 1, 0, 0, 1, 0, 0, 2, 1, 1, 0, 0) is not None
 
 
 def test_batch_runs() -> None:
