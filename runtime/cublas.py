@@ -12,7 +12,8 @@ the program's stream instead; otherwise the kernel runs. cuBLAS is used when:
 - each operand is a BLAS matrix (one of its two strides is 1) and the result's columns are
   contiguous; the batch walks are one stride per operand, or one common inner count;
 - the accumulated value ``cin`` is the result's own buffer, or ``beta`` is 0 (cuBLAS's C is read
-  and written in place).
+  and written in place);
+- sizes and leading dimensions fit the 32-bit API.
 
 cuBLAS is column-major: a row-major ``m x n`` result with row stride ``ld`` is its ``n x m``
 transpose in column-major order, so ``O = A @ B`` is computed as ``O^T = B^T @ A^T``.
