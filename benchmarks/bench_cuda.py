@@ -62,7 +62,9 @@ def sync() -> None:
         torch.cuda.synchronize()
 
 
-def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2) -> float:
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, wait: bool = True) -> float:
+    """Median seconds of ``fn`` after ``warmup`` calls, each timed up to the GPU's end of its work
+    (``wait``) or only up to its return (the host's share)."""
     for _ in range(warmup):
         fn()
     sync()
@@ -70,9 +72,21 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2) -> floa
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn()
-        sync()
+        if wait:
+            sync()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def mlp_host_inputs(rng: np.random.Generator, width: int, batch: int) -> tuple[Any, Any, Any]:
+    """The MLP step's parameters (6 layers of ``width``, 16 outputs), inputs and targets, on the host."""
+    sizes = [width] * 6 + [16]
+    params = [
+        ((rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32))
+        for i, o in zip(sizes, sizes[1:])
+    ]
+    x = rng.standard_normal((batch, width)).astype(np.float32)
+    return params, x, rng.standard_normal((batch, 16)).astype(np.float32)
 
 
 def kernel_only(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
@@ -288,14 +302,9 @@ def main() -> None:
     record(f"matmul {n_mm}^3 f32 (generated tiled kernel)", t_tiled, work, peer_mm, "DSL_CUDA_BLAS=0")
 
     # MLP training step.
-    sizes = [width] * 6 + [16]
-    host = [
-        ((rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32), np.zeros(o, np.float32))
-        for i, o in zip(sizes, sizes[1:])
-    ]
+    host, x_host, y_host = mlp_host_inputs(rng, width, batch)
     params = [(cuda.to_device(w), cuda.to_device(bias)) for w, bias in host]
-    xb = cuda.to_device(rng.standard_normal((batch, width)).astype(np.float32))
-    yb = cuda.to_device(rng.standard_normal((batch, 16)).astype(np.float32))
+    xb, yb = cuda.to_device(x_host), cuda.to_device(y_host)
     f_step = dsl.compile(mlp_step, target="cuda")
     peer_step = None
     if use_torch:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import collections
 import os
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -23,7 +22,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
-from bench_cuda import mlp_step  # noqa: E402
+from bench_cuda import median_time, mlp_host_inputs, mlp_step  # noqa: E402
 from numba import cuda  # noqa: E402
 from numba.cuda.cudadrv import driver  # noqa: E402
 from suite_programs import chain  # noqa: E402
@@ -33,32 +32,13 @@ import dsl.numpy as dnp  # noqa: E402
 import runtime.cuda_executable as ce  # noqa: E402
 
 
-def ms(fn: Callable[[], object], wait: bool = True, reps: int = 30, warm: int = 5) -> float:
-    for _ in range(warm):
-        fn()
-    cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        if wait:
-            cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+def ms(fn: Callable[[], object], wait: bool = True) -> float:
+    return median_time(fn, repeats=30, warmup=5, wait=wait) * 1e3
 
 
 def mlp_inputs(rng: np.random.Generator) -> tuple[Any, Any, Any]:
-    sizes = [1024] * 6 + [16]
-    params = [
-        (
-            cuda.to_device((rng.standard_normal((i, o)) / np.sqrt(i)).astype(np.float32)),
-            cuda.to_device(np.zeros(o, np.float32)),
-        )
-        for i, o in zip(sizes, sizes[1:])
-    ]
-    xb = cuda.to_device(rng.standard_normal((4096, 1024)).astype(np.float32))
-    yb = cuda.to_device(rng.standard_normal((4096, 16)).astype(np.float32))
-    return params, xb, yb
+    host, x, y = mlp_host_inputs(rng, 1024, 4096)
+    return [(cuda.to_device(w), cuda.to_device(b)) for w, b in host], cuda.to_device(x), cuda.to_device(y)
 
 
 def whole_and_run(rng: np.random.Generator) -> None:

@@ -23,7 +23,7 @@ from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, tracing
 from dsl.array import Array, Storage
 from dsl.errors import DSLError, TraceError
-from runtime.cuda_executable import device_interface, is_device_array, is_numba_device_array
+from runtime.cuda_executable import device_layout, is_device_array
 from runtime.devices import resolve_target
 from runtime.errors import DeviceError
 
@@ -57,18 +57,14 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
         if type(leaf) is kind:
             return TensorType((), _WEAK_DTYPE[kind]), True
     if is_device_array(leaf):  # a GPU array (Numba, CuPy, PyTorch): typed by its interface
-        if is_numba_device_array(leaf):  # the same, read without building the interface dict
-            iface = {"typestr": leaf.dtype, "shape": leaf.shape}
-        else:
-            iface = device_interface(leaf)
-        dtype = np.dtype(iface["typestr"])
+        _, dtype, shape, _ = device_layout(leaf)
         if not is_supported_numpy_dtype(dtype):
             raise tracing.user_error(
                 CallError,
                 f"argument '{name}' has dtype {dtype}, which dslc does not support; "
                 "convert it to float32, float64, int32, int64 or bool",
             )
-        return TensorType(tuple(int(n) for n in iface["shape"]), DType.from_numpy(dtype)), False
+        return TensorType(shape, DType.from_numpy(dtype)), False
     raise tracing.user_error(
         CallError,
         f"argument '{name}' is a {type(leaf).__name__}, which dslc cannot trace; pass NumPy arrays, "

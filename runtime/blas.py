@@ -419,19 +419,21 @@ def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
     width = TILE_VECTORS * VECTOR_BYTES // c.itemsize
     whole_rows, whole_cols = m - m % TILE_ROWS, n - n % width
     strip = np.empty(k * width if tb else 0, c.dtype)  # a transposed B's columns j..j+width, as rows
-    right, r_ld = (strip, width) if tb else (b, ldb)
     # Panels of rows (the comment above ``TILE_PANEL_BYTES``); a transposed B's strips are copied
     # once per call, so its panel is every row.
     panel_rows = max(TILE_PANEL_BYTES // max(k * c.itemsize, 1) // TILE_ROWS, 1) * TILE_ROWS
-    panel_rows = max(whole_rows, TILE_ROWS) if tb else panel_rows
+    if tb:
+        panel_rows = max(whole_rows, TILE_ROWS)
     for panel in range(0, whole_rows, panel_rows):
         for j in range(0, whole_cols, width):
-            r_off = 0 if tb else b_off + j
             if tb:  # B stored n x k: rows j..j+width, read along k, written as k rows of width
                 for jj in range(width):
                     row = b_off + (j + jj) * ldb
                     for s in range(k):
                         strip[s * width + jj] = b[row + s]
+                right, r_off, r_ld = strip, 0, width
+            else:
+                right, r_off, r_ld = b, b_off + j, ldb
             for i in range(panel, min(panel + panel_rows, whole_rows), TILE_ROWS):
                 at = c_off + i * ldc + j
                 _tile(a, a_off + i * a_rows, a_rows, a_steps, right, r_off, r_ld, c, at, ldc, k, alpha, beta)  # type: ignore[call-arg]

@@ -170,52 +170,47 @@ def gemm_calls(*sizes: int) -> list[Call] | None:
 
 def matmul_launcher(kernel: Callable[..., Any], stream: Any) -> Callable[..., Any]:
     """``kernel`` (a configured launch of the generated matmul kernel) or, where cuBLAS can do the
-    matmul of a call's arguments, cuBLAS on ``stream``; the same arguments either way."""
+    matmul, cuBLAS on ``stream``; the same arguments either way. A launcher belongs to one launch
+    site of a generated driver, whose sizes, ``beta`` and buffers (``cin`` the result's own or not)
+    are the same at every call: the first call chooses."""
     if not available():
         return kernel
-    plans: dict[tuple[Any, ...], Callable[..., None] | None] = {}  # None: the kernel
+    chosen: list[Callable[..., None]] = []
 
     def launch(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
-        in_place = beta == 0 or cin is o or device_address(cin) == device_address(o)  # C is read in place
-        key = (o.dtype, in_place, *sizes)
-        if key not in plans:
-            calls = gemm_calls(*sizes) if in_place and np.dtype(o.dtype) in _SCALAR else None
-            plans[key] = None if calls is None else _runner(np.dtype(o.dtype), calls, int(stream))
-        plan = plans[key]
-        if plan is None:
-            kernel(a, b, o, cin, alpha, beta, *sizes)
-        else:
-            plan(a, b, o, alpha, beta)
+        if not chosen:
+            in_place = beta == 0 or cin is o or device_address(cin) == device_address(o)  # C is read
+            dtype = np.dtype(o.dtype)
+            calls = gemm_calls(*sizes) if in_place and dtype in _SCALAR else None
+            chosen.append(kernel if calls is None else _runner(dtype, calls, int(stream)))
+        chosen[0](a, b, o, cin, alpha, beta, *sizes)
 
     return launch
 
 
 def _runner(dtype: np.dtype, calls: list[Call], stream: int) -> Callable[..., None]:
-    """Runs ``calls`` on a matmul's buffers (our ``b`` is cuBLAS's A, our ``a`` its B) on ``stream``."""
+    """Runs ``calls`` on a matmul's buffers (our ``b`` is cuBLAS's A, our ``a`` its B) on ``stream``,
+    taking the kernel's arguments (``cin`` is ``o``; the sizes are in ``calls``)."""
     letter, scalar = _SCALAR[dtype]
     lib = _library()
     plain, batched = getattr(lib, f"cublas{letter}gemm_v2"), getattr(lib, f"cublas{letter}gemmStridedBatched")
     size, handle = dtype.itemsize, _handle()
 
-    def run(a: Any, b: Any, o: Any, alpha: Any, beta: Any) -> None:
+    def run(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
+        pa, pb, po = device_address(b), device_address(a), device_address(o)
+        al, be = ctypes.byref(scalar(alpha)), ctypes.byref(scalar(beta))
         with _LOCK:
             if _stream_set[0] != stream:
                 _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream")
                 _stream_set[0] = stream
-            _gemms(a, b, o, alpha, beta)
-
-    def _gemms(a: Any, b: Any, o: Any, alpha: Any, beta: Any) -> None:
-        pa, pb, po = device_address(b), device_address(a), device_address(o)
-        al, be = ctypes.byref(scalar(alpha)), ctypes.byref(scalar(beta))
-        for c in calls:
-            xa, xb, xc = pa + c.a_off * size, pb + c.b_off * size, po + c.c_off * size
-            head = (handle, c.trans_a, c.trans_b, c.m, c.n, c.k, al)
-            if c.batch == 1:
-                status = plain(*head, xa, c.lda, xb, c.ldb, be, xc, c.ldc)
-            else:
-                status = batched(
-                    *head, xa, c.lda, c.a_stride, xb, c.ldb, c.b_stride, be, xc, c.ldc, c.c_stride, c.batch
-                )
-            _check(status, f"cublas{letter}gemm")
+            for c in calls:
+                xa, xb, xc = pa + c.a_off * size, pb + c.b_off * size, po + c.c_off * size
+                head = (handle, c.trans_a, c.trans_b, c.m, c.n, c.k, al)
+                if c.batch == 1:
+                    status = plain(*head, xa, c.lda, xb, c.ldb, be, xc, c.ldc)
+                else:
+                    strided = (xa, c.lda, c.a_stride, xb, c.ldb, c.b_stride, be, xc, c.ldc, c.c_stride)
+                    status = batched(*head, *strided, c.batch)
+                _check(status, f"cublas{letter}gemm")
 
     return run

@@ -59,22 +59,31 @@ def device_interface(x: Any) -> dict[str, Any]:
     return dict(x._ary.__array_interface__)  # simulator: the array lives in host memory
 
 
+def device_layout(x: Any) -> tuple[int, np.dtype, tuple[int, ...], tuple[int, ...] | None]:
+    """``(address, dtype, shape, byte strides)`` of a device array (strides ``None``: C order);
+    Numba's own arrays are read through their attributes."""
+    if is_numba_device_array(x):
+        return int(x.device_ctypes_pointer.value or 0), x.dtype, tuple(x.shape), tuple(x.strides)
+    iface = device_interface(x)
+    strides = iface.get("strides")
+    shape = tuple(int(n) for n in iface["shape"])
+    return (
+        int(iface["data"][0]),
+        np.dtype(iface["typestr"]),
+        shape,
+        None if strides is None else tuple(strides),
+    )
+
+
 def device_address(x: Any) -> int:
     """The device address of a device array's first element."""
-    if is_numba_device_array(x):
-        return int(x.device_ctypes_pointer.value or 0)
-    return int(device_interface(x)["data"][0])
+    return device_layout(x)[0]
 
 
 def _extent(x: Any) -> tuple[int, int]:
     """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
-    if is_numba_device_array(x):
-        ptr, itemsize, shape, strides = device_address(x), x.dtype.itemsize, x.shape, x.strides
-    else:
-        iface = device_interface(x)
-        ptr = int(iface["data"][0])
-        itemsize = np.dtype(iface["typestr"]).itemsize
-        shape, strides = iface["shape"], iface.get("strides")
+    ptr, dtype, shape, strides = device_layout(x)
+    itemsize = dtype.itemsize
     if not shape or math.prod(shape) == 0:
         return ptr, ptr + (itemsize if not shape else 0)
     if strides is None:
