@@ -6,7 +6,8 @@ For each program, the whole call (``dsl.compile``'s wrapper, the executable's ch
 allocation, the launches, the wait) against the generated driver's ``run`` alone on preallocated
 results, with and without waiting for the GPU (the latter is the host's launch time); then the
 executable's own parts (argument checks, result allocation, the wait) for a one-kernel program and
-the MLP training step of ``bench_cuda.py``; and single operations against PyTorch. Medians of 30
+the MLP training step of ``bench_cuda.py``; a call through ``dsl.compile`` against the executable
+alone, and results dropped against kept alive; and single operations against PyTorch. Medians of 30
 calls after 5 warm-up calls, in ms. Figures are printed, not written: see results/cuda_notes.md.
 """
 
@@ -102,6 +103,22 @@ def parts(rng: np.random.Generator) -> None:
         print(f"{name}: {total:.3f} per call; of it {shares}")
 
 
+def wrapper_and_frees(rng: np.random.Generator) -> None:
+    """A one-kernel program's call through ``dsl.compile`` against its executable called directly,
+    and with each result dropped at once against kept alive (Numba frees dropped device arrays in
+    batches with ``cuMemFree``). Host time per call, without waiting for the GPU in between."""
+    t = cuda.to_device(rng.standard_normal((4096, 1024)).astype(np.float32))
+    f = dsl.compile(lambda v: dnp.tanh(v), target="cuda")
+    f(t)
+    executable = f.lower(t.copy_to_host()).program.executable
+    kept: list[Any] = []
+    whole = ms(lambda: f(t), wait=False)
+    direct = ms(lambda: executable(t), wait=False)
+    alive = ms(lambda: kept.append(f(t)), wait=False)
+    print(f"tanh 4096x1024: through dsl.compile {whole:.3f}, executable alone {direct:.3f}", end="")
+    print(f"; results kept alive {alive:.3f}")
+
+
 def against_torch(rng: np.random.Generator) -> None:
     try:
         import torch
@@ -127,5 +144,6 @@ if __name__ == "__main__":
         sys.exit("cuda_overheads: no usable NVIDIA GPU here; nothing run")
     generator = np.random.default_rng(0)
     whole_and_run(generator)
-    parts(generator)
+    wrapper_and_frees(generator)
     against_torch(generator)
+    parts(generator)  # last: it wraps the executable's methods in timers
