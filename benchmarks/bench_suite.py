@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine_peak  # noqa: E402
 import suite_compile  # noqa: E402
 import suite_programs  # noqa: E402
 from suite_programs import Program  # noqa: E402
@@ -195,6 +196,7 @@ def run_program(
     missing: dict[str, str],
     timed: dict[str, float] | None = None,
     gemm_s: float | None = None,
+    peak_s: float | None = None,
 ) -> dict[str, Any]:
     """Checks every framework against dslc and reads the memory figures in this process; times come
     from ``timed`` (``child_times``, taken before this process ran any framework), or without it
@@ -230,6 +232,8 @@ def run_program(
         row["matmul_flops"] = flops
         row["gemm_GFLOPs"] = 2 * GEMM_N**3 / gemm / 1e9
         row["matmul_floor_s"] = flops / (row["gemm_GFLOPs"] * 1e9)
+        row["peak_GFLOPs"] = 1 / peak_s if peak_s is not None else machine_peak.fma_peak_gflops()
+        row["peak_floor_s"] = flops / (row["peak_GFLOPs"] * 1e9)
     row["memory"] = memory(prog, runners.get("jax"))
     return row
 
@@ -276,6 +280,8 @@ def time_child(spec: str) -> None:
         seconds = median_time(lambda: np.copyto(out, x), int(repeats))
     elif framework == "gemm":
         seconds = median_time(_numpy_gemm(), int(repeats))
+    elif framework == "peak":  # seconds per GFLOP at the FMA peak
+        seconds = 1 / machine_peak.fma_peak_gflops()
     else:
         if framework in ("jax", "torch"):
             available(framework)
@@ -459,33 +465,49 @@ def markdown(result: dict[str, Any], command: str) -> str:
 
 
 def floor_table(result: dict[str, Any]) -> list[str]:
-    """The matmul floor: each program's matmul arithmetic at this machine's float32 matmul rate
-    (NumPy's BLAS on all cores, measured in the same run). No framework doing the same products runs
-    faster than this floor, so a ratio target below floor / peer cannot be met by better scheduling."""
+    """The matmul floors: each program's matmul arithmetic at this machine's float32 matmul rate
+    (NumPy's BLAS on all cores) and at its FMA peak (``machine_peak.py``: FMAs on registers only,
+    every core), both measured in the same run. No framework doing the same products in float32 runs
+    faster than the peak floor, so a ratio target below peak floor / peer cannot be met at all."""
     rows = [r for r in result["programs"] if r.get("matmul_flops")]
     if not rows:
         return []
-    rate = rows[0]["gemm_GFLOPs"]
+    rate, peak = rows[0]["gemm_GFLOPs"], rows[0].get("peak_GFLOPs")
     lines = [
         "",
         "## Matmul floor",
         "",
         f"Float32 matmul rate of this machine, measured in this run: {rate:.0f} GFLOP/s "
         f"(NumPy's BLAS, {GEMM_N}^3, all cores). floor = the program's matmul FLOPs at that rate;",
-        "floor / peer is the lowest ratio to that peer any implementation of the same products can reach.",
+        "floor / peer is the lowest ratio to that peer an implementation of the same products at the",
+        "BLAS's rate can reach.",
+    ]
+    if peak:
+        lines += [
+            f"Float32 FMA peak of this machine, measured in this run: {peak:.0f} GFLOP/s (`python "
+            "benchmarks/machine_peak.py`:",
+            "independent vector FMAs on registers, one thread per core). peak floor = the matmul FLOPs at",
+            "the peak: no float32 implementation of the same products, by any library, runs faster, so a",
+            "target below peak floor / peer cannot be met on this machine.",
+        ]
+    lines += [
         "",
-        "| program | matmul GFLOP | floor ms | dslc ms | dslc / floor | floor / JAX | floor / PyTorch |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| program | matmul GFLOP | floor ms | peak floor ms | dslc ms | dslc / floor | dslc / peak floor "
+        "| floor / JAX | floor / PyTorch | peak floor / PyTorch |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        t, floor = r["times"], r["matmul_floor_s"]
+        t, floor, top = r["times"], r["matmul_floor_s"], r.get("peak_floor_s")
 
-        def rel(peer: str, t: dict[str, float] = t, floor: float = floor) -> str:
-            return f"{floor / t[peer]:.2f}" if t.get(peer) else "-"
+        def rel(peer: str, f: float | None, t: dict[str, float] = t) -> str:
+            return f"{f / t[peer]:.2f}" if t.get(peer) and f else "-"
 
+        top_ms = f"{1e3 * top:.2f}" if top else "-"
+        per_top = f"{t['dslc'] / top:.2f}" if top else "-"
         lines.append(
-            f"| {r['program']} | {r['matmul_flops'] / 1e9:.2f} | {1e3 * floor:.2f} | {fmt_ms(t['dslc'])} | "
-            f"{t['dslc'] / floor:.2f} | {rel('jax')} | {rel('torch')} |"
+            f"| {r['program']} | {r['matmul_flops'] / 1e9:.2f} | {1e3 * floor:.2f} | {top_ms} | "
+            f"{fmt_ms(t['dslc'])} | {t['dslc'] / floor:.2f} | {per_top} | {rel('jax', floor)} | "
+            f"{rel('torch', floor)} | {rel('torch', top)} |"
         )
     return lines
 
@@ -502,6 +524,10 @@ def targets(result: dict[str, Any]) -> list[str]:
             rs = paired_ratios(result, name, peer)
             rounds = f" (per round {paired(rs)}, {sum(r <= limit for r in rs)} of {len(rs)})"
             figure = f"{value:.2f}" + rounds * bool(rs)
+            top = by_name[name].get("peak_floor_s")
+            if top:  # the lowest ratio any float32 implementation reaches here (``floor_table``)
+                bound = top / t[peer]
+                figure += f"; peak floor / {peer} {bound:.2f}" + " (unreachable here)" * (bound > limit)
             rows.append((f"{name}: dslc / {peer} <= {limit}", figure, value <= limit))
 
     if "elementwise chain" in by_name:
@@ -603,20 +629,20 @@ def main() -> None:
     # the cores the children are timed on. Checks and memory figures come after.
     timed: dict[str, dict[str, float]] = {}
     rounds: dict[str, dict[str, list[float]]] = {}
-    gemm_s = None
+    gemm_s = peak_s = None
     if not args.quick:
         for prog in progs:
             timed[prog.name], rounds[prog.name] = child_times(prog, repeats, missing, args.rounds)
             print(f"== {prog.name}: {json.dumps(rounds[prog.name])}", flush=True)
-        gemm_s = (
-            min(time_in_child(progs[0].name, "gemm", repeats) for _ in range(args.rounds)) if progs else None
-        )
+        if progs:  # the machine's matmul rate and FMA peak (``floor_table``)
+            gemm_s = min(time_in_child(progs[0].name, "gemm", repeats) for _ in range(args.rounds))
+            peak_s = min(time_in_child(progs[0].name, "peak", repeats) for _ in range(args.rounds))
     result["rounds"] = args.rounds
     result["round_medians"] = rounds
     names = [] if args.quick or args.no_compile_times else [p.name for p in progs]
     result["compile"] = suite_compile.measure(names, args.quick, tiny_overhead(5000 if args.quick else 20000))
     for prog in progs:
-        result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name), gemm_s))
+        result["programs"].append(run_program(prog, repeats, missing, timed.get(prog.name), gemm_s, peak_s))
     write_report(markdown(result, command), args.out)
     with open(os.path.splitext(args.out)[0] + ".json", "w") as f:
         json.dump(result, f, indent=2, default=float)
