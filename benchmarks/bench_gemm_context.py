@@ -51,6 +51,7 @@ from runtime.blas import (  # noqa: E402
     gemm_rows,
     gemm_rows_serial,
     gemm_rows_tiles,
+    gemm_tiles,
     single_threaded_blas,
 )
 from runtime.intrinsics import fmuladd_function  # noqa: E402
@@ -250,6 +251,28 @@ def serial({names}):
     return numba.njit(parallel=True, **jit)(scope["split"]), numba.njit(**jit)(scope["serial"])
 
 
+@numba.njit(parallel=True, nogil=True, error_model="numpy")
+def fused_tanh(h: Any, w: Any, out: Any, b: Any) -> None:
+    """out = tanh(h @ w + b), each of 16 row ranges' product (register tiles, on its thread) followed
+    at once by its elementwise pass, while the rows are still in that core's cache."""
+    for c in numba.prange(CHUNKS):
+        lo, hi = np.int64(c) * M // CHUNKS, (np.int64(c) + 1) * M // CHUNKS
+        one, zero = np.float32(1.0), np.float32(0.0)
+        gemm_tiles(False, False, hi - lo, N, N, one, h, lo * N, N, w, 0, N, zero, out, lo * N, N)
+        _tanh_rows(out, b, lo, hi)
+
+
+@numba.njit(parallel=True, nogil=True, error_model="numpy")
+def fused_tangent(t: Any, w: Any, u: Any, h: Any) -> None:
+    """u = t @ w, then t = u * (1 - h * h), row range by row range as ``fused_tanh`` (a range's
+    product reads only its own rows of ``t``, so its pass may overwrite them)."""
+    for c in numba.prange(CHUNKS):
+        lo, hi = np.int64(c) * M // CHUNKS, (np.int64(c) + 1) * M // CHUNKS
+        one, zero = np.float32(1.0), np.float32(0.0)
+        gemm_tiles(False, False, hi - lo, N, N, one, t, lo * N, N, w, 0, N, zero, u, lo * N, N)
+        _tangent_rows(u, h, t, lo, hi)
+
+
 first_split, first_serial = _forms(_first_rows, 4)
 tanh_split, tanh_serial = _forms(_tanh_rows, 2)
 tangent0_split, tangent0_serial = _forms(_tangent0_rows, 3)
@@ -284,6 +307,39 @@ class ForwardPhase:
             gemm_rows(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
             tangent_split(u[i + 1], h[i + 1], t)
 
+    def split_tiles(self) -> None:
+        """``split`` with the matmuls on register tiles (as dslc runs these products)."""
+        h, u, t, w, b = self.h, self.u, self.t, self.w, self.b
+        first_split(self.x, self.w0, b[0], h[0])
+        for i in range(4):
+            gemm_rows_tiles(h[i], w[i], h[i + 1], h[i + 1], SPLIT, SCALES)
+            tanh_split(h[i + 1], b[i + 1])
+        tangent0_split(self.w0, h[0], t)
+        for i in range(4):
+            gemm_rows_tiles(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
+            tangent_split(u[i + 1], h[i + 1], t)
+
+    def row_blocks(self) -> None:
+        """Each matmul and the elementwise pass after it as one parallel loop over row ranges
+        (``fused_tanh``, ``fused_tangent``): an elementwise epilogue fused into the matmul."""
+        h, u, t, w, b = self.h, self.u, self.t, self.w, self.b
+        first_split(self.x, self.w0, b[0], h[0])
+        for i in range(4):
+            fused_tanh(h[i], w[i], h[i + 1], b[i + 1])
+        tangent0_split(self.w0, h[0], t)
+        for i in range(4):
+            fused_tangent(t, w[i], u[i + 1], h[i + 1])
+
+    def passes_only(self) -> None:
+        """``split_tiles`` without its matmuls: the elementwise passes' share of the phase."""
+        h, u, t, b = self.h, self.u, self.t, self.b
+        first_split(self.x, self.w0, b[0], h[0])
+        for i in range(4):
+            tanh_split(h[i + 1], b[i + 1])
+        tangent0_split(self.w0, h[0], t)
+        for i in range(4):
+            tangent_split(u[i + 1], h[i + 1], t)
+
     def streams(self) -> None:
         """Two streams: this thread runs the primal chain, a second thread the tangent chain."""
         for event in self.ready:
@@ -316,9 +372,10 @@ class ForwardPhase:
         """Both schedules compute the same values (and the same as NumPy)."""
         self.split()
         want = [a.copy() for a in (*self.h, *self.u[1:], self.t)]
-        self.streams()
-        got = (*self.h, *self.u[1:], self.t)
-        assert all(np.allclose(g, v, atol=1e-5) for g, v in zip(got, want, strict=True))
+        for schedule in (self.streams, self.split_tiles, self.row_blocks):
+            schedule()
+            got = (*self.h, *self.u[1:], self.t)
+            assert all(np.allclose(g, v, atol=1e-5) for g, v in zip(got, want, strict=True))
         h0 = np.tanh(np.outer(self.x, self.w0) + self.b[0])
         assert np.allclose(want[0].reshape(M, N), h0, atol=1e-5)
 
@@ -326,7 +383,7 @@ class ForwardPhase:
 # ---- the report ------------------------------------------------------------------------------------------
 
 
-def run(rounds: int, repeats: int) -> str:
+def run(rounds: int, repeats: int, only: tuple[str, ...] = ()) -> str:
     single_threaded_blas()
     rng = np.random.default_rng(0)
     phase = ForwardPhase(rng)
@@ -339,8 +396,12 @@ def run(rounds: int, repeats: int) -> str:
         "schedule": {
             "split op by op (dslc)": (lambda k: phase.split(), 8 * flops),
             "two streams": (lambda k: phase.streams(), 8 * flops),
+            "split op by op, tiles": (lambda k: phase.split_tiles(), 8 * flops),
+            "row blocks: matmul + its pass per range, tiles": (lambda k: phase.row_blocks(), 8 * flops),
+            "elementwise passes alone": (lambda k: phase.passes_only(), 8 * flops),
         },
     }
+    groups = {g: cases for g, cases in groups.items() if not only or g in only}
     times: dict[tuple[str, str], list[float]] = {}
     for _ in range(rounds):  # cases interleaved, this VM's speed drifts
         for group, cases in groups.items():
@@ -352,7 +413,9 @@ def run(rounds: int, repeats: int) -> str:
         "",
         f"- date: {time.strftime('%Y-%m-%d')}; machine: {info['cpu']}, {info['cores']} cores",
         f"- versions: numpy {ver['numpy']}, numba {ver['numba']}, dslc {ver['dslc']}",
-        f"- command: `python benchmarks/bench_gemm_context.py --rounds {rounds} --repeats {repeats}`",
+        f"- command: `python benchmarks/bench_gemm_context.py --rounds {rounds} --repeats {repeats}"
+        + f" --groups {','.join(only)}" * bool(only)
+        + "`",
         f"- median per call of {repeats} calls, lowest of {rounds} rounds, interleaved (each: last column)",
         "- GFLOP/s: the matmuls' FLOPs over the time (a schedule's time includes its elementwise passes)",
         "",
@@ -370,14 +433,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=60)
+    parser.add_argument("--groups", default="", help="comma-separated: cache, working set, shape, schedule")
+    parser.add_argument("--out", default="", help="write the table alone here, not to results/")
     args = parser.parse_args()
+    only = tuple(g for g in args.groups.split(",") if g)
+    if args.out:
+        write_report(run(args.rounds, args.repeats, only), args.out)
+        return
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "gemm_context.md")
     kept = ""
     if os.path.exists(path):  # the hand-written sections after the table
         with open(path) as f:
             old = f.read()
         kept = old[old.index("\n## ") :] if "\n## " in old else ""
-    write_report(run(args.rounds, args.repeats) + kept, path)
+    write_report(run(args.rounds, args.repeats, only) + kept, path)
 
 
 if __name__ == "__main__":
