@@ -295,28 +295,17 @@ class ForwardPhase:
         self.go, self.done = threading.Event(), threading.Event()
         threading.Thread(target=self._tangent_worker, daemon=True).start()
 
-    def split(self) -> None:
-        """dslc's schedule: one op after another, each over both cores."""
+    def split(self, gemm: Any = gemm_rows) -> None:
+        """dslc's schedule: one op after another, each over both cores; the matmuls on ``gemm``
+        (OpenBLAS's row blocks, or ``gemm_rows_tiles`` as dslc runs these products)."""
         h, u, t, w, b = self.h, self.u, self.t, self.w, self.b
         first_split(self.x, self.w0, b[0], h[0])
         for i in range(4):
-            gemm_rows(h[i], w[i], h[i + 1], h[i + 1], SPLIT, SCALES)
+            gemm(h[i], w[i], h[i + 1], h[i + 1], SPLIT, SCALES)
             tanh_split(h[i + 1], b[i + 1])
         tangent0_split(self.w0, h[0], t)
         for i in range(4):
-            gemm_rows(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
-            tangent_split(u[i + 1], h[i + 1], t)
-
-    def split_tiles(self) -> None:
-        """``split`` with the matmuls on register tiles (as dslc runs these products)."""
-        h, u, t, w, b = self.h, self.u, self.t, self.w, self.b
-        first_split(self.x, self.w0, b[0], h[0])
-        for i in range(4):
-            gemm_rows_tiles(h[i], w[i], h[i + 1], h[i + 1], SPLIT, SCALES)
-            tanh_split(h[i + 1], b[i + 1])
-        tangent0_split(self.w0, h[0], t)
-        for i in range(4):
-            gemm_rows_tiles(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
+            gemm(t, w[i], u[i + 1], u[i + 1], SPLIT, SCALES)
             tangent_split(u[i + 1], h[i + 1], t)
 
     def row_blocks(self) -> None:
@@ -331,7 +320,7 @@ class ForwardPhase:
             fused_tangent(t, w[i], u[i + 1], h[i + 1])
 
     def passes_only(self) -> None:
-        """``split_tiles`` without its matmuls: the elementwise passes' share of the phase."""
+        """``split`` without its matmuls: the elementwise passes' share of the phase."""
         h, u, t, b = self.h, self.u, self.t, self.b
         first_split(self.x, self.w0, b[0], h[0])
         for i in range(4):
@@ -372,7 +361,7 @@ class ForwardPhase:
         """Both schedules compute the same values (and the same as NumPy)."""
         self.split()
         want = [a.copy() for a in (*self.h, *self.u[1:], self.t)]
-        for schedule in (self.streams, self.split_tiles, self.row_blocks):
+        for schedule in (self.streams, lambda: self.split(gemm_rows_tiles), self.row_blocks):
             schedule()
             got = (*self.h, *self.u[1:], self.t)
             assert all(np.allclose(g, v, atol=1e-5) for g, v in zip(got, want, strict=True))
@@ -396,7 +385,7 @@ def run(rounds: int, repeats: int, only: tuple[str, ...] = ()) -> str:
         "schedule": {
             "split op by op (dslc)": (lambda k: phase.split(), 8 * flops),
             "two streams": (lambda k: phase.streams(), 8 * flops),
-            "split op by op, tiles": (lambda k: phase.split_tiles(), 8 * flops),
+            "split op by op, tiles": (lambda k: phase.split(gemm_rows_tiles), 8 * flops),
             "row blocks: matmul + its pass per range, tiles": (lambda k: phase.row_blocks(), 8 * flops),
             "elementwise passes alone": (lambda k: phase.passes_only(), 8 * flops),
         },
