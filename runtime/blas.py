@@ -458,7 +458,7 @@ def _gemm_tiles(  # noqa: PLR0913 - BLAS's signature
 # Batch element ``t``'s offset into an operand is ``((t // inner) % outer) * outer_stride + (t %
 # inner) * inner_stride`` (two batch axes at most, ``fuse.MAX_VIEW_BATCH_AXES``); ``x_step`` and
 # ``o_step`` are the steps from one row of the block to the next.
-GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_tiles")  # the names a module binds
+GEMM_ROWS = ("gemm_rows", "gemm_rows_serial", "gemm_rows_tiles", "gemm_rows_block")  # a module binds these
 GEMM_ROWS_PARAMS = (
     *("copy", "ta", "tb", "m", "n", "k", "lda", "ldb", "ldc", "x_step", "o_step", "parts", "blocks"),
     *("xb0", "xb1", "xb2", "xb3", "yb0", "yb1", "yb2", "yb3", "ob0", "ob1", "ob2", "ob3"),
@@ -523,6 +523,19 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
         gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
 
 
+def _gemm_rows_block(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any, ch: int, chunks: int) -> None:
+    """Rows ``[ch * m // chunks, (ch + 1) * m // chunks)`` of a matmul of one batch element (the
+    parameters of ``_gemm_rows``; ``copy`` must be 0), on the calling thread: one step of a row-block
+    region (``compiler/codegen/cpu.py``), which runs every operation of the region on a block of rows
+    before the next block."""
+    alpha, beta = _scales(o, s)
+    i0 = ch * p[_M] // chunks
+    i1 = (ch + 1) * p[_M] // chunks
+    ta, tb = p[_TA] != 0, p[_TB] != 0
+    x_at, o_at = i0 * p[_XSTEP], i0 * p[_OSTEP]
+    gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, x_at, p[_LDA], y, 0, p[_LDB], beta, o, o_at, p[_LDC])
+
+
 def _with_library(function: Any, name: str, library_gemm: Any) -> Any:
     """``function``'s code as a new function ``name`` whose ``gemm`` is ``library_gemm``: one Python
     function per kind, so its forms cannot drift apart. Each has its own name, hence its own entry
@@ -554,6 +567,12 @@ gemm_rows_mkl = _rows_form("gemm_rows_mkl", gemm_mkl, parallel=True)
 gemm_rows_mkl_serial = _rows_form("gemm_rows_mkl_serial", gemm_mkl, parallel=False)
 gemm_rows_tiles = _rows_form("gemm_rows_tiles", gemm_tiles, parallel=True)  # split matmuls only
 gemm_rows_tiles_mkl = _rows_form("gemm_rows_tiles_mkl", gemm_tiles_mkl, parallel=True)
+gemm_rows_block = numba.njit(cache=True, nogil=True, error_model="numpy")(
+    _with_library(_gemm_rows_block, "gemm_rows_block", gemm_tiles)
+)
+gemm_rows_block_mkl = numba.njit(cache=True, nogil=True, error_model="numpy")(
+    _with_library(_gemm_rows_block, "gemm_rows_block_mkl", gemm_tiles_mkl)
+)
 
 
 def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
@@ -570,14 +589,14 @@ def gemm_rows_python(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
         )
 
 
-def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any, Any]:
+def gemm_rows_functions(library: str = "openblas") -> tuple[Any, Any, Any, Any]:
     """The row-block matmuls a generated module binds for ``library`` (the module names it, so its
     text, and with it its cache entry, differ by library): parallel and serial on the library's
-    gemm, and parallel on the tiles (the library's gemm for what is left beside them); NumPy when
-    Numba's JIT is off."""
+    gemm, parallel on the tiles (the library's gemm for what is left beside them), and one block of
+    rows on the tiles; NumPy when Numba's JIT is off (where modules have no row-block regions)."""
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        return (gemm_rows_python,) * 3
+        return (gemm_rows_python,) * 4
     if library == "mkl":
         _require_mkl()
-        return gemm_rows_mkl, gemm_rows_mkl_serial, gemm_rows_tiles_mkl
-    return gemm_rows, gemm_rows_serial, gemm_rows_tiles
+        return gemm_rows_mkl, gemm_rows_mkl_serial, gemm_rows_tiles_mkl, gemm_rows_block_mkl
+    return gemm_rows, gemm_rows_serial, gemm_rows_tiles, gemm_rows_block

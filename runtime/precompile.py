@@ -61,6 +61,7 @@ HELPER_TIMEOUT_S = 900.0
 RUNTIME_FUNCTION_WEIGHTS = {
     "gemm_rows": 2400,
     "gemm_rows_tiles": 4800,
+    "gemm_rows_block": 4800,
     "parallel_for": 600,
 }
 RUNTIME_FUNCTION_WEIGHT = 1000  # any other (the serial gemm_rows forms: ~0.3 s)

@@ -20,6 +20,18 @@ from compiler.pipeline import Options, run_passes
 from dsl import pytree
 
 
+def tanh_mlp(params: Any, x: Any) -> Any:
+    """``x`` through dense layers ``(w, b)`` with ``tanh`` between them (not after the last)."""
+    import dsl.numpy as dnp
+
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = dnp.tanh(h)
+    return h
+
+
 def trace(fn: Any, *args: Any, **compile_options: Any):
     """The traced ``Function`` of ``fn`` for ``args`` (and its output structure)."""
     compiled = dsl.compile(fn, **compile_options)

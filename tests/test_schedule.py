@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import tanh_mlp
 
 import dsl
 import dsl.numpy as dnp
@@ -23,13 +24,7 @@ rng = np.random.default_rng(11)
 SWITCHES = ("DSL_NO_SCHEDULE", "DSL_NO_REMAT", "DSL_NO_PACK_BY_SIZE")
 
 
-def _mlp(params: Any, x: Any) -> Any:
-    h = x
-    for i, (w, b) in enumerate(params):
-        h = h @ w + b
-        if i < len(params) - 1:
-            h = dnp.tanh(h)
-    return h
+_mlp = tanh_mlp
 
 
 def sgd_step(params: Any, x: Any) -> Any:

@@ -24,9 +24,11 @@ and a plain kernel that runs the chunks through ``runtime.parallel.parallel_for`
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -114,6 +116,7 @@ OPTIMIZATIONS = {
     "split_matmuls",
     "split_reductions",
     "matmul_tiles",
+    "row_blocks",
 }
 _REASSOCIABLE = frozenset({reduction.reduce_sum})
 _KEYED = {reduction.reduce_max: "max", reduction.reduce_min: "min"}
@@ -165,6 +168,9 @@ class Kernel:
     # ``args`` and the scratch, and calls ``parallel_for`` for ``direct`` chunks.
     direct: str | None = None
     scratch: list[str] = field(default_factory=list)
+    # Driver lines run before and after the call (a row-block region's frames: ``_region_kernel``).
+    setup: list[str] = field(default_factory=list)
+    teardown: list[str] = field(default_factory=list)
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
@@ -210,15 +216,21 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
             kernel.signature = [
                 (types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args
             ] + [("uint64", None)] * len(kernel.calls)
+    absorbed: list[Kernel] = []
+    hoist: dict[Group, list[Group]] = {}
+    if "row_blocks" in OPTIMIZATIONS and not sanitize and not numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        storage = _storage(names, plan, func)
+        returned = {names[v] for v in func.results}
+        kernels, absorbed, hoist = _row_block_regions(fusion, kernels, types_by_name, storage, pool, returned)
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
-    slots, weights = _kernel_slots(kernels.values())
-    driver = _driver(func, fusion, plan, kernels, names, outs, slots, poison)
+    slots, weights = _kernel_slots([*absorbed, *kernels.values()])
+    driver = _driver(func, fusion, plan, kernels, names, outs, slots, poison, hoist)
     weights[ENTRY] = DRIVER_WEIGHT_PER_LINE * driver.count("\n")
     entry_signature: list[tuple[str, int | None]] = [("uint8", 1), ("uint64", 1)]
     entry_signature += [(v.type.dtype.np.name, len(v.type.shape)) for v in [*outs, *func.params]]
-    texts = dict.fromkeys(k.text for k in kernels.values() if k.text)
-    parts = [_prelude(pool, kernels.values()), *texts, driver]
+    texts = dict.fromkeys(k.text for k in [*absorbed, *kernels.values()] if k.text)
+    parts = [_prelude(pool, [*absorbed, *kernels.values()]), *texts, driver]
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
         constants=dict(pool.arrays),
@@ -260,7 +272,11 @@ def _kernel_slots(
             if not kernel.direct:
                 chunk_at = kernel.text.find("\n\n\n") + 1
                 weights[kernel.name] = len(kernel.text) - chunk_at
-            weights.update((name, chunk_at) for name, _ in kernel.calls if name != PARALLEL_FOR)
+            callees = [
+                name for name, _ in kernel.calls if name != PARALLEL_FOR and name not in blas.GEMM_ROWS
+            ]
+            for name in callees:  # (a region's members' chunk functions are weighed by their own text)
+                weights.setdefault(name, chunk_at)
     return slots, weights
 
 
@@ -989,6 +1005,440 @@ def _chunk_views(
     return [line + "[lo:hi]" if line in whole.values() else line for line in views]
 
 
+# ---- row-block regions -----------------------------------------------------------------------------
+# A run of consecutive kernels that each read row ``i`` of their row operands (leading dimension
+# ``m``, the same for all) only to write row ``i`` of their results runs depth-first: the rows are cut
+# into ``chunks`` blocks, spread over Numba's threads, and every kernel of the run does its block
+# before the thread moves to the next block. The intermediates of a block then stay in the core's
+# cache between kernels instead of going to L3 and back after every kernel (the second derivative,
+# sixteen 4096-row matmuls and their elementwise passes: ``benchmarks/bench_depth_first.py``). The
+# members are kernels the driver runs directly (chunk functions over row ranges of the same ``m``)
+# and float matmuls on the register tiles of one batch element, whose left operand and result are
+# row-major ``m``-row buffers (``runtime.blas.gemm_rows_block`` computes one block of rows). Each
+# member's code is unchanged; the region is one more function, which runs the members' steps for a
+# block (``_region_text``). It is exact only if no block can see another block's rows: checked per
+# member from its chunk function's text (every access of an ``m``-row array at the loop's row, or
+# through a flat view sliced to the chunk; nothing else written but per-chunk scratch) and, over the
+# region, from the memory plan (arrays sharing arena bytes are both row arrays at the same offset
+# with the same row size; arrays read whole, like a matmul's right operand, are never written).
+REGION_MIN_BLOCK_ROWS = 32  # rows per block at least (the tiles' 8-row tiles, and their overhead)
+# A matmul's right operand is read whole by every block: past this it costs more than it saves (the
+# transformer's 1024x256 MLP projection, 32-row blocks: no gain).
+REGION_MAX_RIGHT_BYTES = 256 << 10
+_ARRAY_AT = re.compile(r"    (\w+) = array_at\(frame\[(\d+)\], (\([\d, ]*\)), np\.\w+\)")
+_ROWS_LO = re.compile(r"    lo = ch \* (\d+) // (\d+)")
+_ROW_LOOP = re.compile(r"    for (\w+) in range\(lo, hi\):")
+_BAND_LOOP = re.compile(r"    for (\w+) in range\(ch \* (\d+) // (\d+), \(ch \+ 1\) \* \d+ // \d+\):")
+_FLAT_VIEW = re.compile(r"    (\w+) = (\w+)\.reshape\((\d+)\)\[lo:hi\]")
+_SCRATCH_ROW = re.compile(r"    (\w+) = (\w+)\[ch\]")
+_STORE = re.compile(r"^\s*(\w+)\[[^=]*\] [-+*/]?= ")
+
+
+@dataclass
+class _Member:
+    """One kernel of a region: what it reads and writes, by array name (the driver's)."""
+
+    group: Group
+    kernel: Kernel
+    rows: int
+    chunks: int
+    row_arrays: set[str]
+    whole_arrays: set[str]  # read whole (a broadcast operand, a matmul's right operand)
+    written: set[str]
+    read: set[str]  # the row arrays it reads (before or besides writing them)
+    frame: list[str]  # what the region's frame row for this member holds, in order
+    scratch: list[str] = field(default_factory=list)  # driver lines allocating per-chunk scratch
+
+
+def _chunk_member(
+    group: Group, kernel: Kernel, text: str, shapes: dict[str, tuple[int, ...]]
+) -> _Member | None:
+    """A directly-run kernel as a region member, if its chunk function (``text``) works on row
+    ranges and touches nothing outside its chunk's rows but per-chunk scratch; else None."""
+    scratch = [line.split(" = ", 1)[0] for line in kernel.scratch]
+    actual = [*kernel.args, *scratch]  # the frame's arrays, as this call passes them
+    lines = text.split("\n")[2:]
+    local: dict[str, str] = {}  # the chunk function's array name -> the driver's
+    body_start = 0
+    for i, line in enumerate(lines):
+        match = _ARRAY_AT.fullmatch(line)
+        if match is None:
+            body_start = i
+            break
+        local[match.group(1)] = actual[int(match.group(2))]
+    body = lines[body_start:]
+    private = {name for name, a in local.items() if a in scratch}
+    rows = chunks = None
+    index = None
+    views: dict[str, str] = {}  # flat chunk view -> the array it slices
+    for line in body:
+        if (m := _ROWS_LO.fullmatch(line)) is not None:
+            rows, chunks = int(m.group(1)), int(m.group(2))
+        elif (m := _ROW_LOOP.fullmatch(line)) is not None:
+            index = m.group(1)
+        elif (m := _BAND_LOOP.fullmatch(line)) is not None:
+            index, rows, chunks = m.group(1), int(m.group(2)), int(m.group(3))
+        elif (m := _FLAT_VIEW.fullmatch(line)) is not None:
+            views[m.group(1)] = m.group(2)
+        elif (m := _SCRATCH_ROW.fullmatch(line)) is not None and m.group(2) in private:
+            private.add(m.group(1))
+    if rows is None or chunks is None:
+        return None
+    flat_rows = None
+    if views:  # a flat loop: elements [ch * n // chunks, ...) are whole rows if every view is m rows
+        if index is not None:
+            return None
+        sizes = {shapes[local[a]] for a in views.values()}
+        if len(sizes) != 1:
+            return None
+        (shape,) = sizes
+        if not shape or math.prod(shape) != rows or shape[0] % chunks:
+            return None
+        flat_rows, index = shape[0], "i"
+    elif index is None:
+        return None
+    m_rows = flat_rows if flat_rows is not None else rows
+    text_body = "\n".join(body)
+    row_arrays, whole_arrays, written = set(), set(), set()
+    for name, a in local.items():
+        if name in private:
+            continue
+        shape = shapes[a]
+        used = re.findall(rf"\b{name}\b(.{{0,{len(index) + 9}}})", text_body)
+        flat = [v for v, base in views.items() if base == name]
+        if flat:
+            uses = [u for u in re.findall(rf"\b{flat[0]}\b(.{{0,3}})", text_body) if u != " = "]
+            if any(not u.startswith(f"[{index}]") for u in uses) or any(
+                not u.startswith(".reshape(") for u in used
+            ):
+                return None
+            row_arrays.add(a)
+        elif shape and shape[0] == m_rows and used:
+            if flat_rows is not None or any(
+                not (u.startswith(f"[{index},") or u.startswith(f"[{index}]")) for u in used
+            ):
+                return None
+            row_arrays.add(a)
+        elif used:
+            whole_arrays.add(a)
+    read: set[str] = set()
+    base_of = {**{n: n for n in local}, **views}
+    for line in body:
+        if _FLAT_VIEW.fullmatch(line) or _SCRATCH_ROW.fullmatch(line):
+            continue
+        rhs = line
+        if (m := _STORE.match(line)) is not None:
+            target = base_of.get(m.group(1), m.group(1))
+            rhs = line[m.end() :] + (" " + m.group(1) if not m.group(0).rstrip().endswith(" =") else "")
+            if target not in private:
+                if target not in local or local[target] not in row_arrays:
+                    return None
+                written.add(local[target])
+        read.update(local[base_of[w]] for w in re.findall(r"\b\w+\b", rhs) if w in base_of)
+    read &= row_arrays
+    return _Member(
+        group, kernel, m_rows, chunks, row_arrays, whole_arrays, written, read, actual, list(kernel.scratch)
+    )
+
+
+def _gemm_member(
+    group: Group, kernel: Kernel, shapes: dict[str, tuple[int, ...]], pool: ConstantPool
+) -> _Member | None:
+    """A matmul on the tiles as a region member: one batch element, its left operand and result
+    row-major buffers of ``m`` rows read and written in place of each other row for row."""
+    if kernel.name != "gemm_rows_tiles":
+        return None
+    x, y, o, c, p_name, _ = kernel.args
+    p = dict(zip(blas.GEMM_ROWS_PARAMS, (int(v) for v in pool.arrays[p_name]), strict=True))
+    m, n, k = p["m"], p["n"], p["k"]
+    if p["copy"] or c != o or p["ta"] or p["blocks"] != p["parts"] or len({x, y, o}) != 3:
+        return None
+    if (
+        shapes[x] != (m, k)
+        or shapes[o] != (m, n)
+        or (p["lda"], p["x_step"], p["ldc"], p["o_step"]) != (k, k, n, n)
+    ):
+        return None
+    assert kernel.signature is not None
+    if k * n * np.dtype(kernel.signature[0][0]).itemsize > REGION_MAX_RIGHT_BYTES:
+        return None
+    accumulates = float(pool.arrays[kernel.args[5]][1]) != 0.0  # beta: o's old rows are read
+    return _Member(
+        group, kernel, m, REDUCE_CHUNKS, {x, o}, {y}, {o}, {x, o} if accumulates else {x}, [x, y, o]
+    )
+
+
+@dataclass
+class _Storage:
+    base: str
+    offset: int
+    nbytes: int
+
+
+def _storage(names: dict[Value, str], plan: MemoryPlan, func: Function) -> dict[str, _Storage]:
+    """Where each named buffer lives: the arena at an offset, a donated or written-back argument,
+    or memory of its own."""
+    params = [names[p] for p in func.params]
+    out = {}
+    for v, name in names.items():
+        nbytes = math.prod(v.type.shape) * v.type.dtype.np.itemsize
+        if v in plan.direct_writeback:
+            out[name] = _Storage(params[plan.direct_writeback[v]], 0, nbytes)
+        elif v in plan.in_param:
+            out[name] = _Storage(params[plan.in_param[v]], 0, nbytes)
+        elif v in plan.offsets:
+            out[name] = _Storage("arena", plan.offsets[v], nbytes)
+        else:
+            out[name] = _Storage(name, 0, nbytes)
+    return out
+
+
+def _fits(region: list[_Member], member: _Member, storage: dict[str, _Storage]) -> bool:
+    """Whether ``member`` can join ``region`` (row-locality over the whole region; the comment above)."""
+    members = [*region, member]
+    if len({(mb.rows, mb.chunks) for mb in members}) != 1:
+        return False
+    rows_of = set().union(*(mb.row_arrays for mb in members))
+    whole = set().union(*(mb.whole_arrays for mb in members))
+    written = set().union(*(mb.written for mb in members))
+    if whole & written:
+        return False
+    arrays = sorted(rows_of | whole)
+    if any(a not in storage for a in arrays):
+        return False
+    for i, a in enumerate(arrays):
+        sa = storage[a]
+        for b in arrays[i + 1 :]:
+            sb = storage[b]
+            if sa.base != sb.base or sa.offset + sa.nbytes <= sb.offset or sb.offset + sb.nbytes <= sa.offset:
+                continue
+            same = sa.offset == sb.offset and sa.nbytes == sb.nbytes
+            if not (same and a in rows_of and b in rows_of and not ({a, b} & whole)):
+                return False
+    return True
+
+
+def _row_block_regions(
+    fusion: FusionPlan,
+    kernels: dict[Group, Kernel],
+    types_by_name: dict[str, TensorType],
+    storage: dict[str, _Storage],
+    pool: ConstantPool,
+    returned: set[str],
+) -> tuple[dict[Group, Kernel], list[Kernel], dict[Group, list[Group]]]:
+    """``kernels`` with each row-block region (the comment above) as one kernel at its first member's
+    group; the members it took over (their texts and chunk functions stay in the module); and per
+    region, the groups whose buffers the driver must have allocated before it runs."""
+    shapes = {name: t.shape for name, t in types_by_name.items()}
+    texts = {k.calls[0][0]: k.text for k in kernels.values() if k.direct is not None and k.text}
+    regions: list[list[_Member]] = []
+    current: list[_Member] = []
+    spans: list[list[Group]] = []
+    span: list[Group] = []
+
+    def close() -> None:
+        nonlocal current, span
+        gemms = sum(mb.kernel.direct is None for mb in current)
+        if len(current) >= 2 and gemms:
+            regions.append(current)
+            spans.append(span[: span.index(current[-1].group) + 1])
+        current, span = [], []
+
+    for group in fusion.groups:
+        kernel = kernels.get(group)
+        if kernel is None:
+            if current:
+                span.append(group)
+            continue
+        member = None
+        if kernel.direct is not None and kernel.calls[0][0] in texts:
+            member = _chunk_member(group, kernel, texts[kernel.calls[0][0]], shapes)
+            if member is not None and str(member.chunks) != kernel.direct:
+                member = None
+        elif kernel.text == "" and kernel.name in blas.GEMM_ROWS:
+            member = _gemm_member(group, kernel, shapes, pool)
+        if member is not None and member.rows // member.chunks < REGION_MIN_BLOCK_ROWS:
+            member = None
+        if member is not None and current and _fits(current, member, storage):
+            current.append(member)
+            span.append(group)
+            continue
+        close()
+        if member is not None:
+            current, span = [member], [group]
+    close()
+    out = dict(kernels)
+    absorbed: list[Kernel] = []
+    hoist: dict[Group, list[Group]] = {}
+    arena = sorted(
+        (st.offset, st.offset + st.nbytes, name) for name, st in storage.items() if st.base == "arena"
+    )
+    for index, (members, groups) in enumerate(zip(regions, spans, strict=True)):
+        first = members[0].group
+        inside = set(groups)
+        used_outside = set(returned)
+        for group, kernel in kernels.items():
+            if group not in inside:
+                used_outside.update(kernel.args, (line.split(" = ", 1)[0] for line in kernel.scratch))
+        internal = _internal(members, storage, arena, used_outside)
+        out[first] = _region_kernel(index, members, types_by_name, pool, internal)
+        hoist[first] = groups
+        for group in groups[1:]:
+            out.pop(group, None)
+        absorbed += [mb.kernel for mb in members if mb.kernel.direct is not None]
+    return out, absorbed, hoist
+
+
+def _internal(
+    members: list[_Member],
+    storage: dict[str, _Storage],
+    arena: list[tuple[int, int, str]],
+    used_outside: set[str],
+) -> dict[str, tuple[int, int]]:
+    """The region's own buffers, which live in per-thread scratch of one block instead of the arena
+    (``_region_kernel``): name -> (offset in a thread's scratch, bytes per row). A slot of the arena
+    (the row arrays of the region at one offset: a value and those written in its place) is the
+    region's own if every buffer sharing its bytes is one of them, none is used outside the region
+    (by another kernel, or returned), and the first member touching it writes it without reading it
+    (so no value from before the region lives there)."""
+    rows, chunks = members[0].rows, members[0].chunks
+    row_arrays = set().union(*(mb.row_arrays for mb in members))
+    by_offset: dict[int, set[str]] = defaultdict(set)
+    for name in row_arrays:
+        if storage[name].base == "arena":
+            by_offset[storage[name].offset].add(name)
+    starts = [start for start, _, _ in arena]
+    longest = max((end - start for start, end, _ in arena), default=0)
+    out: dict[str, tuple[int, int]] = {}
+    size = 0
+    for offset, slot in sorted(by_offset.items()):
+        nbytes = storage[next(iter(slot))].nbytes
+        lo = bisect.bisect_left(starts, offset - longest + 1)
+        hi = bisect.bisect_left(starts, offset + nbytes)
+        sharing = {n for start, end, n in arena[lo:hi] if end > offset}
+        if sharing != slot or slot & used_outside:
+            continue
+        first = next(mb for mb in members if mb.row_arrays & slot)
+        if not (first.written & slot) or first.read & slot:
+            continue
+        row_bytes = nbytes // rows
+        out.update((name, (size, row_bytes)) for name in slot)
+        size += -(-(-(-rows // chunks) * row_bytes) // 64) * 64
+    return out
+
+
+def _region_kernel(
+    index: int,
+    members: list[_Member],
+    types_by_name: dict[str, TensorType],
+    pool: ConstantPool,
+    internal: dict[str, tuple[int, int]],
+) -> Kernel:
+    """The region as a kernel: its chunk function (every member's step for block ``ch``) and the
+    function that runs the chunks. The driver fills one frame row per member (the arrays the member
+    would be called with). The region's own buffers (``internal``) live in a per-thread scratch of
+    one block: a chunk's copy of a member's frame row points each at the scratch minus the block's
+    first row, so the member's row indices land there. The matmuls' transposed right operands are
+    transposed once per call, rather than every block copying them."""
+    name = f"region{index}"
+    count, width, chunks = len(members), max(len(mb.frame) for mb in members), members[0].chunks
+    rows = members[0].rows
+    frames = f"rframes{index}"
+    plain = jit_decorator()
+    chunk = [
+        plain,
+        f"def {name}{CHUNK_SUFFIX}(ch, frame):",
+        f"    frames = array_at(frame[0], ({count}, {width}), np.uint64)",
+    ]
+    per_thread = max((at + -(-rows // chunks) * row for at, row in internal.values()), default=0)
+    if internal:
+        chunk += [
+            f"    r0 = ch * {rows} // {chunks}",
+            f"    scratch = frame[1] + np.uint64(numba.get_thread_id()) * np.uint64({per_thread})",
+        ]
+    run, after = [], []
+    transposed: dict[tuple[str, int, int, int], int] = {}  # a right operand's copy: the member holding it
+    calls: list[tuple[str, list[tuple[str, int | None]]]] = []
+    setup = [f"{frames} = np.empty(({count}, {width}), np.uint64)"]
+    teardown = []
+    for j, mb in enumerate(members):
+        frame = list(mb.frame)
+        row = f"frames[{j}]"
+        patches = [(q, internal[a]) for q, a in enumerate(frame) if a in internal]
+        if patches:  # this chunk's frame row: the region's own buffers in the thread's scratch
+            row = f"f{j}"
+            chunk.append(f"    f{j} = frames[{j}].copy()")
+            chunk += [
+                f"    f{j}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
+                for q, (at, row_bytes) in patches
+            ]
+        if mb.kernel.direct is not None:
+            renames = {
+                line.split(" = ", 1)[0]: f"{line.split(' = ', 1)[0]}_r{index}m{j}" for line in mb.scratch
+            }
+            setup += [
+                renames[line.split(" = ", 1)[0]] + " = " + line.split(" = ", 1)[1] for line in mb.scratch
+            ]
+            frame = [renames.get(a, a) for a in frame]
+            teardown += [f"keep_alive({a})" for a in renames.values()]
+            calls.append(mb.kernel.calls[0])
+            chunk.append(f'    call_kernel(frame[{2 + j}], "{signature_string(CHUNK_SIGNATURE)}", ch, {row})')
+        else:
+            x, y, o, _, p_name, s_name = mb.kernel.args
+            assert mb.kernel.signature is not None
+            dtype = np_type(types_by_name[o].dtype)
+            p = pool.arrays[p_name].copy()
+            at = {n: i for i, n in enumerate(blas.GEMM_ROWS_PARAMS)}
+            y_size = math.prod(types_by_name[y].shape)
+            if p[at["tb"]]:  # B stored n x k: a k x n copy, once per call, for every block to read
+                k, n, ldb = (int(p[at[key]]) for key in ("k", "n", "ldb"))
+                if (y, k, n, ldb) in transposed:  # another member's copy of the same operand
+                    run.append(f"    frames[{j}, 1] = frames[{transposed[y, k, n, ldb]}, 1]")
+                else:
+                    transposed[y, k, n, ldb] = j
+                    after.append(f"    keep_alive(w{j})")
+                    run += [
+                        f"    y{j} = array_at(frames[{j}, 1], ({y_size},), {dtype})",
+                        f"    w{j} = np.empty({k * n}, {dtype})",
+                        f"    for s in range({k}):",
+                        f"        for c in range({n}):",
+                        f"            w{j}[s * {n} + c] = y{j}[c * {ldb} + s]",
+                        f"    at{j} = np.empty(1, np.uint64)",
+                        f"    fill_frame(at{j}, w{j})",
+                        f"    frames[{j}, 1] = at{j}[0]",
+                    ]
+                p[at["tb"]], p[at["ldb"]], y_size = 0, n, k * n
+                p_name = pool.add(p)
+            sizes = [math.prod(types_by_name[x].shape), y_size, math.prod(types_by_name[o].shape)]
+            block_signature = [*mb.kernel.signature, ("int64", None), ("int64", None)]
+            calls.append(("gemm_rows_block", block_signature))
+            chunk += [
+                f"    g{j}_{q} = array_at({row}[{q}], ({size},), {dtype})" for q, size in enumerate(sizes)
+            ]
+            operands = f"g{j}_0, g{j}_1, g{j}_2, g{j}_2, {p_name}, {s_name}, ch, {chunks}"
+            block = signature_string(block_signature)
+            chunk.append(f'    call_kernel(frame[{2 + j}], "{block}", {operands})')
+        setup.append(f"fill_frame({frames}[{j}], {', '.join(frame)})")
+    params = [f"m{j}_at" for j in range(count)]
+    calls += [(f"{name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
+    threads = numba_threads()  # thread ids run below the pool's size
+    function = [
+        plain,
+        f"def {name}(frames, {', '.join(params)}, chunk_at, parallel_at):",
+        *run,
+        f"    scratch = np.empty({threads * per_thread}, np.uint8)",
+        f"    frame = np.empty({count + 2}, np.uint64)",
+        "    fill_frame(frame, frames, scratch)",
+        *(f"    frame[{2 + j}] = {p}" for j, p in enumerate(params)),
+        f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
+        "    keep_alive(scratch)",
+        *after,
+    ]
+    text = "\n".join(chunk) + "\n\n\n" + "\n".join(function)
+    signature: list[tuple[str, int | None]] = [("uint64", 2)] + [("uint64", None)] * len(calls)
+    return Kernel(name, [frames], text, signature=signature, calls=calls, setup=setup, teardown=teardown)
+
+
 def runtime_fingerprint() -> str:
     """A hash of the runtime modules generated code calls into (intrinsics, BLAS bindings): part of
     every module's text, so a module compiled against other runtime code gets another name (the
@@ -1032,7 +1482,7 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel]) -> str:
         if "fma(" in source:
             lines += _fma_binding()
         lines += ["", "", source]
-    if any(k.name in blas.GEMM_ROWS for k in kernels):
+    if any(name in blas.GEMM_ROWS for k in kernels for name in [k.name, *(c for c, _ in k.calls)]):
         library = blas.vendor() if _split_matmuls() else "openblas"  # MKL runs sequential: split only
         chosen = "" if library == "openblas" else f'"{library}"'
         lines += ["", "from runtime.blas import gemm_rows_functions, single_threaded_blas", ""]
@@ -1084,6 +1534,7 @@ def _driver(
     outs: list[Value],
     slots: list[tuple[str, list[tuple[str, int | None]]]],
     poison: dict[Group, list[BufferRow]] | None = None,
+    hoist: dict[Group, list[Group]] | None = None,
 ) -> str:
     arg_names = [names[p] for p in func.params]
     params = ["arena", TABLE, *(names[v] for v in outs), *arg_names]
@@ -1091,15 +1542,19 @@ def _driver(
     passed_in = set(outs)
     body = []
     local = fusion.local
+    hoisted: set[Group] = set()
     for group in fusion.groups:
-        band = fusion.band_of.get(group)
-        if band is None or group is band.groups[0]:  # a band's buffers exist before its kernel runs
-            stored = [v for g in (band.groups if band else [group]) for v in g.outputs]
-            body += [
-                f"{names[v]} = {_allocation(v, plan, arg_names)}"
-                for v in stored
-                if v not in passed_in and v not in local
-            ]
+        # a row-block region's buffers (every member's) exist before it runs
+        for g in [] if group in hoisted else (hoist or {}).get(group, [group]):
+            hoisted.add(g)
+            band = fusion.band_of.get(g)
+            if band is None or g is band.groups[0]:  # a band's buffers exist before its kernel runs
+                stored = [v for b in (band.groups if band else [g]) for v in b.outputs]
+                body += [
+                    f"{names[v]} = {_allocation(v, plan, arg_names)}"
+                    for v in stored
+                    if v not in passed_in and v not in local
+                ]
         kernel = kernels.get(group)
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
@@ -1115,7 +1570,7 @@ def _driver(
             index = slot_index[name, tuple(signature)]
             call = [f"{TABLE}[{index}]", f'"{signature_string(signature)}"', *kernel.args]
             call += [f"{TABLE}[{slot_index[callee, tuple(sig)]}]" for callee, sig in kernel.calls]
-            body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
+            body += [*kernel.setup, f"call_kernel({', '.join(call)})  # {kernel.name}", *kernel.teardown]
         for row in (poison or {}).get(group, []):
             dtype = row.value.type.dtype
             view = f"buffer_view(arena, {row.offset}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
