@@ -1146,7 +1146,7 @@ def _gemm_member(
 ) -> _Member | None:
     """A matmul on the tiles as a region member: one batch element, its left operand and result
     row-major buffers of ``m`` rows read and written in place of each other row for row."""
-    if kernel.name != "gemm_rows_tiles":
+    if kernel.name not in blas.GEMM_ROWS:  # (a block of any of them runs on the tiles where they fit)
         return None
     x, y, o, c, p_name, _ = kernel.args
     p = dict(zip(blas.GEMM_ROWS_PARAMS, (int(v) for v in pool.arrays[p_name]), strict=True))
@@ -1160,7 +1160,8 @@ def _gemm_member(
     ):
         return None
     assert kernel.signature is not None
-    if k * n * np.dtype(kernel.signature[0][0]).itemsize > REGION_MAX_RIGHT_BYTES:
+    itemsize = np.dtype(kernel.signature[0][0]).itemsize
+    if k * n * itemsize > REGION_MAX_RIGHT_BYTES or k * itemsize > blas.TILE_MAX_DEPTH_BYTES:
         return None
     accumulates = float(pool.arrays[kernel.args[5]][1]) != 0.0  # beta: o's old rows are read
     return _Member(
