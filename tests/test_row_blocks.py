@@ -189,3 +189,57 @@ def test_rows_not_a_multiple_of_the_blocks(rows: int) -> None:
         assert_same_bits(on, off)
     np.testing.assert_allclose(on[0], off[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(on[0], d2_numpy(p, x), rtol=1e-3, atol=1e-3 * np.abs(d2_numpy(p, x)).max())
+
+
+_RANDOM_OPS = ("mm", "mmT", "tanh", "sq", "relu", "res", "rowmean", "colsum", "flip", "bias", "ret")
+
+
+def _random_program(seed: int) -> tuple[list[str], Callable[..., Any]]:
+    """A chain of row-local steps (matmuls, elementwise, a residual, a row mean) mixed with steps that
+    read other rows (a column sum, reversed rows), some intermediates returned."""
+    r = np.random.default_rng(seed)
+    ops = ["mm"] + [str(r.choice(_RANDOM_OPS)) for _ in range(r.integers(3, 9))]
+
+    def f(ws: Any, b: Any, x: Any, xp: Any = dnp) -> Any:
+        h, prev, outs, k = x, x, [], 0
+        for op in ops:
+            if op in ("mm", "mmT"):
+                h, prev, k = h @ (ws[k % 3] if op == "mm" else ws[k % 3].T), h, k + 1
+            elif op in ("tanh", "relu", "sq"):
+                h = xp.tanh(h) if op == "tanh" else xp.maximum(h, 0.0) if op == "relu" else h * h * 0.5
+            elif op in ("res", "bias"):
+                h = h + (prev if op == "res" else b)
+            elif op == "rowmean":
+                h = h - h.mean(axis=1, keepdims=True)
+            elif op == "colsum":
+                h = h * (h.sum(axis=0, keepdims=True) * 0.001)
+            elif op == "flip":
+                h = h[::-1]
+            else:
+                outs.append(h * 1.0)
+        return h, *outs
+
+    return ops, f
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_random_programs_match_without_regions_and_numpy(seed: int) -> None:
+    ops, f = _random_program(seed)
+    r = np.random.default_rng(seed + 1000)
+    ws = [(r.standard_normal((64, 64)) / 8).astype(np.float32) for _ in range(3)]
+    b, x = (
+        r.standard_normal(64).astype(np.float32),
+        r.standard_normal((2048 + 40 * (seed % 2), 64)).astype(np.float32),
+    )
+    if seed % 3 == 2:  # the gradient of the sum w.r.t. x: the backward chain, row-local where the forward is
+        fn = lambda ws, b, x: dsl.grad(lambda x: f(ws, b, x)[0].sum())(x)  # noqa: E731
+        on, off, _ = both(fn, ws, b, x)
+    else:
+        on, off, _ = both(f, ws, b, x)
+        expected = _leaves(f(ws, b, x.astype(np.float64), xp=np))
+        for got, want in zip(on, expected, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(want).max())))
+    for a, c in zip(on, off, strict=True):
+        np.testing.assert_allclose(
+            a, c, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(c).max())), err_msg=str(ops)
+        )
