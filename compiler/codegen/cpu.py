@@ -1013,10 +1013,11 @@ def _chunk_views(
 # cache between kernels instead of going to L3 and back after every kernel (the second derivative,
 # sixteen 4096-row matmuls and their elementwise passes: ``benchmarks/bench_depth_first.py``). The
 # members are kernels the driver runs directly (chunk functions over row ranges of the same ``m``)
-# and float matmuls on the register tiles of one batch element, whose left operand and result are
-# row-major ``m``-row buffers (``runtime.blas.gemm_rows_block`` computes one block of rows). Each
+# and float matmuls of one batch element, whose left operand and result are row-major ``m``-row
+# buffers (``runtime.blas.gemm_rows_block`` computes one block of rows on the register tiles). Each
 # member's code is unchanged; the region is one more function, which runs the members' steps for a
-# block (``_region_text``). It is exact only if no block can see another block's rows: checked per
+# block (``_region_kernel``), with the region's own buffers in a per-thread scratch of one block
+# (``_internal``). It is exact only if no block can see another block's rows: checked per
 # member from its chunk function's text (every access of an ``m``-row array at the loop's row, or
 # through a flat view sliced to the chunk; nothing else written but per-chunk scratch) and, over the
 # region, from the memory plan (arrays sharing arena bytes are both row arrays at the same offset
