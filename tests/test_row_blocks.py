@@ -6,6 +6,9 @@ which buffers move to the per-thread scratch."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -185,7 +188,7 @@ def test_rows_not_a_multiple_of_the_blocks(rows: int) -> None:
     p, x = params([1, 64, 64, 1]), rng.uniform(-2, 2, (rows, 1)).astype(np.float32)
     on, off, source = both(d2, p, x)
     assert "def region0_chunk" in source
-    if rows % (16 * 8) == 0:
+    if rows % (8 * max(16, cpu.numba_threads())) == 0:  # whole tiles in every block and every part
         assert_same_bits(on, off)
     np.testing.assert_allclose(on[0], off[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(on[0], d2_numpy(p, x), rtol=1e-3, atol=1e-3 * np.abs(d2_numpy(p, x)).max())
@@ -243,3 +246,26 @@ def test_random_programs_match_without_regions_and_numpy(seed: int) -> None:
         np.testing.assert_allclose(
             a, c, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(c).max())), err_msg=str(ops)
         )
+
+
+_MORE_THREADS_THAN_BLOCKS = """
+import numpy as np, dsl, test_row_blocks as t
+p, x = t.params([1, 64, 64, 64, 1]), t.rng.uniform(-2, 2, (2048, 1)).astype(np.float32)
+source = dsl.compile(t.d2).lower(p, x).source()
+assert "scratch = frame[1] + tid" in source, "the per-call scratch, not the arena slots"
+got = np.asarray(dsl.compile(t.d2)(p, x))
+want = t.d2_numpy(p, x)
+np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
+print("ok")
+"""
+
+
+def test_more_threads_than_blocks_use_a_scratch_of_their_own(tmp_path: Any) -> None:
+    """With more threads than blocks, thread ids can pass the arena slots' 16 blocks: the region then
+    allocates its threads' blocks per call (run in a process with 32 Numba threads)."""
+    env = {**os.environ, "NUMBA_NUM_THREADS": "32", "DSL_CACHE_DIR": str(tmp_path)}
+    tests = os.path.dirname(os.path.abspath(__file__))
+    run = subprocess.run(
+        [sys.executable, "-c", _MORE_THREADS_THAN_BLOCKS], cwd=tests, env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-3000:]

@@ -1338,10 +1338,12 @@ def _region_kernel(
 ) -> Kernel:
     """The region as a kernel: its chunk function (every member's step for block ``ch``) and the
     function that runs the chunks. The driver fills one frame row per member (the arrays the member
-    would be called with). The region's own buffers (``internal``) live in a per-thread scratch of
-    one block: a chunk's copy of a member's frame row points each at the scratch minus the block's
-    first row, so the member's row indices land there. The matmuls' transposed right operands are
-    transposed once per call, rather than every block copying them."""
+    would be called with). The region's own buffers (``internal``) live in one block per thread: a
+    chunk's copy of a member's frame row points each at its thread's block minus the block's first
+    row, so the member's row indices land there. The threads' blocks are the first blocks of the
+    buffers' own arena slots when there are no more threads than blocks (always, up to 16 threads),
+    else a scratch allocated per call. The matmuls' transposed right operands are transposed once
+    per call, rather than every block copying them."""
     name = f"region{index}"
     count, width, chunks = len(members), max(len(mb.frame) for mb in members), members[0].chunks
     rows = members[0].rows
@@ -1352,12 +1354,16 @@ def _region_kernel(
         f"def {name}{CHUNK_SUFFIX}(ch, frame):",
         f"    frames = array_at(frame[0], ({count}, {width}), np.uint64)",
     ]
-    per_thread = max((at + -(-rows // chunks) * row for at, row in internal.values()), default=0)
+    block_rows = -(-rows // chunks)
+    per_thread = max((at + block_rows * row for at, row in internal.values()), default=0)
+    threads = numba_threads()  # thread ids run below the pool's size
+    # A thread's blocks fit in the arena slots of the region's own buffers (which nothing else uses)
+    # when there are no more threads than blocks: thread t's block of a slot is its t-th block.
+    in_arena = threads * block_rows <= rows
     if internal:
-        chunk += [
-            f"    r0 = ch * {rows} // {chunks}",
-            f"    scratch = frame[1] + np.uint64(numba.get_thread_id()) * np.uint64({per_thread})",
-        ]
+        chunk += [f"    r0 = ch * {rows} // {chunks}", "    tid = np.uint64(numba.get_thread_id())"]
+        if not in_arena:
+            chunk.append(f"    scratch = frame[1] + tid * np.uint64({per_thread})")
     run, after = [], []
     transposed: dict[tuple[str, int, int, int], int] = {}  # a right operand's copy: the member holding it
     calls: list[tuple[str, list[tuple[str, int | None]]]] = []
@@ -1371,7 +1377,10 @@ def _region_kernel(
             row = f"f{j}"
             chunk.append(f"    f{j} = frames[{j}].copy()")
             chunk += [
-                f"    f{j}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
+                f"    f{j}[{q}] = frames[{j}, {q}] + tid * np.uint64({block_rows * row_bytes})"
+                f" - np.uint64(r0 * {row_bytes})"
+                if in_arena
+                else f"    f{j}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
                 for q, (at, row_bytes) in patches
             ]
         if mb.kernel.direct is not None:
@@ -1423,12 +1432,12 @@ def _region_kernel(
         setup.append(f"fill_frame({frames}[{j}], {', '.join(frame)})")
     params = [f"m{j}_at" for j in range(count)]
     calls += [(f"{name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
-    threads = numba_threads()  # thread ids run below the pool's size
+    scratch = 0 if in_arena else threads * per_thread
     function = [
         plain,
         f"def {name}(frames, {', '.join(params)}, chunk_at, parallel_at):",
         *run,
-        f"    scratch = np.empty({threads * per_thread}, np.uint8)",
+        f"    scratch = np.empty({scratch}, np.uint8)",
         f"    frame = np.empty({count + 2}, np.uint64)",
         "    fill_frame(frame, frames, scratch)",
         *(f"    frame[{2 + j}] = {p}" for j, p in enumerate(params)),
