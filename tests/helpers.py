@@ -12,6 +12,7 @@ import numpy as np
 from mlir_tools import find_mlir_opt, run_mlir_opt
 
 import dsl
+import dsl.numpy as dnp
 from compiler.interpreter import interpret
 from compiler.ir.core import Function
 from compiler.ir.parser import parse_module
@@ -22,8 +23,6 @@ from dsl import pytree
 
 def tanh_mlp(params: Any, x: Any) -> Any:
     """``x`` through dense layers ``(w, b)`` with ``tanh`` between them (not after the last)."""
-    import dsl.numpy as dnp
-
     h = x
     for i, (w, b) in enumerate(params):
         h = h @ w + b

@@ -1048,7 +1048,6 @@ class _Member:
     written: set[str]
     read: set[str]  # the row arrays it reads (before or besides writing them)
     frame: list[str]  # what the region's frame row for this member holds, in order
-    scratch: list[str] = field(default_factory=list)  # driver lines allocating per-chunk scratch
 
 
 def _chunk_member(
@@ -1137,9 +1136,7 @@ def _chunk_member(
                 written.add(local[target])
         read.update(local[base_of[w]] for w in re.findall(r"\b\w+\b", rhs) if w in base_of)
     read &= row_arrays
-    return _Member(
-        group, kernel, m_rows, chunks, row_arrays, whole_arrays, written, read, actual, list(kernel.scratch)
-    )
+    return _Member(group, kernel, m_rows, chunks, row_arrays, whole_arrays, written, read, actual)
 
 
 def _gemm_member(
@@ -1149,7 +1146,7 @@ def _gemm_member(
     row-major buffers of ``m`` rows read and written in place of each other row for row."""
     if kernel.name not in blas.GEMM_ROWS:  # (a block of any of them runs on the tiles where they fit)
         return None
-    x, y, o, c, p_name, _ = kernel.args
+    x, y, o, c, p_name, s_name = kernel.args
     p = dict(zip(blas.GEMM_ROWS_PARAMS, (int(v) for v in pool.arrays[p_name]), strict=True))
     m, n, k = p["m"], p["n"], p["k"]
     if p["copy"] or c != o or p["ta"] or p["blocks"] != p["parts"] or len({x, y, o}) != 3:
@@ -1164,7 +1161,7 @@ def _gemm_member(
     itemsize = np.dtype(kernel.signature[0][0]).itemsize
     if k * n * itemsize > REGION_MAX_RIGHT_BYTES or k * itemsize > blas.TILE_MAX_DEPTH_BYTES:
         return None
-    accumulates = float(pool.arrays[kernel.args[5]][1]) != 0.0  # beta: o's old rows are read
+    accumulates = float(pool.arrays[s_name][1]) != 0.0  # beta: o's old rows are read
     return _Member(
         group, kernel, m, REDUCE_CHUNKS, {x, o}, {y}, {o}, {x, o} if accumulates else {x}, [x, y, o]
     )
@@ -1183,7 +1180,7 @@ def _storage(names: dict[Value, str], plan: MemoryPlan, func: Function) -> dict[
     params = [names[p] for p in func.params]
     out = {}
     for v, name in names.items():
-        nbytes = math.prod(v.type.shape) * v.type.dtype.np.itemsize
+        nbytes = v.type.nbytes
         if v in plan.direct_writeback:
             out[name] = _Storage(params[plan.direct_writeback[v]], 0, nbytes)
         elif v in plan.in_param:
@@ -1360,8 +1357,12 @@ def _region_kernel(
     # A thread's blocks fit in the arena slots of the region's own buffers (which nothing else uses)
     # when there are no more threads than blocks: thread t's block of a slot is its t-th block.
     in_arena = threads * block_rows <= rows
-    if internal:
-        chunk += [f"    r0 = ch * {rows} // {chunks}", "    tid = np.uint64(numba.get_thread_id())"]
+    if internal:  # this chunk's frame rows: the region's own buffers in the thread's block
+        chunk += [
+            f"    r0 = ch * {rows} // {chunks}",
+            "    tid = np.uint64(numba.get_thread_id())",
+            "    frames = frames.copy()",
+        ]
         if not in_arena:
             chunk.append(f"    scratch = frame[1] + tid * np.uint64({per_thread})")
     run, after = [], []
@@ -1372,24 +1373,18 @@ def _region_kernel(
     for j, mb in enumerate(members):
         frame = list(mb.frame)
         row = f"frames[{j}]"
-        patches = [(q, internal[a]) for q, a in enumerate(frame) if a in internal]
-        if patches:  # this chunk's frame row: the region's own buffers in the thread's scratch
-            row = f"f{j}"
-            chunk.append(f"    f{j} = frames[{j}].copy()")
-            chunk += [
-                f"    f{j}[{q}] = frames[{j}, {q}] + tid * np.uint64({block_rows * row_bytes})"
-                f" - np.uint64(r0 * {row_bytes})"
-                if in_arena
-                else f"    f{j}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
-                for q, (at, row_bytes) in patches
-            ]
+        chunk += [
+            f"    {row}[{q}] += tid * np.uint64({block_rows * row_bytes}) - np.uint64(r0 * {row_bytes})"
+            if in_arena
+            else f"    {row}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
+            for q, (at, row_bytes) in ((q, internal[a]) for q, a in enumerate(frame) if a in internal)
+        ]
         if mb.kernel.direct is not None:
-            renames = {
-                line.split(" = ", 1)[0]: f"{line.split(' = ', 1)[0]}_r{index}m{j}" for line in mb.scratch
-            }
-            setup += [
-                renames[line.split(" = ", 1)[0]] + " = " + line.split(" = ", 1)[1] for line in mb.scratch
-            ]
+            renames = {}  # the member's per-chunk scratch, named apart from other members'
+            for line in mb.kernel.scratch:
+                scratch_name, allocation = line.split(" = ", 1)
+                renames[scratch_name] = f"{scratch_name}_r{index}m{j}"
+                setup.append(f"{renames[scratch_name]} = {allocation}")
             frame = [renames.get(a, a) for a in frame]
             teardown += [f"keep_alive({a})" for a in renames.values()]
             calls.append(mb.kernel.calls[0])
@@ -1432,17 +1427,17 @@ def _region_kernel(
         setup.append(f"fill_frame({frames}[{j}], {', '.join(frame)})")
     params = [f"m{j}_at" for j in range(count)]
     calls += [(f"{name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
-    scratch = 0 if in_arena else threads * per_thread
+    if internal and not in_arena:  # the threads' blocks beside the arena, at frame[1]
+        run += [f"    scratch = np.empty({threads * per_thread}, np.uint8)"]
+        after.append("    keep_alive(scratch)")
     function = [
         plain,
         f"def {name}(frames, {', '.join(params)}, chunk_at, parallel_at):",
         *run,
-        f"    scratch = np.empty({scratch}, np.uint8)",
         f"    frame = np.empty({count + 2}, np.uint64)",
-        "    fill_frame(frame, frames, scratch)",
+        f"    fill_frame(frame, frames{', scratch' if internal and not in_arena else ''})",
         *(f"    frame[{2 + j}] = {p}" for j, p in enumerate(params)),
         f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
-        "    keep_alive(scratch)",
         *after,
     ]
     text = "\n".join(chunk) + "\n\n\n" + "\n".join(function)
