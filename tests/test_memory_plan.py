@@ -153,3 +153,55 @@ def test_donated_argument_holds_a_temporary() -> None:
     with pytest.raises(dsl.DSLError, match="share memory"):
         a = A.copy()
         donated(a, a[:8])
+
+
+def _synthetic_plan() -> object:
+    """Rows: a and e below (one after the other at 0), the slot (b, then c in its place) above them,
+    d above the slot. Values are stand-ins: resize_slots keys offsets by them only."""
+    from compiler.passes.plan import BufferRow, MemoryPlan
+
+    class Value:  # hashed by identity, printed by the report
+        type = "tensor<?>"
+
+    def row(name, nbytes, offset, live, reused_from=None):
+        return BufferRow(name, Value(), nbytes, offset, live, reused_from)
+
+    rows = [
+        row("a", 128, 0, (0, 2)),
+        row("b", 250, 128, (1, 3)),
+        row("c", 250, 128, (3, 5), "b"),
+        row("e", 64, 0, (3, 4)),
+        row("d", 64, 384, (0, 5)),
+    ]
+    return MemoryPlan(448, 0, rows, offsets={r.value: r.offset for r in rows})
+
+
+@pytest.mark.parametrize("nbytes", [40, 700])
+def test_resizing_a_slot_closes_or_opens_the_arena_above_it(nbytes: int) -> None:
+    from compiler.passes.plan import align, check_no_overlap, resize_slots
+
+    plan = _synthetic_plan()
+    resize_slots(plan, {128: (nbytes, "one block per thread")})
+    by_name = {r.name: r for r in plan.buffers}
+    assert (by_name["a"].offset, by_name["e"].offset) == (0, 0)  # below the slot: where they were
+    assert by_name["b"].offset == by_name["c"].offset == 128
+    assert by_name["b"].bytes == by_name["c"].bytes == nbytes
+    assert by_name["d"].offset == 128 + align(nbytes)  # above it: moved by what it gave up or took
+    assert plan.peak_bytes == by_name["d"].offset + 64
+    assert plan.offsets[by_name["d"].value] == by_name["d"].offset
+    assert by_name["b"].stored_as == "one block per thread" and by_name["a"].stored_as is None
+    assert "one block per thread" in str(plan)
+    check_no_overlap(plan)
+
+
+def test_only_a_slot_of_its_own_can_be_resized() -> None:
+    from compiler.passes.plan import resize_slots
+
+    with pytest.raises(dsl.VerificationError, match="no arena slot of its own at offset 0"):
+        resize_slots(_synthetic_plan(), {0: (32, "a and e differ in size")})
+    plan = _synthetic_plan()
+    plan.buffers[-1].offset = 300  # d now overlaps the slot's bytes
+    with pytest.raises(dsl.VerificationError, match="no arena slot of its own at offset 128"):
+        resize_slots(plan, {128: (32, "d would be cut")})
+    with pytest.raises(dsl.VerificationError, match="at offset 64"):
+        resize_slots(_synthetic_plan(), {64: (32, "nothing starts there")})

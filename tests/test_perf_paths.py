@@ -88,6 +88,10 @@ def column_stats(x: Any) -> Any:  # called on (4100, 64): chunks of 1024 rows
 
 
 def _grad_cases() -> list[tuple[str, Any, tuple[np.ndarray, ...]]]:
+    # The same arguments on every call, whichever tests ran before in this process (pytest-xdist
+    # spreads them): a sum compared at 2e-5 is then the sum this file was checked with.
+    global rng
+    rng = np.random.default_rng(17)
     return [
         ("xent", dsl.value_and_grad(xent), (f32(2100, 128), np.abs(f32(2100, 128)))),  # chunked
         (

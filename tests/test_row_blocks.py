@@ -2,7 +2,7 @@
 block of rows by block of rows. Each program here is checked against the same program compiled with
 ``row_blocks`` switched off (the results must be the same bits: every element is computed by the same
 operations in the same order) and against NumPy; and for where regions form, where they stop, and
-which buffers move to the per-thread scratch."""
+which buffers keep only one block of rows per thread (the memory plan's resized slots)."""
 
 from __future__ import annotations
 
@@ -91,14 +91,47 @@ def assert_same_bits(a: list[np.ndarray], b: list[np.ndarray]) -> None:
         np.testing.assert_array_equal(x, y)
 
 
-def test_second_derivative_runs_as_one_region_in_thread_scratch() -> None:
+def test_second_derivative_runs_as_one_region_in_thread_blocks() -> None:
     p, x = params([1, 64, 64, 64, 1]), rng.uniform(-2, 2, (2048, 1)).astype(np.float32)
     on, off, source = both(d2, p, x)
     assert_same_bits(on, off)
     np.testing.assert_allclose(on[0], d2_numpy(p, x), rtol=1e-3, atol=1e-3 * np.abs(d2_numpy(p, x)).max())
     assert source.count("def region") == 2  # one region: its chunk function and its runner
-    assert "gemm_rows_block" in source and "numba.get_thread_id()" in source  # its own buffers: scratch
+    assert "gemm_rows_block" in source and "numba.get_thread_id()" in source  # its own buffers: blocks
     assert source.count("call_kernel(kernel_table") < 6  # the region, what it cannot take, the result
+
+
+def region_plan_figures(fn: Callable[..., Any], *args: Any) -> tuple[Any, int, int, list[Any]]:
+    """The memory plan with regions, the planned peak without them, the arena the executable
+    allocated with them, and the buffers whose slots hold one block per thread."""
+    on = dsl.compile(fn)
+    on(*args)
+    plan = on.lower(*args).memory_plan()
+    (executable,) = on._cache.values()
+    with regions_off():
+        off = dsl.compile(fn).lower(*args).memory_plan()
+    assert all(r.stored_as is None for r in off.buffers)
+    return plan, off.peak_bytes, executable.run.arena.nbytes, [r for r in plan.buffers if r.stored_as]
+
+
+def test_region_buffers_are_planned_as_one_block_per_thread() -> None:
+    """The region's own buffers are never whole: their arena slots hold one block of rows per thread,
+    and the arena closes over the rest, so the planned peak (what the executable allocates) drops."""
+    p, x = params([1, 64, 64, 64, 1]), rng.uniform(-2, 2, (2048, 1)).astype(np.float32)
+    plan, peak_off, arena, blocks = region_plan_figures(d2, p, x)
+    threads, block_rows = cpu.numba_threads(), 2048 // 16
+    assert blocks and arena == plan.peak_bytes
+    for r in blocks:
+        row_bytes = r.value.type.nbytes // 2048
+        assert r.bytes == threads * block_rows * row_bytes
+        assert r.stored_as == f"in region0: {threads} blocks of {block_rows} of its 2048 rows, one per thread"
+    whole = sum(-(-r.value.type.nbytes // 64) * 64 for r in {r.offset: r for r in blocks}.values())
+    now = sum(-(-r.bytes // 64) * 64 for r in {r.offset: r for r in blocks}.values())
+    assert plan.peak_bytes == peak_off - whole + now  # all slots are the region's own: the whole arena
+    assert blocks[0].stored_as in str(plan)  # the plan's report says where each lives
+    bufferized = dsl.compile(d2).lower(p, x).ir("bufferized")
+    assert bufferized.count(f'dsl.stored_as = "{blocks[0].stored_as}"') == len(blocks)
+    assert f"dsl.arena_bytes = {plan.peak_bytes}" in bufferized
 
 
 def test_mlp_forward_with_a_column_sum_and_an_intermediate_returned() -> None:
@@ -252,7 +285,10 @@ _MORE_THREADS_THAN_BLOCKS = """
 import numpy as np, dsl, test_row_blocks as t
 p, x = t.params([1, 64, 64, 64, 1]), t.rng.uniform(-2, 2, (2048, 1)).astype(np.float32)
 source = dsl.compile(t.d2).lower(p, x).source()
-assert "scratch = frame[1] + tid" in source, "the per-call scratch, not the arena slots"
+assert "numba.get_thread_id()" in source
+plan, peak_off, arena, blocks = t.region_plan_figures(t.d2, p, x)
+assert blocks and arena == plan.peak_bytes > peak_off  # 32 blocks of 128 rows: twice each slot
+assert all(r.bytes == 2 * r.value.type.nbytes for r in blocks), [(r.bytes, r.value.type) for r in blocks]
 got = np.asarray(dsl.compile(t.d2)(p, x))
 want = t.d2_numpy(p, x)
 np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3 * np.abs(want).max())
@@ -260,9 +296,9 @@ print("ok")
 """
 
 
-def test_more_threads_than_blocks_use_a_scratch_of_their_own(tmp_path: Any) -> None:
-    """With more threads than blocks, thread ids can pass the arena slots' 16 blocks: the region then
-    allocates its threads' blocks per call (run in a process with 32 Numba threads)."""
+def test_more_threads_than_blocks_grow_the_slots(tmp_path: Any) -> None:
+    """With more threads than blocks, a slot of the region's own holds a block for every thread id:
+    more than the whole buffer (run in a process with 32 Numba threads)."""
     env = {**os.environ, "NUMBA_NUM_THREADS": "32", "DSL_CACHE_DIR": str(tmp_path)}
     tests = os.path.dirname(os.path.abspath(__file__))
     run = subprocess.run(

@@ -63,7 +63,7 @@ from compiler.passes.fuse import (
     accumulation,
     matmul_views,
 )
-from compiler.passes.plan import BufferRow, MemoryPlan
+from compiler.passes.plan import BufferRow, MemoryPlan, resize_slots
 from compiler.prims import reduction, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
@@ -149,6 +149,9 @@ class CpuProgram:
     # The driver's argument types (arena, kernel table, results, inputs), so that it can be compiled
     # ahead beside the kernels; its weight is in kernel_weights.
     entry_signature: list[tuple[str, int | None]] = field(default_factory=list)
+    # The memory plan the code follows: the planner's, with the arena slots of row-block regions'
+    # own buffers resized to one block per thread (``plan.resize_slots``).
+    plan: MemoryPlan | None = None
 
 
 @dataclass
@@ -221,7 +224,12 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
     if "row_blocks" in OPTIMIZATIONS and not sanitize and not numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         storage = _storage(names, plan, func)
         returned = {names[v] for v in func.results}
-        kernels, absorbed, hoist = _row_block_regions(fusion, kernels, types_by_name, storage, pool, returned)
+        kernels, absorbed, hoist, blocks = _row_block_regions(
+            fusion, kernels, types_by_name, storage, pool, returned
+        )
+        if blocks:  # the plan the code follows (the caller's stays as the planner made it)
+            plan = replace(plan, buffers=[replace(r) for r in plan.buffers])
+            resize_slots(plan, blocks)
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
     slots, weights = _kernel_slots([*absorbed, *kernels.values()])
@@ -244,6 +252,7 @@ def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize:
         kernel_slots=slots,
         kernel_weights=weights,
         entry_signature=entry_signature,
+        plan=plan,
     )
 
 
@@ -1016,12 +1025,14 @@ def _chunk_views(
 # and float matmuls of one batch element, whose left operand and result are row-major ``m``-row
 # buffers (``runtime.blas.gemm_rows_block`` computes one block of rows on the register tiles). Each
 # member's code is unchanged; the region is one more function, which runs the members' steps for a
-# block (``_region_kernel``), with the region's own buffers in a per-thread scratch of one block
-# (``_internal``). It is exact only if no block can see another block's rows: checked per
-# member from its chunk function's text (every access of an ``m``-row array at the loop's row, or
-# through a flat view sliced to the chunk; nothing else written but per-chunk scratch) and, over the
-# region, from the memory plan (arrays sharing arena bytes are both row arrays at the same offset
-# with the same row size; arrays read whole, like a matmul's right operand, are never written).
+# block (``_region_kernel``). The region's own buffers (``_internal``) hold one block per thread:
+# their arena slots shrink to that, and the arena closes over the rest (``plan.resize_slots``), so
+# the reported peak is the memory the program uses. It is exact only if no block can see another
+# block's rows: checked per member from its chunk function's text (every access of an ``m``-row
+# array at the loop's row, or through a flat view sliced to the chunk; nothing else written but
+# per-chunk scratch) and, over the region, from the memory plan (arrays sharing arena bytes are both
+# row arrays at the same offset with the same row size; arrays read whole, like a matmul's right
+# operand, are never written).
 REGION_MIN_BLOCK_ROWS = 32  # rows per block at least (the tiles' 8-row tiles, and their overhead)
 # A matmul's right operand is read whole by every block: past this it costs more than it saves (the
 # transformer's 1024x256 MLP projection, 32-row blocks: no gain).
@@ -1224,10 +1235,12 @@ def _row_block_regions(
     storage: dict[str, _Storage],
     pool: ConstantPool,
     returned: set[str],
-) -> tuple[dict[Group, Kernel], list[Kernel], dict[Group, list[Group]]]:
+) -> tuple[dict[Group, Kernel], list[Kernel], dict[Group, list[Group]], dict[int, tuple[int, str]]]:
     """``kernels`` with each row-block region (the comment above) as one kernel at its first member's
-    group; the members it took over (their texts and chunk functions stay in the module); and per
-    region, the groups whose buffers the driver must have allocated before it runs."""
+    group; the members it took over (their texts and chunk functions stay in the module); per
+    region, the groups whose buffers the driver must have allocated before it runs; and the arena
+    slots of the regions' own buffers, with the bytes they need (``plan.resize_slots``): one block
+    of rows per thread."""
     shapes = {name: t.shape for name, t in types_by_name.items()}
     texts = {k.calls[0][0]: k.text for k in kernels.values() if k.direct is not None and k.text}
     regions: list[list[_Member]] = []
@@ -1269,6 +1282,7 @@ def _row_block_regions(
     out = dict(kernels)
     absorbed: list[Kernel] = []
     hoist: dict[Group, list[Group]] = {}
+    slots: dict[int, tuple[int, str]] = {}
     arena = sorted(
         (st.offset, st.offset + st.nbytes, name) for name, st in storage.items() if st.base == "arena"
     )
@@ -1281,11 +1295,16 @@ def _row_block_regions(
                 used_outside.update(kernel.args, (line.split(" = ", 1)[0] for line in kernel.scratch))
         internal = _internal(members, storage, arena, used_outside)
         out[first] = _region_kernel(index, members, types_by_name, pool, internal)
+        rows, threads = members[0].rows, numba_threads()
+        block_rows = -(-rows // members[0].chunks)
+        for name, row_bytes in internal.items():
+            why = f"in region{index}: {threads} blocks of {block_rows} of its {rows} rows, one per thread"
+            slots[storage[name].offset] = (threads * block_rows * row_bytes, why)
         hoist[first] = groups
         for group in groups[1:]:
             out.pop(group, None)
         absorbed += [mb.kernel for mb in members if mb.kernel.direct is not None]
-    return out, absorbed, hoist
+    return out, absorbed, hoist, slots
 
 
 def _internal(
@@ -1293,14 +1312,14 @@ def _internal(
     storage: dict[str, _Storage],
     arena: list[tuple[int, int, str]],
     used_outside: set[str],
-) -> dict[str, tuple[int, int]]:
-    """The region's own buffers, which live in per-thread scratch of one block instead of the arena
-    (``_region_kernel``): name -> (offset in a thread's scratch, bytes per row). A slot of the arena
+) -> dict[str, int]:
+    """The region's own buffers, which live in one block per thread instead of whole
+    (``_region_kernel``): name -> bytes per row. A slot of the arena
     (the row arrays of the region at one offset: a value and those written in its place) is the
     region's own if every buffer sharing its bytes is one of them, none is used outside the region
     (by another kernel, or returned), and the first member touching it writes it without reading it
     (so no value from before the region lives there)."""
-    rows, chunks = members[0].rows, members[0].chunks
+    rows = members[0].rows
     row_arrays = set().union(*(mb.row_arrays for mb in members))
     by_offset: dict[int, set[str]] = defaultdict(set)
     for name in row_arrays:
@@ -1308,8 +1327,7 @@ def _internal(
             by_offset[storage[name].offset].add(name)
     starts = [start for start, _, _ in arena]
     longest = max((end - start for start, end, _ in arena), default=0)
-    out: dict[str, tuple[int, int]] = {}
-    size = 0
+    out: dict[str, int] = {}
     for offset, slot in sorted(by_offset.items()):
         nbytes = storage[next(iter(slot))].nbytes
         lo = bisect.bisect_left(starts, offset - longest + 1)
@@ -1320,9 +1338,7 @@ def _internal(
         first = next(mb for mb in members if mb.row_arrays & slot)
         if not (first.written & slot) or first.read & slot:
             continue
-        row_bytes = nbytes // rows
-        out.update((name, (size, row_bytes)) for name in slot)
-        size += -(-(-(-rows // chunks) * row_bytes) // 64) * 64
+        out.update((name, nbytes // rows) for name in slot)
     return out
 
 
@@ -1331,16 +1347,15 @@ def _region_kernel(
     members: list[_Member],
     types_by_name: dict[str, TensorType],
     pool: ConstantPool,
-    internal: dict[str, tuple[int, int]],
+    internal: dict[str, int],
 ) -> Kernel:
     """The region as a kernel: its chunk function (every member's step for block ``ch``) and the
     function that runs the chunks. The driver fills one frame row per member (the arrays the member
     would be called with). The region's own buffers (``internal``) live in one block per thread: a
     chunk's copy of a member's frame row points each at its thread's block minus the block's first
-    row, so the member's row indices land there. The threads' blocks are the first blocks of the
-    buffers' own arena slots when there are no more threads than blocks (always, up to 16 threads),
-    else a scratch allocated per call. The matmuls' transposed right operands are transposed once
-    per call, rather than every block copying them."""
+    row, so the member's row indices land there. Thread t's block is the t-th of the buffer's arena
+    slot, which holds one block per thread (``_row_block_regions`` resizes it). The matmuls'
+    transposed right operands are transposed once per call, rather than every block copying them."""
     name = f"region{index}"
     count, width, chunks = len(members), max(len(mb.frame) for mb in members), members[0].chunks
     rows = members[0].rows
@@ -1352,19 +1367,12 @@ def _region_kernel(
         f"    frames = array_at(frame[0], ({count}, {width}), np.uint64)",
     ]
     block_rows = -(-rows // chunks)
-    per_thread = max((at + block_rows * row for at, row in internal.values()), default=0)
-    threads = numba_threads()  # thread ids run below the pool's size
-    # A thread's blocks fit in the arena slots of the region's own buffers (which nothing else uses)
-    # when there are no more threads than blocks: thread t's block of a slot is its t-th block.
-    in_arena = threads * block_rows <= rows
     if internal:  # this chunk's frame rows: the region's own buffers in the thread's block
         chunk += [
             f"    r0 = ch * {rows} // {chunks}",
-            "    tid = np.uint64(numba.get_thread_id())",
+            "    tid = np.uint64(numba.get_thread_id())",  # below the pool's size (numba_threads)
             "    frames = frames.copy()",
         ]
-        if not in_arena:
-            chunk.append(f"    scratch = frame[1] + tid * np.uint64({per_thread})")
     run, after = [], []
     transposed: dict[tuple[str, int, int, int], int] = {}  # a right operand's copy: the member holding it
     calls: list[tuple[str, list[tuple[str, int | None]]]] = []
@@ -1375,9 +1383,7 @@ def _region_kernel(
         row = f"frames[{j}]"
         chunk += [
             f"    {row}[{q}] += tid * np.uint64({block_rows * row_bytes}) - np.uint64(r0 * {row_bytes})"
-            if in_arena
-            else f"    {row}[{q}] = scratch + np.uint64({at}) - np.uint64(r0 * {row_bytes})"
-            for q, (at, row_bytes) in ((q, internal[a]) for q, a in enumerate(frame) if a in internal)
+            for q, row_bytes in ((q, internal[a]) for q, a in enumerate(frame) if a in internal)
         ]
         if mb.kernel.direct is not None:
             renames = {}  # the member's per-chunk scratch, named apart from other members'
@@ -1388,7 +1394,7 @@ def _region_kernel(
             frame = [renames.get(a, a) for a in frame]
             teardown += [f"keep_alive({a})" for a in renames.values()]
             calls.append(mb.kernel.calls[0])
-            chunk.append(f'    call_kernel(frame[{2 + j}], "{signature_string(CHUNK_SIGNATURE)}", ch, {row})')
+            chunk.append(f'    call_kernel(frame[{1 + j}], "{signature_string(CHUNK_SIGNATURE)}", ch, {row})')
         else:
             x, y, o, _, p_name, s_name = mb.kernel.args
             assert mb.kernel.signature is not None
@@ -1423,20 +1429,17 @@ def _region_kernel(
             ]
             operands = f"g{j}_0, g{j}_1, g{j}_2, g{j}_2, {p_name}, {s_name}, ch, {chunks}"
             block = signature_string(block_signature)
-            chunk.append(f'    call_kernel(frame[{2 + j}], "{block}", {operands})')
+            chunk.append(f'    call_kernel(frame[{1 + j}], "{block}", {operands})')
         setup.append(f"fill_frame({frames}[{j}], {', '.join(frame)})")
     params = [f"m{j}_at" for j in range(count)]
     calls += [(f"{name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), _PARALLEL_FOR_SLOT]
-    if internal and not in_arena:  # the threads' blocks beside the arena, at frame[1]
-        run += [f"    scratch = np.empty({threads * per_thread}, np.uint8)"]
-        after.append("    keep_alive(scratch)")
     function = [
         plain,
         f"def {name}(frames, {', '.join(params)}, chunk_at, parallel_at):",
         *run,
-        f"    frame = np.empty({count + 2}, np.uint64)",
-        f"    fill_frame(frame, frames{', scratch' if internal and not in_arena else ''})",
-        *(f"    frame[{2 + j}] = {p}" for j, p in enumerate(params)),
+        f"    frame = np.empty({count + 1}, np.uint64)",
+        "    fill_frame(frame, frames)",
+        *(f"    frame[{1 + j}] = {p}" for j, p in enumerate(params)),
         f'    call_kernel(parallel_at, "{_PARALLEL_FOR_SIGNATURE}", chunk_at, {chunks}, frame)',
         *after,
     ]
@@ -1519,7 +1522,7 @@ def _fma_binding() -> list[str]:
     return ["", "", '@numba.njit(inline="always")', "def fma(a, b, c):", "    return a * b + c"]
 
 
-def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:
+def _allocation(v: Value, plan: MemoryPlan, params: list[str], resized: dict[Value, int]) -> str:
     t = v.type
     if v in plan.direct_writeback:  # the new value of an argument, stored into the caller's array
         return params[plan.direct_writeback[v]]
@@ -1528,6 +1531,8 @@ def _allocation(v: Value, plan: MemoryPlan, params: list[str]) -> str:
     offset = plan.offsets.get(v)
     if offset is None:  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
+    if v in resized:  # a row-block region's own buffer: its threads' blocks (the region's frames)
+        return f"buffer_view(arena, {offset}, ({resized[v] // t.dtype.np.itemsize},), {np_type(t.dtype)})"
     return f"buffer_view(arena, {offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
 
 
@@ -1549,6 +1554,7 @@ def _driver(
     body = []
     local = fusion.local
     hoisted: set[Group] = set()
+    resized = {r.value: r.bytes for r in plan.buffers if r.stored_as}
     for group in fusion.groups:
         # a row-block region's buffers (every member's) exist before it runs
         for g in [] if group in hoisted else (hoist or {}).get(group, [group]):
@@ -1557,7 +1563,7 @@ def _driver(
             if band is None or g is band.groups[0]:  # a band's buffers exist before its kernel runs
                 stored = [v for b in (band.groups if band else [g]) for v in b.outputs]
                 body += [
-                    f"{names[v]} = {_allocation(v, plan, arg_names)}"
+                    f"{names[v]} = {_allocation(v, plan, arg_names, resized)}"
                     for v in stored
                     if v not in passed_in and v not in local
                 ]

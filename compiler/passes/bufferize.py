@@ -7,7 +7,9 @@ operand ``%N`` in place), ``dsl.buffer = "result"`` (allocated fresh per call, r
 caller), ``dsl.buffer = "arg K"`` (stored in argument K's memory: a direct write-back or a donated
 argument) or ``dsl.buffer = "row"`` (kept one row per thread inside a band of row-fused kernels,
 ``compiler/passes/rows.py``: CPU programs; the ``plan`` pass of ``dslc opt`` plans without bands).
-Ops without a buffer were fused into their kernel's loop.
+A buffer stored in another shape than its own carries ``dsl.stored_as`` (a row-block region's own
+buffer: one block of rows per thread, ``plan.resize_slots``). Ops without a buffer were fused into
+their kernel's loop.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
             attrs["dsl.offset"] = plan.offsets[result]
         if result in rows and rows[result].reused_from:
             attrs["dsl.reuses"] = rows[result].reused_from
+        if result in rows and rows[result].stored_as:
+            attrs["dsl.stored_as"] = rows[result].stored_as
         if result in in_arg:
             attrs["dsl.buffer"] = f"arg {in_arg[result]}"
         elif result in local:

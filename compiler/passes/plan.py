@@ -57,6 +57,8 @@ class BufferRow:
     live: tuple[int, int]  # (op position of the group that writes it, of the last group reading it)
     reused_from: str | None = None
     param: int | None = None  # index of the donated argument whose memory holds it
+    # Not the value's size: what the code stores of it, and where (``resize_slots``).
+    stored_as: str | None = None
 
 
 @dataclass
@@ -94,6 +96,8 @@ class MemoryPlan:
             reused = b.reused_from or "-"
             where = str(b.offset) if b.param is None else f"arg{b.param}"
             lines.append(f"{b.name:<10}{b.bytes:>12}{where:>12}  {live:<14}{reused:<12}{b.value.type}")
+            if b.stored_as:
+                lines.append(f"{'':<10}{b.stored_as}")
         saved = f" ({self.naive_bytes / self.peak_bytes:.1f}x less)" if self.peak_bytes else ""
         lines.append(f"peak {self.peak_bytes} bytes, naive {self.naive_bytes} bytes{saved}")
         lines += [f"  {d}" for d in self.inplace]
@@ -422,6 +426,34 @@ def _later_readers(func: Function, fusion: FusionPlan) -> dict[tuple[Value, Valu
                 found[(op.result, target)] = next(x for x in later.ops if target in x.operands)
                 break
     return found
+
+
+def resize_slots(plan: MemoryPlan, slots: dict[int, tuple[int, str]]) -> None:
+    """Give each arena slot at an offset of ``slots`` a new size (``offset -> (bytes, why)``) and move
+    every row above it by the difference, so the arena closes over what a slot gave up (or opens for
+    what it took); ``peak_bytes`` follows. The code generator calls this once it knows that a slot's
+    values are stored in another shape than their own (a row-block region's own buffers: one block
+    of rows per thread). Every row at a resized slot's offset must have the slot's size and no other
+    row may overlap it at any time; then rows that overlapped before overlap in the same way after,
+    and no two rows come to overlap (each row lies wholly below or wholly above each slot)."""
+    if not slots:
+        return
+    arena = [r for r in plan.buffers if r.param is None]
+    starts, moves, resized = [], [0], []
+    for offset, (nbytes, why) in sorted(slots.items()):
+        size = max((align(r.bytes) for r in arena if r.offset == offset), default=0)
+        inside = [r for r in arena if r.offset < offset + size and offset < r.offset + r.bytes]
+        if not size or any(r.offset != offset or align(r.bytes) != size for r in inside):
+            raise VerificationError(f"memory plan: no arena slot of its own at offset {offset}")
+        resized += [(r, nbytes, why) for r in inside]
+        starts.append(offset)
+        moves.append(moves[-1] + align(nbytes) - size)
+    for r, nbytes, why in resized:
+        r.bytes, r.stored_as = nbytes, why
+    for r in arena:
+        r.offset += moves[bisect.bisect_left(starts, r.offset)]
+    plan.offsets = {r.value: r.offset for r in arena}
+    plan.peak_bytes = max((r.offset + align(r.bytes) for r in arena), default=0)
 
 
 def check_no_overlap(plan: MemoryPlan) -> None:
