@@ -68,7 +68,7 @@ def build_cpu_executable(
             module, program.kernel_slots, program.kernel_weights, program.entry, program.entry_signature
         ),
     )
-    return executable, program, fusion, program.plan or plan
+    return executable, program, fusion, program.plan
 
 
 def build_cuda_executable(

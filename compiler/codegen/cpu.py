@@ -141,6 +141,9 @@ class CpuProgram:
     direct_writeback: tuple[int, ...]  # arguments the driver writes into directly
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the caller allocates and passes in, in driver order
+    # The memory plan the code follows: the planner's, with the arena slots of row-block regions'
+    # own buffers resized to one block per thread (``plan.resize_slots``).
+    plan: MemoryPlan
     # The driver's kernel table, slot by slot: a jitted kernel and the argument types it is called
     # with, (dtype, ndim) of a C-contiguous array per argument; and each kernel's source length.
     # runtime/precompile.py compiles them ahead and fills the table with their addresses.
@@ -149,9 +152,6 @@ class CpuProgram:
     # The driver's argument types (arena, kernel table, results, inputs), so that it can be compiled
     # ahead beside the kernels; its weight is in kernel_weights.
     entry_signature: list[tuple[str, int | None]] = field(default_factory=list)
-    # The memory plan the code follows: the planner's, with the arena slots of row-block regions'
-    # own buffers resized to one block per thread (``plan.resize_slots``).
-    plan: MemoryPlan | None = None
 
 
 @dataclass
@@ -1044,6 +1044,7 @@ _BAND_LOOP = re.compile(r"    for (\w+) in range\(ch \* (\d+) // (\d+), \(ch \+ 
 _FLAT_VIEW = re.compile(r"    (\w+) = (\w+)\.reshape\((\d+)\)\[lo:hi\]")
 _SCRATCH_ROW = re.compile(r"    (\w+) = (\w+)\[ch\]")
 _STORE = re.compile(r"^\s*(\w+)\[[^=]*\] [-+*/]?= ")
+_GEMM_PARAM_AT = {name: i for i, name in enumerate(blas.GEMM_ROWS_PARAMS)}  # a matmul's parameter array
 
 
 @dataclass
@@ -1059,6 +1060,11 @@ class _Member:
     written: set[str]
     read: set[str]  # the row arrays it reads (before or besides writing them)
     frame: list[str]  # what the region's frame row for this member holds, in order
+
+    @property
+    def block_rows(self) -> int:
+        """Rows of the largest block (``ch * rows // chunks`` onwards)."""
+        return -(-self.rows // self.chunks)
 
 
 def _chunk_member(
@@ -1295,8 +1301,7 @@ def _row_block_regions(
                 used_outside.update(kernel.args, (line.split(" = ", 1)[0] for line in kernel.scratch))
         internal = _internal(members, storage, arena, used_outside)
         out[first] = _region_kernel(index, members, types_by_name, pool, internal)
-        rows, threads = members[0].rows, numba_threads()
-        block_rows = -(-rows // members[0].chunks)
+        rows, block_rows, threads = members[0].rows, members[0].block_rows, numba_threads()
         for name, row_bytes in internal.items():
             why = f"in region{index}: {threads} blocks of {block_rows} of its {rows} rows, one per thread"
             slots[storage[name].offset] = (threads * block_rows * row_bytes, why)
@@ -1366,7 +1371,7 @@ def _region_kernel(
         f"def {name}{CHUNK_SUFFIX}(ch, frame):",
         f"    frames = array_at(frame[0], ({count}, {width}), np.uint64)",
     ]
-    block_rows = -(-rows // chunks)
+    block_rows = members[0].block_rows
     if internal:  # this chunk's frame rows: the region's own buffers in the thread's block
         chunk += [
             f"    r0 = ch * {rows} // {chunks}",
@@ -1400,7 +1405,7 @@ def _region_kernel(
             assert mb.kernel.signature is not None
             dtype = np_type(types_by_name[o].dtype)
             p = pool.arrays[p_name].copy()
-            at = {n: i for i, n in enumerate(blas.GEMM_ROWS_PARAMS)}
+            at = _GEMM_PARAM_AT
             y_size = math.prod(types_by_name[y].shape)
             if p[at["tb"]]:  # B stored n x k: a k x n copy, once per call, for every block to read
                 k, n, ldb = (int(p[at[key]]) for key in ("k", "n", "ldb"))
