@@ -495,7 +495,6 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     assert reducer is not None
     dtype = out.type.dtype
     identity, partial = _accumulation(root, body.target)
-    to_acc, update, from_acc = partial.load, partial.update, partial.finish
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = subscript(spec.names[out], kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
@@ -504,7 +503,7 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     if n_outer == 0 and big:
         return _chunked_full_reduction(spec, body, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
-    inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [update])
+    inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [partial.update])
     chunks = min(REDUCE_CHUNKS, shape[0]) if shape else 1
     if (
         "split_reductions" in OPTIMIZATIONS
@@ -515,12 +514,25 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
         and chunks * out.type.size <= PARTIALS_MAX_ELEMENTS
     ):
         return _chunked_row_reduction(spec, body, inner, partial, (chunks, n_outer), reassoc)
-    block = [f"acc = {to_acc(dest if revisit else identity)}", *inner, f"{dest} = {from_acc('acc')}"]
     parallel = big and n_outer > 0 and 0 not in axes  # distinct i0 write distinct outputs
     lines = list(body.views)
-    if revisit:
-        lines += _fill(spec.names[out], out.type.size, identity)
+    if not revisit:
+        block = [f"acc = {partial.load(identity)}", *inner, f"{dest} = {partial.value('acc')}"]
+        lines += loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, parallel)
+        return spec.define(lines, parallel, reassoc=reassoc and n_outer < len(shape))
+    # An output element is reached again later: its partial is kept between visits, in the output
+    # itself or, for a wider accumulator, in a scratch array of that dtype cast into it at the end.
+    o, size = spec.names[out], out.type.size
+    keep = o if partial.dtype is dtype else f"{o}_w"
+    if keep != o:
+        lines.append(f"{keep} = np.empty({shape_literal(out.type.shape)}, {np_type(partial.dtype)})")
+    lines += _fill(keep, size, identity)
+    slot = subscript(keep, kept)
+    block = [f"acc = {partial.load(slot)}", *inner, f"{slot} = {partial.finish('acc')}"]
     lines += loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, parallel)
+    if keep != o:
+        lines += [f"{o}_f = {o}.reshape({size})", f"for q in range({size}):"]
+        lines.append(f"    {o}_f[q] = {partial.result(f'{keep}_init[q]')}")
     return spec.define(lines, parallel, reassoc=reassoc and n_outer < len(shape))
 
 
@@ -540,11 +552,19 @@ def _keyed(root: Op) -> bool:
 
 @dataclass(frozen=True)
 class _Partial:
-    """How a chunk accumulates: value -> acc, its update statement, and acc -> value."""
+    """How a chunk accumulates: a kept partial result -> acc, its update statement, acc -> a kept
+    partial (of ``dtype``: the reducer's accumulator, ``Reducer.accumulator``), and a kept partial
+    -> the result's dtype."""
 
     load: Callable[[str], str]
     update: str
     finish: Callable[[str], str]
+    dtype: DType
+    result: Callable[[str], str] = _same
+
+    def value(self, acc: str) -> str:
+        """``acc`` as the reduction's result."""
+        return self.result(self.finish(acc))
 
 
 def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
@@ -556,19 +576,25 @@ def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
 
 
 def _accumulation(root: Op, target: str) -> tuple[str, _Partial]:
-    """A reduction root's identity literal and how ``acc`` accumulates the temporary ``target``:
-    plainly, or for a keyed float max/min as integer keys (``acc`` holds key(value))."""
+    """A reduction root's identity literal (as a kept partial) and how ``acc`` accumulates the
+    temporary ``target``: in the reducer's accumulator dtype (float32 sums in float64), or for a
+    keyed float max/min as integer keys (``acc`` holds key(value))."""
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     dtype = root.result.type.dtype
-    identity = literal(reducer.identity(dtype), dtype)
+    wide = reducer.accumulator(dtype)
+    identity = literal(reducer.identity(dtype), wide)
     if not _keyed(root):
-        return identity, _Partial(_same, f"acc = {typed(reducer.combine('acc', target), dtype)}", _same)
+        x = target if wide is dtype else typed(target, wide)
+        update = f"acc = {typed(reducer.combine('acc', x), wide)}"
+        result = _same if wide is dtype else lambda v: typed(v, dtype)
+        return identity, _Partial(_same, update, _same, wide, result)
     which, width = _KEYED[root.prim], dtype.name
     return identity, _Partial(
         lambda v: f"{which}_key_{width}({v})",
         f"acc = {which}(acc, {which}_key_{width}({target}))",
         lambda v: f"from_key_{width}({v})",
+        dtype,
     )
 
 
@@ -592,7 +618,7 @@ def _chunked_row_reduction(
     n = body.extents[0]
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
     per_chunk = loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, outer_range=chunk_range)
-    parts = _partials(spec, chunks)
+    parts = _partials(spec, chunks, partial)
     lines = [
         *body.views,
         *parts.before,
@@ -604,29 +630,29 @@ def _chunked_row_reduction(
     return spec.define(lines, parallel=True, reassoc=reassoc and n_outer < len(spec.group.shape))
 
 
-def _partials(spec: _KernelSpec, chunks: int) -> _Rows:
-    """The partial results of a reduction over axis 0, one per chunk of rows: allocated before the
-    parallel loop, set to the identity as each chunk starts, combined in chunk order into the result
-    after the loop (no atomics: the same result every run)."""
+def _partials(spec: _KernelSpec, chunks: int, partial: _Partial) -> _Rows:
+    """The partial results of a reduction over axis 0, one per chunk of rows (in the accumulator's
+    dtype): allocated before the parallel loop, set to the identity as each chunk starts, combined in
+    chunk order into the result after the loop (no atomics: the same result every run)."""
     root = spec.group.root
     out = root.result
-    dtype, size = out.type.dtype, out.type.size
+    dtype, size, wide = out.type.dtype, out.type.size, partial.dtype
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     o = spec.names[out]
     return _Rows(
         before=[
-            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(dtype)})",
+            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(wide)})",
             f"part_f = part.reshape(({chunks}, {size}))",
         ],
-        chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {literal(reducer.identity(dtype), dtype)}"],
+        chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {literal(reducer.identity(dtype), wide)}"],
         after=[
             *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
             f"for q in range({size}):",
             "    acc = part_f[0, q]",
             f"    for ch in range(1, {chunks}):",
-            f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), dtype)}",
-            f"    {o}_f[q] = acc" if out.type.shape else f"    {o}[()] = acc",
+            f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), wide)}",
+            f"    {f'{o}_f[q]' if out.type.shape else f'{o}[()]'} = {partial.result('acc')}",
         ],
     )
 
@@ -641,20 +667,20 @@ def _chunked_full_reduction(
     reassoc: bool,
 ) -> Kernel:
     """A big full reduction: fixed chunks of the outer loop in parallel, then their partials in order."""
-    dtype = spec.group.root.result.type.dtype
+    wide = partial.dtype
     n = body.extents[0]
     chunks = min(REDUCE_CHUNKS, n)
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
     per_chunk = loop_nest(body.loops, body.extents, body.lines + [partial.update], outer_range=chunk_range)
     lines = [
         *body.views,
-        f"part = np.empty({chunks}, {np_type(dtype)})",
+        f"part = np.empty({chunks}, {np_type(wide)})",
         f"for ch in numba.prange({chunks}):",
         *indent([f"acc = {partial.load(identity)}", *per_chunk, f"part[ch] = {partial.finish('acc')}"], 1),
         f"acc = {identity}",
         f"for ch in range({chunks}):",
-        f"    acc = {typed(combine('acc', 'part[ch]'), dtype)}",
-        f"{dest} = acc",
+        f"    acc = {typed(combine('acc', 'part[ch]'), wide)}",
+        f"{dest} = {partial.result('acc')}",
     ]
     return spec.define(lines, parallel=True, reassoc=reassoc)
 
@@ -770,11 +796,11 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     reassoc = reassoc and outer < len(shape)
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
-        block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.finish('acc')}"]
+        block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.value('acc')}"]
         return _Rows(row=_row_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
     slot = subscript("part", ("ch", *kept))
     block = [f"acc = {acc.load(slot)}", *inner, f"{slot} = {acc.finish('acc')}"]
-    parts = _partials(spec, chunks)
+    parts = _partials(spec, chunks, acc)
     parts.row = _row_nest(body.loops[1:outer], body.extents[1:outer], block)
     parts.reassoc = reassoc
     return parts

@@ -97,10 +97,12 @@ Vjp = Callable[[Build, "Op", Any, tuple[bool, ...]], tuple[Any | None, ...]]
 
 @dataclass(frozen=True)
 class Reducer:
-    """Scalar lowering of a reduction: the combiner and its identity element."""
+    """Scalar lowering of a reduction: the combiner, its identity element, and the dtype its partial
+    results accumulate in for a given result dtype (the result dtype unless the reducer widens it)."""
 
     combine: Callable[[str, str], str]
     identity: Callable[[DType], float | int | bool]
+    accumulator: Callable[[DType], DType] = lambda d: d
 
 
 @dataclass(frozen=True, eq=False)

@@ -64,8 +64,17 @@ def _reduction(
     )
 
 
+def _sum_accumulator(d: DType) -> DType:
+    """Float32 sums accumulate in float64, on every backend and in every fused form (a long chunk of a
+    float32 accumulator loses digits in proportion to its length; NumPy's pairwise sum does not). On
+    the CPU the float64 adds stay vectorized (and the sums of a fused kernel are a small part of its
+    work); float64 and integer sums keep their own dtype (integer sums are exact)."""
+    return DType.f64 if d is DType.f32 else d
+
+
 def _sum_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    return np.sum(x, axis=tuple(axes), dtype=x.dtype)
+    wide = _sum_accumulator(DType.from_numpy(x.dtype)).np
+    return np.sum(x, axis=tuple(axes), dtype=wide).astype(x.dtype, copy=False)
 
 
 def _max_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
@@ -104,7 +113,7 @@ def _chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 reduce_sum = _reduction(
     "reduce_sum",
     _sum_ref,
-    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0),
+    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator),
     frozenset(),
     False,
     _sum_vjp,
