@@ -146,6 +146,7 @@ def _chunked_body(
         return local[v] if v in per_chunk else f"{local[v]}[r0:r1]"
 
     root = group.root
+    after = []
     for k, op in enumerate(group.ops):
         if op.result in per_chunk:
             inside.append(f"t{k} = {_call(op, [chunk_of(v) for v in op.operands], pool)}")
@@ -158,8 +159,13 @@ def _chunked_body(
         if v is root.result and group.kind is GroupKind.REDUCE:
             out = names[v]
             axes = {int(a) for a in root.attrs["axes"]}
-            if 0 in axes:  # every chunk adds to the whole result
+            if 0 in axes:  # every chunk adds to the whole result (in the reducer's accumulator)
                 combine = _COMBINE[root.prim]
+                wide = _accumulator(root)
+                if wide is not v.type.dtype:
+                    before.append(f"{out}_w = np.empty({v.type.shape}, {np_type(wide)})")
+                    after.append(f"np.copyto({out}, {out}_w, casting='unsafe')")
+                    out = f"{out}_w"
                 inside += [
                     "if r0 == 0:",
                     f"    np.copyto({out}, {local[v]}, casting='unsafe')",
@@ -171,4 +177,10 @@ def _chunked_body(
         else:
             inside.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
     loop = [f"for r0 in range(0, {shape[0]}, {rows}):", f"    r1 = min(r0 + {rows}, {shape[0]})"]
-    return before + loop + indent(inside, 1)
+    return before + loop + indent(inside, 1) + after
+
+
+def _accumulator(root: Op) -> DType:
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    return reducer.accumulator(root.result.type.dtype)
