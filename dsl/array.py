@@ -12,7 +12,12 @@ The IR therefore stays pure SSA. The op that computed each written value carries
 attribute ``dsl.inplace`` naming the user's request, which the in-place pass reads later.
 
 Whether a ``reshape`` is a view or a copy follows NumPy: a *shadow* (a NumPy array with the view's
-real strides over a one-byte buffer, never dereferenced) asks ``np.reshape(..., copy=False)``.
+real strides over a one-element buffer, never dereferenced) asks ``np.reshape(..., copy=False)``.
+An argument's shadow has the caller's array's strides (``argument_strides``, part of the signature),
+so a Fortran-ordered or sliced argument gets NumPy's copies where a C-ordered one gets views.
+
+A view step whose primitive has no ``unview`` (``broadcast``, as NumPy's ``broadcast_to``) makes
+the view read-only: writing through it raises, as NumPy does.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from compiler.ir.core import Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Primitive
 from dsl import tracing
-from dsl.errors import InplaceError, TraceError
+from dsl.errors import InplaceError, ReadOnlyError, TraceError
 
 ViewStep = tuple[Primitive, Mapping[str, Any]]
+Strides = tuple[int, ...] | None  # an argument's strides in bytes; None: C order
 
 _ONE_BYTE = np.zeros(1, dtype=np.uint8)
 
@@ -40,6 +46,28 @@ def _contiguous_shadow(shape: tuple[int, ...]) -> np.ndarray:
         strides.append(acc)
         acc *= max(d, 1)
     return np.lib.stride_tricks.as_strided(_ONE_BYTE, shape, tuple(reversed(strides)))
+
+
+def argument_strides(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> Strides:
+    """What of an argument's memory layout NumPy's view-or-copy choices depend on: ``None`` for C
+    order (``strides`` ``None``, an empty array, any strides along unit axes), else its byte strides
+    (those of unit axes, never used, as 0). Part of the call signature: each layout traces apart."""
+    if strides is None or 0 in shape:
+        return None
+    given = tuple(0 if n == 1 else s for n, s in zip(shape, strides, strict=True))
+    c_order, acc = [], itemsize
+    for n in reversed(shape):
+        c_order.append(0 if n == 1 else acc)
+        acc *= n
+    return None if given == tuple(reversed(c_order)) else given
+
+
+def argument_shadow(shape: tuple[int, ...], dtype: np.dtype, strides: Strides) -> np.ndarray:
+    """The shadow of an argument with ``strides`` (``argument_strides``): the caller's array's strides
+    and item size, so that NumPy's reshape answers for it exactly as for the caller's array."""
+    if strides is None:
+        return _contiguous_shadow(shape)
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides, writeable=False)
 
 
 class Storage:
@@ -111,6 +139,14 @@ class Array:
         storage = self._storage
         if storage.frozen:
             raise tracing.user_error(InplaceError, storage.frozen)
+        readonly = [prim.name for prim, _ in self._steps if prim.unview is None]
+        if readonly:
+            raise tracing.user_error(
+                ReadOnlyError,
+                f"assignment destination is read-only: {request} writes into a view made by "
+                f"{readonly[0]} (broadcast_to), which NumPy makes read-only because its elements "
+                "share memory; write into a copy instead (.copy())",
+            )
         trace = tracing.current()
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]
@@ -204,7 +240,16 @@ class Array:
     def __setitem__(self, index: object, value: object) -> None:
         since = len(tracing.current().ops)
         target = _ops.index_view(self, index)
-        new = _ops.fit(_ops.asarray(value), target, "unsafe", "assignment")
+        source = _ops.asarray(value)
+        # NumPy assigns a value with more axes than the target view when the extra leading ones have
+        # size 1 (``x[0] = x[1:2]``): they are dropped before broadcasting. (One element takes only a
+        # 0-d value.)
+        lead = 0
+        while source.ndim - lead > target.ndim and source.shape[lead] == 1:
+            lead += 1
+        if lead and not _ops.selects_element(self, index):
+            source = _ops.reshape(source, source.shape[lead:])
+        new = _ops.fit(source, target, "unsafe", "assignment")
         target.write(new.value, "setitem", since)
 
 

@@ -1,7 +1,8 @@
 """``dsl.compile``: trace once per input signature, compile, cache, and run.
 
-The signature of a call is the structure of its arguments, each array leaf's shape and dtype (Python
-scalars count by kind: they are weak, like NumPy's), the values of static arguments, and the target.
+The signature of a call is the structure of its arguments, each array leaf's shape, dtype and layout
+(C order or its strides: NumPy's reshape is a view or a copy depending on them; Python scalars count by
+kind: they are weak, like NumPy's), the values of static arguments, and the target.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from compiler.ir.core import Block, Function, Location, Value
 from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
 from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, tracing
-from dsl.array import Array, Storage
+from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
 from dsl.errors import DSLError, TraceError
 from runtime.cuda_executable import device_layout, is_device_array
 from runtime.devices import resolve_target
@@ -225,7 +226,7 @@ class Compiled:
                     ) from None
                 parts.append(("static", type(a), a))
             elif type(a) is np.ndarray:
-                parts.append((a.shape, a.dtype))
+                parts.append((a.shape, a.dtype, None if a.flags.c_contiguous else _leaf_strides(a)))
                 leaves.append(a)
             else:
                 flat, treedef = pytree.flatten(a)
@@ -339,7 +340,7 @@ def trace_function(
             for leaf, name in zip(flat, pytree.leaf_paths(a, arg_name(i))):
                 ttype, weak = _leaf_type(leaf, name)
                 param = Value(ttype)
-                arr = Array(Storage(param, arg_name=name), weak=weak)
+                arr = Array(Storage(param, arg_name=name), shadow=_leaf_shadow(leaf, ttype), weak=weak)
                 if i in frozen:
                     arr._storage.frozen = FROZEN.format(name)
                 params.append(param)
@@ -379,7 +380,26 @@ def _function_location(fn: Callable[..., Any]) -> Location:
 
 def _leaf_key(leaf: Any, name: str) -> tuple[Any, ...]:
     ttype, weak = _leaf_type(leaf, name)
-    return (ttype, weak)
+    return (ttype, weak, _leaf_strides(leaf))
+
+
+def _leaf_strides(leaf: Any) -> Strides:
+    """An array argument's strides as the signature holds them (``dsl.array.argument_strides``);
+    ``None`` (C order) for the rest."""
+    if isinstance(leaf, np.ndarray):
+        return argument_strides(leaf.shape, leaf.strides, leaf.itemsize)
+    if is_device_array(leaf):
+        _, dtype, shape, strides = device_layout(leaf)
+        return argument_strides(shape, strides, dtype.itemsize)
+    return None
+
+
+def _leaf_shadow(leaf: Any, ttype: TensorType) -> np.ndarray:
+    """The stride shadow of an argument's traced array: the caller's array's strides, so that its
+    reshapes are views exactly where NumPy's are (a traced leaf keeps its own)."""
+    if isinstance(leaf, Array):
+        return leaf._shadow
+    return argument_shadow(ttype.shape, ttype.dtype.np, _leaf_strides(leaf))
 
 
 def _result_value(x: Any) -> Value:

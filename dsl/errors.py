@@ -15,6 +15,10 @@ class IndexingError(ShapeError, IndexError):
     """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
 
 
+class ReadOnlyError(InplaceError, ValueError):
+    """A write into a read-only array (a ``broadcast_to`` view): a ``ValueError``, as NumPy raises."""
+
+
 class TransformError(TraceError, TypeError):
     """A transform (grad, value_and_grad, hessian) cannot take this function or these arguments:
     a non-scalar output, an integer argument to differentiate, bad ``argnums``."""
@@ -26,6 +30,7 @@ __all__ = [
     "IRParseError",
     "InplaceError",
     "IndexingError",
+    "ReadOnlyError",
     "ShapeError",
     "TraceError",
     "TransformError",

@@ -331,7 +331,7 @@ def squeeze(x: Any, axis: Any = None) -> Array:
 
 
 def broadcast_to(x: Any, shape: Any) -> Array:
-    return ops.broadcast_to(x, (shape,) if isinstance(shape, int) else shape)
+    return ops.broadcast_view(x, (shape,) if isinstance(shape, int) else shape)
 
 
 def concatenate(xs: Any, axis: int = 0) -> Array:
@@ -343,7 +343,7 @@ def stack(xs: Any, axis: int = 0) -> Array:
 
 
 def ravel(x: Any) -> Array:
-    return ops.reshape(x, (-1,))
+    return ops.ravel(x)
 
 
 # ---- making arrays (NumPy's default dtype is float64) ---------------------------------------------------

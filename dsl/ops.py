@@ -137,13 +137,21 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def broadcast_to(x: Any, shape: Sequence[int]) -> Array:
+    """``x`` broadcast to ``shape``: ``x`` itself where it has that shape (an operand of an operation),
+    else the read-only view of ``broadcast_view``."""
     x = asarray(x)
     shape = tuple(int(d) for d in shape)
-    if x.shape == shape:
-        return x
+    return x if x.shape == shape else broadcast_view(x, shape)
+
+
+def broadcast_view(x: Any, shape: Sequence[int]) -> Array:
+    """NumPy's ``broadcast_to``: a view of ``x`` (it sees later writes to ``x``), read-only because
+    ``broadcast`` has no ``unview`` (a write through it raises, as in NumPy), even for ``x``'s own shape."""
+    x = asarray(x)
+    shape = tuple(int(d) for d in shape)
     if broadcast_shapes(x.shape, shape) != shape:
         raise tracing.user_error(ShapeError, f"cannot broadcast an array of shape {x.shape} to shape {shape}")
-    return emit(movement.broadcast, [x], {"shape": shape}, x.weak)
+    return x.view(movement.broadcast, {"shape": shape}, np.broadcast_to(x._shadow, shape))
 
 
 def _broadcast_all(xs: Sequence[Array]) -> list[Array]:
@@ -336,13 +344,26 @@ def index_view(x: Array, index: Any) -> Array:
     return view
 
 
-def getitem(x: Array, index: Any) -> Array:
+def ravel(x: Any) -> Array:
+    """NumPy's ``ravel``: a view only of a C-contiguous array (a copy even where ``reshape(-1)``
+    would give a view, e.g. of ``x[::2]``)."""
+    x = asarray(x)
+    flat = reshape(x, (-1,))
+    return flat if x._shadow.flags.c_contiguous else new_storage(flat)
+
+
+def selects_element(x: Array, index: Any) -> bool:
+    """Whether ``x[index]`` is one element: an integer per axis (NumPy reads a scalar, a copy, and
+    assigns only a scalar or a 0-d array there)."""
     items = index if isinstance(index, tuple) else (index,)
-    all_ints = len(items) == x.ndim and all(
-        isinstance(it, (int, np.integer)) and not isinstance(it, bool) for it in items
+    return len(items) == x.ndim and all(
+        isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)) for it in items
     )
+
+
+def getitem(x: Array, index: Any) -> Array:
     view = index_view(x, index)
-    if all_ints:  # NumPy returns a scalar here: a copy, not a view
+    if selects_element(x, index):  # NumPy returns a scalar here: a copy, not a view
         return Array.fresh(view.value, x.weak)
     return view
 
@@ -436,7 +457,7 @@ def full(shape: Any, value: Any, dtype: Any = None) -> Array:
         fill = constant(value, _default_dtype(value))
     else:
         fill = asarray(value)
-    return broadcast_to(Array.fresh(fill.value), shape)
+    return Array.fresh(broadcast_to(fill, shape).value)  # a writable array of its own, strong
 
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Array:

@@ -141,3 +141,103 @@ def test_numba_driver_failing_after_it_ran_leaves_write_backs_unwritten() -> Non
 
 def _raise(*args) -> None:
     raise RuntimeError("injected failure in the last kernel")
+
+
+# ---- argument layouts: NumPy decides view-or-copy from the caller's strides, and so does dslc -------
+# The signature holds an argument's layout (C order, or its strides), so a Fortran-ordered, transposed,
+# sliced or reversed argument is traced with its own strides; arguments it mutates are written back
+# into the caller's strided arrays. Each function runs eagerly on NumPy and compiled, on the same layout.
+
+LAYOUTS = {
+    "c": lambda base: base.reshape(4, 6),
+    "fortran": lambda base: np.asfortranarray(base.reshape(4, 6)),
+    "transposed": lambda base: base.reshape(6, 4).T,
+    "strided_columns": lambda base: np.concatenate([base.reshape(4, 6)] * 2, axis=1)[:, ::2],
+    "strided_rows": lambda base: np.concatenate([base.reshape(4, 6)] * 2, axis=0)[::2],
+    "reversed": lambda base: base.reshape(4, 6)[::-1, ::-1],
+}
+
+
+def reshape_then_write(x):
+    r = x.reshape(-1)  # a view of C-ordered x only
+    r[0] = 100.0
+    s = x.reshape(4, 2, 3)  # splitting the last axis: a view for every layout here but transposed
+    s[1, 1] = -1.0
+    return r, s
+
+
+def transposed_reshape_then_write(x):
+    r = x.T.reshape(-1)  # a view of Fortran-ordered x
+    r[1] = -3.0
+    return r * 1.0
+
+
+def ravel_and_flatten_then_write(x):
+    r = x.ravel()  # a view of C-contiguous x only
+    r[2] = 7.0
+    f = x.flatten()  # always a copy
+    f[3] = 8.0
+    return r, f
+
+
+def mutate_through_views(x):
+    x[1:, ::2] *= 2.0
+    x.T[0] += 1.0
+    return x.sum()
+
+
+LAYOUT_CASES = [reshape_then_write, transposed_reshape_then_write, ravel_and_flatten_then_write]
+LAYOUT_CASES.append(mutate_through_views)
+
+
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no_inplace"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("fn", LAYOUT_CASES, ids=lambda f: f.__name__)
+def test_argument_layouts_follow_numpy(fn, layout, inplace) -> None:
+    def make():
+        base = np.arange(24.0) - 5.5
+        return base, LAYOUTS[layout](base)
+
+    (want_base, want_x), (got_base, got_x) = make(), make()
+    want = fn(want_x)
+    with python_kernels():
+        got = dsl.compile(fn, inplace=inplace)(got_x)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        np.testing.assert_array_equal(g, w)
+    np.testing.assert_array_equal(got_x, want_x)  # the caller's array, written through its strides
+    np.testing.assert_array_equal(got_base, want_base)  # and nothing else of its base
+
+
+def test_each_layout_is_its_own_signature() -> None:
+    f = dsl.compile(reshape_then_write)
+    c = np.arange(24.0).reshape(4, 6)
+    for x in (c.copy(), np.asfortranarray(c)):
+        want_x = x.copy(order="K")
+        want = reshape_then_write(want_x)
+        got = f(x)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(x, want_x)
+    assert f.trace_count == 2
+    f(np.arange(24.0).reshape(4, 6))
+    f(np.arange(24.0).reshape(1, 4, 6)[0])  # C order, whatever its base: no new trace
+    assert f.trace_count == 2
+    g = dsl.compile(lambda d: reshape_then_write(d["x"]))
+    x = np.asfortranarray(c)
+    g({"x": x})  # a leaf of a pytree argument has its layout too
+    assert x[0, 0] == 0.0 and x[1, 3] == -1.0
+
+
+def flat_copy_then_write(x):
+    r = x.reshape(-1)
+    r[0] = 100.0
+    return r
+
+
+def test_broadcast_argument_reshapes_to_a_copy() -> None:
+    row = np.arange(6.0)
+    x = np.broadcast_to(row, (4, 6))  # read-only, stride 0: NumPy's reshape(-1) copies, so no write
+    got = dsl.compile(flat_copy_then_write)(x)
+    np.testing.assert_array_equal(got, flat_copy_then_write(np.broadcast_to(np.arange(6.0), (4, 6))))
+    np.testing.assert_array_equal(row, np.arange(6.0))
+    with pytest.raises(dsl.DSLError, match="read-only"):  # a view of it written: NumPy raises too
+        dsl.compile(reshape_then_write)(x)
