@@ -337,13 +337,14 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     dtype = out.type.dtype
-    identity = literal(reducer.identity(dtype), dtype)
+    wide = reducer.accumulator(dtype)  # partial results, shared memory and scratch (f32 sums: f64)
+    identity = literal(reducer.identity(dtype), wide)
 
     def combine(acc: str, x: str) -> str:
-        return f"{acc} = {typed(reducer.combine(acc, x), dtype)}"
+        return f"{acc} = {typed(reducer.combine(acc, x), wide)}"
 
     body = builder.lines + stores
-    inner = body + [combine("acc", target)]
+    inner = body + [combine("acc", target if wide is dtype else typed(target, wide))]
     kept_ix = unflatten("o", [f"i{d}" for d in kept], [shape[d] for d in kept])
     red_ix = unflatten("r", [f"i{d}" for d in red], [shape[d] for d in red])
     flat = [("g", f"o * {n_red} + r" if n_out > 1 else "r")] if trailing else []
@@ -357,15 +358,16 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
     if n_red < BLOCK_REDUCE_MIN:  # one thread per output element, a serial loop
         lines = [
             f"for o in range(cuda.grid(1), {n_out}, cuda.gridsize(1)):",
-            *indent([*o_index, *accumulate(f"range({n_red})"), f"{o_name}[o] = acc"], 1),
+            *indent([*o_index, *accumulate(f"range({n_red})"), f"{o_name}[o] = {typed('acc', dtype)}"], 1),
         ]
         return spec.define(lines, spec.buffers, f"[_grid({n_out}), TPB, stream]")
-    tree = _tree(dtype, reducer.combine)
+    tree = _tree(wide, reducer.combine)
+    result = typed("sm[0]", dtype)  # the tree's result as the output's dtype
     if kept and kept[-1] == len(shape) - 1 and shape[-1] >= 8:  # the innermost axis kept: side by side
         return _column_reduce(spec, o_index, accumulate, combine, identity, n_out, n_red)
     if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS:  # a block per output element
         lines = [
-            f"sm = cuda.shared.array(TPB, {numba_type(dtype)})",
+            f"sm = cuda.shared.array(TPB, {numba_type(wide)})",
             "tid = cuda.threadIdx.x",
             f"for o in range(cuda.blockIdx.x, {n_out}, cuda.gridDim.x):",
             *indent(
@@ -374,7 +376,7 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
                     *accumulate(f"range(tid, {n_red}, cuda.blockDim.x)"),
                     *tree,
                     "if tid == 0:",
-                    f"    {o_name}[o] = sm[0]",
+                    f"    {o_name}[o] = {result}",
                     "cuda.syncthreads()",
                 ],
                 1,
@@ -385,7 +387,7 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
     chunks = -(-n_red // SPLIT_CHUNK)
     part = f"{spec.kernel_name}_part"
     lines = [
-        f"sm = cuda.shared.array(TPB, {numba_type(dtype)})",
+        f"sm = cuda.shared.array(TPB, {numba_type(wide)})",
         "tid = cuda.threadIdx.x",
         f"for q in range(cuda.blockIdx.x, {n_out * chunks}, cuda.gridDim.x):",
         *indent(
@@ -406,20 +408,20 @@ def _reduce_kernel(spec: _Spec) -> CudaKernel | None:
         lines,
         spec.group.inputs + extra,
         f"[max(1, min({n_out * chunks}, MAXB)), TPB, stream]",
-        scratch=[(part, n_out * chunks, dtype)],
+        scratch=[(part, n_out * chunks, wide)],
         name=f"{spec.kernel_name}_1",
     )
     finish = [  # a block per output: threads take fixed chunks, then the tree (a fixed order)
-        f"sm = cuda.shared.array(TPB, {numba_type(dtype)})",
+        f"sm = cuda.shared.array(TPB, {numba_type(wide)})",
         "tid = cuda.threadIdx.x",
         f"for o in range(cuda.blockIdx.x, {n_out}, cuda.gridDim.x):",
         f"    acc = {identity}",
         f"    for c in range(tid, {chunks}, cuda.blockDim.x):",
         f"        x = {part}[o * {chunks} + c]",
         f"        {combine('acc', 'x')}",
-        *indent([*tree, "if tid == 0:", f"    {o_name}[o] = sm[0]", "cuda.syncthreads()"], 1),
+        *indent([*tree, "if tid == 0:", f"    {o_name}[o] = {result}", "cuda.syncthreads()"], 1),
     ]
-    part_types = [(dtype, 1), (dtype, 1)]
+    part_types = [(wide, 1), (dtype, 1)]
     launch = f"[max(1, min({n_out}, MAXB)), TPB, stream]"
     second = kernel(f"{spec.kernel_name}_2", [part, o_name], part_types, finish, launch)
     first.follow.append(second)
@@ -443,12 +445,15 @@ def _column_reduce(
     kernel combines each output's partials in chunk order: a fixed order, deterministic."""
     out = spec.group.root.result
     dtype = out.type.dtype
+    reducer = spec.group.root.prim.reducer
+    assert reducer is not None, f"{spec.group.root.prim.name} has no reducer"
+    wide = reducer.accumulator(dtype)  # of the partials, as in _reduce_kernel
     chunks = -(-n_red // COLUMN_CHUNK)
     tiles = f"(({n_out} + COLS - 1) // COLS)"
     part = f"{spec.kernel_name}_part"
     first_range = f"range(c * {COLUMN_CHUNK} + ty, min((c + 1) * {COLUMN_CHUNK}, {n_red}), LANES)"
     lines = [
-        f"sm = cuda.shared.array(SLOTS, {numba_type(dtype)})",
+        f"sm = cuda.shared.array(SLOTS, {numba_type(wide)})",
         "tx = cuda.threadIdx.x",
         "ty = cuda.threadIdx.y",
         f"for q in range(cuda.blockIdx.x, {tiles} * {chunks}, cuda.gridDim.x):",
@@ -477,7 +482,7 @@ def _column_reduce(
         lines,
         spec.group.inputs + extra,
         launch,
-        scratch=[(part, n_out * chunks, dtype)],
+        scratch=[(part, n_out * chunks, wide)],
         name=f"{spec.kernel_name}_1",
     )
     o_name = spec.names[out]
@@ -487,10 +492,10 @@ def _column_reduce(
         f"    for c in range({chunks}):",
         f"        x = {part}[c * {n_out} + o]",
         f"        {combine('acc', 'x')}",
-        f"    {o_name}[o] = acc",
+        f"    {o_name}[o] = {typed('acc', dtype)}",
     ]
     launch = f"[_grid({n_out}), TPB, stream]"
-    second = kernel(f"{spec.kernel_name}_2", [part, o_name], [(dtype, 1), (dtype, 1)], finish, launch)
+    second = kernel(f"{spec.kernel_name}_2", [part, o_name], [(wide, 1), (dtype, 1)], finish, launch)
     first.follow.append(second)
     return first
 
