@@ -19,6 +19,11 @@ class ReadOnlyError(InplaceError, ValueError):
     """A write into a read-only array (a ``broadcast_to`` view): a ``ValueError``, as NumPy raises."""
 
 
+class DTypeError(TraceError, TypeError):
+    """An operation NumPy does not define for its operands' dtypes (``x & 1`` on floats, ``-x`` on
+    bools): a ``TypeError``, as NumPy raises."""
+
+
 class TransformError(TraceError, TypeError):
     """A transform (grad, value_and_grad, hessian) cannot take this function or these arguments:
     a non-scalar output, an integer argument to differentiate, bad ``argnums``."""
@@ -26,6 +31,7 @@ class TransformError(TraceError, TypeError):
 
 __all__ = [
     "DSLError",
+    "DTypeError",
     "DeviceError",
     "IRParseError",
     "InplaceError",

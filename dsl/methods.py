@@ -60,6 +60,11 @@ BINARY = {
     "mod": dnp.remainder,
     "pow": dnp.power,
     "matmul": dnp.matmul,
+    "and": dnp.bitwise_and,
+    "or": dnp.bitwise_or,
+    "xor": dnp.bitwise_xor,
+    "lshift": dnp.left_shift,
+    "rshift": dnp.right_shift,
 }
 COMPARE = {
     "lt": dnp.less,
@@ -73,6 +78,11 @@ AUGMENTED = {"iadd": ("+=", dnp.add), "isub": ("-=", dnp.subtract), "imul": ("*=
 AUGMENTED["itruediv"] = ("/=", dnp.divide)
 AUGMENTED["ifloordiv"] = ("//=", dnp.floor_divide)
 AUGMENTED["imod"] = ("%=", dnp.remainder)
+AUGMENTED["iand"] = ("&=", dnp.bitwise_and)
+AUGMENTED["ior"] = ("|=", dnp.bitwise_or)
+AUGMENTED["ixor"] = ("^=", dnp.bitwise_xor)
+AUGMENTED["ilshift"] = ("<<=", dnp.left_shift)
+AUGMENTED["irshift"] = (">>=", dnp.right_shift)
 INPLACE: dict[str, Callable[..., Array]] = {
     "add_": dnp.add,
     "sub_": dnp.subtract,
@@ -158,9 +168,7 @@ def _plain_methods() -> dict[str, Any]:
         "__neg__": dnp.negative,
         "__pos__": lambda self: self,
         "__abs__": dnp.abs,
-        "__and__": dnp.logical_and,
-        "__or__": dnp.logical_or,
-        "__invert__": dnp.logical_not,
+        "__invert__": dnp.invert,
         "__array_ufunc__": _array_ufunc,
         "__array_function__": _array_function,
         "reshape": _reshape,

@@ -13,9 +13,10 @@ import numpy as np
 from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
+from compiler.prims.base import Primitive
 from dsl import ops, tracing
 from dsl.array import Array
-from dsl.errors import ShapeError, TraceError
+from dsl.errors import DTypeError, ShapeError, TraceError
 
 float32 = np.float32
 float64 = np.float64
@@ -40,16 +41,34 @@ def astype(x: Any, dtype: Any) -> Array:
 # ---- arithmetic ----------------------------------------------------------------------------------
 
 
+def _no_loop(ufunc: str) -> DTypeError:
+    """NumPy's error for a ufunc without a loop for its operands' dtypes."""
+    return tracing.user_error(  # type: ignore[return-value]
+        DTypeError,
+        f"ufunc '{ufunc}' not supported for the input types, and the inputs could not be safely "
+        "coerced to any supported types according to the casting rule ''safe''",
+    )
+
+
 def add(x: Any, y: Any) -> Array:
-    return ops.binary(ew.add, x, y)
+    dtype = ops.result_dtype(x, y)
+    return ops.binary(ew.or_ if dtype.is_bool else ew.add, x, y, dtype)  # NumPy adds bools as `or`
 
 
 def subtract(x: Any, y: Any) -> Array:
-    return ops.binary(ew.sub, x, y)
+    dtype = ops.result_dtype(x, y)
+    if dtype.is_bool:
+        raise tracing.user_error(
+            DTypeError,
+            "numpy boolean subtract, the `-` operator, is not supported, use the bitwise_xor, "
+            "the `^` operator, or the logical_xor function instead.",
+        )
+    return ops.binary(ew.sub, x, y, dtype)
 
 
 def multiply(x: Any, y: Any) -> Array:
-    return ops.binary(ew.mul, x, y)
+    dtype = ops.result_dtype(x, y)
+    return ops.binary(ew.and_ if dtype.is_bool else ew.mul, x, y, dtype)  # bools multiply as `and`
 
 
 def divide(x: Any, y: Any) -> Array:
@@ -81,13 +100,11 @@ def trunc(x: Any) -> Array:
 
 
 def fmod(x: Any, y: Any) -> Array:
-    """C's fmod (the sign of ``x``), as ``np.fmod``."""
+    """C's fmod (the sign of ``x``), as ``np.fmod``; 0 for an integer ``y`` of 0."""
     dtype = ops.result_dtype(x, y)
-    if dtype.is_float:
-        return ops.binary(ew.fmod, x, y, dtype)
-    r = remainder(x, y)
-    a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
-    return where(logical_and(not_equal(r, 0), not_equal(less(a, 0), less(b, 0))), subtract(r, b), r)
+    if dtype.is_bool:
+        raise tracing.user_error(TraceError, "fmod of bool values is not supported")
+    return ops.binary(ew.fmod, x, y, dtype)
 
 
 def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
@@ -109,7 +126,7 @@ def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
 
 
 def floor_divide(x: Any, y: Any) -> Array:
-    """``x // y`` as NumPy computes it (integers floor; floats through ``npy_divmod``)."""
+    """``x // y`` as NumPy computes it (integers floor, 0 for ``y == 0``; floats through ``npy_divmod``)."""
     dtype = ops.result_dtype(x, y)
     if dtype.is_bool:
         raise tracing.user_error(TraceError, "floor division (//) of bool values is not supported")
@@ -119,13 +136,16 @@ def floor_divide(x: Any, y: Any) -> Array:
 
 
 def remainder(x: Any, y: Any) -> Array:
-    """``x % y`` as NumPy computes it (the sign of ``y``; integer ``y`` must be nonzero)."""
+    """``x % y`` as NumPy computes it: the sign of ``y``, 0 for an integer ``y`` of 0."""
     dtype = ops.result_dtype(x, y)
     if dtype.is_bool:
         raise tracing.user_error(TraceError, "remainder (%) of bool values is not supported")
     if dtype.is_float:
         return _float_divmod(x, y, dtype)[1]
-    return subtract(x, multiply(floor_divide(x, y), y))
+    # NumPy's integer remainder: C's (the sign of x, 0 for y == 0), moved to y's sign when they differ.
+    b = ops.to_dtype(y, dtype)
+    mod = ops.binary(ew.fmod, x, b, dtype)
+    return where(logical_and(not_equal(mod, 0), not_equal(less(b, 0), less(mod, 0))), add(mod, b), mod)
 
 
 def divmod(x: Any, y: Any) -> tuple[Array, Array]:
@@ -154,6 +174,13 @@ def minimum(x: Any, y: Any) -> Array:
 
 
 def negative(x: Any) -> Array:
+    x = ops.asarray(x)
+    if x.ir_dtype.is_bool:
+        raise tracing.user_error(
+            DTypeError,
+            "The numpy boolean negative, the `-` operator, is not supported, use the `~` operator or "
+            "the logical_not function instead.",
+        )
     return ops.unary(ew.neg, x)
 
 
@@ -259,6 +286,57 @@ def logical_not(x: Any) -> Array:
     return ops.unary(ew.not_, ops.cast(ops.asarray(x), ops.DType.i1))
 
 
+def logical_xor(x: Any, y: Any) -> Array:
+    return ops.binary(ew.xor, x, y, ops.DType.i1)
+
+
+# ---- bitwise (integers and bools; on bools they are the logical operations, as in NumPy) -------------
+
+
+_INTEGER_ONLY = frozenset({ew.shift_left, ew.shift_right})  # NumPy shifts bools into int8 (no IR type)
+
+
+def _bitwise(ufunc: str, prim: Primitive, x: Any, y: Any) -> Array:
+    dtype = ops.result_dtype(x, y)
+    if dtype.is_float or (dtype.is_bool and prim in _INTEGER_ONLY):
+        raise _no_loop(ufunc)
+    return ops.binary(prim, x, y, dtype)
+
+
+def bitwise_and(x: Any, y: Any) -> Array:
+    return _bitwise("bitwise_and", ew.and_, x, y)
+
+
+def bitwise_or(x: Any, y: Any) -> Array:
+    return _bitwise("bitwise_or", ew.or_, x, y)
+
+
+def bitwise_xor(x: Any, y: Any) -> Array:
+    return _bitwise("bitwise_xor", ew.xor, x, y)
+
+
+def left_shift(x: Any, y: Any) -> Array:
+    """``x << y``; a count outside [0, bits) gives 0, as NumPy on every platform."""
+    return _bitwise("left_shift", ew.shift_left, x, y)
+
+
+def right_shift(x: Any, y: Any) -> Array:
+    """``x >> y`` (arithmetic); a count outside [0, bits) gives -1 for negative ``x``, else 0."""
+    return _bitwise("right_shift", ew.shift_right, x, y)
+
+
+def invert(x: Any) -> Array:
+    """``~x``: bitwise on integers, ``not`` on bools."""
+    x = ops.asarray(x)
+    if x.ir_dtype.is_float:
+        raise _no_loop("invert")
+    return ops.unary(ew.not_, x)
+
+
+bitwise_not = bitwise_invert = invert
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+
 def where(cond: Any, x: Any, y: Any) -> Array:
     return ops.where(cond, x, y)
 
@@ -274,12 +352,23 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
     return ops.mean(x, axis, keepdims)
 
 
+def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool) -> Array:
+    """A reduction NumPy gives no identity (max, min): reducing an empty axis raises, as in NumPy,
+    instead of returning the IR reducer's identity (-inf for max)."""
+    x = ops.asarray(x)
+    if any(x.shape[a] == 0 for a in ops.normalize_axes(axis, x.ndim)):
+        raise tracing.user_error(
+            ShapeError, f"zero-size array to reduction operation {ufunc} which has no identity"
+        )
+    return ops.reduce(prim, x, axis, keepdims)
+
+
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
-    return ops.reduce(reduction.reduce_max, x, axis, keepdims)
+    return _no_identity(reduction.reduce_max, "maximum", x, axis, keepdims)
 
 
 def min(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
-    return ops.reduce(reduction.reduce_min, x, axis, keepdims)
+    return _no_identity(reduction.reduce_min, "minimum", x, axis, keepdims)
 
 
 amax, amin = max, min

@@ -41,7 +41,11 @@ PRIM_CASES: dict[str, list[Case]] = {
     },
     **{name: [((T(4, dtype=I32),), {}), ((T(dtype=F64),), {})] for name in ("neg", "abs", "sign")},
     "floor": [((T(2, 3),), {}), ((T(dtype=F64),), {})],
-    "fmod": [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=F64), T(5, dtype=F64)), {})],
+    "fmod": [
+        ((T(2, 3), T(2, 3)), {}),
+        ((T(5, dtype=F64), T(5, dtype=F64)), {}),
+        ((T(4, dtype=I32),) * 2, {}),
+    ],
     **{
         name: [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=I64), T(5, dtype=I64)), {})]
         for name in ("add", "sub", "mul", "div", "pow", "max", "min")
@@ -50,8 +54,15 @@ PRIM_CASES: dict[str, list[Case]] = {
         name: [((T(3, dtype=F64), T(3, dtype=F64)), {}), ((T(dtype=I32), T(dtype=I32)), {})]
         for name in ("eq", "ne", "lt", "le", "gt", "ge")
     },
-    **{name: [((T(2, dtype=I1), T(2, dtype=I1)), {})] for name in ("and", "or")},
-    "not": [((T(dtype=I1),), {})],
+    **{
+        name: [((T(2, dtype=I1), T(2, dtype=I1)), {}), ((T(3, dtype=I32), T(3, dtype=I32)), {})]
+        for name in ("and", "or", "xor")
+    },
+    "not": [((T(dtype=I1),), {}), ((T(4, dtype=I64),), {})],
+    **{
+        name: [((T(4, dtype=I32),) * 2, {}), ((T(dtype=I64),) * 2, {})]
+        for name in ("shift_left", "shift_right")
+    },
     "select": [((T(2, 2, dtype=I1), T(2, 2), T(2, 2)), {})],
     "cast": CASTS,
     "copy": [((T(2, dtype=I1),), {}), ((T(dtype=I64),), {})],

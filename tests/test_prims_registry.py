@@ -46,9 +46,14 @@ def _values(shape: tuple[int, ...], dtype: DType, domain: str) -> np.ndarray:
     if dtype.is_bool:
         return RNG.random(shape) < 0.5
     if dtype.is_int:
-        lo, hi = {"any": (-9, 10), "exponent": (0, 4), "nonzero": (1, 10), "small": (-3, 4)}.get(
-            domain, (-9, 10)
-        )
+        ranges = {
+            "any": (-9, 10),
+            "exponent": (0, 4),
+            "nonzero": (1, 10),
+            "small": (-3, 4),
+            "count": (-3, 70),
+        }
+        lo, hi = ranges.get(domain, (-9, 10))  # shift counts: negative, in range and past 32 and 64 bits
         return RNG.integers(lo, hi, size=shape).astype(dtype.np)
     x = RNG.standard_normal(shape) * 2
     if domain == "nan" and x.size:
@@ -280,12 +285,13 @@ IOTAS = [
 
 DOMAINS = {
     "log": ("any",),  # negatives give NaN on both sides: NaN positions are compared
-    "div": ("any", "nonzero"),
-    "pow": ("small", "exponent"),
+    "pow": ("small", "exponent"),  # (integer division and fmod by zero are defined: 0, as NumPy)
+    "shift_left": ("any", "count"),
+    "shift_right": ("any", "count"),
 }
 ELEMENTWISE_NAMES = (
     "neg abs sign exp log log1p expm1 sqrt sin cos tan tanh erf logistic add sub mul div pow max min "
-    "floor fmod eq ne lt le gt ge and or not copy stop_gradient"
+    "floor fmod eq ne lt le gt ge and or xor not shift_left shift_right copy stop_gradient"
 ).split()
 
 TABLE: dict[str, Entry] = {name: elementwise(name, DOMAINS.get(name, ("any",))) for name in ELEMENTWISE_NAMES}

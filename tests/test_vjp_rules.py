@@ -229,7 +229,10 @@ TABLE: dict[str, list[Case] | str] = {
         Case([normal(3), normal(1, 3)], slices((2, 0), (3, 3), (1, 1)), broadcast={0: (3, 3)}),
     ],
 }
-TABLE |= {name: NOT_DIFFERENTIABLE for name in "eq ne lt le gt ge and or not constant iota".split()}
+TABLE |= {
+    name: NOT_DIFFERENTIABLE
+    for name in "eq ne lt le gt ge and or xor not shift_left shift_right constant iota".split()
+}
 DIFFERENTIABLE = sorted(name for name, entry in TABLE.items() if isinstance(entry, list))
 SECOND_ORDER_REQUIRED = "exp log sin tanh mul div pow logistic matmul reduce_max broadcast slice".split()
 

@@ -3,7 +3,8 @@
 ``SCALAR_OPS`` holds one rule per elementwise primitive, ``COMBINERS`` one per reduction; a rule
 writes straight-line ops into a ``Body`` (the region of one ``linalg.generic``) and returns the name
 of its result. Integer division floors and max/min propagate NaN, as the primitives' NumPy
-references do; bools order as unsigned integers (false < true).
+references do; what ``arith`` leaves undefined and NumPy defines (integer division by 0, MIN / -1,
+shift counts outside the width) is selected around; bools order as unsigned integers (false < true).
 """
 
 from __future__ import annotations
@@ -90,7 +91,58 @@ def _logistic(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs
 
 
 def _not(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
-    return b.emit(f"arith.xori {xs[0]}, {b.const(True, DType.i1)} : i1")
+    """Bitwise invert: xor with all ones (``true`` for i1, -1 for integers)."""
+    d = ts[0]
+    ones = b.const(True, d) if d.is_bool else b.const(-1, d)
+    return b.emit(f"arith.xori {xs[0]}, {ones} : {d}")
+
+
+def _int_guard(b: Body, divisor: str, d: DType) -> tuple[str, str, str, str]:
+    """For integer division by ``divisor``: (is it 0, is it -1, either, a divisor safe to divide by).
+    Division by 0 and MIN / -1 are undefined in ``arith``; NumPy defines both, so they never reach it."""
+    is_zero = b.emit(f"arith.cmpi eq, {divisor}, {b.const(0, d)} : {d}")
+    is_minus_one = b.emit(f"arith.cmpi eq, {divisor}, {b.const(-1, d)} : {d}")
+    bad = b.emit(f"arith.ori {is_zero}, {is_minus_one} : i1")
+    safe = b.emit(f"arith.select {bad}, {b.const(1, d)}, {divisor} : {d}")
+    return is_zero, is_minus_one, bad, safe
+
+
+def _div(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
+    """Float division, or NumPy's integer floor division: 0 for a zero divisor, MIN // -1 = MIN."""
+    (x, y), d = xs, ts[0]
+    if d.is_float:
+        return b.emit(f"arith.divf {x}, {y} : {d}")
+    is_zero, is_minus_one, _, safe = _int_guard(b, y, d)
+    quotient = b.emit(f"arith.floordivsi {x}, {safe} : {d}")  # floors, as Python's //
+    negated = b.emit(f"arith.subi {b.const(0, d)}, {x} : {d}")  # wraps at MIN, as NumPy
+    by_minus_one = b.emit(f"arith.select {is_minus_one}, {negated}, {quotient} : {d}")
+    return b.emit(f"arith.select {is_zero}, {b.const(0, d)}, {by_minus_one} : {d}")
+
+
+def _fmod(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
+    """C's fmod (the sign of the dividend): ``remf``, or ``remsi`` with 0 for divisors 0 and -1."""
+    (x, y), d = xs, ts[0]
+    if d.is_float:
+        return b.emit(f"arith.remf {x}, {y} : {d}")
+    _, _, bad, safe = _int_guard(b, y, d)
+    return b.emit(f"arith.select {bad}, {b.const(0, d)}, {b.emit(f'arith.remsi {x}, {safe} : {d}')} : {d}")
+
+
+def _shift(op: str) -> ScalarRule:
+    """``shli``/``shrsi`` with NumPy's result for counts outside [0, width), where ``arith`` is
+    undefined: 0 for a left shift, the sign (a shift by width - 1) for a right shift."""
+
+    def rule(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
+        (x, n), d = xs, ts[0]
+        width = 8 * d.itemsize
+        in_range = b.emit(f"arith.cmpi ult, {n}, {b.const(width, d)} : {d}")  # negative is huge unsigned
+        count = b.emit(f"arith.select {in_range}, {n}, {b.const(width - 1, d)} : {d}")
+        shifted = b.emit(f"{op} {x}, {count} : {d}")
+        if op == "arith.shrsi":
+            return shifted
+        return b.emit(f"arith.select {in_range}, {shifted}, {b.const(0, d)} : {d}")
+
+    return rule
 
 
 def _select(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
@@ -129,9 +181,9 @@ SCALAR_OPS: dict[Primitive, ScalarRule] = {
     ew.add: _by_dtype("arith.addf", "arith.addi"),
     ew.sub: _by_dtype("arith.subf", "arith.subi"),
     ew.mul: _by_dtype("arith.mulf", "arith.muli"),
-    ew.div: _by_dtype("arith.divf", "arith.floordivsi"),  # integer division floors, as Python's //
+    ew.div: _div,
     ew.floor: _math("floor"),
-    ew.fmod: _by_dtype("arith.remf", "arith.remsi"),  # remf is C's fmod (the sign of the dividend)
+    ew.fmod: _fmod,
     ew.pow_: _by_dtype("math.powf", "math.ipowi"),
     ew.eq: _compare("oeq", "eq", "eq"),
     ew.ne: _compare("une", "ne", "ne"),  # NaN != NaN is true
@@ -143,7 +195,10 @@ SCALAR_OPS: dict[Primitive, ScalarRule] = {
     ew.min_: _by_dtype("arith.minimumf", "arith.minsi", "arith.minui"),
     ew.and_: _by_dtype("arith.andi", "arith.andi"),
     ew.or_: _by_dtype("arith.ori", "arith.ori"),
+    ew.xor: _by_dtype("arith.xori", "arith.xori"),
     ew.not_: _not,
+    ew.shift_left: _shift("arith.shli"),
+    ew.shift_right: _shift("arith.shrsi"),
     ew.select: _select,
     ew.cast: _cast,
     ew.copy: _identity,

@@ -3,11 +3,13 @@ algebraic identities. All primitives are pure, so an op whose results nobody rea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.rewrite import Rewriter
+from compiler.ir.types import DType
 from compiler.prims import contraction, source
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
@@ -30,13 +32,37 @@ def dce(func: Function) -> Function:
     return func.replace_body(Block(func.params, tuple(reversed(kept)), func.results))
 
 
-# Identities ``op(x, c) -> x`` by primitive: (operand positions that may hold the constant, constant).
-_NEUTRAL: dict[Primitive, tuple[tuple[int, ...], float]] = {
-    ew.add: ((0, 1), 0),
-    ew.sub: ((1,), 0),
-    ew.mul: ((0, 1), 1),
-    ew.div: ((1,), 1),
-    ew.pow_: ((1,), 1),
+class Neutral(NamedTuple):
+    """``op(x, c) -> x`` where operand ``positions`` holds the splat ``c``: ``for_float`` for floats
+    (None: no float identity) and ``for_int`` for integers and bools."""
+
+    positions: tuple[int, ...]
+    for_float: float | None
+    for_int: int
+
+    def matches(self, c: float | int | bool, dtype: DType) -> bool:
+        if not dtype.is_float:
+            return c == self.for_int
+        # Bit for bit: the sign of a zero decides (-0.0 == 0.0 in Python).
+        want = self.for_float
+        return want is not None and c == want and math.copysign(1.0, c) == math.copysign(1.0, want)
+
+
+# Each identity holds for every float, signed zeros, infinities and NaN included (IEEE 754, round to
+# nearest; NaN payloads aside): x + -0.0 is x, but x + 0.0 is not (-0.0 + 0.0 is +0.0), so only -0.0
+# is neutral for a float add, while x - 0.0 is x. Rewrites that hold only for finite reals are absent
+# on purpose: x * 0 -> 0 (inf and NaN give NaN, a negative x gives -0.0), x - x -> 0 (NaN at inf and
+# NaN), 0 - x -> -x (+0.0 against -0.0 at x = 0), x / x -> 1, folding x == x or x != x (NaN).
+_NEUTRAL: dict[Primitive, Neutral] = {
+    ew.add: Neutral((0, 1), -0.0, 0),
+    ew.sub: Neutral((1,), 0.0, 0),
+    ew.mul: Neutral((0, 1), 1.0, 1),
+    ew.div: Neutral((1,), 1.0, 1),
+    ew.pow_: Neutral((1,), 1.0, 1),
+    ew.or_: Neutral((0, 1), None, 0),  # bitwise on integers, logical on bools (False is 0)
+    ew.xor: Neutral((0, 1), None, 0),
+    ew.shift_left: Neutral((1,), None, 0),
+    ew.shift_right: Neutral((1,), None, 0),
 }
 
 
@@ -68,12 +94,12 @@ class _Simplifier:
             return None
         if op.prim in _IDENTITY and _IDENTITY[op.prim](op):
             return op.operands[0]
-        if op.prim in _NEUTRAL:
-            positions, neutral = _NEUTRAL[op.prim]
-            for k in positions:
+        neutral = _NEUTRAL.get(op.prim)
+        if neutral is not None:
+            for k in neutral.positions:
                 other = op.operands[1 - k]
                 c = source.splat_value(self.producer.get(op.operands[k]))
-                if c is not None and c == neutral and other.type == op.result.type:
+                if c is not None and other.type == op.result.type and neutral.matches(c, other.type.dtype):
                     return other
         if op.prim is ew.neg:  # -(-x)
             inner = self.producer.get(op.operands[0])

@@ -27,7 +27,8 @@ NOTHING: frozenset[str] = frozenset()
 # Which dtypes an op accepts: a predicate and the word used in its error message.
 FLOAT = (lambda d: d.is_float, "floating-point")
 NUMERIC = (lambda d: not d.is_bool, "numeric (not bool)")
-BOOL = (lambda d: d.is_bool, "bool")
+INTEGER = (lambda d: d.is_int, "integer")
+INTEGER_OR_BOOL = (lambda d: not d.is_float, "integer or bool")
 ANY = (lambda d: True, "any")
 
 
@@ -120,7 +121,12 @@ def _min(ctx: EmitContext, a: str, b: str) -> str:
 
 
 def _div(ctx: EmitContext, a: str, b: str) -> str:
-    return f"({a} / {b})" if ctx.result_type.dtype.is_float else f"({a} // {b})"
+    if ctx.result_type.dtype.is_float:
+        return f"({a} / {b})"
+    # NumPy's integer floor division: 0 for a zero divisor, and MIN // -1 wraps to MIN. Division
+    # by 0 or -1 is never executed (hardware traps on MIN / -1; backends differ on / 0).
+    zero, minus_one = _zero(ctx), ctx.const(-1, ctx.result_type.dtype)
+    return f"({zero} if {b} == {zero} else ((-{a}) if {b} == {minus_one} else ({a} // {b})))"
 
 
 def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -334,9 +340,46 @@ def _pick_vjp(wins: Primitive) -> Vjp:
 max_ = _elementwise("max", 2, _max, np.maximum, ANY, INPUTS, vjp=_pick_vjp(gt))
 min_ = _elementwise("min", 2, _min, np.minimum, ANY, INPUTS, vjp=_pick_vjp(lt))
 
-and_ = _elementwise("and", 2, lambda c, a, b: f"({a} and {b})", np.logical_and, BOOL, differentiable=False)
-or_ = _elementwise("or", 2, lambda c, a, b: f"({a} or {b})", np.logical_or, BOOL, differentiable=False)
-not_ = _elementwise("not", 1, lambda c, x: f"(not {x})", np.logical_not, BOOL, differentiable=False)
+
+# ---- bitwise ------------------------------------------------------------------------------------
+# NumPy's bitwise ufuncs on integers; on bools they are the logical operations (``~True`` is False),
+# so one primitive serves both (``dsl.numpy.logical_and`` casts to bool first). Floats are refused.
+
+
+def _invert(ctx: EmitContext, x: str) -> str:
+    return f"(not {x})" if ctx.result_type.dtype.is_bool else f"(~{x})"
+
+
+def _bit_width(ctx: EmitContext) -> int:
+    return 8 * ctx.result_type.dtype.itemsize
+
+
+def _shift_left(ctx: EmitContext, a: str, b: str) -> str:
+    # NumPy's npy_lshift on every platform: a count outside [0, width) shifts every bit out. LLVM's
+    # shl is undefined there, so the shift only runs on counts it defines.
+    return f"(({a} << {b}) if ({b} >= 0 and {b} < {_bit_width(ctx)}) else {_zero(ctx)})"
+
+
+def _shift_right(ctx: EmitContext, a: str, b: str) -> str:
+    # Arithmetic (signed) shift, as npy_rshift: a count outside [0, width) leaves only the sign,
+    # which shifting by width - 1 gives (-1 for a negative value, 0 otherwise).
+    width = _bit_width(ctx)
+    return f"({a} >> ({b} if ({b} >= 0 and {b} < {width}) else {width - 1}))"
+
+
+def _bitwise(
+    name: str, nargs: int, code: Callable[..., str], reference: Callable[..., np.ndarray]
+) -> Primitive:
+    return _elementwise(name, nargs, code, reference, INTEGER_OR_BOOL, differentiable=False)
+
+
+and_ = _bitwise("and", 2, lambda c, a, b: f"({a} & {b})", np.bitwise_and)
+or_ = _bitwise("or", 2, lambda c, a, b: f"({a} | {b})", np.bitwise_or)
+xor = _bitwise("xor", 2, lambda c, a, b: f"({a} ^ {b})", np.bitwise_xor)
+not_ = _bitwise("not", 1, _invert, np.invert)
+# Shifts of bools give int8 in NumPy, which the IR has no type for: integers only.
+shift_left = _elementwise("shift_left", 2, _shift_left, np.left_shift, INTEGER, differentiable=False)
+shift_right = _elementwise("shift_right", 2, _shift_right, np.right_shift, INTEGER, differentiable=False)
 
 
 # Floating-point floor and C's fmod: with select and the comparisons they give NumPy's floor_divide
@@ -376,7 +419,22 @@ SCALAR_HELPERS = {
     "fmod": {"cpu": "np.fmod", "cuda": "math.fmod"},
     **{name: {"cpu": "", "cuda": f"math.{name.removesuffix('_f32')}"} for name in vecmath.F32_MATH},
 }
-fmod = _elementwise("fmod", 2, lambda c, a, b: f"fmod({a}, {b})", np.fmod, FLOAT, INPUTS, vjp=_fmod_vjp)
+
+
+def _fmod(ctx: EmitContext, a: str, b: str) -> str:
+    if ctx.result_type.dtype.is_float:
+        return f"fmod({a}, {b})"
+    # C's integer remainder (the sign of a) from the floored one Numba's % computes (the sign of b);
+    # 0 for a zero divisor as np.fmod, and for -1, whose division by MIN traps.
+    zero, minus_one = _zero(ctx), ctx.const(-1, ctx.result_type.dtype)
+    floored = f"({a} % {b})"
+    differ = f"({floored} != {zero} and (({a} < {zero}) != ({b} < {zero})))"
+    return (
+        f"({zero} if ({b} == {zero} or {b} == {minus_one}) else ({floored} - ({b} if {differ} else {zero})))"
+    )
+
+
+fmod = _elementwise("fmod", 2, _fmod, np.fmod, NUMERIC, INPUTS, vjp=_fmod_vjp)
 
 
 def _select_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:

@@ -1,12 +1,13 @@
 // RUN: %dslc opt %s --passes simplify | FileCheck %s
 
-// CSE merges the two exps, the neutral add disappears, and mul reads the one exp twice.
+// CSE merges the two exps, the neutral add (of -0.0: x + -0.0 is x for every float) disappears, and
+// mul reads the one exp twice.
 // CHECK-LABEL: func.func @cse_and_identity
 // CHECK-NEXT:    %0 = "dsl.exp"(%arg0)
 // CHECK-NEXT:    %1 = "dsl.mul"(%0, %0)
 // CHECK-NEXT:    return %1
 func.func @cse_and_identity(%arg0: tensor<3xf32>) -> tensor<3xf32> {
-  %0 = "dsl.constant"() {value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %0 = "dsl.constant"() {value = dense<-0.0> : tensor<3xf32>} : () -> tensor<3xf32>
   %1 = "dsl.add"(%arg0, %0) : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
   %2 = "dsl.exp"(%1) : (tensor<3xf32>) -> tensor<3xf32>
   %3 = "dsl.exp"(%1) : (tensor<3xf32>) -> tensor<3xf32>
@@ -61,4 +62,58 @@ func.func @outer_product(%arg0: tensor<4x1xf32>, %arg1: tensor<1x3xf32>, %arg2: 
   %0 = "dsl.matmul"(%arg0, %arg1) : (tensor<4x1xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
   %1 = "dsl.matmul"(%arg2, %arg3) : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
   return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
+}
+
+// Float identities must hold for signed zeros, infinities and NaN. Kept: x + 0.0 (-0.0 + 0.0 is
+// +0.0), 0.0 + x, x * 0.0 (inf * 0 is NaN, -1 * 0 is -0.0), x - x (inf - inf is NaN), 0.0 - x (-x
+// would give -0.0 at x = 0), x - -0.0 (-0.0 - -0.0 is +0.0). Removed: x - 0.0, x * 1.0, x / 1.0,
+// x ** 1.0, x + -0.0 (exact for every x); nothing is folded from NaN's self-comparison.
+// CHECK-LABEL: func.func @ieee_identities
+// CHECK-NEXT:    %0 = "dsl.constant"() {value = dense<0.0> : tensor<2xf64>}
+// CHECK-NEXT:    %1 = "dsl.constant"() {value = dense<-0.0> : tensor<2xf64>}
+// CHECK-NEXT:    %2 = "dsl.add"(%arg0, %0)
+// CHECK-NEXT:    %3 = "dsl.add"(%0, %arg0)
+// CHECK-NEXT:    %4 = "dsl.mul"(%arg0, %0)
+// CHECK-NEXT:    %5 = "dsl.sub"(%arg0, %arg0)
+// CHECK-NEXT:    %6 = "dsl.sub"(%0, %arg0)
+// CHECK-NEXT:    %7 = "dsl.sub"(%arg0, %1)
+// CHECK-NEXT:    %8 = "dsl.eq"(%arg0, %arg0)
+// CHECK-NEXT:    %9 = "dsl.ne"(%arg0, %arg0)
+// CHECK-NEXT:    return %2, %3, %4, %5, %6, %7, %arg0, %arg0, %arg0, %arg0, %arg0, %8, %9
+func.func @ieee_identities(%arg0: tensor<2xf64>) -> (tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xi1>, tensor<2xi1>) {
+  %zero = "dsl.constant"() {value = dense<0.0> : tensor<2xf64>} : () -> tensor<2xf64>
+  %negzero = "dsl.constant"() {value = dense<-0.0> : tensor<2xf64>} : () -> tensor<2xf64>
+  %one = "dsl.constant"() {value = dense<1.0> : tensor<2xf64>} : () -> tensor<2xf64>
+  %0 = "dsl.add"(%arg0, %zero) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %1 = "dsl.add"(%zero, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %2 = "dsl.mul"(%arg0, %zero) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %3 = "dsl.sub"(%arg0, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %4 = "dsl.sub"(%zero, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %5 = "dsl.sub"(%arg0, %negzero) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %6 = "dsl.sub"(%arg0, %zero) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %7 = "dsl.mul"(%one, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %8 = "dsl.div"(%arg0, %one) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %9 = "dsl.pow"(%arg0, %one) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %10 = "dsl.add"(%negzero, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xf64>
+  %11 = "dsl.eq"(%arg0, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xi1>
+  %12 = "dsl.ne"(%arg0, %arg0) : (tensor<2xf64>, tensor<2xf64>) -> tensor<2xi1>
+  return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12 : tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xf64>, tensor<2xi1>, tensor<2xi1>
+}
+
+// Integers have no signed zero, infinity or NaN: x + 0, 0 + x, x - 0, x * 1, x // 1, x | 0, x ^ 0 and
+// x << 0 are x. (x * 0 and x - x are left alone: no rule for them, for any dtype.)
+// CHECK-LABEL: func.func @integer_identities
+// CHECK-NEXT:    return %arg0, %arg0, %arg0, %arg0, %arg0, %arg0, %arg0, %arg0
+func.func @integer_identities(%arg0: tensor<3xi32>) -> (tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>) {
+  %zero = "dsl.constant"() {value = dense<0> : tensor<3xi32>} : () -> tensor<3xi32>
+  %one = "dsl.constant"() {value = dense<1> : tensor<3xi32>} : () -> tensor<3xi32>
+  %0 = "dsl.add"(%arg0, %zero) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %1 = "dsl.add"(%zero, %arg0) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %2 = "dsl.sub"(%arg0, %zero) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %3 = "dsl.mul"(%arg0, %one) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %4 = "dsl.div"(%arg0, %one) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %5 = "dsl.or"(%zero, %arg0) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %6 = "dsl.xor"(%arg0, %zero) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  %7 = "dsl.shift_left"(%arg0, %zero) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
+  return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>
 }
