@@ -295,3 +295,40 @@ def test_device_array_to_a_cpu_program_is_an_error() -> None:
     f = dsl.compile(lambda x: x * 2, target="cpu")
     with pytest.raises(DSLError, match=r"sim_programs.py:\d+.*'x' is a GPU array.*target='cuda'"):
         f(cuda.to_device(f32(3)))
+
+
+HOST_LAYOUTS = {
+    "c": lambda base: base.reshape(4, 6),
+    "fortran": lambda base: np.asfortranarray(base.reshape(4, 6)),
+    "transposed": lambda base: base.reshape(6, 4).T,
+    "strided_rows": lambda base: np.concatenate([base.reshape(4, 6)] * 2, axis=0)[::2],
+}
+
+
+@pytest.mark.parametrize("layout", HOST_LAYOUTS)
+def test_host_argument_layouts_follow_numpy(layout: str) -> None:
+    def f(x, y):
+        r = x.reshape(-1)  # a view of C-ordered x only (NumPy decides by the caller's strides)
+        r[0] = 100.0
+        t = x.T.reshape(-1)  # a view of Fortran-ordered x only
+        t[1] = -3.0
+        y[1:, ::2] *= 2.0  # written back into the caller's strided y
+        return r * 1.0, t * 1.0
+
+    def make():
+        x_base, y_base = np.arange(24, dtype=np.float32) - 5.5, np.arange(24, dtype=np.float32)
+        return (x_base, y_base), (HOST_LAYOUTS[layout](x_base), HOST_LAYOUTS[layout](y_base))
+
+    (want_bases, want_args), (got_bases, got_args) = make(), make()
+    want = f(*want_args)
+    got = dsl.compile(f, target="cuda")(*got_args)
+    for g, w in zip(got, want):
+        close(g, w)
+    for g, w in zip(got_bases, want_bases):  # the arguments (views of these) as NumPy left them
+        np.testing.assert_array_equal(g, w)
+
+
+def test_non_contiguous_device_argument_is_refused() -> None:
+    d = cuda.to_device(np.asfortranarray(f32(4, 6)))
+    with pytest.raises(DSLError, match="non-contiguous"):
+        dsl.compile(lambda x: x.reshape(-1) * 2.0, target="cuda")(d)
