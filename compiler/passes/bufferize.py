@@ -9,17 +9,18 @@ argument) or ``dsl.buffer = "row"`` (kept one row per thread inside a band of ro
 ``compiler/passes/rows.py``: CPU programs; the ``plan`` pass of ``dslc opt`` plans without bands).
 A buffer stored in another shape than its own carries ``dsl.stored_as`` (a row-block region's own
 buffer: one block of rows per thread, ``plan.resize_slots``). Ops without a buffer were fused into
-their kernel's loop.
+their kernel's loop. An op realizing a user's in-place request carries ``dsl.inplace_outcome``: the
+plan's verdict on it (``plan.decide_request``), derived from these same offsets and reuses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from compiler.ir.core import Block, Function, Op
+from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.printer import BUFFERIZED
 from compiler.passes.fuse import FusionPlan, fuse
-from compiler.passes.plan import INPLACE_ATTR, MemoryPlan, plan_buffers
+from compiler.passes.plan import MemoryPlan, plan_buffers
 
 
 def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
@@ -27,6 +28,7 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
     rows = {r.value: r for r in plan.buffers}
     in_arg = {**plan.in_param, **plan.direct_writeback}
     local = fusion.local
+    outcome = _request_outcomes(plan)
     ops = []
     for op in func.ops:
         attrs: dict[str, Any] = dict(op.attrs)
@@ -46,6 +48,8 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> Function:
             attrs["dsl.buffer"] = "row"
         elif result in returned and result not in plan.offsets:
             attrs["dsl.buffer"] = "result"
+        if result in outcome:
+            attrs["dsl.inplace_outcome"] = outcome[result]
         ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
     fattrs = {**func.attrs, BUFFERIZED: True, "dsl.arena_bytes": plan.peak_bytes}
     return func.replace_body(Block(func.params, tuple(ops), func.results), attrs=fattrs)
@@ -64,15 +68,19 @@ def annotate_inplace(func: Function, inplace: bool, donate_argnums: tuple[int, .
     plan = plan_buffers(func, fusion, inplace, donate_argnums)
     reuses = {r.value: r.reused_from for r in plan.buffers if r.reused_from}
     reuses |= {v: fusion.names[func.params[k]] for v, k in plan.direct_writeback.items()}
-    outcome = {d.value: d for d in plan.inplace if d.request}
+    outcome = _request_outcomes(plan)
     ops = []
     for op in func.ops:
         attrs: dict[str, Any] = dict(op.attrs)
         v = op.results[0] if op.results else None
         if v in reuses:
             attrs["dsl.reuses"] = reuses[v]
-        decision = outcome.get(fusion.names.get(v, "")) if v is not None else None
-        if decision is not None and INPLACE_ATTR in op.attrs:
-            attrs["dsl.inplace_outcome"] = f"{decision.outcome}: {decision.reason}"
+        if v in outcome:
+            attrs["dsl.inplace_outcome"] = outcome[v]
         ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
     return func.replace_body(Block(func.params, tuple(ops), func.results))
+
+
+def _request_outcomes(plan: MemoryPlan) -> dict[Value, str]:
+    """``"<outcome>: <reason>"`` of each user request's value, as ``plan.inplace`` reports it."""
+    return {d.new: f"{d.outcome}: {d.reason}" for d in plan.inplace if d.new is not None}
