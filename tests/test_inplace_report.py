@@ -343,3 +343,38 @@ def test_sample_programs_report_agrees_with_the_plan(program: str) -> None:
     assert program_.options is not None
     fusion, plan = _planned(program_.stages["optimized"], True, program_.options.donate_argnums)
     check_consistent(annotate(program_.stages["optimized"], fusion, plan), plan)
+
+
+def region_layers(x, w1, w2):
+    h = x @ w1
+    h.tanh_()
+    h *= 0.5
+    g = h @ w2
+    g.tanh_()
+    g += 1.0
+    return (g @ w2).sum(axis=1)
+
+
+def test_report_follows_the_resized_slots_of_a_row_block_region() -> None:
+    """Codegen resizes a row-block region's slots after planning; the report is re-derived from the
+    resized plan (the hand-overs stay in place, at the new offsets)."""
+    x = rng.uniform(-2, 2, (2048, 64)).astype(np.float32)
+    w1, w2 = (rng.standard_normal((2, 64, 64)) / 8).astype(np.float32)
+    bufferized, plan = cpu_report(region_layers, (x, w1, w2))
+    resized = {r.name for r in plan.buffers if r.stored_as}
+    assert resized, "the program runs as a row-block region"
+    fn = region_layers
+    assert outcomes(plan) == {
+        f"tanh_@{_line(fn, 'h.tanh_')}": "fused",
+        f"*=@{_line(fn, 'h *=')}": "in place",
+        f"tanh_@{_line(fn, 'g.tanh_')}": "fused",
+        f"+=@{_line(fn, 'g +=')}": "in place",
+    }
+    in_place = [d for d in plan.inplace if d.request and d.outcome == "in place"]
+    assert {d.target for d in in_place} <= resized and {d.value for d in in_place} <= resized
+    check_consistent(bufferized, plan)
+    assert_same(
+        dsl.compile(fn, strict_inplace=True)(x, w1, w2),
+        ((np.tanh(np.tanh(x @ w1) * 0.5 @ w2) + 1) @ w2).sum(axis=1),
+        rtol=1e-3,
+    )

@@ -401,16 +401,17 @@ def find_requests(
     func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool
 ) -> list[InplaceRequest]:
     """Every user in-place request of ``func`` (ops carrying ``dsl.inplace``), in program order."""
+    ops = [op for op in func.ops if INPLACE_ATTR in op.attrs and op.operands]
+    if not ops:
+        return []
     params = {p: i for i, p in enumerate(func.params)}
     returned = set(func.results)
     stored = set(plan.offsets) | set(plan.in_param) | set(plan.direct_writeback) | set(params) | returned
     producer = {r: op for op in func.ops for r in op.results}
     position = {op: i for i, op in enumerate(func.ops)}
     out = []
-    for op in func.ops:
-        request = op.attrs.get(INPLACE_ATTR)
-        if request is None or not op.operands:
-            continue
+    for op in ops:
+        request = str(op.attrs[INPLACE_ATTR])
         reads_old = op.prim is not ew.copy and request not in WRITES_WITHOUT_READING
         new = op.result
         old = _stored_before(op, producer, stored) if reads_old else None
@@ -422,18 +423,27 @@ def find_requests(
             reason = "in-place is off (inplace=False or DSL_NO_INPLACE=1): reference plan"
         elif blocker is not None:
             reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
-        elif home in returned:
-            reason = "the value is returned (or written back) to the caller: fresh memory"
-        elif old in params and old not in plan.in_param:
-            reason = "the old value is an input the caller still owns"
         else:
-            reason = "its kernel reads the old value at other elements than it writes"
+            reason = _copy_reason(func, old, home in returned)
         old_name = "-" if old is None else fusion.names.get(old, "?")
         facts = (home in returned, new in fusion.local, None if old is None else params.get(old))
         where = (new, old, home, fusion.names.get(new, "?"), old_name)
         blocked_at = None if blocker is None else blocker.loc
-        out.append(InplaceRequest(str(request), op.loc, *where, *facts, reason, blocked_at))
+        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at))
     return out
+
+
+def _copy_reason(func: Function, old: Value | None, returned: bool) -> str:
+    """Why the planner did not store the new value over ``old`` when no later kernel reads ``old``."""
+    if returned:
+        return "the value is returned (or written back) to the caller: fresh memory"
+    if old in func.params:
+        if func.params.index(old) in _writeback_params(func).values():
+            return (
+                "the old value is the caller's array, which only the argument's final value is written into"
+            )
+        return "the old value is an input the caller still owns"
+    return "its kernel reads the old value at other elements than it writes"
 
 
 def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Value:
