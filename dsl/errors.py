@@ -5,6 +5,7 @@ from runtime.errors import (
     DSLError,
     InplaceError,
     IRParseError,
+    ReadOnlyError,
     ShapeError,
     TraceError,
     VerificationError,
@@ -13,10 +14,6 @@ from runtime.errors import (
 
 class IndexingError(ShapeError, IndexError):
     """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
-
-
-class ReadOnlyError(InplaceError, ValueError):
-    """A write into a read-only array (a ``broadcast_to`` view): a ``ValueError``, as NumPy raises."""
 
 
 class DTypeError(TraceError, TypeError):

@@ -166,7 +166,7 @@ def _plain_methods() -> dict[str, Any]:
     return {
         "copy_": _inplace("copy_", _copy_from, casting="unsafe"),
         "__neg__": dnp.negative,
-        "__pos__": lambda self: self,
+        "__pos__": ops.new_storage,  # +x is a new array in NumPy, not x
         "__abs__": dnp.abs,
         "__invert__": dnp.invert,
         "__array_ufunc__": _array_ufunc,

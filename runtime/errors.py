@@ -23,6 +23,11 @@ class InplaceError(DSLError):
     """An in-place operation that cannot be honoured."""
 
 
+class ReadOnlyError(InplaceError, ValueError):
+    """A write into a read-only array: a ``broadcast_to`` view, or a read-only argument the program
+    modifies in place. A ``ValueError``, as NumPy's "assignment destination is read-only"."""
+
+
 class DeviceError(DSLError):
     """The requested device is not usable."""
 

@@ -28,7 +28,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from runtime.errors import DSLError, ShapeError
+from runtime.errors import DSLError, ReadOnlyError, ShapeError
 from runtime.precompile import KernelTable
 
 InputType = tuple[tuple[int, ...], np.dtype]
@@ -110,7 +110,7 @@ class ArgumentChecks:
                 f"so it must be a NumPy array, not {type(target).__name__}"
             )
         if not target.flags.writeable:
-            raise DSLError(
+            raise ReadOnlyError(
                 f"{caller_location()}: {self.name}: argument {name} is read-only, but the program "
                 "modifies it in place (or it is donated); pass a writeable array (e.g. a.copy())"
             )

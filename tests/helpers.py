@@ -94,6 +94,11 @@ def python_kernels() -> Iterator[None]:
     """Generated modules imported in this block run as plain Python (Numba's decorators are off):
     the whole compiler and its generated code, without Numba's compile time (the module cache keeps
     such modules apart from compiled ones)."""
+    # Runtime modules with njit functions are imported first: one first imported with the JIT off
+    # would keep plain Python functions for good, and later compiled modules could not call them.
+    import runtime.blas
+    import runtime.parallel  # noqa: F401
+
     before = numba.config.DISABLE_JIT
     numba.config.DISABLE_JIT = True
     try:

@@ -239,5 +239,8 @@ def test_broadcast_argument_reshapes_to_a_copy() -> None:
     got = dsl.compile(flat_copy_then_write)(x)
     np.testing.assert_array_equal(got, flat_copy_then_write(np.broadcast_to(np.arange(6.0), (4, 6))))
     np.testing.assert_array_equal(row, np.arange(6.0))
-    with pytest.raises(dsl.DSLError, match="read-only"):  # a view of it written: NumPy raises too
+    with pytest.raises(ValueError, match="read-only"):  # a view of it written: NumPy raises too
+        reshape_then_write(np.broadcast_to(np.arange(6.0), (4, 6)))
+    with pytest.raises(dsl.ReadOnlyError, match="read-only") as err:  # before anything ran
         dsl.compile(reshape_then_write)(x)
+    assert isinstance(err.value, ValueError)  # as NumPy's

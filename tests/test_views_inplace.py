@@ -247,6 +247,12 @@ def ravel_views_only_c_contiguous_arrays(x):
     return y, r, s, t, f
 
 
+def unary_plus_is_a_copy(x):
+    y = +x
+    y[0] = 1.0
+    return y, x
+
+
 VIEW_CASES = [
     (broadcast_sees_later_writes, 1),
     (broadcast_of_slice_sees_writes_through_another_view, 1),
@@ -256,6 +262,7 @@ VIEW_CASES = [
     (value_with_leading_unit_axes, 1),
     (slices_take_values_with_leading_unit_axes, 2),
     (ravel_views_only_c_contiguous_arrays, 1),
+    (unary_plus_is_a_copy, 1),
 ]
 
 
