@@ -65,6 +65,8 @@ def _broadcast_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangent
     return (summed if summed.type.shape == x.shape else build(reshape, [summed], {"shape": x.shape}),)
 
 
+# A view a user can make (``dnp.broadcast_to``) but never write through: it has no ``unview``, so
+# ``dsl.array`` makes its views read-only (as NumPy's, whose stretched elements share memory).
 broadcast = Primitive(
     name="broadcast",
     kind=Kind.MOVEMENT,
