@@ -8,20 +8,35 @@ import os
 import sys
 
 
-# Numba's OpenMP workers spin briefly after each parallel kernel (libgomp's default), so the next
-# kernel of the same call starts in ~4 us instead of ~45 us for a futex wake-up (measured on the
-# 2-core CI machine; the MLP training step 15.1 -> 12.9 ms, softmax + cross-entropy 4.8 -> 3.8 ms).
-# Matmul kernels run BLAS inside those same workers (runtime/blas.py), so no second thread pool
-# competes with the spinning. With ``DSL_BLAS_THREADS=native`` BLAS keeps its own threads, and then
-# spinning workers starve them (a 3-layer MLP forward 44 ms -> 25 ms with passive waiting): that
-# mode waits passively. A value the user set is kept.
 def native_blas_threads() -> bool:
     """``DSL_BLAS_THREADS=native``: BLAS keeps its own threads (runtime/blas.py does not split)."""
     return os.environ.get("DSL_BLAS_THREADS", "").strip().lower() == "native"
 
 
-if native_blas_threads():
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# How long Numba's OpenMP threads (libgomp) busy-wait for the next parallel loop before they sleep,
+# in spins (``GOMP_SPINCOUNT``). libgomp's default, 300,000 spins (milliseconds), kept every waiting
+# thread on its core long after a call: on a machine whose cores other processes want, that took
+# the time slices the working threads needed, and each loop's end waited for a thread the OS had
+# not run yet (the MLP training step beside two busy processes on 2 cores: 7x its idle time).
+# 1,000 spins still bridge the gap from one kernel of a call to the next (the wake-up of a sleeping
+# thread, ~45 us, was 15% of the MLP step idle); docs/architecture.md "Threads" has the figures.
+# Read by libgomp once, when Numba's OpenMP layer loads it, so it is set on importing ``runtime``.
+# A value the user set (``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``) is kept. With
+# ``DSL_BLAS_THREADS=native`` BLAS keeps its own threads, which any spinning starves (a 3-layer MLP
+# forward 44 ms -> 25 ms with passive waiting): that mode waits passively.
+GOMP_SPINCOUNT = "1000"
+
+
+def _set_wait_policy() -> None:
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
+        return
+    if native_blas_threads():
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    else:
+        os.environ["GOMP_SPINCOUNT"] = GOMP_SPINCOUNT
+
+
+_set_wait_policy()
 
 
 def _keep_freed_memory() -> None:

@@ -12,9 +12,10 @@ Threads. SciPy's OpenBLAS runs its own thread pool beside Numba's; two pools on 
 whenever the machine has other load (measured on the 2-core CI machine while another process ran:
 the transformer benchmark's kernels took 1,814 ms with BLAS threads, 33 ms with one). So the first
 executable that calls ``gemm`` sets SciPy's OpenBLAS to one thread (``single_threaded_blas``), and
-matmul kernels split their work over Numba's pool themselves (batch elements and row blocks under
-``numba.prange``). NumPy's own OpenBLAS (``np.matmul`` outside dslc) is a different library and is not
-touched. ``DSL_BLAS_THREADS=native`` leaves SciPy's BLAS threading alone, and kernels then call
+matmul kernels split their work over Numba's pool themselves (batch elements and row blocks, which
+the threads claim one by one as ``runtime.parallel.parallel_for`` claims chunks). NumPy's own
+OpenBLAS (``np.matmul`` outside dslc) is a different library and is not touched.
+``DSL_BLAS_THREADS=native`` leaves SciPy's BLAS threading alone, and kernels then call
 ``gemm`` once per batch element on the calling thread.
 
 Library. ``gemm`` calls SciPy's OpenBLAS; ``gemm_mkl`` the same blocks on Intel MKL's ``cblas_?gemm``
@@ -38,8 +39,10 @@ from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
+from numba.np.ufunc.parallel import _iget_num_threads
 
 from runtime import mkl, native_blas_threads
+from runtime.parallel import claim_next
 
 _lock = threading.Lock()
 _configured = False
@@ -518,9 +521,16 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
     """The row-block matmul (the comment above); compiled in four forms by ``_rows_form``."""
     _copy_in(o, c, p)
     alpha, beta, ta, tb = *_scales(o, s), p[_TA] != 0, p[_TB] != 0
-    for q in numba.prange(p[_BLOCKS]):  # a plain loop in the serial forms
-        i0, i1, xo, yo, oo = _block(q, p)
-        gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
+    blocks, next_block = p[_BLOCKS], np.zeros(1, np.int64)
+    # each thread claims blocks until none is left (``runtime/parallel.py``): a thread the OS runs
+    # late leaves its block to the others; a plain loop in the serial forms (the first pass runs all)
+    threads: int = _iget_num_threads()  # type: ignore[call-arg]
+    for _ in numba.prange(min(blocks, threads)):
+        q = claim_next(next_block)
+        while q < blocks:
+            i0, i1, xo, yo, oo = _block(q, p)
+            gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
+            q = claim_next(next_block)
 
 
 def _gemm_rows_block(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any, ch: int, chunks: int) -> None:

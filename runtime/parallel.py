@@ -11,14 +11,28 @@ its own, and the driver allocates its scratch, fills the frame (``fill_frame``) 
 Numba's parallel lowering (the parfor passes, a gufunc compiled per loop) then runs once per
 machine, for this function, instead of once per kernel of every program: it was about two thirds
 of the compile time of a kernel with a parallel loop (``python benchmarks/compile_phases.py``).
+
+Chunks are claimed, not dealt: every thread of the pool takes the next unclaimed chunk from a shared
+counter (``claim_next``) until none is left. Numba's OpenMP layer deals a loop's iterations out
+statically (thread ``t`` runs the ``t``-th share), so a thread the OS had not scheduled yet (another
+process on its core) held up the loop's end with its whole share while the others waited; claimed,
+the threads that run take its chunks, and it holds up the end only with the chunk it is in. A chunk
+computes the same whichever thread runs it (a chunk writes its own rows or its own partial result,
+combined in chunk order after the loop), so results do not depend on the schedule.
+``DSL_STATIC_CHUNKS=1`` binds ``parallel_for_static`` (the dealt schedule) instead, for comparison.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic
+from numba.np.ufunc.parallel import _iget_num_threads
 
 from runtime.intrinsics import call_kernel
 
@@ -28,10 +42,40 @@ CHUNK_SIGNATURE: list[tuple[str, int | None]] = [("int64", None), ("uint64", 1)]
 PARALLEL_FOR_SIGNATURE: list[tuple[str, int | None]] = [("uint64", None), ("int64", None), ("uint64", 1)]
 
 
+@intrinsic
+def claim_next(typingctx: Any, counter: Any) -> Any:
+    """``counter[0]``, incremented in the same atomic step: each value goes to exactly one caller,
+    whichever threads call at once (the chunks' own writes are ordered by the loop's closing barrier,
+    so the counter needs no ordering of its own)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        data = context.make_array(counter)(context, builder, value=args[0]).data
+        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+
+    return types.int64(counter), codegen
+
+
+# ``_iget_num_threads`` is what ``numba.get_num_threads()`` reads (the calling thread's thread
+# count), called through the threading layer's symbol: ``numba.get_num_threads`` itself goes through
+# a ctypes pointer, which Numba cannot cache.
 @numba.njit(cache=True, nogil=True, parallel=True)
 def parallel_for(chunk: int, n: int, frame: Any) -> None:
+    next_chunk = np.zeros(1, np.int64)
+    threads: int = _iget_num_threads()  # type: ignore[call-arg]
+    for _ in numba.prange(min(n, threads)):  # one iteration per thread: it claims chunks
+        ch = claim_next(next_chunk)
+        while ch < n:
+            # "i8,u8:1" is signature_string(CHUNK_SIGNATURE), written out: call_kernel needs a literal
+            call_kernel(chunk, "i8,u8:1", ch, frame)
+            ch = claim_next(next_chunk)
+
+
+@numba.njit(cache=True, nogil=True, parallel=True)
+def parallel_for_static(chunk: int, n: int, frame: Any) -> None:
+    """``parallel_for`` with the chunks dealt out by Numba's static schedule (``DSL_STATIC_CHUNKS``)."""
     for ch in numba.prange(n):
-        # "i8,u8:1" is signature_string(CHUNK_SIGNATURE), written out: call_kernel needs a literal
         call_kernel(chunk, "i8,u8:1", np.int64(ch), frame)  # (a prange index may be unsigned)
 
 
@@ -44,4 +88,11 @@ def parallel_for_python(chunk: Any, n: int, frame: Any) -> None:
 def parallel_for_function() -> Any:
     """What a generated module's table slot for ``parallel_for`` holds the address of (or, with
     Numba's JIT off, the function itself)."""
-    return parallel_for_python if numba.config.DISABLE_JIT else parallel_for  # type: ignore[attr-defined]
+    if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return parallel_for_python
+    return parallel_for_static if static_chunks() else parallel_for
+
+
+def static_chunks() -> bool:
+    """``DSL_STATIC_CHUNKS=1``: parallel loops deal their chunks out statically (``parallel_for_static``)."""
+    return os.environ.get("DSL_STATIC_CHUNKS", "").strip() == "1"
