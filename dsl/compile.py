@@ -21,7 +21,7 @@ import numpy as np
 from compiler.ir.core import Block, Function, Location, Value
 from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
 from compiler.pipeline import Options, Program, compile_function
-from dsl import ops, pytree, tracing
+from dsl import ops, pytree, scalar_args, tracing
 from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
 from dsl.errors import DSLError, TraceError
 from runtime.cuda_executable import device_layout, is_device_array
@@ -122,8 +122,11 @@ class _Entry:
         self.program = program
         self.run = program.executable
         self.build = build
+        self.check_scalars = scalar_args.call_check(program.stages["traced"])  # None: nothing to check
 
     def __call__(self, leaves: list[Any]) -> Any:
+        if self.check_scalars is not None:
+            self.check_scalars(leaves)
         return self.build(self.run(*leaves))  # the executable checks mutated/donated arguments
 
 
@@ -361,7 +364,10 @@ def trace_function(
         _symbol(getattr(fn, "__name__", "fn")),
         Block(tuple(params), tuple(trace.ops), tuple(results + writebacks)),
         tuple(names),
-        {"dsl.writeback": tuple(mutated)} if mutated else {},
+        {
+            **({"dsl.writeback": tuple(mutated)} if mutated else {}),
+            **scalar_args.narrowed_attrs(trace, params),
+        },
         tuple(where for _ in params),
     )
     return Traced(func, out_tree, mutated, names, leaf_arg)

@@ -26,7 +26,11 @@ bool_ = np.bool_
 
 
 def asarray(x: Any, dtype: Any = None) -> Array:
+    """An array: strong even from a Python number (``np.asarray(5)`` is an int64 array, which
+    promotes ``int32`` arrays to ``int64``; the number itself would not)."""
     a = ops.asarray(x)
+    if a.weak:
+        a = Array(a._storage, a._steps, a._shadow, False, a.type)
     return astype(a, dtype) if dtype is not None else a
 
 
@@ -250,28 +254,45 @@ def tanh(x: Any) -> Array:
 # ---- comparison and logic ------------------------------------------------------------------------
 
 
+def _compare(prim: Primitive, x: Any, y: Any) -> Array:
+    """NumPy 2 compares a Python int with an integer array exactly, also outside the array's range
+    (``int32_array < 2**40`` is all True, no OverflowError): such a comparison runs in int64."""
+    dtype = ops.result_dtype(x, y)
+    if dtype is DType.i32 and any(_may_exceed_int32(v) for v in (x, y)):
+        dtype = DType.i64
+    return ops.binary(prim, x, y, dtype)
+
+
+def _may_exceed_int32(v: Any) -> bool:
+    """A Python int beyond int32, or a weak integer (a Python int argument: its value is not known)."""
+    if isinstance(v, Array):
+        return v.weak and v.ir_dtype.is_int
+    info = np.iinfo(np.int32)
+    return isinstance(v, int) and not isinstance(v, bool) and not info.min <= v <= info.max
+
+
 def less(x: Any, y: Any) -> Array:
-    return ops.binary(ew.lt, x, y)
+    return _compare(ew.lt, x, y)
 
 
 def less_equal(x: Any, y: Any) -> Array:
-    return ops.binary(ew.le, x, y)
+    return _compare(ew.le, x, y)
 
 
 def greater(x: Any, y: Any) -> Array:
-    return ops.binary(ew.gt, x, y)
+    return _compare(ew.gt, x, y)
 
 
 def greater_equal(x: Any, y: Any) -> Array:
-    return ops.binary(ew.ge, x, y)
+    return _compare(ew.ge, x, y)
 
 
 def equal(x: Any, y: Any) -> Array:
-    return ops.binary(ew.eq, x, y)
+    return _compare(ew.eq, x, y)
 
 
 def not_equal(x: Any, y: Any) -> Array:
-    return ops.binary(ew.ne, x, y)
+    return _compare(ew.ne, x, y)
 
 
 def logical_and(x: Any, y: Any) -> Array:

@@ -86,8 +86,18 @@ def result_dtype(*xs: Any) -> DType:
 def to_dtype(x: Any, dtype: DType) -> Array:
     """``x`` as an array of ``dtype`` (Python scalars are made directly in it)."""
     if isinstance(x, Scalar):
-        return constant(x, dtype, weak=True)
-    return cast(asarray(x), dtype)
+        return constant(x, dtype, weak=True)  # raises OverflowError where it does not fit, as NumPy 2
+    x = asarray(x)
+    note_narrowing(x, dtype)
+    return cast(x, dtype)
+
+
+def note_narrowing(x: Array, dtype: DType) -> None:
+    """A weak integer (a Python int argument) converted to a narrower integer dtype where it meets an
+    array: NumPy 2 raises OverflowError if the number does not fit, so each call checks that it does
+    (``dsl.scalar_args``); the trace records which values need it."""
+    if x.weak and x.ir_dtype.is_int and dtype.is_int and dtype.itemsize < x.ir_dtype.itemsize:
+        tracing.current().narrowed[x.value] = dtype
 
 
 def cast(x: Array, dtype: DType) -> Array:
@@ -102,6 +112,7 @@ def can_cast(src: DType, dst: DType, casting: str) -> bool:
 
 def fit(x: Array, target: Array, casting: str, what: str) -> Array:
     """``x`` broadcast to ``target``'s shape and cast to its dtype (for writes into ``target``)."""
+    note_narrowing(x, target.ir_dtype)
     if x.shape != target.shape:
         if broadcast_shapes(x.shape, target.shape) != target.shape:
             raise tracing.user_error(

@@ -14,6 +14,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from compiler.ir.core import Location, Op, Value
+from compiler.ir.types import DType
 from compiler.prims import elementwise
 from compiler.prims.base import Build, Primitive
 from runtime.errors import DSLError
@@ -64,6 +65,9 @@ class Trace:
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.loc_override: Location | None = None  # set while the tracer itself emits (results)
+        # weak integer values converted to a narrower dtype (``ops.note_narrowing``): each call checks
+        # that the Python ints behind them fit it
+        self.narrowed: dict[Value, DType] = {}
 
     def emit(
         self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None

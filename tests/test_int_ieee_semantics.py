@@ -1,0 +1,321 @@
+"""Integer and IEEE semantics against NumPy 2 (issue 25, families 1 and 2).
+
+Integers: bitwise operators and functions (logical on bools, TypeError on floats), shifts by counts
+outside the bit width, integer division and remainders by zero and MIN // -1, Python int arguments
+that do not fit the int32 array they meet (OverflowError at call time, as NumPy raises), comparisons
+with such ints (exact, as NumPy 2). IEEE: identities the simplifier may apply only where they hold for
+signed zeros, infinities and NaN; max/min over an empty axis raise ValueError as NumPy.
+
+``CASES`` is one table run here on the CPU and by ``tests/cuda_sim/sim_int_ieee.py`` on the CUDA
+backend (simulator or GPU).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+I32_MIN, I64_MIN = np.iinfo(np.int32).min, np.iinfo(np.int64).min
+
+
+class Case(NamedTuple):
+    fn: Callable[..., Any]  # written with operators / np.* so NumPy runs it as the oracle
+    args: tuple[Any, ...]
+    traced: Callable[..., Any] | None = None  # the dsl spelling, where NumPy's differs (dnp.*)
+
+
+def _i(*values: int, dtype: Any = np.int32) -> np.ndarray:
+    return np.array(values, dtype)
+
+
+def _f(*values: float, dtype: Any = np.float64) -> np.ndarray:
+    return np.array(values, dtype)
+
+
+INTS = _i(1, 2, 6, -1, 0, I32_MIN, 2**31 - 1)
+OTHERS = _i(3, -7, 5, 12, -1, -1, 9)
+COUNTS = _i(0, 1, 31, 32, 40, -1, -33)
+SIGNED = _i(-7, 7, -7, 7, 0, -8, 8)
+DIVISORS = _i(3, -3, -3, 3, 0, 0, -1)
+BOOLS = np.array([True, False, True, False])
+BOOLS2 = np.array([True, True, False, False])
+SIGNED_ZEROS = _f(-0.0, 0.0, np.inf, -np.inf, np.nan, 2.5)
+
+
+def _augmented(op: str) -> Callable[[np.ndarray, Any], np.ndarray]:
+    def fn(a: Any, b: Any) -> Any:
+        a = a.copy()
+        if op == "&":
+            a &= b
+        elif op == "|":
+            a |= b
+        elif op == "^":
+            a ^= b
+        elif op == "<<":
+            a <<= b
+        else:
+            a >>= b
+        return a
+
+    return fn
+
+
+CASES: dict[str, Case] = {
+    # ---- bitwise on integers: was logical (i & 3 gave all True) ----
+    "and": Case(lambda a, b: a & b, (INTS, OTHERS)),
+    "and_scalar": Case(lambda a: a & 3, (INTS,)),
+    "rand_scalar": Case(lambda a: 3 & a, (INTS,)),
+    "or": Case(lambda a, b: a | b, (INTS, OTHERS)),
+    "xor": Case(lambda a, b: a ^ b, (INTS, OTHERS)),
+    "invert": Case(lambda a: ~a, (INTS,)),
+    "and_int64": Case(lambda a, b: a & b, (INTS.astype(np.int64) * 3, OTHERS.astype(np.int64))),
+    "mixed_widths": Case(lambda a, b: a | b, (INTS, OTHERS.astype(np.int64))),
+    "bitwise_functions": Case(
+        lambda a, b: (np.bitwise_and(a, b), np.bitwise_or(a, b), np.bitwise_xor(a, b), np.invert(a)),
+        (INTS, OTHERS),
+        lambda a, b: (dnp.bitwise_and(a, b), dnp.bitwise_or(a, b), dnp.bitwise_xor(a, b), dnp.invert(a)),
+    ),
+    "bitwise_not": Case(np.bitwise_not, (INTS,), lambda a: dnp.bitwise_not(a)),
+    "ufunc_dispatch": Case(lambda a, b: np.bitwise_xor(a, b), (INTS, OTHERS)),
+    "logical_stay_logical": Case(
+        lambda a, b: (np.logical_and(a, b), np.logical_or(a, b), np.logical_xor(a, b), np.logical_not(a)),
+        (INTS, OTHERS),
+        lambda a, b: (dnp.logical_and(a, b), dnp.logical_or(a, b), dnp.logical_xor(a, b), dnp.logical_not(a)),
+    ),
+    **{f"augmented_{op}": Case(_augmented(op), (INTS, OTHERS % 8)) for op in ("&", "|", "^", "<<", ">>")},
+    # ---- bitwise on bools: logical, as NumPy (~True is False) ----
+    "bool_ops": Case(lambda a, b: (a & b, a | b, a ^ b, ~a), (BOOLS, BOOLS2)),
+    "bool_with_int": Case(lambda a: (a & 1, a | 2), (BOOLS,)),
+    "bool_add_mul": Case(lambda a, b: (a + b, a * b), (BOOLS, BOOLS2)),
+    # ---- shifts: counts outside [0, bits) give 0 / the sign on every platform ----
+    "left_shift": Case(lambda a, n: a << n, (INTS, COUNTS)),
+    "right_shift": Case(lambda a, n: a >> n, (INTS, COUNTS)),
+    "left_shift_scalar": Case(lambda a: (a << 40, a << 31, 1 << a.clip(0, 70)), (INTS,)),
+    "shift_int64": Case(
+        lambda a, n: (a << n, a >> n), (INTS.astype(np.int64), _i(0, 1, 63, 64, 100, -1, -64, dtype=np.int64))
+    ),
+    "shift_functions": Case(
+        lambda a, n: (np.left_shift(a, n), np.right_shift(a, n)),
+        (INTS, COUNTS),
+        lambda a, n: (dnp.left_shift(a, n), dnp.right_shift(a, n)),
+    ),
+    # ---- integer division and remainders: 0 for a zero divisor, MIN // -1 wraps ----
+    "floordiv": Case(lambda a, b: a // b, (SIGNED, DIVISORS)),
+    "remainder": Case(lambda a, b: a % b, (SIGNED, DIVISORS)),
+    "mod_zero_literal": Case(lambda a: (a % 0, a // 0), (SIGNED,)),
+    "fmod": Case(lambda a, b: np.fmod(a, b), (SIGNED, DIVISORS), lambda a, b: dnp.fmod(a, b)),
+    "fmod_zero_literal": Case(lambda a: np.fmod(a, 0), (SIGNED,), lambda a: dnp.fmod(a, 0)),
+    "divmod": Case(lambda a, b: divmod(a, b), (SIGNED, DIVISORS)),
+    "min_by_minus_one_i32": Case(
+        lambda a, b: (a // b, a % b, np.fmod(a, b)),
+        (_i(I32_MIN, I32_MIN, 5), _i(-1, 1, -1)),
+        lambda a, b: (a // b, a % b, dnp.fmod(a, b)),
+    ),
+    "min_by_minus_one_i64": Case(
+        lambda a, b: (a // b, a % b, np.fmod(a, b)),
+        (_i(I64_MIN, I64_MIN, 5, dtype=np.int64), _i(-1, 1, -1, dtype=np.int64)),
+        lambda a, b: (a // b, a % b, dnp.fmod(a, b)),
+    ),
+    "int64_by_zero": Case(lambda a, b: (a // b, a % b), (SIGNED.astype(np.int64), DIVISORS.astype(np.int64))),
+    "abs_of_min": Case(lambda a: (abs(a), -a), (_i(I32_MIN, -3, 3),)),
+    # ---- Python ints beyond int32 in comparisons: exact, as NumPy 2 ----
+    "compare_big_literal": Case(lambda a: (a < 2**40, a == 2**40, a >= -(2**40), a != 2**33), (INTS,)),
+    "compare_big_argument": Case(lambda a, s: (a < s, a == s, a > -s), (INTS, 2**40)),
+    "compare_small_argument": Case(lambda a, s: (a < s, a == s), (INTS, 6)),
+    "asarray_is_strong": Case(lambda a: np.asarray(5) + a, (INTS,), lambda a: dnp.asarray(5) + a),
+    # ---- IEEE: no identity that fails at -0.0, inf or NaN ----
+    "add_zero": Case(lambda x: (1 / (x + 0.0), 1 / (0.0 + x)), (SIGNED_ZEROS,)),
+    "sub_zero": Case(lambda x: (1 / (x - 0.0), 1 / (x - -0.0), 1 / (0.0 - x), 1 / -x), (SIGNED_ZEROS,)),
+    "mul_zero": Case(lambda x: (x * 0.0, 0.0 * x, 1 / (x * 0.0)), (SIGNED_ZEROS,)),
+    "self_difference": Case(lambda x: (x - x, x / x, x * 1.0, x / 1.0, x**1.0), (SIGNED_ZEROS,)),
+    "self_comparison": Case(lambda x: (x == x, x != x, x < x, x >= x), (SIGNED_ZEROS,)),
+    "float32_add_zero": Case(lambda x: 1 / (x + 0.0), (SIGNED_ZEROS.astype(np.float32),)),
+    "zeros_plus": Case(lambda x: 1 / (np.zeros(6) + x), (SIGNED_ZEROS,), lambda x: 1 / (dnp.zeros(6) + x)),
+}
+
+
+def numpy_result(case: Case) -> Any:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        return case.fn(*[np.copy(a) if isinstance(a, np.ndarray) else a for a in case.args])
+
+
+def compiled_result(case: Case, target: str) -> Any:
+    fn = case.traced or case.fn
+    args = [np.copy(a) if isinstance(a, np.ndarray) else a for a in case.args]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return dsl.compile(fn, target=target)(*args)
+
+
+def assert_same(got: Any, want: Any, what: str) -> None:
+    """Exact: dtypes, values, NaN positions and the signs of zeros and infinities."""
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), what
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{what}[{k}]")
+        return
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (what, got.dtype, want.dtype)
+    np.testing.assert_array_equal(got, want, err_msg=what)
+    if want.dtype.kind == "f":  # (IEEE leaves the sign of an arithmetic NaN unspecified)
+        numbers = ~np.isnan(want)
+        np.testing.assert_array_equal(
+            np.signbit(got[numbers]), np.signbit(want[numbers]), err_msg=f"{what}: signs"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_numpy_on_cpu(name: str) -> None:
+    case = CASES[name]
+    assert_same(compiled_result(case, "cpu"), numpy_result(case), name)
+
+
+# ---- errors where NumPy raises --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x & 1,
+        lambda x: 1 | x,
+        lambda x: x ^ x,
+        lambda x: ~x,
+        lambda x: x << 1,
+        lambda x: dnp.bitwise_and(x, x),
+        lambda x: dnp.invert(x),
+        lambda x: dnp.right_shift(x, 1),
+    ],
+)
+def test_bitwise_on_floats_is_a_type_error_at_the_users_line(fn) -> None:
+    with pytest.raises(TypeError, match=r"test_int_ieee_semantics.py:\d+: ufunc '\w+' not supported"):
+        dsl.compile(fn)(np.ones(3))
+
+
+def test_bool_shift_subtract_negative_raise_type_error() -> None:
+    b = np.array([True, False])
+    for fn in (lambda x: x << x, lambda x: x - x, lambda x: -x):
+        with pytest.raises(TypeError, match="test_int_ieee_semantics.py"):
+            dsl.compile(fn)(b)
+
+
+EMPTY_REDUCTIONS = [
+    ((0,), None, True),
+    ((0, 3), 0, True),
+    ((0, 3), 1, False),  # over the non-empty axis: an empty result
+    ((0, 0), 1, True),
+    ((2, 0, 3), (0, 2), False),
+    ((2, 0, 3), 1, True),
+    ((0, 3), (), False),
+]
+
+
+@pytest.mark.parametrize("shape, axis, raises", EMPTY_REDUCTIONS)
+def test_max_min_of_empty_raise_like_numpy(shape, axis, raises: bool) -> None:
+    x = np.zeros(shape)
+    forms = [
+        lambda a: a.max(axis=axis),
+        lambda a: a.min(axis=axis),
+        lambda a: np.max(a, axis),  # dispatched to dsl.numpy on a traced array
+        lambda a: np.amin(a, axis, keepdims=True),
+    ]
+    for form in forms:
+        if raises:
+            with pytest.raises(ValueError, match="zero-size array to reduction operation"):
+                form(x)  # NumPy itself
+            with pytest.raises(ValueError, match=r"test_int_ieee_semantics.py:\d+: zero-size array"):
+                dsl.compile(form)(x)
+        else:
+            assert_same(dsl.compile(form)(x), form(x), f"{shape} {axis}")
+
+
+def test_python_int_argument_out_of_int32_raises_overflow_error_per_call() -> None:
+    f = dsl.compile(lambda a, s: a + s)
+    a = np.arange(3, dtype=np.int32)
+    assert_same(f(a, 5), a + 5, "fits")
+    assert_same(f(a, -(2**31)), a + -(2**31), "fits at the bottom")
+    for big in (2**31, -(2**31) - 1, 2**40):
+        with pytest.raises(
+            OverflowError, match=r"argument 's': Python integer -?\d+ out of bounds for int32"
+        ):
+            f(a, big)
+        with pytest.raises(OverflowError):
+            a + big  # NumPy 2 agrees
+    assert_same(f(a, 7), a + 7, "the same compiled program again")
+    assert f.trace_count == 1
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda a, s: a * s,
+        lambda a, s: np.maximum(a, s),
+        lambda a, s: a & s,
+        lambda a, s: a // s,
+    ],
+)
+def test_python_int_argument_overflow_in_other_ops(fn) -> None:
+    a = np.arange(3, dtype=np.int32)
+    with pytest.raises(OverflowError):
+        fn(a, 2**40)
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        dsl.compile(fn)(a, 2**40)
+
+
+def test_python_int_argument_overflow_in_place_and_setitem() -> None:
+    def iadd(a, s):
+        a += s
+        return a
+
+    def setitem(a, s):
+        a[0] = s
+        return a
+
+    for fn in (iadd, setitem):
+        a = np.arange(3, dtype=np.int32)
+        with pytest.raises(OverflowError):
+            fn(a.copy(), 2**40)
+        with pytest.raises(OverflowError, match="out of bounds for int32"):
+            dsl.compile(fn)(a, 2**40)
+        np.testing.assert_array_equal(a, np.arange(3))  # nothing ran: the caller's array is untouched
+
+
+def test_python_int_argument_where_no_narrowing_happens_is_not_checked() -> None:
+    a64 = np.arange(3, dtype=np.int64)
+    assert_same(dsl.compile(lambda a, s: a + s)(a64, 2**40), a64 + 2**40, "int64 array")
+    f32 = np.arange(3, dtype=np.float32)
+    assert_same(dsl.compile(lambda a, s: a + s)(f32, 2**40), f32 + 2**40, "float32 array")
+    a32 = np.arange(3, dtype=np.int32)
+    assert_same(dsl.compile(lambda a, s: a < s)(a32, 2**40), a32 < 2**40, "a comparison")
+
+
+def test_grad_with_a_python_int_argument_checks_too() -> None:
+    def loss(x, k, s):
+        return (x * (k + s)).sum()
+
+    g = dsl.compile(dsl.grad(loss))
+    x, k = np.ones(3), np.arange(3, dtype=np.int32)
+    np.testing.assert_allclose(g(x, k, 2), np.arange(3) + 2.0)
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        g(x, k, 2**40)
+
+
+def test_shift_and_bitwise_lowerings_in_the_mlir_export() -> None:
+    """The MLIR export guards what arith leaves undefined (shift counts, division by 0 and -1)."""
+    from compiler.codegen.mlir_export import export_function
+
+    def fn(a, b):
+        return a << b, a >> b, a // b, a % b, a & b, ~a
+
+    func = dsl.compile(fn).lower(INTS, COUNTS).program.stages["optimized"]
+    text = export_function(func)
+    for op in ("arith.shli", "arith.shrsi", "arith.floordivsi", "arith.remsi", "arith.andi", "arith.xori"):
+        assert op in text, op
+    assert "arith.cmpi ult" in text  # the shift count's range test
