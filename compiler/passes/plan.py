@@ -47,7 +47,8 @@ from runtime.errors import VerificationError
 ALIGNMENT = 64  # a cache line: keeps vector loads aligned and kernels off each other's lines
 INPLACE_ATTR = "dsl.inplace"
 # Requests whose new value does not read the array's old one (``dsl/methods.py``): their marked op
-# reads the source. So does every marked ``copy`` (the tracer's copy of a value that already existed).
+# reads the source. So does every marked ``copy`` (the tracer's copy of a value that already existed),
+# and a marked op without operands reads nothing.
 WRITES_WITHOUT_READING = frozenset({"copy_", "fill_", "zero_"})
 
 
@@ -401,7 +402,7 @@ def find_requests(
     func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool
 ) -> list[InplaceRequest]:
     """Every user in-place request of ``func`` (ops carrying ``dsl.inplace``), in program order."""
-    ops = [op for op in func.ops if INPLACE_ATTR in op.attrs and op.operands]
+    ops = [op for op in func.ops if INPLACE_ATTR in op.attrs and op.results]
     if not ops:
         return []
     params = {p: i for i, p in enumerate(func.params)}
@@ -412,7 +413,7 @@ def find_requests(
     out = []
     for op in ops:
         request = str(op.attrs[INPLACE_ATTR])
-        reads_old = op.prim is not ew.copy and request not in WRITES_WITHOUT_READING
+        reads_old = bool(op.operands) and op.prim is not ew.copy and request not in WRITES_WITHOUT_READING
         new = op.result
         old = _stored_before(op, producer, stored) if reads_old else None
         home = new

@@ -48,3 +48,32 @@ func.func @sgd(%arg0: tensor<16xf32>, %arg1: tensor<16xf32>) -> (tensor<f32>, te
   %3 = "dsl.reduce_sum"(%2) {axes = array<i64: 0>} : (tensor<16xf32>) -> tensor<f32> loc("user.py":31:3)
   return %3, %2 : tensor<f32>, tensor<16xf32>
 }
+
+// Two requests on a value computed in the same kernel: nothing was stored before them, nothing is copied.
+// CHECK-LABEL: func.func @fused_value
+// CHECK:         %2 = "dsl.mul"(%1, %0) {dsl.inplace = "scale_", dsl.inplace_outcome = "fused: computed inside its kernel's loop: needs no buffer"}
+// CHECK:         %4 = "dsl.add"(%2, %3) {dsl.inplace = "add_", dsl.inplace_outcome = "fused: the old value %1 is never stored (computed in the same kernel): no copy"}
+func.func @fused_value(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = "dsl.constant"() {value = dense<2.0> : tensor<4x8xf32>} : () -> tensor<4x8xf32> loc("user.py":40:3)
+  %1 = "dsl.mul"(%arg0, %0) : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":40:3)
+  %2 = "dsl.mul"(%1, %0) {dsl.inplace = "scale_"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":41:3)
+  %3 = "dsl.constant"() {value = dense<1.0> : tensor<4x8xf32>} : () -> tensor<4x8xf32> loc("user.py":42:3)
+  %4 = "dsl.add"(%2, %3) {dsl.inplace = "add_"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":42:3)
+  %5 = "dsl.matmul"(%4, %arg1) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("user.py":43:3)
+  return %5 : tensor<4x8xf32>
+}
+
+// tanh_ then mul_ on a matmul's result: one kernel stores the second over the product's buffer.
+// CHECK-LABEL: func.func @handed_over
+// CHECK:         %1 = "dsl.tanh"(%0) {dsl.inplace = "tanh_", dsl.inplace_outcome = "fused: computed inside its kernel's loop: needs no buffer"}
+// CHECK:         %3 = "dsl.mul"(%1, %2) {dsl.inplace = "mul_", dsl.inplace_outcome = "in place: reuses the buffer of %0", dsl.reuses = "%0"}
+// OFF-LABEL:   func.func @handed_over
+// OFF:           %3 = "dsl.mul"(%1, %2) {dsl.inplace = "mul_", dsl.inplace_outcome = "copy: in-place is off (inplace=False or DSL_NO_INPLACE=1): reference plan"}
+func.func @handed_over(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %0 = "dsl.matmul"(%arg0, %arg1) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("user.py":50:3)
+  %1 = "dsl.tanh"(%0) {dsl.inplace = "tanh_"} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":51:3)
+  %2 = "dsl.constant"() {value = dense<2.0> : tensor<4x8xf32>} : () -> tensor<4x8xf32> loc("user.py":52:3)
+  %3 = "dsl.mul"(%1, %2) {dsl.inplace = "mul_"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":52:3)
+  %4 = "dsl.matmul"(%3, %arg1) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("user.py":53:3)
+  return %4 : tensor<4x8xf32>
+}
