@@ -246,8 +246,8 @@ class Program:
             request = op.attrs.get(INPLACE_ATTR)
             if request is not None and (op.loc, request) not in planned:
                 lines.append(
-                    f"{op.loc}: {request} -> removed: the optimizer found the written value unused "
-                    "or equal to another (no work, no buffer)"
+                    f"{op.loc}: {request} -> removed: the optimizer replaced the written value (unused, "
+                    "folded to a constant, or equal to another value): no in-place work is left"
                 )
                 planned.add((op.loc, request))
         chosen = [str(d) for d in self.memory_plan.inplace if not d.request]
