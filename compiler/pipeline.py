@@ -29,6 +29,9 @@ from compiler.passes.schedule import schedule_enabled, schedule_for_memory
 from compiler.passes.simplify import INPLACE_ATTR, dce, simplify
 from runtime.errors import InplaceError
 
+# on a user in-place request made inside a function compiled with strict_inplace=True (dsl/tracing.py)
+STRICT_ATTR = "dsl.strict_inplace"
+
 
 def inplace_enabled() -> bool:
     return os.environ.get("DSL_NO_INPLACE", "") in ("", "0")
@@ -261,12 +264,13 @@ class Program:
         dump_stages(self.stage_text, self.stages["traced"].name, directory)
 
 
-def _check_strict(plan: Any, options: Options) -> None:
-    """``strict_inplace=True``: an in-place request demoted to a copy is a compile-time error."""
-    if not options.strict_inplace:
-        return
+def _check_strict(plan: Any, options: Options, func: Function) -> None:
+    """``strict_inplace=True``: an in-place request demoted to a copy is a compile-time error; so is
+    one made inside a function compiled with ``strict_inplace=True`` (its ops carry ``STRICT_ATTR``)
+    that a transform or an outer compiled function inlined into this program."""
+    strict = {(op.loc, str(op.attrs[INPLACE_ATTR])) for op in func.ops if op.attrs.get(STRICT_ATTR)}
     for d in plan.inplace:
-        if d.request and d.outcome == "copy":
+        if d.request and d.outcome == "copy" and (options.strict_inplace or (d.loc, d.request) in strict):
             where = f"; the old value is still read at {d.blocker}" if d.blocker else ""
             raise InplaceError(
                 f"{d.loc}: the in-place {d.request} cannot be realized without a copy{where} "
@@ -284,7 +288,7 @@ def compile_function(func: Function, options: Options) -> Program:
     executable, generated, fusion, plan = build(
         stages["optimized"], options.inplace, options.donate_argnums, options.sanitize
     )
-    _check_strict(plan, options)
+    _check_strict(plan, options, stages["optimized"])
     stages["bufferized"] = annotate(stages["optimized"], fusion, plan)
     text = {name: print_function(f) for name, f in stages.items()}
     return Program(stages, text, executable, plan, generated.source, options.target, options)

@@ -23,6 +23,7 @@ from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
 from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, scalar_args, tracing
 from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
+from dsl.binding import Binder, CallError, Default, Layout
 from dsl.errors import DSLError, TraceError
 from runtime.cuda_executable import device_layout, is_device_array
 from runtime.devices import resolve_target
@@ -30,16 +31,6 @@ from runtime.errors import DeviceError
 
 _SCALARS = (bool, int, float)
 _WEAK_DTYPE = {bool: DType.i1, int: DType.i64, float: DType.f64}
-
-
-class Default(NamedTuple):
-    """A parameter's default value the caller did not pass: handed to the function untraced."""
-
-    value: Any
-
-
-class CallError(TraceError, TypeError):
-    """A compiled function was called with arguments it cannot take."""
 
 
 def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
@@ -141,11 +132,12 @@ class Compiled:
         donate_argnums: int | Sequence[int] = (),
         inplace: bool | None = None,
         strict_inplace: bool = False,
+        static_argnames: str | Sequence[str] = (),
     ) -> None:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._target = target
-        self._static = frozenset((static_argnums,) if isinstance(static_argnums, int) else static_argnums)
+        self._binder = Binder(fn, static_argnums, static_argnames)
         donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self._donate = donate
         self._strict_inplace = strict_inplace
@@ -153,79 +145,42 @@ class Compiled:
         self._cache: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
         self.trace_count = 0  # how many times the Python function was traced (tests count on it)
-        try:
-            self._signature: inspect.Signature | None = inspect.signature(fn)
-        except (TypeError, ValueError):
-            self._signature = None
-        self._names = self._param_names()
-        self._fast_arity = self._positional_arity()
-
-    def _positional_arity(self) -> int:
-        """The argument count for which a plain positional call needs no binding (-1: none)."""
-        if self._signature is None:
-            return -1
-        kinds = {p.kind for p in self._signature.parameters.values()}
-        simple = kinds <= {inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD}
-        return len(self._signature.parameters) if simple else -1
-
-    def _param_names(self) -> list[str]:
-        if self._signature is None:
-            return []
-        return [p.name for p in self._signature.parameters.values()]
 
     # ---- calling -----------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tracing.active():  # called while tracing (inside a transform or another compiled fn)
-            return self._fn(*args, **kwargs)
-        args = self._bind(args, kwargs)
-        key, leaves = self._key(args)
+            with tracing.strict_inplace(self._strict_inplace):
+                return self._fn(*args, **kwargs)
+        args, layout = self._binder.bind(args, kwargs)
+        key, leaves = self._key(args, layout)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._compile(key, args)
+            entry = self._compile(key, args, layout)
         return entry(leaves)
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Trace and compile for these arguments without running."""
-        args = self._bind(args, kwargs)
-        key, _ = self._key(args)
-        entry = self._cache.get(key) or self._compile(key, args)
+        args, layout = self._binder.bind(args, kwargs)
+        key, _ = self._key(args, layout)
+        entry = self._cache.get(key) or self._compile(key, args, layout)
         return Lowered(entry.program)
 
-    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
-        if self._signature is None or (not kwargs and len(args) == self._fast_arity):
-            return args
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError as err:
-            caller = tracing.user_location()
-            name = getattr(self._fn, "__name__", "function")
-            raise CallError(f"{caller}: {name}(): {err}") from None
-        given = set(bound.arguments)
-        bound.apply_defaults()
-        out: list[Any] = []
-        for name, param in self._signature.parameters.items():
-            value = bound.arguments[name]
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
-                out.extend(value)
-            elif param.kind is inspect.Parameter.VAR_KEYWORD:
-                out.extend(value.values())
-            else:  # a default the caller did not pass stays a Python value (as in JAX), untraced
-                out.append(value if name in given else Default(value))
-        return tuple(out)
-
-    def _key(self, args: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]]:
+    def _key(self, args: tuple[Any, ...], layout: Layout) -> tuple[tuple[Any, ...], list[Any]]:
+        """The cache key of a call (its signature) and its array leaves, in IR parameter order."""
         parts: list[Any] = []
+        if layout.keywords:  # which slots are passed by keyword is part of the signature
+            parts.append(("keywords", layout.keywords))
         leaves: list[Any] = []
         for i, a in enumerate(args):
             if isinstance(a, Default):
                 parts.append(("default", i))  # the same default every call: its position suffices
-            elif i in self._static:
+            elif i in layout.static:
                 try:
                     hash(a)
                 except TypeError:
                     raise tracing.user_error(
-                        CallError, f"static argument {self._name(i)} must be hashable"
+                        CallError, f"static argument '{layout.name(i)}' must be hashable"
                     ) from None
                 parts.append(("static", type(a), a))
             elif type(a) is np.ndarray:
@@ -233,17 +188,14 @@ class Compiled:
                 leaves.append(a)
             else:
                 flat, treedef = pytree.flatten(a)
-                names = pytree.leaf_paths(a, self._name(i))
+                names = pytree.leaf_paths(a, layout.name(i))
                 parts.append((treedef, tuple(_leaf_key(x, n) for x, n in zip(flat, names))))
                 leaves.extend(flat)
         return tuple(parts), leaves
 
-    def _name(self, i: int) -> str:
-        return self._names[i] if i < len(self._names) else f"arg{i}"
-
     # ---- tracing and compiling -----------------------------------------------------------------
 
-    def _compile(self, key: Any, args: tuple[Any, ...]) -> _Entry:
+    def _compile(self, key: Any, args: tuple[Any, ...], layout: Layout) -> _Entry:
         with self._lock:
             entry = self._cache.get(key)
             if entry is None:
@@ -252,17 +204,17 @@ class Compiled:
                 except DeviceError as err:
                     raise tracing.user_error(DeviceError, str(err)) from None
                 if target == "cpu":
-                    self._no_device_arrays(args)
-                donated = self._donated_leaves(args)
+                    self._no_device_arrays(args, layout)
+                donated = self._donated_leaves(args, layout)
                 options = Options(target=target, donate_argnums=donated, strict_inplace=self._strict_inplace)
                 if self._inplace is not None:
                     options.inplace = self._inplace
                 if getattr(self._fn, "dsl_grad_transform", False):  # autodiff runs as a pipeline pass
                     self.trace_count += 1
-                    traced, options.grad, build = self._fn.forward(args, self._name)  # type: ignore[attr-defined]
+                    traced, options.grad, build = self._fn.forward(args, layout)  # type: ignore[attr-defined]
                     func = traced.func
                 else:
-                    func, out_tree, _, _ = self._trace(args)
+                    func, out_tree, _, _ = self._trace(args, layout)
                     build = _unflattener(out_tree)
                 program = compile_function(func, options)
                 entry = _Entry(program, build)
@@ -272,13 +224,13 @@ class Compiled:
                     program.dump(dump_dir)
         return entry
 
-    def _no_device_arrays(self, args: tuple[Any, ...]) -> None:
+    def _no_device_arrays(self, args: tuple[Any, ...], layout: Layout) -> None:
         """A GPU array given to a CPU program is a mistake, not something to copy silently."""
         for i, a in enumerate(args):
-            if i in self._static or isinstance(a, Default):
+            if i in layout.static or isinstance(a, Default):
                 continue
             flat = pytree.flatten(a)[0]
-            for leaf, name in zip(flat, pytree.leaf_paths(a, self._name(i))):
+            for leaf, name in zip(flat, pytree.leaf_paths(a, layout.name(i))):
                 if is_device_array(leaf):
                     raise tracing.user_error(
                         CallError,
@@ -286,21 +238,29 @@ class Compiled:
                         "use dsl.compile(..., target='cuda') (or pass NumPy arrays)",
                     )
 
-    def _donated_leaves(self, args: tuple[Any, ...]) -> tuple[int, ...]:
-        """``donate_argnums`` counts Python arguments; the IR counts array leaves."""
+    def _donated_leaves(self, args: tuple[Any, ...], layout: Layout) -> tuple[int, ...]:
+        """``donate_argnums`` counts positional slots (negative ones from the last); the IR counts
+        array leaves."""
+        n = layout.n_positional
+        donate = {d % n for d in self._donate if -n <= d < n}
         out, k = [], 0
         for i, a in enumerate(args):
-            if i in self._static or isinstance(a, Default):
+            if i in layout.static or isinstance(a, Default):
                 continue
             flat = pytree.flatten(a)[0]
-            if i in self._donate:  # only arrays can be donated: a Python number has no memory to reuse
+            if i in donate:  # only arrays can be donated: a Python number has no memory to reuse
                 out += [k + j for j, x in enumerate(flat) if isinstance(x, np.ndarray) or is_device_array(x)]
             k += len(flat)
         return tuple(out)
 
-    def _trace(self, args: tuple[Any, ...]) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
+    def _trace(
+        self, args: tuple[Any, ...], layout: Layout | None = None
+    ) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
+        """Trace for a call's slots (default: ``args`` passed by position, bound here)."""
+        if layout is None:
+            args, layout = self._binder.bind(args, {})
         self.trace_count += 1
-        t = trace_function(self._fn, args, self._static, self._name)
+        t = trace_function(self._fn, args, layout)
         return t.func, t.out_tree, t.mutated, t.names
 
 
@@ -318,12 +278,15 @@ FROZEN = "argument '{}' is being differentiated and can't be modified in place; 
 def trace_function(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
-    static: frozenset[int] | set[int] = frozenset(),
-    arg_name: Callable[[int], str] = lambda i: f"arg{i}",
+    layout: Layout | None = None,
     frozen: frozenset[int] | set[int] = frozenset(),
 ) -> Traced:
     """Trace ``fn`` on abstract arrays shaped like ``args`` (NumPy arrays, Python numbers or traced
-    arrays): one IR param per array leaf; ``frozen`` arguments must not be modified in place."""
+    arrays), the slots of a call laid out by ``layout`` (default: all positional, none static): one
+    IR param per array leaf. The floating-point leaves of ``frozen`` arguments (those being
+    differentiated) must not be modified in place."""
+    if layout is None:
+        layout = Layout(tuple(f"arg{i}" for i in range(len(args))), len(args), frozenset())
     params: list[Value] = []
     arrays: list[Array] = []
     names: list[str] = []
@@ -335,16 +298,16 @@ def trace_function(
             if isinstance(a, Default):
                 traced_args.append(a.value)
                 continue
-            if i in static:
+            if i in layout.static:
                 traced_args.append(a)
                 continue
             flat, treedef = pytree.flatten(a)
             leaf_arrays = []
-            for leaf, name in zip(flat, pytree.leaf_paths(a, arg_name(i))):
+            for leaf, name in zip(flat, pytree.leaf_paths(a, layout.name(i))):
                 ttype, weak = _leaf_type(leaf, name)
                 param = Value(ttype)
                 arr = Array(Storage(param, arg_name=name), shadow=_leaf_shadow(leaf, ttype), weak=weak)
-                if i in frozen:
+                if i in frozen and ttype.dtype.is_float:
                     arr._storage.frozen = FROZEN.format(name)
                 params.append(param)
                 arrays.append(arr)
@@ -353,7 +316,7 @@ def trace_function(
                 mutable.append((isinstance(leaf, (np.ndarray, Array)) or is_device_array(leaf)) and not weak)
                 leaf_arrays.append(arr)
             traced_args.append(pytree.unflatten(treedef, leaf_arrays))
-        out = fn(*traced_args)
+        out = layout.call(fn, traced_args)
         trace.loc_override = _function_location(fn)
         out_leaves, out_tree = pytree.flatten(out)
         results = [_result_value(x) for x in out_leaves]
@@ -380,7 +343,7 @@ def _unflattener(out_tree: pytree.TreeDef) -> Callable[[Sequence[Any]], Any]:
 
 
 def _function_location(fn: Callable[..., Any]) -> Location:
-    code = getattr(fn, "__code__", None)
+    code = getattr(inspect.unwrap(fn), "__code__", None)
     return Location(code.co_filename, code.co_firstlineno, 1) if code else Location("<unknown>", 0)
 
 
@@ -426,10 +389,23 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
     donate_argnums: int | Sequence[int] = (),
     inplace: bool | None = None,
     strict_inplace: bool = False,
+    static_argnames: str | Sequence[str] = (),
 ) -> Any:
     """Compile ``fn``; usable as ``@dsl.compile`` or ``@dsl.compile(target=..., ...)``.
 
     ``inplace=None`` follows ``DSL_NO_INPLACE`` (in-place on unless it is set).
+
+    ``static_argnums`` counts positional arguments (negative ones from the last), ``static_argnames``
+    names parameters (keyword-only ones and ``**kwargs`` keys included), as in JAX; the values of
+    static arguments are part of the cache key and reach ``fn`` as the Python values given.
+
+    A compiled function called inside another trace (a transform such as ``dsl.grad``, or another
+    compiled function) is inlined, and its options apply to its own part of the trace, as JAX's
+    nested ``jit`` does: its ``static_argnums``/``static_argnames`` stay static when a transform
+    is applied to it directly (``dsl.grad(dsl.compile(f, static_argnums=1))``), and with
+    ``strict_inplace=True`` an in-place request written in its lines that would need a copy still
+    raises ``InplaceError``, whatever the outer program's own ``strict_inplace``. ``target``,
+    ``donate_argnums`` and ``inplace`` belong to the program that runs: the outermost one.
     """
     options = dict(
         target=target,
@@ -437,6 +413,7 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
         donate_argnums=donate_argnums,
         inplace=inplace,
         strict_inplace=strict_inplace,
+        static_argnames=static_argnames,
     )
     if fn is None:
         return lambda f: Compiled(f, **options)  # type: ignore[arg-type]

@@ -12,7 +12,9 @@ from dsl.array import Array
 
 
 def relu(x: Any) -> Array:
-    return dnp.maximum(x, 0)
+    """``max(x, 0)``, with derivative 0 at 0 (JAX's and PyTorch's convention; ``maximum`` splits a tie
+    0.5/0.5). Written as a select on ``x <= 0`` so that NaN stays NaN, as ``maximum`` keeps it."""
+    return dnp.where(dnp.less_equal(x, 0), 0, x)
 
 
 def sigmoid(x: Any) -> Array:

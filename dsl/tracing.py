@@ -20,6 +20,10 @@ from compiler.prims.base import Build, Primitive
 from runtime.errors import DSLError
 
 INPLACE_ATTR = "dsl.inplace"  # on ops that realize a user's in-place request; value: the request
+# on such ops when the request was made inside a function compiled with strict_inplace=True: a copy
+# is an error for it even when the program that runs it (a transform of it, an outer compiled
+# function) is not strict
+STRICT_ATTR = "dsl.strict_inplace"
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PACKAGE_DIRS = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("dsl", "compiler", "runtime"))
@@ -68,6 +72,7 @@ class Trace:
         # weak integer values converted to a narrower dtype (``ops.note_narrowing``): each call checks
         # that the Python ints behind them fit it
         self.narrowed: dict[Value, DType] = {}
+        self.strict = False  # inside a function compiled with strict_inplace=True
 
     def emit(
         self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None
@@ -86,18 +91,21 @@ class Trace:
         for i in range(len(self.ops) - 1, since - 1, -1):
             op = self.ops[i]
             if op.results[0] is value:
-                attrs = {**op.attrs, INPLACE_ATTR: request}
+                attrs = {**op.attrs, **self._request_attrs(request)}
                 self.ops[i] = Op(op.prim, op.operands, attrs, op.results, op.loc)
                 return value
-        return self.emit(elementwise.copy, [value], {INPLACE_ATTR: request})
+        return self.emit(elementwise.copy, [value], self._request_attrs(request))
 
     def emit_inplace(self, request: str) -> Build:
         """A builder for the write-back ops of ``request`` (they carry the in-place mark too)."""
 
         def build(prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any]) -> Value:
-            return self.emit(prim, operands, {**attrs, INPLACE_ATTR: request})
+            return self.emit(prim, operands, {**attrs, **self._request_attrs(request)})
 
         return build
+
+    def _request_attrs(self, request: str) -> dict[str, Any]:
+        return {INPLACE_ATTR: request, STRICT_ATTR: True} if self.strict else {INPLACE_ATTR: request}
 
 
 _state = threading.local()
@@ -114,6 +122,22 @@ def current() -> Trace:
     if trace is None:
         raise DSLError("dsl arrays can only be used inside a function being compiled by dsl.compile")
     return trace
+
+
+class strict_inplace:
+    """Context manager: in-place requests recorded inside are strict if ``strict`` (or if they
+    already were: a strict function stays strict about what it calls)."""
+
+    def __init__(self, strict: bool) -> None:
+        self.strict = strict
+
+    def __enter__(self) -> None:
+        self.trace = current()
+        self.outer = self.trace.strict
+        self.trace.strict = self.outer or self.strict
+
+    def __exit__(self, *exc: object) -> None:
+        self.trace.strict = self.outer
 
 
 class tracing:

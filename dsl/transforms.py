@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -21,22 +21,48 @@ from compiler.ir.core import Function, Op, Value
 from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array
+from dsl.binding import Binder, Default, Layout
 from dsl.compile import Compiled, Traced, trace_function
 from dsl.errors import TransformError
+from runtime.cuda_executable import is_device_array
 
 
 def _unwrap(f: Callable[..., Any]) -> Callable[..., Any]:
     return f._fn if isinstance(f, Compiled) else f
 
 
-def _argnums(argnums: int | Sequence[int], nargs: int) -> tuple[int, ...]:
+def _inner_binder(f: Callable[..., Any]) -> Binder | None:
+    """A compiled ``f`` keeps its own static arguments under a transform applied to it (its other
+    options apply when it is called inside the transform's trace: see ``dsl.compile``)."""
+    return f._binder if isinstance(f, Compiled) else None
+
+
+def _argnums(argnums: int | Sequence[int], args: Sequence[Any], layout: Layout) -> tuple[int, ...]:
+    """``argnums`` as positional slot indices; each must be an argument that was passed and is traced."""
+    nargs = layout.n_positional
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not isinstance(i, int) or not -nargs <= i < nargs:
             raise tracing.user_error(
                 TransformError, f"argnums {argnums!r} is out of range for a function of {nargs} arguments"
             )
-    return tuple(i % nargs for i in nums)
+    nums = tuple(i % nargs for i in nums)
+    for i in nums:
+        name = layout.name(i)
+        if i in layout.static:
+            raise tracing.user_error(
+                TransformError,
+                f"argnums {argnums!r} includes argument '{name}', which is static (static_argnums or "
+                "static_argnames): a static argument is a Python value and has no gradient; leave it "
+                "out of argnums, or make it a traced argument",
+            )
+        if isinstance(args[i], Default):
+            raise tracing.user_error(
+                TransformError,
+                f"argnums {argnums!r} includes argument '{name}', which was not passed (its default is "
+                "a Python value and has no gradient); pass it to differentiate with respect to it",
+            )
+    return nums
 
 
 def _check_differentiable(traced: Traced, wrt: tuple[int, ...]) -> None:
@@ -73,6 +99,35 @@ def inline(func: Function, inputs: Sequence[Value]) -> list[Value]:
     return [mapping.get(v, v) for v in func.results]
 
 
+def _leaves(args: Sequence[Any], layout: Layout) -> list[Array]:
+    """The traced leaves of a call's slots, in IR parameter order (as ``trace_function`` makes them)."""
+    out = []
+    for i, a in enumerate(args):
+        if i not in layout.static and not isinstance(a, Default):
+            out += [ops.asarray(x) for x in pytree.flatten(a)[0]]
+    return out
+
+
+class Inlined(NamedTuple):
+    """A traced function inlined into the current trace: its public results and its write-backs."""
+
+    results: list[Value]
+    write_back: Callable[[], None]  # applies the function's in-place updates of its arguments: once
+
+
+def _inline_traced(traced: Traced, func: Function, arrays: list[Array]) -> Inlined:
+    """Inline ``func`` (``traced.func`` or its joint function: write-backs last) on ``arrays``."""
+    since = len(tracing.current().ops)
+    outs = inline(func, [a.value for a in arrays])
+    n_public = len(outs) - len(traced.mutated)
+
+    def write_back() -> None:  # the function modified these (non-differentiated) inputs
+        for k, new in zip(traced.mutated, outs[n_public:]):
+            arrays[k].write(new, "write-back", since)
+
+    return Inlined(outs[:n_public], write_back)
+
+
 class GradFn:
     """The body of ``grad``/``value_and_grad``: traceable, and known to ``Compiled`` so that a
     top-level gradient gets a real ``grad`` stage in the pipeline."""
@@ -80,16 +135,19 @@ class GradFn:
     dsl_grad_transform = True
 
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, keep_value: bool):
-        functools.update_wrapper(self, _unwrap(f))
-        self.f = _unwrap(f)
+        functools.update_wrapper(self, _unwrap(f))  # the signature and names are f's
+        self.f = f  # a Compiled f stays one: its options apply to its own trace
         self.argnums = argnums
         self.has_aux = has_aux
         self.keep_value = keep_value
+        self.dsl_inner_binder = _inner_binder(f)
+        self.binder = Binder(self)
 
-    def forward(self, args: tuple[Any, ...], arg_name: Callable[[int], str]) -> tuple[Traced, GradSpec, Any]:
-        """Trace the forward function; returns it, what to differentiate, and the result builder."""
-        nums = _argnums(self.argnums, len(args))
-        traced = trace_function(self.f, args, arg_name=arg_name, frozen=set(nums))
+    def forward(self, args: tuple[Any, ...], layout: Layout) -> tuple[Traced, GradSpec, Any]:
+        """Trace the forward function on a call's slots; returns it, what to differentiate, and the
+        result builder."""
+        nums = _argnums(self.argnums, args, layout)
+        traced = trace_function(self.f, args, layout, frozen=set(nums))
         aux_tree = self._aux_tree(traced.out_tree)
         n_aux = _count(aux_tree)
         wrt = tuple(k for i in nums for k, arg in enumerate(traced.leaf_arg) if arg == i)  # argnums order
@@ -126,18 +184,19 @@ class GradFn:
             return ((value, aux) if self.has_aux else value), grads
         return (grads, aux) if self.has_aux else grads
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Inside a trace: trace, differentiate and inline the joint function."""
-        traced, spec, build = self.forward(args, lambda i: f"arg{i}")
+        result, write_back = self.inline(*self.binder.bind(args, kwargs))
+        write_back()
+        return result
+
+    def inline(self, args: tuple[Any, ...], layout: Layout) -> tuple[Any, Callable[[], None]]:
+        """Inline the joint function of a call into the current trace: its result, and the write-backs
+        of the arguments the function modifies, to apply once (``hessian`` inlines several)."""
+        traced, spec, build = self.forward(args, layout)
         joint = grad_function(traced.func, spec)
-        leaves = pytree.flatten(list(args))[0]
-        arrays = [ops.asarray(x) for x in leaves]
-        since = len(tracing.current().ops)
-        outs = inline(joint, [a.value for a in arrays])
-        n_public = len(outs) - len(traced.mutated)
-        for k, new in zip(traced.mutated, outs[n_public:]):
-            arrays[k].write(new, "write-back", since)  # the function mutated this (non-differentiated) input
-        return build([Array.fresh(v) for v in outs[:n_public]])
+        done = _inline_traced(traced, joint, _leaves(args, layout))
+        return build([Array.fresh(v) for v in done.results]), done.write_back
 
 
 def _count(tree: pytree.TreeDef) -> int:
@@ -149,16 +208,24 @@ def _count(tree: pytree.TreeDef) -> int:
     return sum(_count(c) for c in children)
 
 
+def _options(f: Callable[..., Any]) -> dict[str, Any]:
+    """The options of a compiled ``f`` that a program built from it runs with (its target)."""
+    return {"target": f._target} if isinstance(f, Compiled) else {}
+
+
 def grad(f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Compiled:
-    """The gradient of scalar ``f`` w.r.t. ``argnums`` (only those: no work for other arguments)."""
-    return Compiled(GradFn(f, argnums, has_aux, keep_value=False))
+    """The gradient of scalar ``f`` w.r.t. ``argnums`` (only those: no work for other arguments).
+
+    ``argnums`` counts positional arguments; keyword arguments are not differentiated (as in JAX).
+    """
+    return Compiled(GradFn(f, argnums, has_aux, keep_value=False), **_options(f))
 
 
 def value_and_grad(
     f: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
 ) -> Compiled:
     """``(value, grads)``, or ``((value, aux), grads)`` with ``has_aux``."""
-    return Compiled(GradFn(f, argnums, has_aux, keep_value=True))
+    return Compiled(GradFn(f, argnums, has_aux, keep_value=True), **_options(f))
 
 
 def stop_gradient(x: Any) -> Array:
@@ -166,19 +233,42 @@ def stop_gradient(x: Any) -> Array:
     return ops.unary(elementwise.stop_gradient, x)
 
 
+class _VjpForward:
+    """The forward of ``dsl.vjp``: ``f`` with its floating-point arguments frozen, so that modifying
+    one in place raises ``InplaceError`` at trace time, before anything runs or is written."""
+
+    def __init__(self, f: Callable[..., Any]) -> None:
+        functools.update_wrapper(self, _unwrap(f))
+        self.f = f
+        self.dsl_inner_binder = _inner_binder(f)
+        self.binder = Binder(self)
+
+    def __call__(self, *args: Any) -> Any:
+        slots, layout = self.binder.bind(args, {})
+        traced = trace_function(self.f, slots, layout, frozen=set(range(len(slots))))
+        done = _inline_traced(traced, traced.func, _leaves(slots, layout))
+        done.write_back()  # a modified integer argument: as the eager program does
+        return pytree.unflatten(traced.out_tree, [Array.fresh(v) for v in done.results])
+
+
 class _VjpFn:
+    """The backward of ``dsl.vjp``: the primals' cotangents for a cotangent of the output. It never
+    writes into the primals (the forward did that already, once)."""
+
     def __init__(self, f: Callable[..., Any], n: int) -> None:
-        self.f = _unwrap(f)
+        self.f = f
         self.n = n
+        self.binder = f._binder if isinstance(f, Compiled) else Binder(f)
 
     def __call__(self, *args: Any) -> Any:
         primals, ct = args[: self.n], args[self.n]
-        traced = trace_function(self.f, tuple(primals), frozen=set(range(self.n)))
+        slots, layout = self.binder.bind(tuple(primals), {})
+        traced = trace_function(self.f, slots, layout, frozen=set(range(self.n)))
         if traced.out_tree != pytree.LEAF:
             raise tracing.user_error(TransformError, "dsl.vjp supports functions returning one array")
         wrt = tuple(k for k, p in enumerate(traced.func.params) if p.type.dtype.is_float)
         joint = grad_function(traced.func, GradSpec(wrt, cotangent_param=True))
-        leaves = [ops.asarray(x) for x in pytree.flatten(list(primals))[0]]
+        leaves = _leaves(slots, layout)
         seed = ops.cast(ops.asarray(ct), traced.func.results[0].type.dtype)
         outs = inline(joint, [a.value for a in leaves] + [seed.value])
         grads = iter(Array.fresh(v) for v in outs[: len(wrt)])
@@ -190,40 +280,82 @@ class _VjpFn:
         return tuple(pytree.unflatten(pytree.flatten(p)[1], it) for p in primals)
 
 
+def _snapshot(tree: Any) -> Any:
+    """A copy of the arrays of ``tree`` (numbers are values already)."""
+    flat, treedef = pytree.flatten(tree)
+    return pytree.unflatten(treedef, [_copy_leaf(x) for x in flat])
+
+
+def _copy_leaf(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return x.copy()
+    if is_device_array(x):  # Numba, CuPy or PyTorch: copied into a Numba device array
+        from numba import cuda
+
+        src = cuda.as_cuda_array(x)
+        copy = cuda.device_array(src.shape, src.dtype)
+        copy.copy_to_device(src)
+        return copy
+    return x
+
+
 def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]]:
-    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one gradient per primal."""
-    out = (f if isinstance(f, Compiled) else Compiled(f))(*primals)
-    backward = Compiled(_VjpFn(f, len(primals)))
-    return out, lambda ct: backward(*primals, ct)
+    """``(f(*primals), vjp_fn)``; ``vjp_fn(cotangent)`` returns one gradient per primal.
+
+    As in JAX, ``vjp_fn`` differentiates at the primals' values when ``vjp`` was called: changing
+    the caller's arrays afterwards does not change its result (the primals are copied). ``f`` runs
+    once, in ``vjp``: an integer argument it modifies in place is written then, and ``vjp_fn``
+    writes nothing. Modifying a floating-point (differentiated) argument raises ``InplaceError``
+    before anything runs.
+    """
+    forward = Compiled(_VjpForward(f), **_options(f))
+    saved = tuple(_snapshot(p) for p in primals)  # before the forward writes into any of them
+    out = forward(*primals)  # traced (and the leaf rule checked) before it runs
+    backward = Compiled(_VjpFn(f, len(primals)), **_options(f))
+    return out, lambda ct: backward(*saved, ct)
 
 
 class _HessianFn:
     def __init__(self, f: Callable[..., Any], argnums: int) -> None:
         functools.update_wrapper(self, _unwrap(f))
-        self.f = _unwrap(f)
+        self.f = f
         self.argnums = argnums
+        self.dsl_inner_binder = _inner_binder(f)
+        self.binder = Binder(self)
 
-    def __call__(self, *args: Any) -> Any:
-        i = self.argnums
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args, layout = self.binder.bind(args, kwargs)
+        (i,) = _argnums(self.argnums, args, layout)
         x = ops.asarray(args[i])
-        n = x.size
         rows = []
-        for j in range(n):  # one reverse-over-reverse sweep per row of the Hessian
+        write_back = None
+        for j in range(max(x.size, 1)):  # one reverse-over-reverse sweep per row of the Hessian
 
-            def component(*a: Any, j: int = j) -> Any:
-                g = GradFn(self.f, i, False, False)(*a)
-                return ops.reshape(g, (-1,))[j]
+            @functools.wraps(_unwrap(self.f))  # f's signature: names in messages are the user's
+            def component(*a: Any, j: int = j, **kw: Any) -> Any:
+                g = GradFn(self.f, i, False, False)(*a, **kw)
+                return ops.reshape(g, (-1,))[j] if x.size else ops.sum(g)
 
-            rows.append(GradFn(component, i, False, False)(*args))
-        flat = ops.stack(rows, 0) if rows else ops.full((0,) + x.shape, 0.0, x.dtype)
+            row, row_write_back = GradFn(component, i, False, False).inline(args, layout)
+            rows.append(row)
+            # every row reads the arguments as given and the function's own in-place updates of
+            # non-differentiated arguments happen once, as in the eager program: after all rows
+            write_back = write_back or row_write_back
+        assert write_back is not None
+        write_back()
+        flat = ops.stack(rows, 0) if x.size else ops.full((0,) + x.shape, 0.0, x.dtype)
         return ops.reshape(flat, x.shape + x.shape)
 
 
 def hessian(f: Callable[..., Any], argnums: int = 0) -> Compiled:
-    """The dense Hessian of scalar ``f`` w.r.t. argument ``argnums``: shape ``x.shape + x.shape``."""
+    """The dense Hessian of scalar ``f`` w.r.t. argument ``argnums``: shape ``x.shape + x.shape``.
+
+    A non-differentiated argument that ``f`` modifies in place is updated once, as by one call of
+    ``f``, and every row of the Hessian is taken at the arguments' values before that update.
+    """
     if not isinstance(argnums, int):
         raise tracing.user_error(TransformError, f"dsl.hessian takes a single int argnums, got {argnums!r}")
-    return Compiled(_HessianFn(f, argnums))
+    return Compiled(_HessianFn(f, argnums), **_options(f))
 
 
 def check_grads(

@@ -186,3 +186,138 @@ def test_defaults_the_caller_did_not_pass_stay_python_values() -> None:
     assert_same(dsl.compile(dsl.nn.gelu)(np.zeros(3)), np.zeros(3))
     with pytest.raises(dsl.TraceError, match="bool"):
         compiled(np.ones(2), False)  # passed explicitly: traced, as in JAX
+
+
+# ---- Python calling conventions --------------------------------------------------------------------
+
+
+def test_keyword_only_parameters_with_and_without_defaults() -> None:
+    @dsl.compile
+    def f(x, *, scale, shift=1.0):
+        return x * scale + shift
+
+    x = np.arange(3.0)
+    assert_same(f(x, scale=2.0), x * 2.0 + 1.0)
+    assert_same(f(x, scale=np.full(3, 3.0), shift=np.ones(3)), x * 3.0 + 1.0)
+    assert_same(f(x, shift=0.0, scale=2.0), x * 2.0)
+    with pytest.raises(dsl.CallError, match="scale"):
+        f(x)
+
+
+def test_var_keyword_arguments_are_traced_leaves() -> None:
+    @dsl.compile
+    def f(x, **extra):
+        out = x
+        for name in sorted(extra):
+            out = out + extra[name]
+        return out
+
+    x = np.arange(3.0)
+    assert_same(f(x), x)
+    assert_same(f(x, a=np.ones(3), b=np.full(3, 2.0)), x + 3.0)
+    assert_same(f(x, b=np.full(3, 2.0), a=np.ones(3)), x + 3.0)
+    assert f.trace_count == 3  # no kwargs; a and b in one order; the other order
+    assert_same(f(x, a=np.ones(3), b=np.full(3, 5.0)), x + 6.0)
+    assert f.trace_count == 3
+    assert_same(f(x, c=np.ones(3)), x + 1.0)  # other names: another signature
+    assert f.trace_count == 4
+
+
+def test_kwargs_are_modified_in_place_like_positional_arguments() -> None:
+    @dsl.compile
+    def step(w, **state):
+        state["m"] *= 0.5
+        state["m"] += w
+        return state["m"].sum()
+
+    m = np.ones(2)
+    assert float(step(np.ones(2), m=m)) == 3.0
+    np.testing.assert_array_equal(m, [1.5, 1.5])
+
+
+def test_var_positional_and_positional_only_parameters() -> None:
+    @dsl.compile
+    def f(x, /, y, *rest):
+        return x - y + sum(rest)
+
+    x, y = np.full(2, 5.0), np.ones(2)
+    assert_same(f(x, y), x - y)
+    assert_same(f(x, y=y), x - y)
+    assert_same(f(x, y, np.ones(2), np.ones(2)), x - y + 2.0)
+    with pytest.raises(dsl.CallError, match="positional"):
+        f(x=x, y=y)
+
+
+def test_error_names_a_keyword_argument() -> None:
+    @dsl.compile
+    def f(x, **extra):
+        return x + extra["bad"]
+
+    with pytest.raises(dsl.CallError, match="argument 'bad' is a str"):
+        f(np.ones(2), bad="text")
+
+
+def test_static_argnames_and_negative_static_argnums() -> None:
+    def f(x, n, *, power=1):
+        for _ in range(n):
+            x = x * 2.0
+        return x**power
+
+    x = np.ones(2)
+    by_name = dsl.compile(f, static_argnames=("n", "power"))
+    assert_same(by_name(x, 2, power=2), np.full(2, 16.0))
+    assert_same(by_name(x, n=1, power=3), np.full(2, 8.0))
+    assert by_name.trace_count == 2
+    assert_same(by_name(x, 1, power=3), np.full(2, 8.0))  # n by position or by name: one signature
+    assert by_name.trace_count == 2
+    negative = dsl.compile(f, static_argnums=-1)
+    assert_same(negative(x, 3), np.full(2, 8.0))
+    with pytest.raises(dsl.CallError, match="static_argnums"):
+        dsl.compile(f, static_argnums=5)
+    with pytest.raises(dsl.CallError, match="static_argnames names 'm'"):
+        dsl.compile(f, static_argnames="m")
+
+
+def test_static_argnums_of_a_gradient_are_honoured() -> None:
+    def f(x, scale, k):
+        return (x**k).sum() * scale
+
+    x = np.array([1.0, 2.0])
+    g = dsl.compile(dsl.grad(f), static_argnums=(2,))
+    assert_same(g(x, 1.0, 3), 3 * x**2)
+    assert_same(g(x, 2.0, 2), 4 * x)
+    assert g.trace_count == 2
+    by_name = dsl.compile(dsl.value_and_grad(f, argnums=(0, 1)), static_argnames="k")
+    value, (gx, gs) = by_name(x, 2.0, k=2)
+    assert float(value) == 10.0 and float(gs) == 5.0
+    assert_same(gx, 4 * x)
+
+
+def test_grad_of_a_compiled_function_keeps_its_static_arguments() -> None:
+    def f(x, k):
+        return (x**k).sum()
+
+    inner = dsl.compile(f, static_argnums=1)
+    assert_same(dsl.grad(inner)(np.array([1.0, 2.0]), 3), np.array([3.0, 12.0]))
+
+
+def test_argnums_naming_a_static_or_missing_argument_is_a_clear_error() -> None:
+    def f(x, k, bias=0.0):
+        return (x * k).sum() + bias
+
+    x = np.ones(2)
+    with pytest.raises(dsl.TransformError, match="argument 'k', which is static"):
+        dsl.compile(dsl.grad(f, argnums=1), static_argnums=1)(x, 2.0)
+    with pytest.raises(dsl.TransformError, match="argument 'bias', which was not passed"):
+        dsl.grad(f, argnums=2)(x, 2.0)
+    assert float(dsl.grad(f, argnums=2)(x, 2.0, 1.0)) == 1.0
+
+
+def test_gradient_with_keyword_arguments() -> None:
+    def f(x, *, w, b=0.0):
+        return (x * w + b).sum()
+
+    x, w = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    assert_same(dsl.grad(f)(x, w=w), w)
+    assert_same(dsl.grad(f)(x, w=w, b=1.0), w)
+    assert_same(dsl.grad(lambda x, w: dsl.grad(f)(x, w=w).sum())(x, w), np.zeros(2))

@@ -151,7 +151,9 @@ def _neg_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 @vjp_rule
 def _abs_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    return (build(mul, [ct, build(sign, op.operands, {})], {}),)
+    """``ct`` where ``x >= 0``, ``-ct`` elsewhere: JAX's convention, derivative 1 at 0 (PyTorch: 0)."""
+    e, (x,) = emitter(build), op.operands
+    return (e(select, e(ge, x, full_like(build, 0, x.type)), ct, e(neg, ct)),)
 
 
 @vjp_rule

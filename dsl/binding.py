@@ -1,0 +1,159 @@
+"""How the Python arguments of a call become the argument slots of a compiled function.
+
+A call is bound against the function's signature, as Python binds it, and laid out as slots: one per
+positional parameter (a default the caller did not pass included) and per ``*args`` element, in
+order, then one per keyword-only parameter and per ``**kwargs`` entry. The rest of ``dsl.compile``
+counts slots: static and donated arguments, array leaves, the names in messages. ``Layout.call``
+hands the slots back to the function the way Python expects them: the positional ones by position,
+the others by keyword.
+
+As in JAX, ``static_argnums`` counts positional slots (negative ones from the last positional
+slot) and ``static_argnames`` names parameters, keyword-only ones and ``**kwargs`` keys included;
+a positional parameter passed by keyword is still its positional slot. A transform of a compiled
+function (``dsl.grad(dsl.compile(f, static_argnums=1))``) keeps that function's static arguments:
+the transform's body names the inner function's binder as ``dsl_inner_binder``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+from dsl import tracing
+from dsl.errors import TraceError
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+class CallError(TraceError, TypeError):
+    """A compiled function was called with arguments it cannot take."""
+
+
+class Default(NamedTuple):
+    """A parameter's default value the caller did not pass: handed to the function untraced."""
+
+    value: Any
+
+
+class Layout(NamedTuple):
+    """The slots of one call: their names, how many are positional, which are static."""
+
+    names: tuple[str, ...]  # one per slot: the parameter's name, 'args[k]' or the **kwargs key
+    n_positional: int  # slots [0, n_positional) are passed by position, the rest by keyword
+    static: frozenset[int]
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        return self.names[self.n_positional :]
+
+    def name(self, i: int) -> str:
+        return self.names[i] if i < len(self.names) else f"arg{i}"
+
+    def call(self, fn: Callable[..., Any], slots: Sequence[Any]) -> Any:
+        n = self.n_positional
+        return fn(*slots[:n], **dict(zip(self.names[n:], slots[n:], strict=True)))
+
+
+def _indices(nums: int | Sequence[int]) -> tuple[int, ...]:
+    return (nums,) if isinstance(nums, int) else tuple(nums)
+
+
+class Binder:
+    """Binds calls of ``fn`` (see the module docstring); one per compiled function."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (),
+    ) -> None:
+        self.fn = fn
+        self.inner: Binder | None = getattr(fn, "dsl_inner_binder", None)
+        self.static_argnums = _indices(static_argnums)
+        self.static_argnames = frozenset(
+            (static_argnames,) if isinstance(static_argnames, str) else static_argnames
+        )
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.signature = None
+        self._layouts: dict[tuple[int, tuple[str, ...]], Layout] = {}
+        params = list(self.signature.parameters.values()) if self.signature else []
+        kinds = {p.kind for p in params}
+        self._positional_names = tuple(p.name for p in params if p.kind in _POSITIONAL)
+        # a plain positional call of every parameter needs no binding: its layout is fixed
+        simple = self.signature is not None and kinds <= set(_POSITIONAL)
+        self.fast_arity = len(params) if simple else -1
+        self.positional = self.layout(tuple(p.name for p in params), len(params)) if simple else None
+        self._check_static(kinds)
+
+    def _check_static(self, kinds: set[Any]) -> None:
+        """Static arguments that no call can have are a mistake at decoration time (as in JAX)."""
+        if self.signature is None:
+            return
+        n = len(self._positional_names)
+        if inspect.Parameter.VAR_POSITIONAL not in kinds:
+            bad = [i for i in self.static_argnums if not -n <= i < n]
+            if bad:
+                raise tracing.user_error(
+                    CallError,
+                    f"static_argnums={self.static_argnums} but {self._fn_name()} takes {n} positional "
+                    "argument(s)",
+                )
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            unknown = sorted(self.static_argnames - set(self.signature.parameters))
+            if unknown:
+                raise tracing.user_error(
+                    CallError,
+                    f"static_argnames names {', '.join(map(repr, unknown))}, which {self._fn_name()} has no "
+                    "parameter called",
+                )
+
+    def _fn_name(self) -> str:
+        return getattr(self.fn, "__name__", "function")
+
+    def layout(self, names: tuple[str, ...], n_positional: int) -> Layout:
+        """The layout of slots ``names``, the first ``n_positional`` of them positional (cached: one
+        per shape of call)."""
+        key = (n_positional, names[n_positional:])
+        layout = self._layouts.get(key)
+        if layout is None:
+            static = {i % n_positional for i in self.static_argnums if -n_positional <= i < n_positional}
+            static |= {i for i, name in enumerate(names) if name in self.static_argnames}
+            if self.inner is not None:
+                static |= self.inner.layout(names, n_positional).static
+            layout = self._layouts[key] = Layout(names, n_positional, frozenset(static))
+        return layout
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Layout]:
+        """The slots of this call and their layout; a call the signature refuses raises ``CallError``
+        naming the caller's line."""
+        if self.positional is not None and not kwargs and len(args) == self.fast_arity:
+            return args, self.positional
+        if self.signature is None:
+            if kwargs:
+                raise tracing.user_error(
+                    CallError, f"{self._fn_name()}: keyword arguments need a function with a signature"
+                )
+            return args, self.layout(tuple(f"arg{i}" for i in range(len(args))), len(args))
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as err:
+            raise tracing.user_error(CallError, f"{self._fn_name()}(): {err}") from None
+        given = set(bound.arguments)
+        bound.apply_defaults()
+        positional: list[tuple[str, Any]] = []
+        keyword: list[tuple[str, Any]] = []
+        for name, param in self.signature.parameters.items():
+            value = bound.arguments[name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                positional += [(f"{name}[{k}]", v) for k, v in enumerate(value)]
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                keyword += list(value.items())
+            else:  # a default the caller did not pass stays a Python value (as in JAX), untraced
+                slot = (name, value if name in given else Default(value))
+                (positional if param.kind in _POSITIONAL else keyword).append(slot)
+        slots = positional + keyword
+        names = tuple(name for name, _ in slots)
+        return tuple(v for _, v in slots), self.layout(names, len(positional))
