@@ -1,0 +1,220 @@
+"""What became of each user in-place request, read off the memory plan the code follows.
+
+A request (an op carrying ``dsl.inplace``, set at trace time by ``dsl/array.py``) is judged on where
+the array's value is stored before and after it, never on the request's op alone: fusion may compute
+it inside another kernel, a chain of hand-overs may store it over the operand's block, a band may keep
+it one row at a time, and the code generator may resize slots (``plan.resize_slots``). So the facts
+that no change of offsets alters are gathered once per plan (``find_requests``) and the verdict is
+re-derived whenever the plan changes (``report_requests``): ``explain_inplace``, ``strict_inplace``,
+``memory_plan().inplace`` and the bufferized stage's ``dsl.inplace_outcome`` all read that verdict.
+
+- ``in place``: the value after the request lives where the value before it did (same arena offset
+  and size, or the same argument's memory);
+- ``fused``: nothing was copied, because the new value has no buffer, or the old value never had one
+  (``y = x * 2; y += 1`` is one kernel);
+- ``copy``: the old value stays in its buffer while the new one is computed into other memory; the
+  reason names the line still reading the old value where there is one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from compiler.ir.core import Function, Location, Op, Value
+from compiler.ir.verify import WRITEBACK
+from compiler.passes.fuse import FusionPlan
+from compiler.prims import elementwise as ew
+
+if TYPE_CHECKING:
+    from compiler.passes.plan import MemoryPlan
+
+INPLACE_ATTR = "dsl.inplace"
+# Requests whose new value does not read the array's old one (``dsl/methods.py``): their marked op
+# reads the source. So does every marked ``copy`` (the tracer's copy of a value that already existed),
+# and a marked op without operands reads nothing.
+WRITES_WITHOUT_READING = frozenset({"copy_", "fill_", "zero_"})
+
+
+@dataclass
+class InplaceDecision:
+    """One in-place decision: a user's request (``request``) or a reuse the compiler chose."""
+
+    value: str
+    loc: Location
+    request: str | None
+    target: str
+    outcome: str  # "in place" | "fused" | "copy"
+    reason: str
+    blocker: Location | None = None  # the line that still needs the old value, for a "copy"
+    new: Value | None = field(default=None, repr=False, compare=False)  # a request's value
+
+    def __str__(self) -> str:
+        who = f"{self.request} " if self.request else ""
+        return f"{self.loc}: {who}{self.value} -> {self.outcome} ({self.target}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class InplaceRequest:
+    """A user's in-place request (an op carrying ``dsl.inplace``) and the facts its outcome is judged
+    on that no later change of offsets alters. ``old`` is the array's value before the request where
+    it was last stored (``_stored_before``): the request's first operand, or, when that was never
+    stored, the value it was computed from in the same kernel; ``None`` when the request does not
+    read the old value. ``home`` is where the new value lives: itself, or for a view that has no
+    buffer of its own, its base. ``decide_request`` judges it on the plan the code follows."""
+
+    request: str
+    loc: Location
+    new: Value
+    old: Value | None
+    home: Value
+    new_name: str
+    old_name: str
+    new_returned: bool  # its home is a result: fresh memory unless written straight back
+    new_in_band: bool  # kept one row at a time inside a band (``rows.py``): no buffer
+    old_param: int | None  # the old value is argument ``old_param`` (the caller's array)
+    copy_reason: str  # why the old value is kept beside the new one, if the plan keeps it
+    blocker: Location | None  # the line that still reads the old value after the request
+
+
+def find_requests(
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool
+) -> list[InplaceRequest]:
+    """Every user in-place request of ``func`` (ops carrying ``dsl.inplace``), in program order."""
+    ops = [op for op in func.ops if INPLACE_ATTR in op.attrs and op.results]
+    if not ops:
+        return []
+    params = {p: i for i, p in enumerate(func.params)}
+    returned = set(func.results)
+    stored = set(plan.offsets) | set(plan.in_param) | set(plan.direct_writeback) | set(params) | returned
+    producer = {r: op for op in func.ops for r in op.results}
+    position = {op: i for i, op in enumerate(func.ops)}
+    out = []
+    for op in ops:
+        request = str(op.attrs[INPLACE_ATTR])
+        reads_old = bool(op.operands) and op.prim is not ew.copy and request not in WRITES_WITHOUT_READING
+        new = op.result
+        old = _stored_before(op, producer, stored) if reads_old else None
+        home = new
+        while home not in stored and home in producer and producer[home].prim.memory.view_of == 0:
+            home = producer[home].operands[0]
+        blocker = None if old is None else _later_reader(op, old, fusion, position)
+        if not inplace:
+            reason = "in-place is off (inplace=False or DSL_NO_INPLACE=1): reference plan"
+        elif blocker is not None:
+            reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
+        else:
+            reason = _copy_reason(func, old, home in returned)
+        old_name = "-" if old is None else fusion.names.get(old, "?")
+        facts = (home in returned, new in fusion.local, None if old is None else params.get(old))
+        where = (new, old, home, fusion.names.get(new, "?"), old_name)
+        blocked_at = None if blocker is None else blocker.loc
+        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at))
+    return out
+
+
+def _copy_reason(func: Function, old: Value | None, returned: bool) -> str:
+    """Why the planner did not store the new value over ``old`` when no later kernel reads ``old``."""
+    if returned:
+        return "the value is returned (or written back) to the caller: fresh memory"
+    if old in func.params:
+        if func.params.index(old) in {int(i) for i in func.attrs.get(WRITEBACK, ())}:
+            return (
+                "the old value is the caller's array, which only the argument's final value is written into"
+            )
+        return "the old value is an input the caller still owns"
+    return "its kernel reads the old value at other elements than it writes"
+
+
+def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Value:
+    """The array's value before the request ``op`` as it was last stored. Followed back from ``op``'s
+    first operand (the array's value before the write) while that was never stored: through the
+    request's own unmarked ops (on the request's line: ``scale_(2, bias=1)`` is a multiply then an
+    add), through earlier in-place requests on the array fused into the same kernel, and through
+    views (they share their base's storage). It stops at a stored value or at a value an ordinary op
+    computed without storing it: then the array never had a buffer before the request."""
+    request_loc = op.loc
+    v = op.operands[0]
+    while v not in stored:
+        p = producer.get(v)
+        if p is None or not p.operands:
+            break
+        earlier_request = INPLACE_ATTR in p.attrs
+        own = p.loc == request_loc or p.prim.memory.view_of == 0
+        if not (earlier_request or own):
+            break
+        if earlier_request:
+            request_loc = p.loc
+        v = p.operands[0]
+    return v
+
+
+def _later_reader(op: Op, old: Value, fusion: FusionPlan, position: dict[Op, int]) -> Op | None:
+    """An op reading ``old`` in a kernel that runs after the one computing the request ``op``."""
+    group = fusion.group_of.get(op)
+    for later in fusion.groups:
+        runs_after = later.index > group.index if group is not None else later.root_pos > position[op]
+        if runs_after and later is not group and old in later.inputs:
+            return next((x for x in later.ops if old in x.operands), later.root)
+    return None
+
+
+def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
+    """The outcome of request ``r`` in ``plan``: ``in place`` when the value after the request lives
+    where the value before it did (same arena offset and size, or the same argument's memory);
+    ``fused`` when there was nothing to copy (the new value has no buffer, or the old value never had
+    one: both live only inside one kernel); else ``copy``: the old value stays in its buffer and the
+    new one is computed into other memory, for ``r.copy_reason``."""
+    decision = InplaceDecision(r.new_name, r.loc, r.request, r.old_name, "fused", "", new=r.new)
+    new_at = _storage_of(r.home, plan, r.new_returned, None)
+    old_at = None if r.old is None else _storage_of(r.old, plan, False, r.old_param)
+    if new_at is None:
+        decision.reason = (
+            "kept one row at a time inside its band of row-fused kernels: needs no buffer"
+            if r.new_in_band
+            else "computed inside its kernel's loop: needs no buffer"
+        )
+    elif r.old is None:
+        decision.outcome = "in place"
+        decision.reason = "overwrites the array without reading its old value: nothing to copy"
+    elif old_at is None:
+        decision.reason = f"the old value {r.old_name} is never stored (computed in the same kernel): no copy"
+    elif new_at == old_at:
+        decision.outcome, decision.reason = "in place", _where_in_place(r, plan)
+    else:
+        decision.outcome, decision.reason, decision.blocker = "copy", r.copy_reason, r.blocker
+    return decision
+
+
+def _storage_of(v: Value, plan: MemoryPlan, returned: bool, param: int | None) -> tuple[object, ...] | None:
+    """Where ``v`` is stored in ``plan``: an argument's memory, an arena slot (offset and size), its
+    own result memory, or nowhere (``None``: computed inside a kernel)."""
+    if v in plan.direct_writeback:
+        return ("arg", plan.direct_writeback[v])
+    if v in plan.in_param:
+        return ("arg", plan.in_param[v])
+    if v in plan.offsets:
+        return ("arena", plan.offsets[v], next(r.bytes for r in plan.buffers if r.value is v))
+    if param is not None:
+        return ("arg", param)
+    return ("result", v) if returned else None
+
+
+def _where_in_place(r: InplaceRequest, plan: MemoryPlan) -> str:
+    if r.home is not r.new:
+        return f"a view of the buffer of {r.old_name}: nothing moves"
+    if r.new in plan.direct_writeback:
+        return "written straight into the caller's array"
+    if r.new in plan.in_param:
+        return f"kept in the memory of donated argument {plan.in_param[r.new]}"
+    row = next(b for b in plan.buffers if b.value is r.new)
+    if row.reused_from == r.old_name:
+        return f"reuses the buffer of {r.old_name}"
+    return f"stored over the buffer of {r.old_name} (offset {row.offset}), handed over in place"
+
+
+def report_requests(plan: MemoryPlan) -> None:
+    """Re-derive the outcome of every user request from ``plan`` as it is now (``plan.inplace``'s
+    request rows); run whenever the plan changes, so the report cannot disagree with it."""
+    chosen = [d for d in plan.inplace if not d.request]
+    plan.inplace = chosen + [decide_request(r, plan) for r in plan.requests]
