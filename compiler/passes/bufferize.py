@@ -10,7 +10,7 @@ argument) or ``dsl.buffer = "row"`` (kept one row per thread inside a band of ro
 A buffer stored in another shape than its own carries ``dsl.stored_as`` (a row-block region's own
 buffer: one block of rows per thread, ``plan.resize_slots``). Ops without a buffer were fused into
 their kernel's loop. An op realizing a user's in-place request carries ``dsl.inplace_outcome``: the
-plan's verdict on it (``plan.decide_request``), derived from these same offsets and reuses.
+plan's verdict on it (``inplace_report.decide_request``), derived from these same offsets and reuses.
 """
 
 from __future__ import annotations
