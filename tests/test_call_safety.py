@@ -244,3 +244,24 @@ def test_broadcast_argument_reshapes_to_a_copy() -> None:
     with pytest.raises(dsl.ReadOnlyError, match="read-only") as err:  # before anything ran
         dsl.compile(reshape_then_write)(x)
     assert isinstance(err.value, ValueError)  # as NumPy's
+
+
+def loss_with_a_buffer(w, buf):
+    r = buf.reshape(-1)  # a view of C-ordered buf only: the write reaches buf (and the loss) only then
+    r[0] = 10.0
+    return (w * buf).sum()
+
+
+@pytest.mark.parametrize("layout", ["c", "fortran"])
+def test_gradient_sees_the_argument_as_numpy_leaves_it(layout) -> None:
+    def make():
+        buf = np.arange(24.0).reshape(4, 6) + 1.0
+        return np.ones((4, 6)), (buf if layout == "c" else np.asfortranarray(buf))
+
+    w, buf = make()
+    value, grad = dsl.compile(dsl.value_and_grad(loss_with_a_buffer))(w, buf)
+    want_w, want_buf = make()
+    want_value = loss_with_a_buffer(want_w, want_buf)  # d/dw (w * buf).sum() is buf as it is then
+    np.testing.assert_allclose(value, want_value)
+    np.testing.assert_array_equal(grad, want_buf)
+    np.testing.assert_array_equal(buf, want_buf)
