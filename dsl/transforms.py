@@ -20,7 +20,7 @@ from compiler.autodiff import GradSpec, grad_function
 from compiler.ir.core import Function, Op, Value
 from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
-from dsl.array import Array
+from dsl.array import Array, copy_keeping_strides
 from dsl.binding import Binder, Default, Layout
 from dsl.compile import Compiled, Traced, trace_function
 from dsl.errors import TransformError
@@ -253,31 +253,36 @@ class _VjpForward:
 
 class _VjpFn:
     """The backward of ``dsl.vjp``: the primals' cotangents for a cotangent of the output. It never
-    writes into the primals (the forward did that already, once)."""
+    writes into the primals (the forward did that already, once). Static primals (static arguments
+    of a compiled ``f``) are fixed here and get ``None``; the others and the cotangent are arguments."""
 
-    def __init__(self, f: Callable[..., Any], n: int) -> None:
+    def __init__(self, f: Callable[..., Any], primals: Sequence[Any], layout: Layout) -> None:
         self.f = f
-        self.n = n
-        self.binder = f._binder if isinstance(f, Compiled) else Binder(f)
+        self.layout = layout
+        self.static = {i: primals[i] for i in layout.static}
 
     def __call__(self, *args: Any) -> Any:
-        primals, ct = args[: self.n], args[self.n]
-        slots, layout = self.binder.bind(tuple(primals), {})
-        traced = trace_function(self.f, slots, layout, frozen=set(range(self.n)))
+        given, ct = iter(args[:-1]), args[-1]
+        slots = tuple(
+            self.static[i] if i in self.static else next(given) for i in range(len(self.layout.names))
+        )
+        traced = trace_function(self.f, slots, self.layout, frozen=set(range(len(slots))))
         if traced.out_tree != pytree.LEAF:
             raise tracing.user_error(TransformError, "dsl.vjp supports functions returning one array")
         wrt = tuple(k for k, p in enumerate(traced.func.params) if p.type.dtype.is_float)
         joint = grad_function(traced.func, GradSpec(wrt, cotangent_param=True))
-        leaves = _leaves(slots, layout)
+        leaves = _leaves(slots, self.layout)
         seed = ops.cast(ops.asarray(ct), traced.func.results[0].type.dtype)
         outs = inline(joint, [a.value for a in leaves] + [seed.value])
         grads = iter(Array.fresh(v) for v in outs[: len(wrt)])
-        flat = [
+        flat = iter(
             next(grads) if k in wrt else ops.full(leaves[k].shape, 0, leaves[k].dtype)
             for k in range(len(leaves))
-        ]
-        it = iter(flat)
-        return tuple(pytree.unflatten(pytree.flatten(p)[1], it) for p in primals)
+        )
+        return tuple(
+            None if i in self.static else pytree.unflatten(pytree.flatten(p)[1], flat)
+            for i, p in enumerate(slots)
+        )
 
 
 def _snapshot(tree: Any) -> Any:
@@ -288,7 +293,7 @@ def _snapshot(tree: Any) -> Any:
 
 def _copy_leaf(x: Any) -> Any:
     if isinstance(x, np.ndarray):
-        return x.copy()
+        return copy_keeping_strides(x)  # traced as the caller's array was (its reshapes too)
     if is_device_array(x):  # Numba, CuPy or PyTorch: copied into a Numba device array
         from numba import cuda
 
@@ -308,10 +313,12 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
     writes nothing. Modifying a floating-point (differentiated) argument raises ``InplaceError``
     before anything runs.
     """
-    forward = Compiled(_VjpForward(f), **_options(f))
-    saved = tuple(_snapshot(p) for p in primals)  # before the forward writes into any of them
-    out = forward(*primals)  # traced (and the leaf rule checked) before it runs
-    backward = Compiled(_VjpFn(f, len(primals)), **_options(f))
+    body = _VjpForward(f)
+    forward = Compiled(body, **_options(f))
+    _, layout = body.binder.bind(primals, {})
+    saved = [_snapshot(p) for i, p in enumerate(primals) if i not in layout.static]
+    out = forward(*primals)  # traced (and the leaf rule checked) before it runs and writes
+    backward = Compiled(_VjpFn(f, primals, layout), **_options(f))
     return out, lambda ct: backward(*saved, ct)
 
 
