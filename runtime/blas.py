@@ -523,14 +523,15 @@ def _gemm_rows(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any) -> None:
     alpha, beta, ta, tb = *_scales(o, s), p[_TA] != 0, p[_TB] != 0
     blocks, next_block = p[_BLOCKS], np.zeros(1, np.int64)
     # each thread claims blocks until none is left (``runtime/parallel.py``): a thread the OS runs
-    # late leaves its block to the others; a plain loop in the serial forms (the first pass runs all)
+    # late leaves its block to the others (one common counter: a block is one gemm call, whichever
+    # thread runs it); a plain loop in the serial forms (the first pass runs all)
     threads: int = _iget_num_threads()  # type: ignore[call-arg]
     for _ in numba.prange(min(blocks, threads)):
-        q = claim_next(next_block)
+        q = claim_next(next_block, 0)
         while q < blocks:
             i0, i1, xo, yo, oo = _block(q, p)
             gemm(ta, tb, i1 - i0, p[_N], p[_K], alpha, x, xo, p[_LDA], y, yo, p[_LDB], beta, o, oo, p[_LDC])
-            q = claim_next(next_block)
+            q = claim_next(next_block, 0)
 
 
 def _gemm_rows_block(x: Any, y: Any, o: Any, c: Any, p: Any, s: Any, ch: int, chunks: int) -> None:

@@ -12,11 +12,12 @@ Numba's parallel lowering (the parfor passes, a gufunc compiled per loop) then r
 machine, for this function, instead of once per kernel of every program: it was about two thirds
 of the compile time of a kernel with a parallel loop (``python benchmarks/compile_phases.py``).
 
-Chunks are claimed, not dealt: every thread of the pool takes the next unclaimed chunk from a shared
-counter (``claim_next``) until none is left. Numba's OpenMP layer deals a loop's iterations out
-statically (thread ``t`` runs the ``t``-th share), so a thread the OS had not scheduled yet (another
-process on its core) held up the loop's end with its whole share while the others waited; claimed,
-the threads that run take its chunks, and it holds up the end only with the chunk it is in. A chunk
+Chunks are claimed, not dealt: each thread claims the chunks of its own share one by one from a
+counter (``claim_next``), then those left in the other shares. Numba's OpenMP layer deals a loop's
+iterations out statically (thread ``t`` runs the ``t``-th share), so a thread the OS had not
+scheduled yet (another process on its core) held up the loop's end with its whole share while the
+others waited; claimed, the threads that run take its chunks, and it holds up the end only with the
+chunk it is in. A chunk
 computes the same whichever thread runs it (a chunk writes its own rows or its own partial result,
 combined in chunk order after the loop), so results do not depend on the schedule.
 ``DSL_STATIC_CHUNKS=1`` binds ``parallel_for_static`` (the dealt schedule) instead, for comparison.
@@ -30,11 +31,11 @@ from typing import Any
 import numba
 import numpy as np
 from llvmlite import ir
-from numba.core import types
+from numba.core import cgutils, types
 from numba.extending import intrinsic
 from numba.np.ufunc.parallel import _iget_num_threads
 
-from runtime.intrinsics import call_kernel
+from runtime.intrinsics import array_at, call_kernel
 
 # The kernel-table signatures (``runtime.precompile.KernelSignature``) of a chunk function,
 # ``chunk(ch, frame)``, and of ``parallel_for(chunk, n, frame)``; generated modules use these.
@@ -43,33 +44,68 @@ PARALLEL_FOR_SIGNATURE: list[tuple[str, int | None]] = [("uint64", None), ("int6
 
 
 @intrinsic
-def claim_next(typingctx: Any, counter: Any) -> Any:
-    """``counter[0]``, incremented in the same atomic step: each value goes to exactly one caller,
+def claim_next(typingctx: Any, counters: Any, at: Any) -> Any:
+    """``counters[at]``, incremented in the same atomic step: each value goes to exactly one caller,
     whichever threads call at once (the chunks' own writes are ordered by the loop's closing barrier,
     so the counter needs no ordering of its own)."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.int64):
+    if not (isinstance(counters, types.Array) and counters.dtype == types.int64):
+        return None
+    if not isinstance(at, types.Integer):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        data = context.make_array(counter)(context, builder, value=args[0]).data
-        return builder.atomic_rmw("add", data, ir.Constant(ir.IntType(64), 1), "monotonic")
+        data = context.make_array(counters)(context, builder, value=args[0]).data
+        index = context.cast(builder, args[1], at, types.intp)
+        one = ir.Constant(ir.IntType(64), 1)
+        return builder.atomic_rmw("add", builder.gep(data, [index]), one, "monotonic")
 
-    return types.int64(counter), codegen
+    return types.int64(counters, at), codegen
 
 
-# ``_iget_num_threads`` is what ``numba.get_num_threads()`` reads (the calling thread's thread
-# count), called through the threading layer's symbol: ``numba.get_num_threads`` itself goes through
-# a ctypes pointer, which Numba cannot cache.
+@intrinsic
+def zeroed_on_stack(typingctx: Any, n: Any) -> Any:
+    """The address of ``n`` zeroed ``int64`` on the calling function's stack (valid until it returns,
+    hence through its parallel loop): ``parallel_for``'s counters, which a heap array would put in
+    the block a kernel's freed scratch left, moving where glibc puts the chunks' own allocations."""
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        count = context.cast(builder, args[0], n, types.intp)
+        data = builder.alloca(ir.IntType(64), size=count)
+        cgutils.memset(builder, data, builder.mul(count, ir.Constant(count.type, 8)), 0)
+        return builder.ptrtoint(data, ir.IntType(64))
+
+    return types.uint64(n), codegen
+
+
+SHARE_STRIDE = 8  # int64 counters apart: each share's counter on a cache line of its own
+
+
+# Iteration ``t`` of the ``prange`` (thread ``t``: Numba gives each thread one iteration) runs the
+# chunks of share ``t`` (``[t * n // workers, (t + 1) * n // workers)``, the static schedule's), in
+# order, then helps with the others' in turn: a balanced loop runs as the static schedule did (each
+# thread's chunks, hence its cache lines, the same from one loop to the next: claiming from one
+# common counter instead cost the softmax 15% idle), and a thread that arrives late or stalls has
+# its unclaimed chunks taken by the others. ``_iget_num_threads`` is what ``numba.get_num_threads()``
+# reads, through the threading layer's symbol (``numba.get_num_threads`` goes through a ctypes
+# pointer, which Numba cannot cache).
 @numba.njit(cache=True, nogil=True, parallel=True)
 def parallel_for(chunk: int, n: int, frame: Any) -> None:
-    next_chunk = np.zeros(1, np.int64)
     threads: int = _iget_num_threads()  # type: ignore[call-arg]
-    for _ in numba.prange(min(n, threads)):  # one iteration per thread: it claims chunks
-        ch = claim_next(next_chunk)
-        while ch < n:
-            # "i8,u8:1" is signature_string(CHUNK_SIGNATURE), written out: call_kernel needs a literal
-            call_kernel(chunk, "i8,u8:1", ch, frame)
-            ch = claim_next(next_chunk)
+    workers = min(n, threads)
+    # chunks claimed of each share
+    claimed = array_at(zeroed_on_stack(workers * SHARE_STRIDE), (workers * SHARE_STRIDE,), np.int64)
+    for t in numba.prange(workers):
+        for k in range(workers):
+            share = (t + k) % workers
+            first = share * n // workers
+            size = (share + 1) * n // workers - first
+            c = claim_next(claimed, share * SHARE_STRIDE)
+            while c < size:
+                # "i8,u8:1" is signature_string(CHUNK_SIGNATURE), written out: call_kernel needs a literal
+                call_kernel(chunk, "i8,u8:1", first + c, frame)
+                c = claim_next(claimed, share * SHARE_STRIDE)
 
 
 @numba.njit(cache=True, nogil=True, parallel=True)

@@ -282,13 +282,20 @@ def test_scratch_a_kernel_passes_by_address_lives_until_its_chunks_ran() -> None
     own allocation got the same block (glibc hands a freed block of that size straight back)."""
     table = kernel_table(_Fresh, [("fresh_block", CHUNK), ("parallel_for", PARALLEL_FOR)])  # type: ignore[arg-type]
     reused = {}
-    for keep in (False, True):
-        kernel = _scratch_kernel(keep)
-        hits = 0
-        for _ in range(20):
-            out = np.zeros(16, np.uint64)
-            hits += int(kernel(out, table.addresses[0], table.addresses[1]) in set(out.tolist()))
-        reused[keep] = hits
+    saved = numba.get_num_threads()
+    # one thread: every chunk runs on the thread that freed the scratch (glibc's arenas are per
+    # thread, and with two, the other may claim every chunk)
+    numba.set_num_threads(1)
+    try:
+        for keep in (False, True):
+            kernel = _scratch_kernel(keep)
+            hits = 0
+            for _ in range(20):
+                out = np.zeros(16, np.uint64)
+                hits += int(kernel(out, table.addresses[0], table.addresses[1]) in set(out.tolist()))
+            reused[keep] = hits
+    finally:
+        numba.set_num_threads(saved)
     assert reused[True] == 0
     assert reused[False] > 0  # the check can fail: this is what it catches
 

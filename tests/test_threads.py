@@ -69,7 +69,7 @@ def _first_waits(ch: int, frame: Any) -> None:
             reads += 1
         done[1] = _load(done) < N_CHUNKS - 1
     else:
-        claim_next(done)  # (an atomic increment)
+        claim_next(done, 0)  # (an atomic increment)
 
 
 class _Chunks:  # what kernel_table reads
