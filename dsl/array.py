@@ -70,6 +70,19 @@ def argument_shadow(shape: tuple[int, ...], dtype: np.dtype, strides: Strides) -
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides, writeable=False)
 
 
+def copy_keeping_strides(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` with ``x``'s own strides (where ``x.copy()`` would make it C-ordered), so that
+    it traces as ``x`` does: a saved argument gets the same view-or-copy reshapes as ``x``."""
+    if argument_strides(x.shape, x.strides, x.itemsize) is None:
+        return x.copy()
+    low = sum(s * (n - 1) for n, s in zip(x.shape, x.strides, strict=True) if s < 0)
+    high = sum(s * (n - 1) for n, s in zip(x.shape, x.strides, strict=True) if s > 0) + x.itemsize
+    memory = np.empty(high - low, np.uint8)
+    out: np.ndarray = np.ndarray(x.shape, x.dtype, buffer=memory, offset=-low, strides=x.strides)
+    out[...] = x
+    return out
+
+
 class Storage:
     """One buffer of the eager program: its current SSA value and a version bumped by every write."""
 

@@ -265,3 +265,24 @@ def test_gradient_sees_the_argument_as_numpy_leaves_it(layout) -> None:
     np.testing.assert_allclose(value, want_value)
     np.testing.assert_array_equal(grad, want_buf)
     np.testing.assert_array_equal(buf, want_buf)
+
+
+def scaled_by_counts(x, counts):
+    flat = counts.reshape(-1)  # a view of C-ordered counts only: the write changes the gradient then
+    flat[0] = 50
+    return (x * counts).sum()
+
+
+@pytest.mark.parametrize("layout", ["c", "fortran"])
+def test_vjp_backward_traces_the_arguments_layout(layout) -> None:
+    def make():
+        counts = np.arange(1, 7).reshape(2, 3)
+        return np.ones((2, 3)), (counts if layout == "c" else np.asfortranarray(counts))
+
+    x, counts = make()
+    out, vjp_fn = dsl.vjp(scaled_by_counts, x, counts)
+    grad_x, _ = vjp_fn(1.0)  # the saved primals keep the caller's layout: same reshapes as the forward
+    want_x, want_counts = make()
+    np.testing.assert_allclose(out, scaled_by_counts(want_x, want_counts))
+    np.testing.assert_array_equal(grad_x, want_counts)  # d/dx (x * counts).sum(): counts as NumPy left it
+    np.testing.assert_array_equal(counts, want_counts)
