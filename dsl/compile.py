@@ -292,11 +292,13 @@ def trace_function(
     names: list[str] = []
     leaf_arg: list[int] = []
     mutable: list[bool] = []
+    # a transform's body (hessian's, vjp's) takes the slots as they are, defaults not passed included
+    takes_slots = getattr(fn, "dsl_call_slots", None)
     with tracing.tracing() as trace:
         traced_args = []
         for i, a in enumerate(args):
             if isinstance(a, Default):
-                traced_args.append(a.value)
+                traced_args.append(a if takes_slots else a.value)
                 continue
             if i in layout.static:
                 traced_args.append(a)
@@ -316,7 +318,7 @@ def trace_function(
                 mutable.append((isinstance(leaf, (np.ndarray, Array)) or is_device_array(leaf)) and not weak)
                 leaf_arrays.append(arr)
             traced_args.append(pytree.unflatten(treedef, leaf_arrays))
-        out = layout.call(fn, traced_args)
+        out = takes_slots(tuple(traced_args), layout) if takes_slots else layout.call(fn, traced_args)
         trace.loc_override = _function_location(fn)
         out_leaves, out_tree = pytree.flatten(out)
         results = [_result_value(x) for x in out_leaves]

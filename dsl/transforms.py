@@ -244,7 +244,9 @@ class _VjpForward:
         self.binder = Binder(self)
 
     def __call__(self, *args: Any) -> Any:
-        slots, layout = self.binder.bind(args, {})
+        return self.dsl_call_slots(*self.binder.bind(args, {}))
+
+    def dsl_call_slots(self, slots: tuple[Any, ...], layout: Layout) -> Any:
         traced = trace_function(self.f, slots, layout, frozen=set(range(len(slots))))
         done = _inline_traced(traced, traced.func, _leaves(slots, layout))
         done.write_back()  # a modified integer argument: as the eager program does
@@ -254,17 +256,19 @@ class _VjpForward:
 class _VjpFn:
     """The backward of ``dsl.vjp``: the primals' cotangents for a cotangent of the output. It never
     writes into the primals (the forward did that already, once). Static primals (static arguments
-    of a compiled ``f``) are fixed here and get ``None``; the others and the cotangent are arguments."""
+    of a compiled ``f``) and defaults not passed are fixed here (a static primal's cotangent is
+    ``None``); the other primals and the cotangent are its arguments."""
 
-    def __init__(self, f: Callable[..., Any], primals: Sequence[Any], layout: Layout) -> None:
+    def __init__(self, f: Callable[..., Any], slots: Sequence[Any], layout: Layout, n_primals: int) -> None:
         self.f = f
         self.layout = layout
-        self.static = {i: primals[i] for i in layout.static}
+        self.n_primals = n_primals
+        self.fixed = {i: a for i, a in enumerate(slots) if i in layout.static or isinstance(a, Default)}
 
     def __call__(self, *args: Any) -> Any:
         given, ct = iter(args[:-1]), args[-1]
         slots = tuple(
-            self.static[i] if i in self.static else next(given) for i in range(len(self.layout.names))
+            self.fixed.get(i) if i in self.fixed else next(given) for i in range(len(self.layout.names))
         )
         traced = trace_function(self.f, slots, self.layout, frozen=set(range(len(slots))))
         if traced.out_tree != pytree.LEAF:
@@ -280,8 +284,8 @@ class _VjpFn:
             for k in range(len(leaves))
         )
         return tuple(
-            None if i in self.static else pytree.unflatten(pytree.flatten(p)[1], flat)
-            for i, p in enumerate(slots)
+            None if i in self.layout.static else pytree.unflatten(pytree.flatten(slots[i])[1], flat)
+            for i in range(self.n_primals)
         )
 
 
@@ -315,10 +319,12 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
     """
     body = _VjpForward(f)
     forward = Compiled(body, **_options(f))
-    _, layout = body.binder.bind(primals, {})
-    saved = [_snapshot(p) for i, p in enumerate(primals) if i not in layout.static]
+    slots, layout = body.binder.bind(primals, {})
+    saved = [
+        _snapshot(a) for i, a in enumerate(slots) if i not in layout.static and not isinstance(a, Default)
+    ]
     out = forward(*primals)  # traced (and the leaf rule checked) before it runs and writes
-    backward = Compiled(_VjpFn(f, primals, layout), **_options(f))
+    backward = Compiled(_VjpFn(f, slots, layout, len(primals)), **_options(f))
     return out, lambda ct: backward(*saved, ct)
 
 
@@ -331,16 +337,25 @@ class _HessianFn:
         self.binder = Binder(self)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        args, layout = self.binder.bind(args, kwargs)
+        return self.dsl_call_slots(*self.binder.bind(args, kwargs))
+
+    def dsl_call_slots(self, args: tuple[Any, ...], layout: Layout) -> Any:
         (i,) = _argnums(self.argnums, args, layout)
         x = ops.asarray(args[i])
+        # the inner gradient sees the call's slots as the outer one does: static arguments and
+        # defaults not passed stay Python values
+        inner = layout._replace(
+            static=layout.static | {k for k, a in enumerate(args) if isinstance(a, Default)}
+        )
         rows = []
         write_back = None
         for j in range(max(x.size, 1)):  # one reverse-over-reverse sweep per row of the Hessian
 
             @functools.wraps(_unwrap(self.f))  # f's signature: names in messages are the user's
             def component(*a: Any, j: int = j, **kw: Any) -> Any:
-                g = GradFn(self.f, i, False, False)(*a, **kw)
+                slots = a + tuple(kw[name] for name in layout.keywords)
+                g, inner_write_back = GradFn(self.f, i, False, False).inline(slots, inner)
+                inner_write_back()
                 return ops.reshape(g, (-1,))[j] if x.size else ops.sum(g)
 
             row, row_write_back = GradFn(component, i, False, False).inline(args, layout)

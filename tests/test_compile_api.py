@@ -327,3 +327,16 @@ def test_gradient_with_keyword_arguments() -> None:
     assert_same(dsl.grad(f)(x, w=w), w)
     assert_same(dsl.grad(f)(x, w=w, b=1.0), w)
     assert_same(dsl.grad(lambda x, w: dsl.grad(f)(x, w=w).sum())(x, w), np.zeros(2))
+
+
+def test_transforms_keep_defaults_and_static_arguments_python_values() -> None:
+    def f(x, mode="sum"):
+        y = x * x * x
+        return y.sum() if mode == "sum" else y.mean()  # `mode` must stay a str
+
+    x = np.array([1.0, 2.0])
+    assert_same(dsl.grad(lambda x: dsl.grad(f)(x).sum())(x), 6 * x)
+    assert_same(dsl.hessian(f)(x), np.diag(6 * x))
+    assert_same(dsl.vjp(f, x)[1](np.ones(()))[0], 3 * x**2)
+    assert_same(dsl.compile(dsl.grad(f), static_argnames="mode")(x, mode="mean"), 1.5 * x**2)
+    assert_same(dsl.compile(dsl.hessian(f), static_argnames="mode")(x, mode="mean"), np.diag(3 * x))
