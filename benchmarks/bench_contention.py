@@ -8,12 +8,12 @@ Each round starts ``k`` competing processes for every ``k`` of ``--competitors``
 Python busy loop, ``numpy``: a loop of NumPy operations over 8 MB arrays), then times every program
 of ``suite_programs.py`` in every framework while they run, each framework in a new process of its
 own (``bench_suite.py --time-child``: median of ``--repeats`` calls after warm-up), the frameworks
-interleaved. The competitors are children of this process, so a scheduler that shares the CPUs per
-session (Linux's autogroups) shares them per thread between the frameworks' threads and the
-competitors, as on a machine where other programs run. A program's slowdown at ``k`` is its median
+interleaved, each program starting with the next one in turn. The competitors are children of this
+process, so a scheduler that shares the CPUs per session (Linux's autogroups) shares them per thread
+between the frameworks' threads and the competitors. A program's slowdown at ``k`` is its median
 over the rounds at ``k`` divided by its median at 0, per framework; the target is dslc's slowdown no
-worse than JAX's. ``--variant`` adds dslc run with environment variables set (A/B of a scheduling
-setting in the same run, e.g. ``static:DSL_PARALLEL_SCHEDULE=static``). Writes the table to
+worse than JAX's. ``--variant`` adds dslc run with environment variables set (A/B of a setting in
+the same run, e.g. ``old:GOMP_SPINCOUNT=300000,DSL_STATIC_CHUNKS=1``). Writes the table to
 ``results/contention.md`` and every measurement to ``results/contention.json``.
 """
 
@@ -142,8 +142,13 @@ def main() -> None:
         for k in ks:
             loads.append(load())
             with competing(k, args.competitor):
-                for name in names:
-                    for column, (framework, env) in runs.items():
+                for i, name in enumerate(names):
+                    columns = list(runs)
+                    turn = (r + i) % len(
+                        columns
+                    )  # each column first in turn: no column always follows another
+                    for column in columns[turn:] + columns[:turn]:
+                        framework, env = runs[column]
                         times[name][column][k].append(time_child(name, framework, args.repeats, env))
                     got = {c: f"{1e3 * times[name][c][k][-1]:.2f}" for c in runs}
                     print(f"round {r} competitors {k} {name}: {json.dumps(got)} ms", flush=True)
