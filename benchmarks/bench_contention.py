@@ -91,6 +91,10 @@ def markdown(result: dict[str, Any]) -> str:
         f"process, the frameworks interleaved; competitor: `{COMPETITORS[result['competitor']]}` "
         "(children of the benchmark)",
         f"- load average (1, 5, 15 min) at each round's start: {', '.join(result['loads'])}",
+        *(
+            f"- {column}: dslc with " + ", ".join(f"`{k}={v}`" for k, v in env.items())
+            for column, env in result["variants"].items()
+        ),
         "",
         "Idle: median ms per call with no competitor. `xK`: median time beside K competitors / idle "
         "median, per framework (lower is better).",
