@@ -14,13 +14,13 @@ def native_blas_threads() -> bool:
 
 
 # How long Numba's OpenMP threads (libgomp) busy-wait for the next parallel loop before they sleep,
-# in spins (``GOMP_SPINCOUNT``). libgomp's default, 300,000 spins (milliseconds), kept every waiting
-# thread on its core long after a call: on a machine whose cores other processes want, that took
-# the time slices the working threads needed, and each loop's end waited for a thread the OS had
-# not run yet (the MLP training step beside two busy processes on 2 cores: 7x its idle time).
-# 1,000 spins still bridge the gap from one kernel of a call to the next (the wake-up of a sleeping
-# thread, ~45 us, was 15% of the MLP step idle); docs/architecture.md "Threads" has the figures.
-# Read by libgomp once, when Numba's OpenMP layer loads it, so it is set on importing ``runtime``.
+# in spins (``GOMP_SPINCOUNT``). libgomp's default, 300,000 spins, kept every waiting thread on its
+# core for milliseconds after each loop: on a machine whose cores other processes want, the waiting
+# threads took the time slices the working ones needed (beside two busy processes on 2 cores the
+# MLP training step took 4.7-7.6x its idle time, the transformer block 13-23x; with 1,000 spins and
+# the claimed chunks of ``runtime/parallel.py``, 1.7-1.9x and 1.8-2.0x; idle the same within noise:
+# ``python benchmarks/bench_contention.py``, results/contention.md). libgomp reads it once, when
+# Numba's OpenMP layer loads it, so it is set on importing ``runtime``; child processes inherit it.
 # A value the user set (``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``) is kept. With
 # ``DSL_BLAS_THREADS=native`` BLAS keeps its own threads, which any spinning starves (a 3-layer MLP
 # forward 44 ms -> 25 ms with passive waiting): that mode waits passively.
