@@ -756,10 +756,11 @@ def input_shapes(draw) -> tuple[tuple[int, ...], ...]:
 
 
 # What NumPy raises at a step, and what dslc may raise instead: a write into a read-only view
-# (dslc: a ValueError or one of its own errors), a max/min over an empty axis, a Python int out of
-# the range of the array it meets.
+# (dslc: a ValueError or one of its own errors; an OverflowError where the value written is also an
+# out-of-range int, which dslc checks first), a max/min over an empty axis, a Python int out of the
+# range of the array it meets.
 EXPECTED_ERRORS: dict[str, tuple[type[Exception], ...]] = {
-    "read-only": (ValueError, dsl.DSLError),
+    "read-only": (ValueError, OverflowError, dsl.DSLError),
     "ValueError": (ValueError,),
     "OverflowError": (OverflowError,),
 }
