@@ -137,6 +137,9 @@ CASES: dict[str, Case] = {
     "self_difference": Case(lambda x: (x - x, x / x, x * 1.0, x / 1.0, x**1.0), (SIGNED_ZEROS,)),
     "self_comparison": Case(lambda x: (x == x, x != x, x < x, x >= x), (SIGNED_ZEROS,)),
     "float32_add_zero": Case(lambda x: 1 / (x + 0.0), (SIGNED_ZEROS.astype(np.float32),)),
+    "outer_product_of_signed_zeros": Case(
+        lambda a, b: 1 / (a @ b), (_f(-0.0, 2.0, -np.inf).reshape(3, 1), _f(1.0, -0.0, 3.0).reshape(1, 3))
+    ),
     "zeros_plus": Case(lambda x: 1 / (np.zeros(6) + x), (SIGNED_ZEROS,), lambda x: 1 / (dnp.zeros(6) + x)),
 }
 

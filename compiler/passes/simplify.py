@@ -7,6 +7,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.rewrite import Rewriter
 from compiler.ir.types import DType
@@ -134,7 +136,8 @@ class _Simplifier:
     def outer_product(self, op: Op) -> Op:
         """A matmul over K = 1 is an outer product: ``broadcast(a) * broadcast(b)``, elementwise, so
         fusion inlines it into its readers instead of giving it a buffer (second-order autodiff of an
-        MLP with one input makes ``ones(B, 1) @ w`` of the weights' size)."""
+        MLP with one input makes ``ones(B, 1) @ w`` of the weights' size). A float product gets + 0.0:
+        a matmul's sum starts at +0.0, so its one term -0.0 comes out +0.0 (as NumPy's BLAS gives)."""
         if op.prim is not contraction.matmul or op.operands[0].type.shape[-1] != 1 or op.attrs:
             return op
         shape = op.result.type.shape
@@ -146,7 +149,21 @@ class _Simplifier:
             wide = Op(mv.broadcast, (v,), {"shape": shape}, (Value(v.type.with_shape(shape)),), op.loc)
             self._emit(wide)
             spread.append(wide.result)
-        return Op(ew.mul, tuple(spread), {}, op.results, op.loc)
+        if not op.result.type.dtype.is_float:
+            return Op(ew.mul, tuple(spread), {}, op.results, op.loc)
+        product = Op(ew.mul, tuple(spread), {}, (Value(op.result.type),), op.loc)
+        self._emit(product)
+        zero = Op(
+            source.constant,
+            (),
+            {"value": np.zeros((), op.result.type.dtype.np)},
+            (Value(op.result.type.with_shape(())),),
+            op.loc,
+        )
+        self._emit(zero)
+        zeros = Op(mv.broadcast, (zero.result,), {"shape": shape}, (Value(op.result.type),), op.loc)
+        self._emit(zeros)
+        return Op(ew.add, (product.result, zeros.result), {}, op.results, op.loc)
 
     def _emit(self, op: Op) -> None:
         earlier = self.seen.get(op.key())

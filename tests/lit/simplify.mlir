@@ -50,14 +50,16 @@ func.func @transposes(%arg0: tensor<2x3x4xf32>) -> (tensor<4x2x3xf32>, tensor<2x
   return %2, %1 : tensor<4x2x3xf32>, tensor<2x3x4xf32>
 }
 
-// A matmul over K = 1 is an outer product: two broadcasts and a mul, which fusion inlines; K = 2
-// stays a matmul.
+// A matmul over K = 1 is an outer product: two broadcasts and a mul, which fusion inlines, plus
+// +0.0 (a matmul's sum starts at +0.0: a product of -0.0 comes out +0.0); K = 2 stays a matmul.
 // CHECK-LABEL: func.func @outer_product
 // CHECK-NEXT:    %0 = "dsl.broadcast"(%arg0) {shape = array<i64: 4, 3>}
 // CHECK-NEXT:    %1 = "dsl.broadcast"(%arg1) {shape = array<i64: 4, 3>}
 // CHECK-NEXT:    %2 = "dsl.mul"(%0, %1)
-// CHECK-NEXT:    %3 = "dsl.matmul"(%arg2, %arg3)
-// CHECK-NEXT:    return %2, %3
+// CHECK-NEXT:    %3 = "dsl.constant"() {value = dense<0.0> : tensor<4x3xf32>}
+// CHECK-NEXT:    %4 = "dsl.add"(%2, %3)
+// CHECK-NEXT:    %5 = "dsl.matmul"(%arg2, %arg3)
+// CHECK-NEXT:    return %4, %5
 func.func @outer_product(%arg0: tensor<4x1xf32>, %arg1: tensor<1x3xf32>, %arg2: tensor<4x2xf32>, %arg3: tensor<2x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
   %0 = "dsl.matmul"(%arg0, %arg1) : (tensor<4x1xf32>, tensor<1x3xf32>) -> tensor<4x3xf32>
   %1 = "dsl.matmul"(%arg2, %arg3) : (tensor<4x2xf32>, tensor<2x3xf32>) -> tensor<4x3xf32>
