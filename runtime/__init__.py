@@ -17,8 +17,8 @@ def native_blas_threads() -> bool:
 # in spins (``GOMP_SPINCOUNT``). libgomp's default, 300,000 spins, kept every waiting thread on its
 # core for milliseconds after each loop: on a machine whose cores other processes want, the waiting
 # threads took the time slices the working ones needed (beside two busy processes on 2 cores the
-# MLP training step took 4.7-7.6x its idle time, the transformer block 13-23x; with 1,000 spins and
-# the claimed chunks of ``runtime/parallel.py``, 1.7-1.9x and 1.8-2.0x; idle the same within noise:
+# MLP training step took 4.7-20x its idle time, the transformer block 13-23x; with 1,000 spins and
+# the claimed chunks of ``runtime/parallel.py``, 1.7-2.2x and 1.7-2.0x; idle the same within noise:
 # ``python benchmarks/bench_contention.py``, results/contention.md). libgomp reads it once, when
 # Numba's OpenMP layer loads it, so it is set on importing ``runtime``; child processes inherit it.
 # A value the user set (``GOMP_SPINCOUNT`` or ``OMP_WAIT_POLICY``) is kept. With
