@@ -189,6 +189,9 @@ def negative(x: Any) -> Array:
 
 
 def abs(x: Any) -> Array:  # noqa: A001 (NumPy's name)
+    x = ops.asarray(x)
+    if x.ir_dtype.is_bool:  # NumPy's absolute of bools: the same bools (a new array)
+        return ops.emit(ew.copy, [x], weak=x.weak)
     return ops.unary(ew.abs_, x)
 
 
@@ -196,6 +199,9 @@ absolute = abs
 
 
 def sign(x: Any) -> Array:
+    x = ops.asarray(x)
+    if x.ir_dtype.is_bool:
+        raise _no_loop("sign")
     return ops.unary(ew.sign, x)
 
 

@@ -97,7 +97,11 @@ def note_narrowing(x: Array, dtype: DType) -> None:
     array: NumPy 2 raises OverflowError if the number does not fit, so each call checks that it does
     (``dsl.scalar_args``); the trace records which values need it."""
     if x.weak and x.ir_dtype.is_int and dtype.is_int and dtype.itemsize < x.ir_dtype.itemsize:
-        tracing.current().narrowed[x.value] = dtype
+        trace = tracing.current()
+        made = trace.ops[-1] if trace.ops else None
+        if made is not None and made.prim is source.constant and made.results[0] is x.value:
+            constant(made.attrs["value"].item(), dtype)  # a literal just made (x[i] = 2**40): raises now
+        trace.narrowed[x.value] = dtype
 
 
 def cast(x: Array, dtype: DType) -> Array:

@@ -290,6 +290,26 @@ def test_python_int_argument_overflow_in_place_and_setitem() -> None:
         np.testing.assert_array_equal(a, np.arange(3))  # nothing ran: the caller's array is untouched
 
 
+def test_a_literal_written_into_an_int32_array_must_fit() -> None:
+    def setitem(a):
+        a[0] = 2**40
+        return a
+
+    with pytest.raises(OverflowError):
+        setitem(np.zeros(3, np.int32))
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        dsl.compile(setitem)(np.zeros(3, np.int32))  # it wrapped to 0
+
+
+def test_abs_of_bools_is_the_identity_and_sign_a_type_error() -> None:
+    b = np.array([True, False])
+    assert_same(dsl.compile(lambda x: abs(x))(b), abs(b), "abs")
+    with pytest.raises(TypeError):
+        np.sign(b)
+    with pytest.raises(TypeError, match="ufunc 'sign' not supported"):
+        dsl.compile(lambda x: np.sign(x))(b)
+
+
 def test_python_int_argument_where_no_narrowing_happens_is_not_checked() -> None:
     a64 = np.arange(3, dtype=np.int64)
     assert_same(dsl.compile(lambda a, s: a + s)(a64, 2**40), a64 + 2**40, "int64 array")
