@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.ir.verify import WRITEBACK
 from compiler.passes.fuse import FusionPlan
-from compiler.prims import elementwise as ew
+from compiler.prims.base import Reuse
 
 if TYPE_CHECKING:
     from compiler.passes.plan import MemoryPlan
 
 INPLACE_ATTR = "dsl.inplace"
-# Requests whose new value does not read the array's old one (``dsl/methods.py``): their marked op
-# reads the source. So does every marked ``copy`` (the tracer's copy of a value that already existed),
-# and a marked op without operands reads nothing.
-WRITES_WITHOUT_READING = frozenset({"copy_", "fill_", "zero_"})
+# Requests that write a source into the array (``dsl/methods.py``, ``Array.__setitem__``): the ops
+# computing the written value read the source, not the array; only an op putting it into part of the
+# base (``Reuse.BASE``: ``update_slice``) reads the array's old value.
+WRITES_A_SOURCE = frozenset({"setitem", "copy_", "fill_", "zero_"})
 
 
 @dataclass
@@ -71,8 +71,10 @@ class InplaceRequest:
     new_name: str
     old_name: str
     new_returned: bool  # its home is a result: fresh memory unless written straight back
+    old_returned: bool
     new_in_band: bool  # kept one row at a time inside a band (``rows.py``): no buffer
     old_param: int | None  # the old value is argument ``old_param`` (the caller's array)
+    home_param: int | None  # the new value is a view of argument ``home_param``
     copy_reason: str  # why the old value is kept beside the new one, if the plan keeps it
     blocker: Location | None  # the line that still reads the old value after the request
 
@@ -92,11 +94,10 @@ def find_requests(
     out = []
     for op in ops:
         request = str(op.attrs[INPLACE_ATTR])
-        reads_old = bool(op.operands) and op.prim is not ew.copy and request not in WRITES_WITHOUT_READING
         new = op.result
-        old = _stored_before(op, producer, stored) if reads_old else None
+        old = _stored_before(op, producer, stored) if _reads_old(op) else None
         home = new
-        while home not in stored and home in producer and producer[home].prim.memory.view_of == 0:
+        while home not in stored and home in producer and _is_view_of_the_array(producer[home]):
             home = producer[home].operands[0]
         blocker = None if old is None else _later_reader(op, old, fusion, position)
         if not inplace:
@@ -106,7 +107,13 @@ def find_requests(
         else:
             reason = _copy_reason(func, old, home in returned)
         old_name = "-" if old is None else fusion.names.get(old, "?")
-        facts = (home in returned, new in fusion.local, None if old is None else params.get(old))
+        facts = (
+            home in returned,
+            old in returned,
+            new in fusion.local,
+            None if old is None else params.get(old),
+            params.get(home),
+        )
         where = (new, old, home, fusion.names.get(new, "?"), old_name)
         blocked_at = None if blocker is None else blocker.loc
         out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at))
@@ -126,6 +133,21 @@ def _copy_reason(func: Function, old: Value | None, returned: bool) -> str:
     return "its kernel reads the old value at other elements than it writes"
 
 
+def _reads_old(op: Op) -> bool:
+    """Whether the request's op ``op`` reads the array's value before the request (its operand 0)."""
+    if not op.operands:
+        return False
+    if str(op.attrs[INPLACE_ATTR]) in WRITES_A_SOURCE:
+        return op.prim.memory.reuse is Reuse.BASE
+    return True
+
+
+def _is_view_of_the_array(op: Op) -> bool:
+    """``op``'s result is a view of its operand 0 that holds the array's value (not a view of the
+    source a ``setitem`` or ``copy_`` writes, which lives in the source's storage)."""
+    return op.prim.memory.view_of == 0 and (INPLACE_ATTR not in op.attrs or _reads_old(op))
+
+
 def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Value:
     """The array's value before the request ``op`` as it was last stored. Followed back from ``op``'s
     first operand (the array's value before the write) while that was never stored: through the
@@ -141,7 +163,7 @@ def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Val
             break
         earlier_request = INPLACE_ATTR in p.attrs
         own = p.loc == request_loc or p.prim.memory.view_of == 0
-        if not (earlier_request or own):
+        if not (earlier_request or own) or (earlier_request and not _reads_old(p)):
             break
         if earlier_request:
             request_loc = p.loc
@@ -166,8 +188,8 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
     one: both live only inside one kernel); else ``copy``: the old value stays in its buffer and the
     new one is computed into other memory, for ``r.copy_reason``."""
     decision = InplaceDecision(r.new_name, r.loc, r.request, r.old_name, "fused", "", new=r.new)
-    new_at = _storage_of(r.home, plan, r.new_returned, None)
-    old_at = None if r.old is None else _storage_of(r.old, plan, False, r.old_param)
+    new_at = _storage_of(r.home, plan, r.new_returned, r.home_param)
+    old_at = None if r.old is None else _storage_of(r.old, plan, r.old_returned, r.old_param)
     if new_at is None:
         decision.reason = (
             "kept one row at a time inside its band of row-fused kernels: needs no buffer"
@@ -176,7 +198,7 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
         )
     elif r.old is None:
         decision.outcome = "in place"
-        decision.reason = "overwrites the array without reading its old value: nothing to copy"
+        decision.reason = "writes the array without reading its old value: nothing to copy"
     elif old_at is None:
         decision.reason = f"the old value {r.old_name} is never stored (computed in the same kernel): no copy"
     elif new_at == old_at:
