@@ -33,9 +33,16 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.extending import intrinsic
-from numba.np.ufunc.parallel import _iget_num_threads
+from numba.np.ufunc.parallel import _iget_num_threads, _launch_threads
 
 from runtime.intrinsics import array_at, call_kernel
+
+# Numba registers the threading layer's symbols (``get_num_threads``...) with LLVM when it launches
+# the layer, which typing ``_iget_num_threads`` does. A function that reads it (``parallel_for``,
+# ``runtime.blas``'s matmul rows, which import this module) loaded from Numba's on-disk cache is never
+# typed, so a new process's first load failed in LLVM ("Symbol not found: get_num_threads"). Launch
+# the layer here, before anything can be loaded (runtime/__init__.py has set the wait policy by now).
+_launch_threads()
 
 # The kernel-table signatures (``runtime.precompile.KernelSignature``) of a chunk function,
 # ``chunk(ch, frame)``, and of ``parallel_for(chunk, n, frame)``; generated modules use these.

@@ -198,3 +198,29 @@ def test_openmp_threads_spin_briefly_then_sleep_unless_told_otherwise() -> None:
     }
     native = _environment_after_import(DSL_BLAS_THREADS="native")
     assert native == {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None}
+
+
+def test_a_new_process_loads_the_parallel_runtime_from_numba_cache(tmp_path: Path) -> None:
+    """``parallel_for`` and the matmul rows read the thread count through the threading layer's
+    symbol, which Numba registers only when it launches the layer: a process whose first parallel
+    function came from Numba's on-disk cache (never typed) failed with "LLVM ERROR: Symbol not found:
+    get_num_threads" until importing the runtime launched it. The first run warms the cache, the
+    second loads from it."""
+    program = (
+        "import numpy as np, dsl, dsl.numpy as dnp\n"
+        "def loss(w, x):\n"
+        "    return dnp.tanh(x @ w).sum()\n"
+        "def step(w, x):\n"
+        "    value, g = dsl.value_and_grad(loss)(w, x)\n"
+        "    w -= 0.1 * g\n"
+        "    return value\n"
+        "w, x = np.full((6, 5), 0.1, np.float32), np.ones((4, 6), np.float32)\n"
+        "print(float(dsl.compile(step)(w, x)))\n"
+    )
+    env = dict(os.environ, DSL_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert abs(float(done.stdout) - 20 * np.tanh(0.6)) < 1e-5
