@@ -503,7 +503,7 @@ def _reduce_kernel(spec: _KernelSpec) -> Kernel | None:
     if n_outer == 0 and big:
         return _chunked_full_reduction(spec, body, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
-    inner = loop_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines + [partial.update])
+    inner = _accumulating_nest(body.loops[n_outer:], body.extents[n_outer:], body.lines, partial)
     chunks = min(REDUCE_CHUNKS, shape[0]) if shape else 1
     if (
         "split_reductions" in OPTIMIZATIONS
@@ -561,6 +561,9 @@ class _Partial:
     finish: Callable[[str], str]
     dtype: DType
     result: Callable[[str], str] = _same
+    # A widened sum's block (``_accumulating_nest``): ``blk`` set to the identity, its update in the
+    # result's dtype, and ``blk`` added to ``acc``.
+    block: tuple[str, str, str] | None = None
 
     def value(self, acc: str) -> str:
         """``acc`` as the reduction's result."""
@@ -585,10 +588,17 @@ def _accumulation(root: Op, target: str) -> tuple[str, _Partial]:
     wide = reducer.accumulator(dtype)
     identity = literal(reducer.identity(dtype), wide)
     if not _keyed(root):
-        x = target if wide is dtype else typed(target, wide)
-        update = f"acc = {typed(reducer.combine('acc', x), wide)}"
-        result = _same if wide is dtype else lambda v: typed(v, dtype)
-        return identity, _Partial(_same, update, _same, wide, result)
+        if wide is dtype:
+            return identity, _Partial(
+                _same, f"acc = {typed(reducer.combine('acc', target), dtype)}", _same, dtype
+            )
+        update = f"acc = {typed(reducer.combine('acc', typed(target, wide)), wide)}"
+        block = (
+            f"blk = {literal(reducer.identity(dtype), dtype)}",
+            f"blk = {typed(reducer.combine('blk', target), dtype)}",
+            f"acc = {typed(reducer.combine('acc', typed('blk', wide)), wide)}",
+        )
+        return identity, _Partial(_same, update, _same, wide, lambda v: typed(v, dtype), block)
     which, width = _KEYED[root.prim], dtype.name
     return identity, _Partial(
         lambda v: f"{which}_key_{width}({v})",
@@ -596,6 +606,41 @@ def _accumulation(root: Op, target: str) -> tuple[str, _Partial]:
         lambda v: f"from_key_{width}({v})",
         dtype,
     )
+
+
+ACC_BLOCK = 256  # elements of a widened sum's block, summed in the result's dtype
+
+
+def _accumulating_nest(
+    names: list[str],
+    extents: list[int],
+    lines: list[str],
+    partial: _Partial,
+    nest: Callable[[list[str], list[int], list[str]], list[str]] = loop_nest,
+) -> list[str]:
+    """The loops of a reduction's accumulation (``nest`` of them), ``partial.update`` innermost. A
+    widened sum (float32 into float64) takes a long innermost loop in fixed blocks of ``ACC_BLOCK``
+    elements, each summed in the result's dtype into ``blk`` and added to the wide ``acc``: LLVM
+    vectorizes a block at float32's width (a float64 add in the loop halves it: softmax + cross-entropy
+    2.4x slower), and the error is a block's, not the loop's. The bounds are constants (a block's start
+    provably >= 0, so no index wraps around and the loop vectorizes); the rest is a shorter block."""
+    if partial.block is None or not names or extents[-1] == 1:  # (``_row_nest`` drops loops of 1)
+        return nest(names, extents, lines + [partial.update])
+    init, update, merge = partial.block
+    var, extent = names[-1], extents[-1]
+    full = extent // ACC_BLOCK * ACC_BLOCK
+    inner = []
+    if full:
+        inner += [
+            f"for {var}_b in range({extent // ACC_BLOCK}):",
+            f"    {init}",
+            f"    for {var} in range({var}_b * {ACC_BLOCK}, {var}_b * {ACC_BLOCK} + {ACC_BLOCK}):",
+            *indent([*lines, update], 2),
+            f"    {merge}",
+        ]
+    if full < extent:  # the rest: a shorter block
+        inner += [init, f"for {var} in range({full}, {extent}):", *indent([*lines, update], 1), merge]
+    return nest(names[:-1], extents[:-1], inner)
 
 
 def _chunked_row_reduction(
@@ -612,13 +657,12 @@ def _chunked_row_reduction(
     chunks, n_outer = chunks_outer
     axes = spec.group.reduced_axes
     kept = tuple(f"i{d}" for d in range(len(spec.group.shape)) if d not in axes)
-    slot = subscript("part", ("ch", *kept))
-    block = [f"acc = {partial.load(slot)}", *inner]
-    block.append(f"{slot} = {partial.finish('acc')}")
+    parts = _partials(spec, chunks, partial, row_blocks=n_outer == len(spec.group.shape))
+    block = _partial_update(kept, inner, partial, parts)
     n = body.extents[0]
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
-    per_chunk = loop_nest(body.loops[:n_outer], body.extents[:n_outer], block, outer_range=chunk_range)
-    parts = _partials(spec, chunks, partial)
+    row = [*loop_nest(body.loops[1:n_outer], body.extents[1:n_outer], block), *parts.flush]
+    per_chunk = loop_nest(body.loops[:1], body.extents[:1], row, outer_range=chunk_range)
     lines = [
         *body.views,
         *parts.before,
@@ -630,31 +674,51 @@ def _chunked_row_reduction(
     return spec.define(lines, parallel=True, reassoc=reassoc and n_outer < len(spec.group.shape))
 
 
-def _partials(spec: _KernelSpec, chunks: int, partial: _Partial) -> _Rows:
+def _partials(spec: _KernelSpec, chunks: int, partial: _Partial, row_blocks: bool = False) -> _Rows:
     """The partial results of a reduction over axis 0, one per chunk of rows (in the accumulator's
     dtype): allocated before the parallel loop, set to the identity as each chunk starts, combined in
-    chunk order into the result after the loop (no atomics: the same result every run)."""
+    chunk order into the result after the loop (no atomics: the same result every run).
+
+    With ``row_blocks`` (a widened sum updated once per element: nothing reduced after the kept
+    axes), rows add into a second, float32 partial ``part_b`` (vectorized at float32's width across
+    the kept axes), which every ``ACC_BLOCK``-th row (``_Rows.flush``) and at the end adds into the
+    wide one: the error is a block's of rows, not the chunk's."""
     root = spec.group.root
     out = root.result
     dtype, size, wide = out.type.dtype, out.type.size, partial.dtype
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     o = spec.names[out]
-    return _Rows(
-        before=[
-            f"part = np.empty({shape_literal((chunks, *out.type.shape))}, {np_type(wide)})",
-            f"part_f = part.reshape(({chunks}, {size}))",
-        ],
+    shape = shape_literal((chunks, *out.type.shape))
+    parts = _Rows(
+        before=[f"part = np.empty({shape}, {np_type(wide)})", f"part_f = part.reshape(({chunks}, {size}))"],
         chunk=[f"for q in range({size}):", f"    part_f[ch, q] = {literal(reducer.identity(dtype), wide)}"],
-        after=[
-            *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
-            f"for q in range({size}):",
-            "    acc = part_f[0, q]",
-            f"    for ch in range(1, {chunks}):",
-            f"        acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), wide)}",
-            f"    {f'{o}_f[q]' if out.type.shape else f'{o}[()]'} = {partial.result('acc')}",
-        ],
     )
+    add = [f"acc = {typed(reducer.combine('acc', 'part_f[ch, q]'), wide)}"]
+    if row_blocks and partial.block is not None:
+        identity = literal(reducer.identity(dtype), dtype)
+        merge = typed(reducer.combine("part_f[ch, q]", typed("part_b_f[ch, q]", wide)), wide)
+        parts.before += [
+            f"part_b = np.empty({shape}, {np_type(dtype)})",
+            f"part_b_f = part_b.reshape(({chunks}, {size}))",
+        ]
+        parts.chunk.append(f"    part_b_f[ch, q] = {identity}")
+        parts.flush = [
+            f"if ({ROW} + 1) % {ACC_BLOCK} == 0:",
+            f"    for q in range({size}):",
+            f"        part_f[ch, q] = {merge}",
+            f"        part_b_f[ch, q] = {identity}",
+        ]
+        add.append(f"acc = {typed(reducer.combine('acc', typed('part_b_f[ch, q]', wide)), wide)}")
+    parts.after = [
+        *([f"{o}_f = {o}.reshape({size})"] if out.type.shape else []),
+        f"for q in range({size}):",
+        f"    acc = {literal(reducer.identity(dtype), wide)}",
+        f"    for ch in range({chunks}):",
+        *indent(add, 2),
+        f"    {f'{o}_f[q]' if out.type.shape else f'{o}[()]'} = {partial.result('acc')}",
+    ]
+    return parts
 
 
 def _chunked_full_reduction(
@@ -671,7 +735,18 @@ def _chunked_full_reduction(
     n = body.extents[0]
     chunks = min(REDUCE_CHUNKS, n)
     chunk_range = f"range(ch * {n} // {chunks}, (ch + 1) * {n} // {chunks})"
-    per_chunk = loop_nest(body.loops, body.extents, body.lines + [partial.update], outer_range=chunk_range)
+    if len(body.loops) == 1:  # the chunk's range is the innermost loop's (not blocked: not constant)
+        per_chunk = loop_nest(
+            body.loops, body.extents, body.lines + [partial.update], outer_range=chunk_range
+        )
+    else:
+        per_chunk = _accumulating_nest(
+            body.loops,
+            body.extents,
+            body.lines,
+            partial,
+            lambda names, extents, lines: loop_nest(names, extents, lines, outer_range=chunk_range),
+        )
     lines = [
         *body.views,
         f"part = np.empty({chunks}, {np_type(wide)})",
@@ -710,9 +785,10 @@ class _Rows:
     row: list[str] = field(default_factory=list)
     after: list[str] = field(default_factory=list)
     reassoc: bool = False
+    flush: list[str] = field(default_factory=list)  # after each row: a row block's end (``_partials``)
 
 
-_MEMBER_LOCALS = re.compile(r"\b(t\d+|k\d+|acc|part|part_f)\b")
+_MEMBER_LOCALS = re.compile(r"\b(t\d+|k\d+|acc|blk|part|part_f|part_b|part_b_f)\b")
 
 
 def _band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Kernel:
@@ -792,18 +868,30 @@ def _band_rows(spec: _KernelSpec, chunks: int) -> _Rows:
     dtype = out.type.dtype
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
-    inner = _row_nest(body.loops[outer:], body.extents[outer:], body.lines + [acc.update])
+    inner = _accumulating_nest(body.loops[outer:], body.extents[outer:], body.lines, acc, _row_nest)
     reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
     reassoc = reassoc and outer < len(shape)
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
         block = [f"acc = {acc.load(identity)}", *inner, f"{spec.ref(out, kept)} = {acc.value('acc')}"]
         return _Rows(row=_row_nest(body.loops[1:outer], body.extents[1:outer], block), reassoc=reassoc)
-    slot = subscript("part", ("ch", *kept))
-    block = [f"acc = {acc.load(slot)}", *inner, f"{slot} = {acc.finish('acc')}"]
-    parts = _partials(spec, chunks, acc)
-    parts.row = _row_nest(body.loops[1:outer], body.extents[1:outer], block)
+    parts = _partials(spec, chunks, acc, row_blocks=outer == len(shape))
+    parts.row = _row_nest(
+        body.loops[1:outer], body.extents[1:outer], _partial_update(kept, inner, acc, parts)
+    )
+    parts.row += parts.flush
     parts.reassoc = reassoc
     return parts
+
+
+def _partial_update(kept: tuple[str, ...], inner: list[str], partial: _Partial, parts: _Rows) -> list[str]:
+    """A row's update of its chunk's partial result at ``kept``: through ``acc``, or with row blocks
+    (``_partials``) into the block's float32 partial."""
+    if not parts.flush:
+        slot = subscript("part", ("ch", *kept))
+        return [f"acc = {partial.load(slot)}", *inner, f"{slot} = {partial.finish('acc')}"]
+    assert partial.block is not None
+    slot = subscript("part_b", ("ch", *kept))
+    return [f"blk = {slot}", *inner[:-1], partial.block[1], f"{slot} = blk"]
 
 
 def _fill(name: str, size: int, value: str) -> list[str]:
