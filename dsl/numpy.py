@@ -125,8 +125,12 @@ def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
     low = floor(div)
     rounded = where(greater(subtract(div, low), 0.5), add(low, 1), low)
     quotient = divide(a, b)
-    floordiv = where(not_equal(div, 0), rounded, where(less(quotient, 0), neg, pos))
-    return where(equal(b, 0), quotient, floordiv), mod
+    # npy_copysign(0, a / b): the zero takes the quotient's sign bit (-0.0 // 2.0 is -0.0), which
+    # ``quotient < 0`` misses at -0.0; 1 / quotient has that sign (|quotient| < 1 here, never inf).
+    floordiv = where(not_equal(div, 0), rounded, where(less(divide(1, quotient), 0), neg, pos))
+    # Piecewise constant, so its derivative is 0 (JAX's floor_divide), also where b == 0 (a / b is
+    # inf there, and its cotangent would be inf or NaN).
+    return ops.unary(ew.stop_gradient, where(equal(b, 0), quotient, floordiv)), mod
 
 
 def floor_divide(x: Any, y: Any) -> Array:

@@ -33,9 +33,12 @@ in place of the address, and ``buffer_view_function`` the NumPy view.
 
 from __future__ import annotations
 
+import math
+import types as types_module
 from typing import Any
 
 import numba
+import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 from numba.core.callconv import excinfo_t
@@ -324,3 +327,28 @@ def frame_functions() -> tuple[Any, Any, Any]:
     if numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         return array_at_python, keep_alive_python, fill_frame_python
     return array_at, keep_alive, fill_frame
+
+
+def _quiet(ufunc: Any) -> Any:
+    def call(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return ufunc(*args)
+
+    return call
+
+
+def math_module() -> Any:
+    """What a generated module binds as ``math``: the module itself, which Numba compiles to the
+    libm calls (NaN outside a function's domain, inf at a pole), or, when the JIT is off, the same
+    names computing what the compiled code computes. Python's own ``math`` raises "math domain
+    error" at ``sin(inf)`` or ``log(-1)`` where the compiled module gives NaN."""
+    if not numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return math
+    from scipy import special
+
+    names = {name: getattr(math, name) for name in dir(math) if not name.startswith("_")}
+    ufuncs = {"copysign": np.copysign, "erf": special.erf, "floor": np.floor, "fmod": np.fmod}
+    for name in ("sin", "cos", "tan", "exp", "expm1", "log", "log1p", "sqrt", "tanh", "atan", "asin", "acos"):
+        ufuncs[name] = getattr(np, {"atan": "arctan", "asin": "arcsin", "acos": "arccos"}.get(name, name))
+    names.update({name: _quiet(ufunc) for name, ufunc in ufuncs.items()})
+    return types_module.SimpleNamespace(**names)

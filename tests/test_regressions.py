@@ -59,3 +59,38 @@ def test_returned_donated_argument_is_not_used_for_temporaries() -> None:
     got = dsl.compile(lambda x: (x, dnp.exp(x) * 2.0, x.sum()), donate_argnums=0)(x.copy())
     np.testing.assert_array_equal(got[0], x)
     np.testing.assert_allclose(got[1], np.exp(x) * 2.0)
+
+
+# Found by the widened differential fuzzer (tests/test_fuzz_programs.py, issue 25).
+
+
+def test_sign_of_negative_zero_is_positive_zero_as_numpy() -> None:
+    x = np.array([-0.0, 0.0, -2.0, 3.0, np.nan])
+    got = dsl.compile(dnp.sign)(x)
+    np.testing.assert_array_equal(got, np.sign(x))
+    assert not np.signbit(got[:2]).any()  # assert_array_equal does not tell -0.0 from 0.0
+
+
+def test_float_floor_division_keeps_the_sign_of_a_zero_quotient() -> None:
+    x = np.array([-0.0, 0.0, -0.5, 0.5, 3.0])
+    for y in (2.0, -1.5):
+        got, want = dsl.compile(lambda a, y=y: a // y)(x), x // y
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_floor_division_is_piecewise_constant_for_grad() -> None:
+    """JAX's floor_divide has derivative 0 everywhere, also at a zero divisor (a / b is inf there)."""
+    assert dsl.grad(lambda v: dnp.floor_divide(v, 0.0))(np.array(0.3)) == 0.0
+    g = dsl.grad(lambda v: (v // 2.0 + v % 2.0).sum())(np.array([0.3, 3.1]))
+    np.testing.assert_array_equal(g, [1.0, 1.0])  # d(v % 2)/dv = 1, d(v // 2)/dv = 0
+
+
+def test_module_run_as_python_gives_nan_outside_a_functions_domain() -> None:
+    """A generated module run as plain Python computes what the compiled one does: Python's own
+    ``math.sin(inf)`` raises "math domain error" where the libm call gives NaN."""
+    x = np.array([np.inf, -1.0, 0.0])
+    with python_kernels():
+        for f in (dnp.sin, dnp.cos, dnp.log, dnp.sqrt, dnp.log1p):
+            with np.errstate(all="ignore"):
+                np.testing.assert_array_equal(dsl.compile(f)(x), f.__name__ and getattr(np, f.__name__)(x))

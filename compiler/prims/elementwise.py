@@ -107,8 +107,8 @@ def _zero(ctx: EmitContext) -> str:
 def _sign(ctx: EmitContext, x: str) -> str:
     one, zero = _one(ctx), _zero(ctx)
     minus_one = ctx.const(-1, ctx.result_type.dtype)
-    # NaN fails both tests and comes back as itself, as np.sign does.
-    rest = f"{x}" if ctx.result_type.dtype.is_float else zero
+    # NaN fails both tests and comes back as itself, as np.sign does; -0.0 + 0.0 is np.sign's +0.0.
+    rest = f"({x} + {zero})" if ctx.result_type.dtype.is_float else zero
     return f"({one} if {x} > {zero} else ({minus_one} if {x} < {zero} else {rest}))"
 
 
