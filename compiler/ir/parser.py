@@ -1,4 +1,4 @@
-"""Read the MLIR text form back into ``Function``s: a regex tokenizer and a recursive-descent parser.
+"""Read the MLIR text form back into ``Function``s: a recursive-descent parser over ``lexer.py``'s tokens.
 
 It reads what ``printer.py`` writes (print -> parse -> print is the identity) and the hand-written
 variations an IR test uses: comments, any value names, ops without ``loc``, ``loc(unknown)``, a bare
@@ -9,56 +9,24 @@ ill-typed IR, is an ``IRParseError`` carrying the line and column of the token a
 
 from __future__ import annotations
 
-import bisect
 import difflib
 import re
-from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 import numpy as np
 
 from compiler.ir.core import UNKNOWN_LOC, AttrValue, Block, Function, Location, Op, Value
+from compiler.ir.lexer import Token, TokenStream, describe
 from compiler.ir.printer import BUFFERIZED
 from compiler.ir.types import DType, TensorType
 from compiler.ir.verify import ATTR_FORMS
 from compiler.prims import REGISTRY, Primitive
-from runtime.errors import IRParseError, ShapeError
+from runtime.errors import ShapeError
 
-# One alternative per token kind, tried in order at each position. A whole ``tensor<2x0xf32>`` is one
-# token: split into numbers and identifiers it would read ``0xf32`` as a hex literal.
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<skip>[ \t\r\n]+|//[^\n]*)
-  | (?P<type>(?:tensor|memref)<[A-Za-z0-9?*]*>?)
-  | (?P<value>%[A-Za-z0-9_$.\-]+(?:\#[0-9]+)?)
-  | (?P<symbol>@(?:[A-Za-z_][A-Za-z0-9_$.]*|"(?:[^"\\\n]|\\.)*"))
-  | (?P<string>"(?:[^"\\\n]|\\.)*")
-  | (?P<number>-?(?:0x[0-9A-Fa-f]+|[0-9]+\.[0-9]*(?:[eE][+-]?[0-9]+)?|[0-9]+))
-  | (?P<bare>[A-Za-z_][A-Za-z0-9_$.]*)
-  | (?P<punct>->|[(){}\[\]<>,:=])
-    """,
-    re.VERBOSE,
-)
 _TYPE_BODY_RE = re.compile(r"((?:[0-9]+x)*)(.*)")
-_HEX_BYTE_RE = re.compile(r"[0-9A-Fa-f]{2}")
-_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t"}
 _DTYPES = {d.value: d for d in DType}
 _DTYPE_NAMES = ", ".join(_DTYPES)
-_BAD_START = {
-    '"': "unterminated string: expected a closing '\"' on the same line",
-    "@": "expected a symbol name like @f or @\"any name\" after '@'",
-    "-": "expected a digit or '>' after '-'",
-    "#": 'aliases (#name) are not supported: write attributes and locations inline, like loc("f.py":3:5)',
-}
 _MAX_DENSE_DEPTH = 32  # deeper nesting is no real tensor; the limit keeps recursion bounded
-
-T = TypeVar("T")
-
-
-class Token(NamedTuple):
-    kind: str  # a group name of _TOKEN_RE, or "eof"
-    text: str
-    offset: int
 
 
 class _Attr(NamedTuple):
@@ -98,109 +66,11 @@ def parse_function(text: str, filename: str = "<ir>") -> Function:
     return funcs[0]
 
 
-def _describe(tok: Token) -> str:
-    return "end of input" if tok.kind == "eof" else f"'{tok.text}'"
-
-
-class _Parser:
+class _Parser(TokenStream):
     def __init__(self, text: str, filename: str) -> None:
-        self.text = text
-        self.filename = filename
-        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
-        self.tokens = self._tokenize()
-        self.pos = 0
+        super().__init__(text, filename)
         self.values: dict[str, list[Value]] = {}  # SSA names of the function being parsed
         self.function_starts: list[Token] = []
-
-    # ---- tokens ---------------------------------------------------------------------------------
-
-    def error(self, at: Token | int, message: str) -> IRParseError:
-        offset = at if isinstance(at, int) else at.offset
-        line = bisect.bisect_right(self.line_starts, offset)
-        return IRParseError(message, line, offset - self.line_starts[line - 1] + 1, self.filename)
-
-    def _tokenize(self) -> list[Token]:
-        tokens, offset = [], 0
-        while offset < len(self.text):
-            m = _TOKEN_RE.match(self.text, offset)
-            if m is None:
-                ch = self.text[offset]
-                raise self.error(offset, _BAD_START.get(ch, f"unexpected character {ch!r}"))
-            assert m.lastgroup is not None
-            if m.lastgroup != "skip":
-                tokens.append(Token(m.lastgroup, m.group(), offset))
-            offset = m.end()
-        tokens.append(Token("eof", "", len(self.text)))
-        return tokens
-
-    def peek(self) -> Token:
-        return self.tokens[self.pos]
-
-    def next(self) -> Token:
-        tok = self.tokens[self.pos]
-        if tok.kind != "eof":  # the eof token stays current, so errors at the end point at it
-            self.pos += 1
-        return tok
-
-    def at(self, text: str) -> bool:
-        tok = self.peek()
-        return tok.text == text and tok.kind in ("punct", "bare")
-
-    def accept(self, text: str) -> Token | None:
-        return self.next() if self.at(text) else None
-
-    def expect(self, text: str, why: str = "") -> Token:
-        if not self.at(text):
-            raise self.wrong_token(f"'{text}'{why}")
-        return self.next()
-
-    def expect_kind(self, kind: str, what: str) -> Token:
-        if self.peek().kind != kind:
-            raise self.wrong_token(what)
-        return self.next()
-
-    def wrong_token(self, what: str) -> IRParseError:
-        """``expected WHAT, found X`` at the current token, or, when that token starts a later line, just
-        after the previous one: as in MLIR, a missing piece is reported where it should have been."""
-        tok, at = self.peek(), self.peek().offset
-        if self.pos > 0:
-            prev = self.tokens[self.pos - 1]
-            end = prev.offset + len(prev.text)
-            at = end if "\n" in self.text[end : tok.offset] else at
-        return self.error(at, f"expected {what}, found {_describe(tok)}")
-
-    def comma_list(self, close: str, item: Callable[[], T]) -> list[T]:
-        """Items separated by ',' up to ``close``, which is consumed (the opening token already was)."""
-        items: list[T] = []
-        while not self.at(close):
-            if items:
-                self.expect(",", f" or '{close}'")
-            items.append(item())
-        self.expect(close)
-        return items
-
-    def string(self, tok: Token) -> str:
-        """Decode a string token: the escapes MLIR knows, ``\\XX`` as a byte, then UTF-8."""
-        body, out, i = tok.text[1:-1], bytearray(), 0
-        while i < len(body):
-            ch, pos = body[i], tok.offset + 1 + i
-            if ch in "\v\f":  # MLIR rejects these raw, so we do too: the text must stay valid MLIR
-                raise self.error(pos, f"raw control character {ch!r} in a string: write \\{ord(ch):02X}")
-            if ch != "\\":
-                out += ch.encode()
-                i += 1
-            elif body[i + 1] in _ESCAPES:
-                out += _ESCAPES[body[i + 1]].encode()
-                i += 2
-            elif _HEX_BYTE_RE.fullmatch(body, i + 1, i + 3):
-                out.append(int(body[i + 1 : i + 3], 16))
-                i += 3
-            else:
-                raise self.error(pos, 'unknown escape in a string: expected \\\\, \\", \\n, \\t or \\XX')
-        try:
-            return out.decode()
-        except UnicodeDecodeError as exc:
-            raise self.error(tok, f"string is not valid UTF-8: {exc.reason}") from None
 
     # ---- module, function -----------------------------------------------------------------------
 
@@ -221,7 +91,7 @@ class _Parser:
         if self.peek().kind != "eof":
             what = "end of input after the module" if wrapped else "'func.func' or 'module'"
             raise self.error(
-                self.peek(), f"expected {what}, found {_describe(self.peek())}"
+                self.peek(), f"expected {what}, found {describe(self.peek())}"
             )  # junk: point at it
         return funcs
 
@@ -477,7 +347,7 @@ class _Parser:
     def attr(self) -> _Attr:
         key = self.next()
         if key.kind not in ("bare", "string"):
-            raise self.error(key, f"expected an attribute name, found {_describe(key)}")
+            raise self.error(key, f"expected an attribute name, found {describe(key)}")
         has_value = self.accept("=") is not None
         start = self.peek()
         value = self.attr_value() if has_value else True  # a unit attribute: present means true
@@ -499,7 +369,7 @@ class _Parser:
         if tok.kind == "bare" and tok.text == "dense":
             return self.dense()
         forms = '3 : i64, 2.5 : f64, true, "text", f32, array<i64: ...> or dense<...>'
-        raise self.error(tok, f"expected an attribute value ({forms}), found {_describe(tok)}")
+        raise self.error(tok, f"expected an attribute value ({forms}), found {describe(tok)}")
 
     def number_attr(self) -> int | float:
         tok = self.next()
@@ -574,7 +444,7 @@ class _Parser:
         if dtype.is_bool:
             for tok in toks:
                 if tok.text not in ("true", "false") or tok.kind != "bare":
-                    raise self.error(tok, f"expected true or false for an i1 element, found {_describe(tok)}")
+                    raise self.error(tok, f"expected true or false for an i1 element, found {describe(tok)}")
             return np.array([tok.text == "true" for tok in toks], np.bool_)
         return np.array([self.int_element(tok, dtype) for tok in toks], dtype.np)
 
@@ -591,7 +461,7 @@ class _Parser:
         if tok.kind != "number" or "." not in tok.text:
             hint = " (add '.0' to make it a float)" if tok.kind == "number" else ""
             raise self.error(
-                tok, f"expected a float like 1.0 or 0x7FC00000 for {dtype}, found {_describe(tok)}{hint}"
+                tok, f"expected a float like 1.0 or 0x7FC00000 for {dtype}, found {describe(tok)}{hint}"
             )
         value = float(tok.text)
         with np.errstate(over="ignore"):
@@ -602,7 +472,7 @@ class _Parser:
 
     def int_element(self, tok: Token, dtype: DType) -> int:
         if tok.kind != "number" or "." in tok.text:
-            raise self.error(tok, f"expected an integer for {dtype}, found {_describe(tok)}")
+            raise self.error(tok, f"expected an integer for {dtype}, found {describe(tok)}")
         value = int(tok.text, 16 if "0x" in tok.text else 10)
         info = np.iinfo(dtype.np)
         if not info.min <= value <= info.max:
