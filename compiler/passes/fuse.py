@@ -57,9 +57,17 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Function, Op, Value
+from compiler.passes.matmul_views import MAX_VIEW_BATCH_AXES as MAX_VIEW_BATCH_AXES  # read from here too
+from compiler.passes.matmul_views import (
+    Accumulation,
+    OperandView,
+    accumulation_of,
+    matrix_view,
+    result_view_of,
+    through,
+)
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
-from compiler.prims import source as src
 from compiler.prims.base import Kind
 
 MAX_ACCESS_KEYS = 16
@@ -118,46 +126,6 @@ class Group:
         return any(value in op.results for op in self.ops)
 
 
-@dataclass(frozen=True)
-class OperandView:
-    """A matmul operand read as a strided view of ``source``'s (row-major) buffer: ``batch`` is the
-    (size, stride) of each batch axis left after merging the contiguous ones and dropping those of
-    size 1 (at most two), ``rows``/``cols`` the strides of the last two axes (in elements)."""
-
-    source: Value
-    batch: tuple[tuple[int, int], ...]
-    rows: int
-    cols: int
-
-    def batch_offset(self, t: str) -> str:
-        """The offset of batch element ``t`` (a flat index over the batch axes), as an expression."""
-        terms, inner = [], 1
-        for size, stride in reversed(self.batch):
-            index = t if inner == 1 else f"({t} // {inner})"
-            index = index if size * inner == math.prod(s for s, _ in self.batch) else f"({index} % {size})"
-            terms.append(f"{index} * {stride}")
-            inner *= size
-        return " + ".join(reversed(terms)) or "0"
-
-    def transposed(self) -> OperandView:
-        """The same memory read as the transposed matrix."""
-        return OperandView(self.source, self.batch, self.cols, self.rows)
-
-
-MAX_VIEW_BATCH_AXES = 2  # batch axes a strided matmul operand may keep after merging (CUDA's kernel)
-
-
-def _through(chain: list[Op], shape: tuple[int, ...], backward: bool = False) -> tuple[int, ...] | None:
-    """The strides at the end of ``chain`` (strided-view ops in walking order) starting from a
-    contiguous buffer of ``shape`` (``movement.view_strides``), or ``None`` where one needs a copy."""
-    strides: tuple[int, ...] | None = mv.contiguous_strides(shape)
-    for op in chain:
-        if strides is None:
-            return None
-        strides = mv.view_strides(op, strides, backward)
-    return strides
-
-
 def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView | None:
     """How ``group`` (CONTRACT) reads its root's operand ``pos``: through the transposes and reshapes
     inlined into it (and ``extra``, an op about to be), as a strided view of the buffer the chain
@@ -170,25 +138,8 @@ def operand_view(group: Group, pos: int, extra: Op | None = None) -> OperandView
     while v in inside:
         chain.append(inside[v])
         v = inside[v].operands[0]
-    strides = _through(chain[::-1], v.type.shape)
-    return None if strides is None else _matrix_view(v, group.root.operands[pos].type.shape, strides)
-
-
-def _matrix_view(source: Value, shape: tuple[int, ...], strides: tuple[int, ...]) -> OperandView | None:
-    """(``shape``, ``strides``) in ``source``'s buffer as one matrix per batch element with a unit
-    stride along its rows or its columns, or ``None``."""
-    *batch_shape, r, c = shape
-    *batch_strides, sr, sc = strides
-    if c == 1:  # one column: any column stride reads it; rows at least one apart for BLAS
-        sc, sr = 1, max(sr, 1) if r > 1 else 1
-    elif r == 1:  # one row: read as rows of memory if its columns are adjacent, else as one column
-        sr = c if sc == 1 else 1
-    if sc != 1 and sr != 1:
-        return None
-    batch = _merged(batch_shape, batch_strides)
-    if batch is None:
-        return None
-    return OperandView(source, batch, sr, sc)
+    strides = through(chain[::-1], v.type.shape)
+    return None if strides is None else matrix_view(v, group.root.operands[pos].type.shape, strides)
 
 
 def _epilogue(group: Group) -> list[Op]:
@@ -208,14 +159,7 @@ def result_view(group: Group) -> OperandView | None:
     chain = _epilogue(group)
     if not chain or not all(op.prim in mv.STRIDED_VIEWS for op in chain):
         return None
-    return _result_view(group.root, chain)
-
-
-def _result_view(root: Op, chain: list[Op]) -> OperandView | None:
-    """The matmul result of ``root`` as a strided view of the buffer of ``chain``'s last value."""
-    end = chain[-1].result
-    strides = _through(chain[::-1], end.type.shape, backward=True)
-    return None if strides is None else _matrix_view(end, root.result.type.shape, strides)
+    return result_view_of(group.root, chain)
 
 
 def matmul_views(group: Group) -> tuple[OperandView, OperandView, OperandView]:
@@ -233,90 +177,10 @@ def matmul_views(group: Group) -> tuple[OperandView, OperandView, OperandView]:
     return x, y, out
 
 
-@dataclass(frozen=True)
-class Accumulation:
-    """A CONTRACT group's elementwise epilogue ``out = alpha * (a @ b) + beta * source`` (gemm's alpha
-    and beta, ``source`` read only at the element written): an SGD step ``w - lr * (h.T @ g)``."""
-
-    source: Value
-    alpha: float
-    beta: float
-
-
 def accumulation(group: Group) -> Accumulation | None:
     """The accumulation epilogue of a CONTRACT group (``_Fuser._merge_epilogues``), if it has one."""
     chain = _epilogue(group)
-    return _accumulation(group.root, chain) if chain else None
-
-
-def _accumulation(root: Op, ops: list[Op]) -> Accumulation | None:
-    """``ops`` (program order, after the matmul ``root``) compute ``alpha * M + beta * X`` from the
-    matmul result ``M``, scalar constants and one other value ``X`` of the result's type, and nothing
-    else: the last op adds or subtracts, the ``M`` side is ``M`` scaled by constants and negations."""
-    produced = {op.result: op for op in ops}
-    used: set[Op] = set()
-    m = root.result
-
-    def constant(v: Value) -> float | None:
-        op = produced.get(v)
-        if op is not None and op.prim is mv.broadcast:
-            inner = constant(op.operands[0])
-            if inner is not None:
-                used.add(op)
-            return inner
-        value = src.splat_value(op)
-        if op is None or value is None:
-            return None
-        used.add(op)
-        return float(value)
-
-    def scale(v: Value) -> float | None:  # v = scale * M
-        if v is m:
-            return 1.0
-        op = produced.get(v)
-        found: float | None = None
-        if op is not None and op.prim is ew.neg:
-            inner = scale(op.operands[0])
-            found = None if inner is None else -inner
-        elif op is not None and op.prim is ew.mul:
-            for c, t in (op.operands, op.operands[::-1]):
-                k, inner = constant(c), scale(t)
-                if k is not None and inner is not None:
-                    found = k * inner
-                    break
-        if op is not None and found is not None:
-            used.add(op)
-        return found
-
-    end = ops[-1]
-    if end.prim not in (ew.add, ew.sub):
-        return None
-    a, b = end.operands
-    found: Accumulation | None = None
-    for t, x, sign_t, sign_x in ((a, b, 1.0, 1.0), (b, a, 1.0 if end.prim is ew.add else -1.0, 1.0)):
-        if end.prim is ew.sub and t is a:
-            sign_x = -1.0
-        k = scale(t)
-        if k is not None and x not in produced and x is not m and x.type == end.result.type:
-            found = Accumulation(x, sign_t * k, sign_x)
-            break
-    if found is None or used | {end} != set(ops):
-        return None
-    return found
-
-
-def _merged(shape: list[int], strides: list[int]) -> tuple[tuple[int, int], ...] | None:
-    """Batch axes as (size, stride), size-1 axes dropped and contiguous neighbours merged; ``None``
-    beyond ``MAX_VIEW_BATCH_AXES``."""
-    batch: list[tuple[int, int]] = []
-    for size, stride in zip(shape, strides, strict=True):
-        if size == 1:
-            continue
-        if batch and batch[-1][1] == size * stride:
-            batch[-1] = (batch[-1][0] * size, stride)
-        else:
-            batch.append((size, stride))
-    return tuple(batch) if len(batch) <= MAX_VIEW_BATCH_AXES else None
+    return accumulation_of(group.root, chain) if chain else None
 
 
 @dataclass(eq=False)
@@ -524,7 +388,7 @@ class _Fuser:
             return False
         if any(b.operands[0] is not a.result for a, b in zip(chain, chain[1:])):
             return False
-        return _result_view(root, chain) is not None
+        return result_view_of(root, chain) is not None
 
     @staticmethod
     def _accumulation_epilogue(root: Op, group: Group) -> bool:
@@ -533,7 +397,7 @@ class _Fuser:
             m.type.dtype.is_float
             and root.operands[0].type.shape[-1] > 0
             and group.shape == m.type.shape
-            and _accumulation(root, group.ops) is not None
+            and accumulation_of(root, group.ops) is not None
         )
 
     def _fusion_targets(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> tuple[list[Group], bool]:
