@@ -1,4 +1,4 @@
-"""Autodiff benchmark: pruning the weight-gradient work of a second derivative (background.md item 5).
+"""Autodiff benchmark: pruning the weight-gradient work of a second derivative (PyTorch PR 82544).
 
     python benchmarks/bench_autodiff.py [--quick] [--width 128] [--batch 4096] [--out FILE.md]
 

@@ -2,10 +2,12 @@
 PyTorch, in one run (issue 25).
 
     python benchmarks/bench_contention.py [--only NAME,...] [--competitors 0,1,2] [--rounds 3]
-        [--repeats 15] [--competitor python|numpy] [--variant LABEL:VAR=VALUE,...]
+        [--repeats 15] [--competitor python|numpy|half] [--variant LABEL:VAR=VALUE,...]
+    python benchmarks/bench_contention.py --only second --competitor half --competitors 1
 
 Each round starts ``k`` competing processes for every ``k`` of ``--competitors`` (``python``: a
-Python busy loop, ``numpy``: a loop of NumPy operations over 8 MB arrays), then times every program
+Python busy loop, ``numpy``: a loop of NumPy operations over 8 MB arrays, ``half``: a loop busy half
+of every 20 ms, so one takes half of a core), then times every program
 of ``suite_programs.py`` in every framework while they run, each framework in a new process of its
 own (``bench_suite.py --time-child``: median of ``--repeats`` calls after warm-up), the frameworks
 interleaved, each program starting with the next one in turn. The competitors are children of this
@@ -41,6 +43,14 @@ COMPETITORS = {
     "python": "while True: pass",
     "numpy": "import numpy as np\na = np.ones(1 << 20)\nb = np.empty_like(a)\n"
     "while True: np.multiply(a, 1.0001, out=b)",
+    # Busy 10 ms of every 20 ms: half of one core, as a desktop's background work takes it.
+    "half": "import time\nwhile True:\n    t = time.perf_counter()\n"
+    "    while time.perf_counter() - t < 0.01:\n        pass\n    time.sleep(0.01)",
+}
+DESCRIPTIONS = {
+    "python": "a Python busy loop (`while True: pass`)",
+    "numpy": "a loop of NumPy multiplies over 8 MB arrays",
+    "half": "a Python loop busy 10 ms of every 20 ms (half of one core)",
 }
 
 
@@ -88,7 +98,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"- date: {result['date']}, {result['machine'].get('cpu', '')}, {os.cpu_count()} cores",
         f"- command: `{result['command']}`",
         f"- {result['rounds']} rounds, each a median of {result['repeats']} calls per framework in a new "
-        f"process, the frameworks interleaved; competitor: `{COMPETITORS[result['competitor']]}` "
+        f"process, the frameworks interleaved; competitor: {DESCRIPTIONS[result['competitor']]} "
         "(children of the benchmark)",
         f"- load average (1, 5, 15 min) at each round's start: {', '.join(result['loads'])}",
         *(

@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
@@ -323,7 +324,9 @@ def main() -> None:
         "",
     ]
     for r in rows:
-        lines += [f"### {r.case.name}", "", "```", str(r.plan), "```", ""]
+        # Source locations relative to the repository, so the record names no machine's paths.
+        plan = str(r.plan).replace(ROOT + os.sep, "")
+        lines += [f"### {r.case.name}", "", "```", plan, "```", ""]
     text = "\n".join(lines)
     print(text)
     os.makedirs(os.path.dirname(args.out), exist_ok=True)

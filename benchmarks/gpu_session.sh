@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# One call's worth of GPU checks on a lent NVIDIA machine (the workplace's `device` tool), run from the
+# One call's worth of GPU checks on a lent NVIDIA machine, run from the
 # repository root: the CUDA suite on the GPU, the PTX tests, then bench_cuda.py. Logs and results go
 # to $OUT (default ./gpu_out). Uses the machine's own Python stack (numba, numba-cuda, torch), except
 # the wheels carried in .whl/ (installed into /tmp/site, ahead on the path): numba-cuda 0.30.4 fails to
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
-# numpy==2.4.6` (.whl/ is git-ignored locally; the device tool's `carry`).
-# Steps: env, suite, ptx, bench, overheads, bench_quick (default: env suite bench).
+# numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
+# Steps: env, suite, ptx, bench, bench_quick (default: env suite bench).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -40,9 +40,6 @@ for step in $steps; do
         ;;
     bench)
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
-        ;;
-    overheads) # where a call's time goes (benchmarks/cuda_overheads.py)
-        timeout 300 $PY benchmarks/cuda_overheads.py 2>&1 | grep -v -i warn | tee "$OUT/overheads.log"
         ;;
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \

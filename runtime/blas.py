@@ -263,7 +263,7 @@ def vendor() -> str:
     return "mkl"
 
 
-# Register tiles: dslc's own matmul (results/gemm_context.md). A tile is ``TILE_ROWS`` rows of the
+# Register tiles: dslc's own matmul (benchmarks/results/notes.md). A tile is ``TILE_ROWS`` rows of the
 # result by ``TILE_VECTORS`` machine vectors of columns, accumulated in registers over the whole ``k``
 # loop: each step loads the right operand's row segment once and multiplies it into every row with
 # one fused multiply-add per vector. ``gemm_tiles`` runs them in panels: the left operand's rows of a

@@ -8,7 +8,7 @@ change the rounding of the user's own arithmetic against NumPy's), so the polyno
 math helpers (``compiler/prims/vecmath.py``) call this for each Horner step: their error bounds hold
 either way (a fused step rounds once instead of twice), and on an FMA machine the vectorized
 ``tanh`` takes 0.59 instead of 0.77 ns per element on the 2-core CI machine (AVX2;
-``python benchmarks/bench_vecmath.py``, results/vecmath.md).
+benchmarks/results/notes.md, float32 math helpers).
 
 ``call_kernel(address, "f4:2,i8", a, n)`` calls the Numba-compiled kernel whose native entry point
 is at ``address`` (a run-time integer) with the arguments ``a, n``, in Numba's calling convention,

@@ -7,7 +7,7 @@ was as fast or faster than SciPy's OpenBLAS on every matmul shape of the benchma
 same way, on most matmul shapes of the benchmark suite (median time: up to 12%, and 41% on the
 weight-gradient shape ``x.T @ g`` of 128x4096x128), slower on one (512x256x768: 8%), and whole
 programs: the MLP step and transformer block 4-10% faster, the second derivative slower in 3 of 4
-runs (``python benchmarks/bench_blas.py --programs``; results/blas.md). So it is not the default;
+runs (benchmarks/results/notes.md, MKL against OpenBLAS). So it is not the default;
 also, setting MKL's threading layer is process-wide, and a NumPy built on MKL in the same process
 would then run sequentially too.
 

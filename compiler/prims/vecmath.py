@@ -19,7 +19,7 @@ Accuracy (float32, checked over dense grids against float64 NumPy in tests/test_
 ``exp_f32`` < 1 ulp (Cephes ``expf``: Cody-Waite reduction by ln 2, degree-6 polynomial), denormal
 results and 0 / inf at the ends exact like NumPy's; ``tanh_f32`` <= 2 ulp (Cephes ``tanhf``: odd
 polynomial below 0.625, ``1 - 2 / (exp(2|x|) + 1)`` above; 1.33 ulp at most over every float32 in
-[0, 10), which ``benchmarks/bench_vecmath.py --exhaustive`` checks); ``log_f32`` <= 1 ulp (Cephes ``logf``:
+[0, 10), checked once: benchmarks/results/notes.md); ``log_f32`` <= 1 ulp (Cephes ``logf``:
 mantissa in [sqrt(1/2), sqrt(2)), degree-9 polynomial). NaN in, NaN out; +-inf and signed zero as
 in C99. The CUDA target spells these names as ``math.exp`` etc. (``SCALAR_HELPERS``): the GPU has
 its own vectorized libdevice.
@@ -30,7 +30,7 @@ round once, like libm, instead of flushing to zero.
 Each polynomial step is ``fma(a, b, c)``: ``a * b + c`` as one fused multiply-add where the machine
 has FMA (``runtime/intrinsics.py``; the prelude binds it). Numba would otherwise issue a multiply and
 an add for each step (``tanh`` 0.77 -> 0.59 ns per element on 2 cores of the CI machine:
-``python benchmarks/bench_vecmath.py``, results/vecmath.md); the bounds above hold either way.
+benchmarks/results/notes.md, float32 math helpers); the bounds above hold either way.
 """
 
 from __future__ import annotations
