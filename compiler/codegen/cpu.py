@@ -38,6 +38,7 @@ import numba
 import numpy as np
 
 from compiler.codegen import arraylevel
+from compiler.codegen.common import caller_allocated, poison_after, poison_value, py_name, shape_literal
 from compiler.codegen.emit import (
     ROW,
     BodyBuilder,
@@ -182,17 +183,6 @@ def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = Fa
     return f'@numba.njit(cache=True, nogil={nogil}, error_model="numpy"{extra})'
 
 
-def py_name(printed: str) -> str:
-    """``%arg0`` -> ``a0``, ``%3`` -> ``v3``, ``%3#1`` -> ``v3_1``: printer names as identifiers."""
-    if printed.startswith("%arg"):
-        return "a" + printed[4:]
-    return "v" + printed[1:].replace("#", "_")
-
-
-def shape_literal(shape: tuple[int, ...]) -> str:
-    return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
-
-
 def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize: bool = False) -> CpuProgram:
     names = {v: py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool()
@@ -333,41 +323,6 @@ def _canonical(kernel: Kernel) -> str:
     for i, a in enumerate(kernel.args):
         rename.update({a: f"@{i}", f"{a}_f": f"@{i}_f"})
     return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), kernel.text)
-
-
-def poison_value(dtype: DType) -> float | int | bool:
-    """What the sanitizer writes into a dead buffer: NaN, or a value no test program produces."""
-    if dtype.is_float:
-        return math.nan
-    return True if dtype.is_bool else int(np.iinfo(dtype.np).min) + 7
-
-
-def poison_after(fusion: FusionPlan, plan: MemoryPlan) -> dict[Group, list[BufferRow]]:
-    """Sanitizer: the arena buffers to poison after each group, i.e. those whose value dies there
-    and whose block is not handed on in place to a value of that group."""
-    handed_on = {r.reused_from for r in plan.buffers if r.reused_from}
-    by_pos = {g.root_pos: g for g in fusion.groups}
-    out: dict[Group, list[BufferRow]] = {}
-    for row in plan.buffers:
-        if row.param is None and row.name not in handed_on and row.live[1] in by_pos:
-            out.setdefault(by_pos[row.live[1]], []).append(row)
-    return out
-
-
-def caller_allocated(func: Function, plan: MemoryPlan) -> list[Value]:
-    """Results the runtime allocates with NumPy before the call and passes to the driver.
-
-    NumPy's allocator asks the kernel for huge pages on large arrays, so first-touch page faults
-    of a fresh 40 MB result cost a fraction of what Numba's ``np.empty`` inside the driver costs.
-    Params and repeated results are excluded: the driver copies those (results never alias).
-    """
-    seen = set(func.params)
-    outs = []
-    for v in func.results:
-        if v not in seen and v not in plan.offsets and v not in plan.direct_writeback:
-            outs.append(v)
-        seen.add(v)
-    return outs
 
 
 @dataclass

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compiler.codegen.cpu import caller_allocated, poison_after, poison_value, py_name
+from compiler.codegen.common import caller_allocated, poison_after, poison_value, py_name
 from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, literal, mentions, np_type, typed
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.types import DType, TensorType
