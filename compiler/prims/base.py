@@ -20,6 +20,7 @@ from runtime.errors import ShapeError
 
 if TYPE_CHECKING:
     from compiler.ir.core import Op
+    from compiler.prims.mlir import OpRule, ScalarRule
 
 
 class Kind(enum.Enum):
@@ -103,6 +104,7 @@ class Reducer:
     combine: Callable[[str, str], str]
     identity: Callable[[DType], float | int | bool]
     accumulator: Callable[[DType], DType] = lambda d: d
+    mlir_combine: ScalarRule = field(kw_only=True)  # combine(element, accumulator) in ``arith``
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,6 +118,7 @@ class Primitive:
     memory: Memory = field(default_factory=Memory)
     emit: Emit | None = None  # elementwise / movement / source element form
     reducer: Reducer | None = None  # reductions
+    mlir: OpRule | None = None  # the lowering to upstream MLIR (``--emit mlir``, compiler/prims/mlir.py)
     differentiable: bool = True
     vjp: Vjp | None = None  # None exactly when not differentiable (the vjp test checks both ways)
     # For ops a user sees as views (slice, reshape, transpose): ``unview(build, base, new_view, attrs)``

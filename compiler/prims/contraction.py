@@ -13,6 +13,7 @@ import numpy as np
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import TensorType
+from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims.base import Build, Kind, Memory, Primitive, Reducer, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, vjp_rule
@@ -52,6 +53,7 @@ matmul = Primitive(
     shape_rule=_matmul_rule,
     reference=np.matmul,
     memory=Memory(vjp_needs=frozenset({"inputs"})),
-    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0),
+    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD),
+    mlir=ml.matmul,
     vjp=_matmul_vjp,
 )

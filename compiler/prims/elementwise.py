@@ -16,6 +16,7 @@ from scipy import special
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.prims import mlir as ml
 from compiler.prims import vecmath
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
@@ -59,8 +60,11 @@ def _elementwise(
     result_dtype: DType | None = None,
     differentiable: bool = True,
     vjp: Vjp | None = None,
+    *,
+    mlir: ml.ScalarRule,
 ) -> Primitive:
-    """``code(ctx, *operand_names)`` is the scalar lowering: an expression over the operands."""
+    """``code(ctx, *operand_names)`` is the scalar lowering: an expression over the operands;
+    ``mlir`` the same element's math as ``arith``/``math`` ops (``--emit mlir``)."""
 
     def emit(ctx: EmitContext, idx: Sequence[str]) -> str:
         return code(ctx, *(ctx.read(k, idx) for k in range(nargs)))
@@ -79,6 +83,7 @@ def _elementwise(
             vjp_needs=vjp_needs,
         ),
         emit=emit,
+        mlir=ml.elementwise(mlir),
         differentiable=differentiable,
         vjp=vjp,
     )
@@ -224,19 +229,29 @@ def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents
     return (e(mul, ct, e(mul, out, e(sub, full_like(build, 1, out.type), out))),)
 
 
-neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative, vjp=_neg_vjp)
-abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, vjp_needs=INPUTS, vjp=_abs_vjp)
-sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp)
-exp = _elementwise("exp", 1, _math("exp"), np.exp, FLOAT, OUTPUT, vjp=_exp_vjp)
-log = _elementwise("log", 1, _math("log"), np.log, FLOAT, INPUTS, vjp=_log_vjp)
-log1p = _elementwise("log1p", 1, lambda c, x: f"math.log1p({x})", np.log1p, FLOAT, INPUTS, vjp=_log1p_vjp)
-expm1 = _elementwise("expm1", 1, lambda c, x: f"math.expm1({x})", np.expm1, FLOAT, OUTPUT, vjp=_expm1_vjp)
-sqrt = _elementwise("sqrt", 1, lambda c, x: f"math.sqrt({x})", np.sqrt, FLOAT, OUTPUT, vjp=_sqrt_vjp)
-sin = _elementwise("sin", 1, lambda c, x: f"math.sin({x})", np.sin, FLOAT, INPUTS, vjp=_sin_vjp)
-cos = _elementwise("cos", 1, lambda c, x: f"math.cos({x})", np.cos, FLOAT, INPUTS, vjp=_cos_vjp)
-tan = _elementwise("tan", 1, lambda c, x: f"math.tan({x})", np.tan, FLOAT, OUTPUT, vjp=_tan_vjp)
-tanh = _elementwise("tanh", 1, _math("tanh"), np.tanh, FLOAT, OUTPUT, vjp=_tanh_vjp)
-erf = _elementwise("erf", 1, lambda c, x: f"math.erf({x})", special.erf, FLOAT, INPUTS, vjp=_erf_vjp)
+def _libm(
+    name: str, ref: Callable[..., np.ndarray], needs: frozenset[str], vjp: Vjp, fast: bool = False
+) -> Primitive:
+    """A float function of one operand: ``math.<name>`` (``fast``: its vectorizable float32 helper)
+    and MLIR's ``math.<name>``."""
+    code = _math(name) if fast else lambda c, x: f"math.{name}({x})"
+    return _elementwise(name, 1, code, ref, FLOAT, needs, vjp=vjp, mlir=ml.math(name))
+
+
+neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative, vjp=_neg_vjp, mlir=ml.neg)
+_ABS_MLIR = ml.by_dtype("math.absf", "math.absi")
+abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, NUMERIC, INPUTS, vjp=_abs_vjp, mlir=_ABS_MLIR)
+sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp, mlir=ml.sign)
+exp = _libm("exp", np.exp, OUTPUT, _exp_vjp, fast=True)
+log = _libm("log", np.log, INPUTS, _log_vjp, fast=True)
+log1p = _libm("log1p", np.log1p, INPUTS, _log1p_vjp)
+expm1 = _libm("expm1", np.expm1, OUTPUT, _expm1_vjp)
+sqrt = _libm("sqrt", np.sqrt, OUTPUT, _sqrt_vjp)
+sin = _libm("sin", np.sin, INPUTS, _sin_vjp)
+cos = _libm("cos", np.cos, INPUTS, _cos_vjp)
+tan = _libm("tan", np.tan, OUTPUT, _tan_vjp)
+tanh = _libm("tanh", np.tanh, OUTPUT, _tanh_vjp, fast=True)
+erf = _libm("erf", special.erf, INPUTS, _erf_vjp)
 logistic = _elementwise(
     "logistic",
     1,
@@ -245,6 +260,7 @@ logistic = _elementwise(
     FLOAT,
     OUTPUT,
     vjp=_logistic_vjp,
+    mlir=ml.logistic,
 )
 
 
@@ -287,21 +303,30 @@ def _pow_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     return (ct_a, ct_b)
 
 
-add = _elementwise("add", 2, lambda c, a, b: f"({a} + {b})", np.add, vjp=_add_vjp)
-sub = _elementwise("sub", 2, lambda c, a, b: f"({a} - {b})", np.subtract, vjp=_sub_vjp)
-mul = _elementwise("mul", 2, lambda c, a, b: f"({a} * {b})", np.multiply, vjp_needs=INPUTS, vjp=_mul_vjp)
-div = _elementwise("div", 2, _div, _int_div, vjp_needs=frozenset({"inputs", "output"}), vjp=_div_vjp)
+def _arithmetic(
+    name: str, symbol: str, ref: Callable[..., np.ndarray], vjp: Vjp, needs: frozenset[str] = NOTHING
+) -> Primitive:
+    """``a <symbol> b``; in MLIR ``arith.<name>f`` or ``arith.<name>i``."""
+    code, mlir = (lambda c, a, b: f"({a} {symbol} {b})"), ml.by_dtype(f"arith.{name}f", f"arith.{name}i")
+    return _elementwise(name, 2, code, ref, vjp_needs=needs, vjp=vjp, mlir=mlir)
+
+
+add = _arithmetic("add", "+", np.add, _add_vjp)
+sub = _arithmetic("sub", "-", np.subtract, _sub_vjp)
+mul = _arithmetic("mul", "*", np.multiply, _mul_vjp, INPUTS)
+div = _elementwise("div", 2, _div, _int_div, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
 pow_ = _elementwise(
     "pow",
     2,
     lambda c, a, b: f"({a} ** {b})",
     np.power,
-    vjp_needs=frozenset({"inputs", "output"}),
+    vjp_needs=INPUTS | OUTPUT,
     vjp=_pow_vjp,
+    mlir=ml.by_dtype("math.powf", "math.ipowi"),
 )
 
 
-def _compare(name: str, symbol: str, reference: Callable[..., np.ndarray]) -> Primitive:
+def _compare(name: str, symbol: str, reference: Callable[..., np.ndarray], mlir: ml.ScalarRule) -> Primitive:
     return _elementwise(
         name,
         2,
@@ -310,15 +335,17 @@ def _compare(name: str, symbol: str, reference: Callable[..., np.ndarray]) -> Pr
         ANY,
         result_dtype=DType.i1,
         differentiable=False,
+        mlir=mlir,
     )
 
 
-eq = _compare("eq", "==", np.equal)
-ne = _compare("ne", "!=", np.not_equal)
-lt = _compare("lt", "<", np.less)
-le = _compare("le", "<=", np.less_equal)
-gt = _compare("gt", ">", np.greater)
-ge = _compare("ge", ">=", np.greater_equal)
+# MLIR predicates for floats (ordered; ``une``: NaN != NaN is true), signed ints, bools (unsigned).
+eq = _compare("eq", "==", np.equal, ml.compare("oeq", "eq", "eq"))
+ne = _compare("ne", "!=", np.not_equal, ml.compare("une", "ne", "ne"))
+lt = _compare("lt", "<", np.less, ml.compare("olt", "slt", "ult"))
+le = _compare("le", "<=", np.less_equal, ml.compare("ole", "sle", "ule"))
+gt = _compare("gt", ">", np.greater, ml.compare("ogt", "sgt", "ugt"))
+ge = _compare("ge", ">=", np.greater_equal, ml.compare("oge", "sge", "uge"))
 
 
 def _pick_vjp(wins: Primitive) -> Vjp:
@@ -339,8 +366,11 @@ def _pick_vjp(wins: Primitive) -> Vjp:
     return rule
 
 
-max_ = _elementwise("max", 2, _max, np.maximum, ANY, INPUTS, vjp=_pick_vjp(gt))
-min_ = _elementwise("min", 2, _min, np.minimum, ANY, INPUTS, vjp=_pick_vjp(lt))
+# MLIR's maximumf/minimumf propagate NaN, as np.maximum; bools order as unsigned.
+_MAX_MLIR = ml.by_dtype("arith.maximumf", "arith.maxsi", "arith.maxui")
+_MIN_MLIR = ml.by_dtype("arith.minimumf", "arith.minsi", "arith.minui")
+max_ = _elementwise("max", 2, _max, np.maximum, ANY, INPUTS, vjp=_pick_vjp(gt), mlir=_MAX_MLIR)
+min_ = _elementwise("min", 2, _min, np.minimum, ANY, INPUTS, vjp=_pick_vjp(lt), mlir=_MIN_MLIR)
 
 
 # ---- bitwise ------------------------------------------------------------------------------------
@@ -370,18 +400,23 @@ def _shift_right(ctx: EmitContext, a: str, b: str) -> str:
 
 
 def _bitwise(
-    name: str, nargs: int, code: Callable[..., str], reference: Callable[..., np.ndarray]
+    name: str,
+    nargs: int,
+    code: Callable[..., str],
+    ref: Callable[..., np.ndarray],
+    mlir: ml.ScalarRule,
+    accepts=INTEGER_OR_BOOL,
 ) -> Primitive:
-    return _elementwise(name, nargs, code, reference, INTEGER_OR_BOOL, differentiable=False)
+    return _elementwise(name, nargs, code, ref, accepts, differentiable=False, mlir=mlir)
 
 
-and_ = _bitwise("and", 2, lambda c, a, b: f"({a} & {b})", np.bitwise_and)
-or_ = _bitwise("or", 2, lambda c, a, b: f"({a} | {b})", np.bitwise_or)
-xor = _bitwise("xor", 2, lambda c, a, b: f"({a} ^ {b})", np.bitwise_xor)
-not_ = _bitwise("not", 1, _invert, np.invert)
+and_ = _bitwise("and", 2, lambda c, a, b: f"({a} & {b})", np.bitwise_and, ml.integer("arith.andi"))
+or_ = _bitwise("or", 2, lambda c, a, b: f"({a} | {b})", np.bitwise_or, ml.integer("arith.ori"))
+xor = _bitwise("xor", 2, lambda c, a, b: f"({a} ^ {b})", np.bitwise_xor, ml.integer("arith.xori"))
+not_ = _bitwise("not", 1, _invert, np.invert, ml.invert)
 # Shifts of bools give int8 in NumPy, which the IR has no type for: integers only.
-shift_left = _elementwise("shift_left", 2, _shift_left, np.left_shift, INTEGER, differentiable=False)
-shift_right = _elementwise("shift_right", 2, _shift_right, np.right_shift, INTEGER, differentiable=False)
+shift_left = _bitwise("shift_left", 2, _shift_left, np.left_shift, ml.shift("arith.shli"), INTEGER)
+shift_right = _bitwise("shift_right", 2, _shift_right, np.right_shift, ml.shift("arith.shrsi"), INTEGER)
 
 
 # Floating-point floor and C's fmod: with select and the comparisons they give NumPy's floor_divide
@@ -411,7 +446,7 @@ def _fmod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     return (ct if wanted[0] else None, ct_b)
 
 
-floor = _elementwise("floor", 1, _floor, np.floor, FLOAT, vjp=_floor_vjp)
+floor = _elementwise("floor", 1, _floor, np.floor, FLOAT, vjp=_floor_vjp, mlir=ml.math("floor"))
 # Scalar functions a lowering names that Numba's targets spell differently: name -> target -> spelling.
 # Every generated module's prelude binds them (the CPU target has np.fmod but no math.fmod; the CUDA
 # target has math.fmod but no np.fmod).
@@ -436,7 +471,7 @@ def _fmod(ctx: EmitContext, a: str, b: str) -> str:
     )
 
 
-fmod = _elementwise("fmod", 2, _fmod, np.fmod, NUMERIC, INPUTS, vjp=_fmod_vjp)
+fmod = _elementwise("fmod", 2, _fmod, np.fmod, NUMERIC, INPUTS, vjp=_fmod_vjp, mlir=ml.fmod)
 
 
 def _select_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
@@ -475,6 +510,7 @@ select = Primitive(
     reference=np.where,
     memory=Memory(may_reuse=(1, 2), reuse=Reuse.SAME_INDEX, vjp_needs=INPUTS),
     emit=_select_emit,
+    mlir=ml.elementwise(ml.select),
     vjp=_select_vjp,
 )
 
@@ -515,6 +551,7 @@ cast = Primitive(
     reference=_cast_ref,
     memory=Memory(),
     emit=_cast_emit,
+    mlir=ml.elementwise(ml.cast),
     vjp=_cast_vjp,
 )
 
@@ -529,10 +566,12 @@ def _stop_gradient_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotan
     return (None,)
 
 
-copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY, vjp=_copy_vjp)
+copy = _elementwise("copy", 1, lambda c, x: x, np.copy, ANY, vjp=_copy_vjp, mlir=ml.identity)
 # The identity whose derivative is declared zero (``dsl.stop_gradient``). Autodiff runs before
 # ``simplify``, which then removes it like a copy.
-stop_gradient = _elementwise("stop_gradient", 1, lambda c, x: x, np.copy, ANY, vjp=_stop_gradient_vjp)
+stop_gradient = _elementwise(
+    "stop_gradient", 1, lambda c, x: x, np.copy, ANY, vjp=_stop_gradient_vjp, mlir=ml.identity
+)
 
 
 # Ops whose scalar lowering costs a polynomial or a libm call per element (not worth recomputing).

@@ -16,6 +16,7 @@ import numpy as np
 from compiler.ir.core import Op, Value
 from compiler.ir.types import TensorType
 from compiler.prims import elementwise as ew
+from compiler.prims import mlir as ml
 from compiler.prims import reduction as red
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, own_attrs, vjp_rule
@@ -75,6 +76,7 @@ broadcast = Primitive(
     shape_rule=_broadcast_rule,
     reference=lambda x, shape: np.broadcast_to(x, tuple(shape)),
     emit=_broadcast_emit,
+    mlir=ml.broadcast,
     vjp=_broadcast_vjp,
 )
 
@@ -162,6 +164,7 @@ reshape = Primitive(
     reference=lambda x, shape: np.reshape(x, tuple(shape)),
     memory=Memory(view_of=0),
     emit=_reshape_emit,
+    mlir=ml.reshape,
     unview=lambda build, base, new, attrs: _reshape_unview(build, base, new),
     vjp=_reshape_vjp,
 )
@@ -203,6 +206,7 @@ transpose = Primitive(
     shape_rule=_transpose_rule,
     reference=lambda x, perm: np.transpose(x, tuple(perm)),
     emit=_transpose_emit,
+    mlir=ml.transpose,
     unview=lambda build, base, new, attrs: _transpose_unview(build, new, attrs),
     vjp=_transpose_vjp,
 )
@@ -284,6 +288,7 @@ slice_ = Primitive(
     shape_rule=_slice_rule,
     reference=lambda x, **a: x[numpy_slices(a)],
     emit=_slice_emit,
+    mlir=ml.slice_,
     unview=lambda build, base, new, attrs: _slice_unview(build, base, new, attrs),
     vjp=_slice_vjp,
 )
@@ -347,6 +352,7 @@ pad = Primitive(
     shape_rule=_pad_rule,
     reference=_pad_ref,
     emit=_pad_emit,
+    mlir=ml.pad,
     vjp=_pad_vjp,
 )
 
@@ -413,6 +419,7 @@ concatenate = Primitive(
     shape_rule=_concat_rule,
     reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
     emit=_concat_emit,
+    mlir=ml.concatenate,
     vjp=_concat_vjp,
 )
 
@@ -475,5 +482,6 @@ update_slice = Primitive(
     reference=_update_ref,
     memory=Memory(may_reuse=(0,), reuse=Reuse.BASE),
     emit=_update_emit,
+    mlir=ml.update_slice,
     vjp=_update_vjp,
 )

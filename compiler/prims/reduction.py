@@ -10,6 +10,7 @@ import numpy as np
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims import elementwise as ew
+from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims.base import AttrType, Build, Kind, Memory, Primitive, Reducer, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, vjp_rule
@@ -60,6 +61,7 @@ def _reduction(
         reference=reference,
         memory=Memory(vjp_needs=vjp_needs),
         reducer=reducer,
+        mlir=ml.reduction,
         vjp=vjp,
     )
 
@@ -113,7 +115,7 @@ def _chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 reduce_sum = _reduction(
     "reduce_sum",
     _sum_ref,
-    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator),
+    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator, mlir_combine=ml.ADD),
     frozenset(),
     False,
     _sum_vjp,
@@ -121,7 +123,11 @@ reduce_sum = _reduction(
 reduce_max = _reduction(
     "reduce_max",
     _max_ref,
-    Reducer(lambda acc, x: f"({x} if ({x} > {acc} or {x} != {x}) else {acc})", _lowest),
+    Reducer(
+        lambda acc, x: f"({x} if ({x} > {acc} or {x} != {x}) else {acc})",
+        _lowest,
+        mlir_combine=ml.by_dtype("arith.maximumf", "arith.maxsi", "arith.ori"),  # bools: max is or
+    ),
     frozenset({"inputs", "output"}),
     True,
     _chooser_vjp,
@@ -129,7 +135,11 @@ reduce_max = _reduction(
 reduce_min = _reduction(
     "reduce_min",
     _min_ref,
-    Reducer(lambda acc, x: f"({x} if ({x} < {acc} or {x} != {x}) else {acc})", _highest),
+    Reducer(
+        lambda acc, x: f"({x} if ({x} < {acc} or {x} != {x}) else {acc})",
+        _highest,
+        mlir_combine=ml.by_dtype("arith.minimumf", "arith.minsi", "arith.andi"),  # bools: min is and
+    ),
     frozenset({"inputs", "output"}),
     True,
     _chooser_vjp,

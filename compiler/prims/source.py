@@ -9,6 +9,7 @@ import numpy as np
 
 from compiler.ir.core import Op
 from compiler.ir.types import DType, TensorType
+from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
 
 
@@ -51,6 +52,7 @@ constant = Primitive(
     shape_rule=_constant_rule,
     reference=lambda value: value,
     emit=_constant_emit,
+    mlir=ml.constant,
     differentiable=False,
 )
 
@@ -85,5 +87,6 @@ iota = Primitive(
     shape_rule=_iota_rule,
     reference=_iota_ref,
     emit=_iota_emit,
+    mlir=ml.iota,
     differentiable=False,
 )
