@@ -1,0 +1,81 @@
+"""The host driver of a CUDA program: ``bind(arena, stream)`` carves the arena views, copies the
+constants and configures every launch once, and returns ``run(outs..., params...)``, which launches the
+kernels in order."""
+
+from __future__ import annotations
+
+from compiler.codegen.common import poison_after, poison_value
+from compiler.codegen.cuda.kernel import CudaKernel
+from compiler.codegen.emit import ConstantPool, indent, literal, np_type
+from compiler.ir.core import Function, Value
+from compiler.ir.types import DType
+from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.plan import MemoryPlan
+
+ENTRY = "bind"
+
+
+def _flat_view(base: str, offset: int, nbytes: int, dtype: DType) -> str:
+    return f"{base}[{offset}:{offset + nbytes}].view({np_type(dtype)})"
+
+
+def driver(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    kernels: dict[Group, CudaKernel],
+    names: dict[Value, str],
+    outs: list[Value],
+    pool: ConstantPool,
+    sanitize: bool,
+) -> str:
+    """``bind(arena, stream)``: arena views, device constants, scratch and launchers, once;
+    returns ``run(outs..., params...)`` launching every kernel in order."""
+    arg_names = [names[p] for p in func.params]
+    setup: list[str] = []
+    body: list[str] = []
+    for name in pool.arrays:
+        setup.append(f"{name}_d = cuda.to_device({name}, stream=stream)")
+    passed_in = set(outs)
+    poison = poison_after(fusion, plan) if sanitize else {}
+    launchers = 0
+    for group in fusion.groups:
+        for v in group.outputs:
+            if v in passed_in:
+                continue
+            t = v.type
+            if v in plan.direct_writeback:
+                body.append(f"{names[v]} = {arg_names[plan.direct_writeback[v]]}")
+            elif v in plan.in_param:
+                src = f"{arg_names[plan.in_param[v]]}.view(np.uint8)"
+                body.append(f"{names[v]} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
+            elif v in plan.offsets:
+                setup.append(f"{names[v]} = {_flat_view('arena', plan.offsets[v], t.nbytes, t.dtype)}")
+            else:  # a function result (fresh per call) or a zero-size value
+                body.append(f"{names[v]} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
+        top = kernels.get(group)
+        for kernel in (top, *top.follow) if top is not None else ():
+            for scratch, size, dtype in kernel.scratch:
+                setup.append(f"{scratch} = cuda.device_array({size}, {np_type(dtype)}, stream=stream)")
+            launcher = f"L{launchers}"
+            launchers += 1
+            configured = f"_fast_launch({kernel.name}{kernel.launch})"  # runtime/cuda_launch.py
+            if kernel.wrapper:
+                configured = f"{kernel.wrapper}({configured}, stream)"
+            setup.append(f"{launcher} = {configured}")
+            args = [a + "_d" if a in pool.arrays else a for a in kernel.args]
+            body.append(f"{launcher}({', '.join(args)})")
+        for row in poison.get(group, []):
+            dtype = row.value.type.dtype
+            view = _flat_view("arena", row.offset, row.bytes, dtype)
+            value = literal(poison_value(dtype), dtype)
+            body.append(f"_fill[_grid({row.bytes // dtype.itemsize}), TPB, stream]({view}, {value})")
+    results, seen = [], set(func.params)
+    for v in func.results:  # a param or a repeated value is copied: results never alias anything
+        results.append(f"_dup({names[v]}, stream)" if v in seen else names[v])
+        seen.add(v)
+    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
+    params = [*(names[v] for v in outs), *arg_names]
+    run = [f"def run({', '.join(params)}):", *indent([*body, f"return {ret}"], 1)]
+    lines = [f"def {ENTRY}(arena, stream):", *indent([*setup, "", *run, "", "return run"], 1)]
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""CONTRACT groups: one shared matmul kernel per dtype, tiled through shared memory with a register
+tile per thread; float matmuls launch through ``runtime.cublas.matmul_launcher`` (cuBLAS where it can)."""
+
+from __future__ import annotations
+
+import math
+
+from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, kernel, numba_type
+from compiler.codegen.emit import indent, literal, typed
+from compiler.ir.types import DType
+from compiler.passes.fuse import OperandView, accumulation, matmul_views
+
+MICRO = 4  # each matmul thread computes MICRO x MICRO outputs (the prelude's MICRO): a BT^2 block tile
+
+
+def matmul_kernel(spec: KernelSpec) -> CudaKernel | None:
+    """One shared kernel per dtype (``_matmul_f32``...), its sizes passed at launch: every matmul of
+    that dtype is the same compiled code. TILE x TILE threads compute a (TILE*MICRO)^2 block tile,
+    each thread a MICRO x MICRO register tile (rows ``ty + TILE*i``, columns ``tx + TILE*j``, so
+    shared-memory reads and global writes are contiguous across a warp), over K in steps of TILE
+    staged through shared memory. The unrolled register tile is written out as text."""
+    root = spec.group.root
+    out = root.result
+    if out.type.size == 0:
+        return None
+    *batch, m, k = root.operands[0].type.shape
+    n = out.type.shape[-1]
+    nb = math.prod(batch)
+    dtype = out.type.dtype
+    zero = literal(0, dtype)
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    r = range(MICRO)
+    shared = numba_type(dtype)
+    loads = []
+    for e in r:  # a (BT x TILE) slice of A and a (TILE x BT) slice of B: MICRO elements per thread
+        loads += [
+            f"e = tid + {e} * TILE * TILE",
+            "ra = e // TILE",
+            "ca = e % TILE",
+            "gi = row0 + ra",
+            "gp = p0 + ca",
+            f"sa[ca, ra] = a[abase + gi * sa_i + gp * sa_p] if gi < m and gp < k else {zero}",
+            "rb = e // BT",
+            "cb = e % BT",
+            "gp = p0 + rb",
+            "gj = col0 + cb",
+            f"sb[rb, cb] = b[bbase + gp * sb_p + gj * sb_j] if gp < k and gj < n else {zero}",
+        ]
+    step = [f"x{i} = sa[q, ty + {i} * TILE]" for i in r] + [f"y{j} = sb[q, tx + {j} * TILE]" for j in r]
+    step += [
+        f"c{i}{j} = {typed(reducer.combine(f'c{i}{j}', typed(f'x{i} * y{j}', dtype)), dtype)}"
+        for i in r
+        for j in r
+    ]
+    stores = []
+    for i in r:
+        stores += [f"gi = row0 + ty + {i} * TILE"]
+        for j in r:
+            stores += [
+                f"gj = col0 + tx + {j} * TILE",
+                "if gi < m and gj < n:",
+                "    oi = obase + gi * so_i + gj * so_j",
+                f"    o[oi] = alpha * c{i}{j} if beta == 0 else alpha * c{i}{j} + beta * cin[oi]",
+            ]
+    identity = literal(reducer.identity(dtype), dtype)
+    tile = [
+        "row0 = bi * BT",
+        "col0 = bj * BT",
+        *(f"c{i}{j} = {identity}" for i in r for j in r),
+        "for p0 in range(0, k, TILE):",
+        *indent(
+            [*loads, "cuda.syncthreads()", "for q in range(TILE):", *indent(step, 1), "cuda.syncthreads()"], 1
+        ),
+        *stores,
+    ]
+    lines = [
+        f"sa = cuda.shared.array((TILE, BT), {shared})",
+        f"sb = cuda.shared.array((TILE, BT), {shared})",
+        "tx = cuda.threadIdx.x",
+        "ty = cuda.threadIdx.y",
+        "tid = ty * TILE + tx",
+        "for t in range(cuda.blockIdx.z, nb, cuda.gridDim.z):",
+        "    abase = (t // a_in) * a_so + (t % a_in) * a_si",
+        "    bbase = (t // b_in) * b_so + (t % b_in) * b_si",
+        "    obase = (t // o_in) * o_so + (t % o_in) * o_si",
+        "    for bi in range(cuda.blockIdx.y, (m + BT - 1) // BT, cuda.gridDim.y):",
+        "        for bj in range(cuda.blockIdx.x, (n + BT - 1) // BT, cuda.gridDim.x):",
+        *indent(tile, 3),
+    ]
+    tiles_m, tiles_n = f"(({m} + BT - 1) // BT)", f"(({n} + BT - 1) // BT)"
+    launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
+    name = f"_{root.prim.name}_{dtype}"
+    params = ["a", "b", "o", "cin", "alpha", "beta", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
+    params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "so_j", "o_in", "o_so", "o_si"]
+    types = [(dtype, 1)] * 4 + [(dtype, 0)] * 2 + [(DType.i64, 0)] * 19
+    shared_kernel = kernel(name, params, types, lines, launch)
+    shared_kernel.shared = True
+    if dtype in (DType.f32, DType.f64):  # cuBLAS where it can (runtime/cublas.py), else this kernel
+        shared_kernel.wrapper = "_matmul_launcher"
+    # An operand computed by transposes and reshapes inlined into the group (fuse.operand_view) is read
+    # from the chain's source buffer through its strides: no copy.
+    # The result is written through its layout epilogue (fuse.result_view) where the group has one.
+    a, b, o = matmul_views(spec.group)
+    sizes = [nb, m, k, n, a.rows, a.cols, b.rows, b.cols, *_batch_walk(a, nb), *_batch_walk(b, nb)]
+    sizes += [o.rows, o.cols, *_batch_walk(o, nb)]
+    # An accumulation epilogue (fuse.accumulation): o = alpha * a @ b + beta * cin, cin read at the
+    # element written (o itself where the plan stores the result in place).
+    acc = accumulation(spec.group)
+    cin = spec.names[acc.source] if acc is not None else spec.names[o.source]
+    scale = (
+        [literal(acc.alpha, dtype), literal(acc.beta, dtype)]
+        if acc
+        else [literal(1, dtype), literal(0, dtype)]
+    )
+    buffers = [spec.names[a.source], spec.names[b.source], spec.names[o.source], cin]
+    shared_kernel.args = [*buffers, *scale, *map(str, sizes)]
+    return shared_kernel
+
+
+def _batch_walk(view: OperandView, nb: int) -> tuple[int, int, int]:
+    """(inner count, outer stride, inner stride): batch element ``t`` of ``view`` starts at
+    ``(t // inner) * outer + (t % inner) * inner_stride`` (``OperandView.batch``: at most two axes)."""
+    if not view.batch:
+        return 1, 0, 0
+    if len(view.batch) == 1:
+        return nb, 0, view.batch[0][1]
+    (_, outer), (inner, inner_stride) = view.batch
+    return inner, outer, inner_stride
