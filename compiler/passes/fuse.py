@@ -234,7 +234,9 @@ class FusionPlan:
     def in_place_safe(self, old: Value, new: Value, group: Group) -> bool:
         """``group`` may store ``new`` over ``old``: both span its iteration space, and it reads
         ``old`` (if at all) only at the element being written, before writing it (a loop body
-        computes every value of an element before its stores)."""
+        computes every value of an element before its stores). That is a fact of the whole kernel,
+        not of one primitive: a read is at the element written when every op between it and the
+        root is elementwise (its access key is ``IDENTITY``, ``_record_operand_reads``)."""
         if group.kind is GroupKind.CONTRACT:  # gemm reads C at the element it writes: beta * C + ...
             acc = accumulation(group)
             operands = {view.source for pos in range(2) if (view := operand_view(group, pos)) is not None}

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from compiler.prims import contraction, elementwise, movement, reduction, source
-from compiler.prims.base import AttrType, Kind, Memory, Primitive, Reuse
+from compiler.prims.base import AttrType, Kind, Memory, Primitive
 
 _MODULES = (elementwise, reduction, movement, contraction, source)
 
@@ -41,7 +41,6 @@ __all__ = [
     "Kind",
     "Memory",
     "Primitive",
-    "Reuse",
     "contraction",
     "elementwise",
     "movement",

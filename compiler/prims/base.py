@@ -42,27 +42,20 @@ class AttrType(enum.Enum):
     DENSE = "dense"  # dense<[1.0, 2.0]> : tensor<2xf32>  (a numpy array)
 
 
-class Reuse(enum.Enum):
-    """When a result may be written into an operand's buffer (the op's indexing condition)."""
-
-    NEVER = "never"
-    SAME_INDEX = "same_index"  # element i of the result reads only element i of the operand
-    BASE = "base"  # update_slice: the result is the base with a region replaced
-
-
 @dataclass(frozen=True)
 class Memory:
     """Memory behaviour.
 
     ``view_of``: the result can be the operand's buffer reinterpreted (no data moves).
-    ``may_reuse``: operands whose buffer the result may overwrite, under ``reuse``.
     ``vjp_needs``: which values the vjp reads: ``"inputs"``, ``"output"``, both or neither; the
     memory planner keeps exactly these alive for the backward.
+
+    Whether a result may be stored over an operand's buffer is no fact of one primitive but of the
+    kernel it is fused into: the planner asks ``FusionPlan.in_place_safe`` (compiler/passes/fuse.py),
+    which holds when every read the kernel makes of the buffer is at the element being written.
     """
 
     view_of: int | None = None
-    may_reuse: tuple[int, ...] = ()
-    reuse: Reuse = Reuse.NEVER
     vjp_needs: frozenset[str] = frozenset()
 
 

@@ -18,7 +18,7 @@ from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims import vecmath
-from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, Vjp, fail
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
 
 INPUTS = frozenset({"inputs"})
@@ -69,7 +69,6 @@ def _elementwise(
     def emit(ctx: EmitContext, idx: Sequence[str]) -> str:
         return code(ctx, *(ctx.read(k, idx) for k in range(nargs)))
 
-    same_size = result_dtype is None  # a bool result never fits a wider operand buffer exactly
     return Primitive(
         name=name,
         kind=Kind.ELEMENTWISE,
@@ -77,11 +76,7 @@ def _elementwise(
         attrs={},
         shape_rule=_same_shape_rule(name, accepts, result_dtype),
         reference=reference,
-        memory=Memory(
-            may_reuse=tuple(range(nargs)) if same_size else (),
-            reuse=Reuse.SAME_INDEX if same_size else Reuse.NEVER,
-            vjp_needs=vjp_needs,
-        ),
+        memory=Memory(vjp_needs=vjp_needs),
         emit=emit,
         mlir=ml.elementwise(mlir),
         differentiable=differentiable,
@@ -508,7 +503,7 @@ select = Primitive(
     attrs={},
     shape_rule=_select_rule,
     reference=np.where,
-    memory=Memory(may_reuse=(1, 2), reuse=Reuse.SAME_INDEX, vjp_needs=INPUTS),
+    memory=Memory(vjp_needs=INPUTS),
     emit=_select_emit,
     mlir=ml.elementwise(ml.select),
     vjp=_select_vjp,

@@ -18,7 +18,7 @@ from compiler.ir.types import TensorType
 from compiler.prims import elementwise as ew
 from compiler.prims import mlir as ml
 from compiler.prims import reduction as red
-from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reuse, fail
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, own_attrs, vjp_rule
 
 INPUTS = frozenset({"inputs"})
@@ -480,7 +480,6 @@ update_slice = Primitive(
     attrs=SLICE_ATTRS,
     shape_rule=_update_rule,
     reference=_update_ref,
-    memory=Memory(may_reuse=(0,), reuse=Reuse.BASE),
     emit=_update_emit,
     mlir=ml.update_slice,
     vjp=_update_vjp,
