@@ -100,12 +100,9 @@ def _whole_array_body(group: Group, names: dict[Value, str], pool: ConstantPool)
 
 
 _SELECTING = frozenset({reduction.reduce_max, reduction.reduce_min})
-# How the partial results of a reduction's chunks combine (only needed when axis 0 is reduced).
-_COMBINE = {
-    reduction.reduce_sum: "np.add",
-    reduction.reduce_max: "np.maximum",
-    reduction.reduce_min: "np.minimum",
-}
+# The reductions whose chunks' partial results combine (only needed when axis 0 is reduced) by the
+# reduction's own reference over the two stacked: np.maximum would not order -0.0 below +0.0 as max does.
+_COMBINE = frozenset({reduction.reduce_sum, reduction.reduce_max, reduction.reduce_min})
 
 
 def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
@@ -160,17 +157,17 @@ def _chunked_body(
             out = names[v]
             axes = {int(a) for a in root.attrs["axes"]}
             if 0 in axes:  # every chunk adds to the whole result (in the reducer's accumulator)
-                combine = _COMBINE[root.prim]
                 wide = _accumulator(root)
                 if wide is not v.type.dtype:
                     before.append(f"{out}_w = np.empty({v.type.shape}, {np_type(wide)})")
                     after.append(f"np.copyto({out}, {out}_w, casting='unsafe')")
                     out = f"{out}_w"
+                both = f'_PRIMS["{root.prim.name}"].reference(np.stack(({out}, {local[v]})), axes=(0,))'
                 inside += [
                     "if r0 == 0:",
                     f"    np.copyto({out}, {local[v]}, casting='unsafe')",
                     "else:",
-                    f"    {combine}({out}, {local[v]}, out={out}, casting='unsafe')",
+                    f"    np.copyto({out}, {both}, casting='unsafe')",
                 ]
             else:
                 inside.append(f"np.copyto({out}[r0:r1], {local[v]}, casting='unsafe')")

@@ -80,11 +80,23 @@ def _sum_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
 
 
 def _max_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    return np.max(x, axis=tuple(axes), initial=_lowest(DType.from_numpy(x.dtype)))
+    out = np.max(x, axis=tuple(axes), initial=_lowest(DType.from_numpy(x.dtype)))
+    return _zeros_ordered(out, x, tuple(axes), 0.0)
 
 
 def _min_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    return np.min(x, axis=tuple(axes), initial=_highest(DType.from_numpy(x.dtype)))
+    out = np.min(x, axis=tuple(axes), initial=_highest(DType.from_numpy(x.dtype)))
+    return _zeros_ordered(out, x, tuple(axes), -0.0)
+
+
+def _zeros_ordered(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...], zero: float) -> np.ndarray:
+    """``out``, np.max or np.min of ``x`` over ``axes``, with -0.0 ordered below +0.0 (JAX's max and min;
+    NumPy's give whichever equal zero its loop meets first): a zero result is ``zero`` (0.0 for max,
+    -0.0 for min) wherever a zero of that sign was reduced. NaN results stay NaN."""
+    if x.dtype.kind != "f":
+        return out
+    found = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axes)
+    return np.where((out == 0) & found, zero, out)
 
 
 def _expand(build: Build, v: Value, op: Op) -> Value:
@@ -111,7 +123,21 @@ def _chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     return (e(ew.mul, winners, _expand(build, e(ew.div, ct, count), op)),)
 
 
-# combine(acc, x): NaN propagates through max/min as in NumPy.
+def _max_combine(acc: str, x: str) -> str:
+    """max's ``combine(acc, x)``: NaN propagates, as in NumPy; of two equal zeros, their sum (-0.0 only
+    when both are: -0.0 orders below +0.0, as in JAX and the CPU's keyed loops, ``vecmath.max_key_f32``).
+    One expression for every dtype: integers and bools take the zero branch at 0 == 0 and get 0."""
+    tie = f"({acc} + {x})"
+    return f"({x} if ({x} > {acc} or {x} != {x}) else ({tie} if ({x} == {acc} and {x} == 0) else {acc}))"
+
+
+def _min_combine(acc: str, x: str) -> str:
+    """min's ``combine(acc, x)``, as ``_max_combine``; of two equal zeros, their product times their sum,
+    which has the sign bit when either has it (the product's sign is the signs' xor, the sum's their and)."""
+    tie = f"({acc} * {x} * ({acc} + {x}))"
+    return f"({x} if ({x} < {acc} or {x} != {x}) else ({tie} if ({x} == {acc} and {x} == 0) else {acc}))"
+
+
 reduce_sum = _reduction(
     "reduce_sum",
     _sum_ref,
@@ -124,7 +150,7 @@ reduce_max = _reduction(
     "reduce_max",
     _max_ref,
     Reducer(
-        lambda acc, x: f"({x} if ({x} > {acc} or {x} != {x}) else {acc})",
+        _max_combine,
         _lowest,
         mlir_combine=ml.by_dtype("arith.maximumf", "arith.maxsi", "arith.ori"),  # bools: max is or
     ),
@@ -136,7 +162,7 @@ reduce_min = _reduction(
     "reduce_min",
     _min_ref,
     Reducer(
-        lambda acc, x: f"({x} if ({x} < {acc} or {x} != {x}) else {acc})",
+        _min_combine,
         _highest,
         mlir_combine=ml.by_dtype("arith.minimumf", "arith.minsi", "arith.andi"),  # bools: min is and
     ),
