@@ -946,7 +946,8 @@ def recording_quotients(seen: list[np.ndarray]) -> dict:
         op = NUMPY.get(name) or AUGMENTED[name]
 
         def run(a: Any, b: Any) -> Any:
-            seen.append(np.array(QUOTIENTS[name](a, b)))  # before op: an in-place one overwrites a
+            with np.errstate(all="ignore"):  # by zero: op itself warns
+                seen.append(np.array(QUOTIENTS[name](a, b)))  # before op: an in-place one overwrites a
             return op(a, b)
 
         return run
