@@ -21,7 +21,6 @@ from compiler.autodiff import GradSpec, grad_function
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
 from compiler.ir.verify import verify, verify_enabled
-from compiler.passes.alias import annotate_aliases
 from compiler.passes.bufferize import annotate_inplace, plan_and_annotate
 from compiler.passes.liveness import annotate_liveness
 from compiler.passes.remat import remat_enabled, rematerialize
@@ -124,12 +123,6 @@ PASSES_BY_NAME = {p.name: p for p in PASSES} | {
         "liveness",
         lambda f, o: annotate_liveness(f),
         "annotate each op with the operands that die there",
-    ),
-    "alias": Pass(
-        "alias",
-        "alias",
-        lambda f, o: annotate_aliases(f, o.donate_argnums),
-        "annotate each op with its storage class",
     ),
 }
 STAGES = ("traced",) + tuple(p.stage for p in PASSES) + ("bufferized",)

@@ -1,8 +1,8 @@
-"""Liveness and alias analysis on hand-built functions: last uses, dying operands, storage classes.
+"""Liveness on hand-built functions: last uses and dying operands.
 
 Covers chains, fan-out, a value read twice by one op, dead values, live-out results, parameters,
-write-backs, donated arguments, reshape views, regions (a hand-built loop-like op), the annotating
-passes, and the linear running time of liveness on a 100,000-op function.
+regions (a hand-built loop-like op), the annotating pass, and the linear running time of liveness
+on a 100,000-op function.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from compiler.ir.printer import print_function, print_module
 from compiler.ir.types import DType, TensorType
 from compiler.ir.verify import verify
 from compiler.passes import liveness as liveness_module
-from compiler.passes.alias import analyze_aliases, annotate_aliases
 from compiler.passes.liveness import annotate_liveness, liveness
 from compiler.pipeline import PASSES_BY_NAME, Options, run_passes
 from compiler.prims import REGISTRY
@@ -139,14 +138,12 @@ def test_no_attribute_when_nothing_dies() -> None:
     assert "dsl.dies" not in func.ops[0].attrs
 
 
-def test_passes_are_registered_and_run_through_the_pipeline() -> None:
+def test_pass_is_registered_and_runs_through_the_pipeline() -> None:
     (x,) = params(1)
     a = op("exp", x)
     func = function((x,), [a], (a.result,))
-    passes = (PASSES_BY_NAME["liveness"], PASSES_BY_NAME["alias"])
-    out = run_passes(func, Options(verify=True), passes)["alias"]
+    out = run_passes(func, Options(verify=True), (PASSES_BY_NAME["liveness"],))["liveness"]
     assert out.ops[0].attrs["dsl.dies"] == (0,)
-    assert out.ops[0].attrs["dsl.storage"] == 1
 
 
 # ---- liveness with regions ----------------------------------------------------------------------
@@ -278,139 +275,3 @@ def test_liveness_on_100k_ops(big_chain: Function) -> None:
     assert info.last_use[ops[500].result] == 508  # read by op 501 (previous) and op 508 (7 back + 1)
     assert info.dies_at(ops[508]) == (ops[500].result,)
     assert len(info.last_use) == n + 1
-
-
-def test_alias_analysis_on_100k_ops(big_chain: Function) -> None:
-    info = analyze_aliases(big_chain)
-    assert len(info.storage) == len(big_chain.ops) + 1  # no views: every value has storage of its own
-    assert len(set(info.storage.values())) == len(info.storage)
-
-
-# ---- alias analysis -----------------------------------------------------------------------------
-
-
-def test_every_plain_value_has_its_own_class_numbered_params_first() -> None:
-    x, y = params(2)
-    a = op("add", x, y)
-    b = op("exp", a.result)
-    info = analyze_aliases(function((x, y), [a, b], (b.result,)))
-    assert [info.storage[v] for v in (x, y, a.result, b.result)] == [0, 1, 2, 3]
-    assert info.owner == {0: "caller", 1: "caller", 2: "arena", 3: "result"}
-    assert not info.may_overwrite(x)
-    assert info.may_overwrite(a.result)
-    assert info.may_overwrite(b.result)
-    assert not info.same_storage(a.result, b.result)
-
-
-def test_reshape_views_share_storage_with_their_operand() -> None:
-    (x,) = params(1)
-    view_of_param = op("reshape", x, shape=(2, 2))
-    a = op("exp", x)
-    view = op("reshape", a.result, shape=(2, 2))
-    view_of_view = op("reshape", view.result, shape=(4,))
-    b = op("neg", view_of_view.result)
-    func = function((x,), [view_of_param, a, view, view_of_view, b], (b.result,))
-    info = analyze_aliases(func)
-    assert info.same_storage(view_of_param.result, x)
-    assert not info.may_overwrite(view_of_param.result)  # a view of a caller's array is the caller's
-    assert info.same_storage(a.result, view.result)
-    assert info.same_storage(a.result, view_of_view.result)
-    assert not info.same_storage(a.result, b.result)
-    assert info.owner[info.storage[a.result]] == "arena"
-
-
-def test_returned_view_puts_its_base_in_result_memory() -> None:
-    (x,) = params(1)
-    a = op("exp", x)
-    view = op("reshape", a.result, shape=(2, 2))
-    info = analyze_aliases(function((x,), [a, view], (view.result,)))
-    assert info.owner[info.storage[a.result]] == "result"
-
-
-def test_returned_parameter_keeps_the_callers_storage() -> None:
-    (x,) = params(1)
-    view = op("reshape", x, shape=(2, 2))
-    info = analyze_aliases(function((x,), [view], (view.result, x)))
-    assert info.owner == {0: "caller"}
-
-
-def test_writeback_result_lives_in_the_argument() -> None:
-    x, y = params(2)
-    new_x = op("add", x, y)
-    total = op("reduce_sum", new_x.result, axes=(0,))
-    func = function((x, y), [new_x, total], (total.result, new_x.result), **{"dsl.writeback": (0,)})
-    info = analyze_aliases(func)
-    assert info.same_storage(new_x.result, x)
-    assert info.owner[info.storage[x]] == "caller-mutable"
-    assert info.owner[info.storage[y]] == "caller"
-    assert info.may_overwrite(x)
-    assert not info.may_overwrite(y)
-    assert info.storage[new_x.result] == 0  # numbered by its class's first appearance: the param
-    assert info.storage[total.result] == 2
-
-
-def test_writeback_through_a_view_joins_the_whole_class() -> None:
-    (x,) = params(1)
-    flat = op("exp", x)
-    view = op("reshape", flat.result, shape=(4,))
-    func = function((x,), [flat, view], (view.result,), **{"dsl.writeback": (0,)})
-    info = analyze_aliases(func)
-    assert info.same_storage(flat.result, x)
-
-
-def test_writeback_of_another_argument_is_a_copy() -> None:
-    x, y = params(2)
-    func = function((x, y), [], (y,), **{"dsl.writeback": (0,)})  # x <- y
-    info = analyze_aliases(func)
-    assert not info.same_storage(x, y)
-    assert info.owner == {0: "caller-mutable", 1: "caller"}
-
-
-def test_one_value_written_back_to_two_arguments_lives_in_the_first() -> None:
-    x, y = params(2)
-    a = op("exp", x)
-    func = function((x, y), [a], (a.result, a.result), **{"dsl.writeback": (0, 1)})
-    info = analyze_aliases(func)
-    assert info.same_storage(a.result, x)
-    assert not info.same_storage(a.result, y)
-    assert info.owner == {0: "caller-mutable", 1: "caller-mutable"}
-
-
-def test_donated_arguments_may_be_overwritten() -> None:
-    x, y = params(2)
-    a = op("add", x, y)
-    func = function((x, y), [a], (a.result,))
-    info = analyze_aliases(func, donate_argnums=(1,))
-    assert not info.may_overwrite(x)
-    assert info.may_overwrite(y)
-    assert info.owner[info.storage[y]] == "caller-mutable"
-    with pytest.raises(ValueError, match="donate_argnums: 2"):
-        analyze_aliases(func, donate_argnums=(2,))
-
-
-def test_alias_annotation_and_round_trip() -> None:
-    x, y = params(2)
-    new_x = op("add", x, y)
-    view = op("reshape", new_x.result, shape=(2, 2))
-    out = op("neg", view.result)
-    func = function((x, y), [new_x, view, out], (out.result, new_x.result), **{"dsl.writeback": (0,)})
-    annotated = annotate_aliases(func, donate_argnums=(1,))
-    verify(annotated)
-    assert [o.attrs["dsl.storage"] for o in annotated.ops] == [0, 0, 2]
-    assert annotated.attrs["dsl.arg_storage"] == (0, 1)
-    assert annotated.attrs["dsl.storage_owners"] == "caller-mutable caller-mutable result"
-    assert annotated.attrs["dsl.writeback"] == (0,)
-    text = print_function(annotated)
-    assert print_module(parse_module(text)) == text
-
-
-def test_region_values_get_classes() -> None:
-    r = region_function()
-    info = analyze_aliases(r["func"])
-    body_values = (r["carried"], r["t"].result, r["u"].result, r["y"].result)
-    assert len({info.storage[v] for v in body_values}) == 4
-    assert all(info.owner[info.storage[v]] == "arena" for v in body_values)
-    annotated = annotate_aliases(r["func"])
-    verify(annotated)
-    (body,) = annotated.ops[1].regions
-    assert all("dsl.storage" in o.attrs for o in body.ops)
