@@ -32,7 +32,7 @@ from runtime.errors import DSLError
 
 _ARG_RE = re.compile(r"^(f32|f64|i32|i64|i1)(?:\[([0-9, ]*)\])?$")
 # The pass whose output each stage is, for --print-ir-after-all headers.
-PASS_OF_STAGE = {"traced": "trace", **{p.stage: p.name for p in PASSES}, "bufferized": "plan"}
+PASS_OF_STAGE = {"traced": "trace", **{p.stage: p.name for p in PASSES}}
 
 
 class UserError(DSLError):
@@ -171,10 +171,9 @@ def _emit_mlir(lowered: Any, args: argparse.Namespace) -> str:
 
 def _emit_dot(lowered: Any, args: argparse.Namespace) -> str:
     from compiler.ir.dot import function_to_dot
-    from compiler.passes.fuse import fuse
 
-    optimized = lowered.program.stages["optimized"]
-    return function_to_dot(optimized, fuse(optimized))
+    planned = lowered.program.compilation  # the kernels the program runs (with their bands)
+    return function_to_dot(planned.func, planned.fusion)
 
 
 # What `--emit` prints besides the IR stages: kind -> (lowered program, arguments) -> text.
@@ -244,7 +243,12 @@ def cmd_opt(args: argparse.Namespace) -> None:
                     f"// -----// IR Dump After {p.name} ({p.stage}) //----- //\n{print_function(f)}"
                 )
 
-        options = Options(verify=True, donate_argnums=tuple(args.donate), grad=_grad_spec(args.grad))
+        options = Options(
+            target=args.target_device,
+            verify=True,
+            donate_argnums=tuple(args.donate),
+            grad=_grad_spec(args.grad),
+        )
         if args.no_inplace:
             options.inplace = False
         stages = run_passes(func, options, passes, observe)
@@ -340,6 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-inplace", action="store_true", help="plan with the reference plan: no reuse")
     p.add_argument("--donate", type=int, action="append", default=[], metavar="K", help="donate argument K")
+    p.add_argument(
+        "--target",
+        dest="target_device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="the target the kernel passes plan for (rows forms bands for the CPU only; default: cpu)",
+    )
     p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
     p.set_defaults(run=cmd_opt)
 

@@ -1,131 +1,202 @@
-"""The compiler pipeline: one visible, ordered list of named passes, then the backend.
+"""The compiler pipeline: one visible, ordered list of named passes (``PASSES``), then the backend.
 
-    traced --functionalize--> functional --simplify--> optimized --fuse+plan--> bufferized --codegen
+    traced -functionalize-> functional -autodiff-> grad -simplify-> simplified -remat-> rematerialized
+      -schedule-> optimized -fuse-> fused -rows-> row_fused -plan-> planned -bufferize-> bufferized
+      --codegen (print)--> source --first call--> executable
+
+Each pass takes the pipeline's state (``Compilation``: the function, and once made the fusion plan and
+the memory plan) and returns it; each stage prints as IR text (the kernel stages as the function
+annotated with groups, bands and buffers: ``compiler/passes/bufferize.py``). Every choice a pass makes
+is a field of ``Options`` (``compiler/compilation.py``). ``remat`` and ``schedule`` score their
+candidates with the same fuse -> rows -> plan steps and options as the passes after them
+(``plan.Planner``), so they optimize the plan that ships.
 
 Functionalization of user mutation happens while tracing (``dsl/array.py`` resolves views and writes
 into pure SSA, marking the ops that realize each in-place request); the ``functionalize`` pass then
-drops the superseded versions nobody reads. Autodiff (the ``grad`` stage) slots in after it.
+drops the superseded versions nobody reads. Code generation prints the bufferized program and needs
+no device; only building the executable (at the first call) does.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from compiler.autodiff import GradSpec, grad_function
+from compiler.autodiff import grad_function
+from compiler.compilation import TARGETS, Compilation, Options, Target, option_defaults
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function
-from compiler.ir.verify import verify, verify_enabled
-from compiler.passes.bufferize import annotate_inplace, plan_and_annotate
+from compiler.ir.verify import verify
+from compiler.passes import rows
+from compiler.passes.bufferize import annotate, annotate_inplace, annotate_kernels
+from compiler.passes.fuse import FusionPlan
 from compiler.passes.liveness import annotate_liveness
-from compiler.passes.remat import remat_enabled, rematerialize
-from compiler.passes.schedule import schedule_enabled, schedule_for_memory
+from compiler.passes.plan import MemoryPlan, Planner, check_no_overlap
+from compiler.passes.remat import rematerialize
+from compiler.passes.schedule import schedule_for_memory
 from compiler.passes.simplify import INPLACE_ATTR, dce, simplify
-from runtime.errors import InplaceError
+from runtime.errors import InplaceError, VerificationError
 
 # on a user in-place request made inside a function compiled with strict_inplace=True (dsl/tracing.py)
 STRICT_ATTR = "dsl.strict_inplace"
 
 
-def inplace_enabled() -> bool:
-    return os.environ.get("DSL_NO_INPLACE", "") in ("", "0")
+def planner(options: Options) -> Planner:
+    """The fuse -> rows -> plan steps for ``options`` (its target's bands, when it prints them)."""
+    target = TARGETS[options.target]
+    bands = None
+    if target.bands and options.row_fusion:
+        numpy_kernel = target.numpy_kernel() if target.numpy_kernel else _no_numpy_kernels
+        role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel)
+        bands = functools.partial(rows.form_bands, role=role, compute_once=options.row_compute_once)
+    return Planner(
+        options.inplace,
+        options.donate_argnums,
+        options.contract_transposes,
+        options.recompute,
+        options.pack_by_size,
+        bands,
+    )
 
 
-def sanitize_enabled() -> bool:
-    return os.environ.get("DSL_SANITIZE", "") not in ("", "0")
+def _no_numpy_kernels(group: Any) -> bool:
+    return False
 
 
-@dataclass
-class Options:
-    """Compiler options; the CLI and ``dsl.compile`` set these fields."""
+# ---- the passes ------------------------------------------------------------------------------------
 
-    target: str = "cpu"
-    inplace: bool = field(default_factory=inplace_enabled)
-    strict_inplace: bool = False
-    donate_argnums: tuple[int, ...] = ()
-    verify: bool = field(default_factory=verify_enabled)
-    sanitize: bool = field(default_factory=sanitize_enabled)
-    grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives
-    remat: bool = field(default_factory=remat_enabled)  # recompute cheap stored values (DSL_NO_REMAT)
-    schedule: bool = field(default_factory=schedule_enabled)  # memory-aware op order (DSL_NO_SCHEDULE)
+
+def _rewritten(c: Compilation, func: Function) -> Compilation:
+    """A new function: the fusion and memory plans of the old one no longer apply."""
+    return c if func is c.func else Compilation(func, c.options)
+
+
+_MADE_BY = {"fusion": ("fusion plan", "fuse"), "plan": ("memory plan", "plan")}
+
+
+def _needs(c: Compilation, what: str, pass_name: str) -> Any:
+    """The state's ``fusion`` or ``plan``, which an earlier pass of the list must have made."""
+    value = getattr(c, what)
+    if value is None:
+        noun, producer = _MADE_BY[what]
+        raise VerificationError(
+            f"pass '{pass_name}' needs the {noun} that pass '{producer}' makes: run '{producer}' "
+            f"before it (the pipeline's order: {', '.join(p.name for p in PASSES)})"
+        )
+    return value
+
+
+def _functionalize(c: Compilation) -> Compilation:
+    return _rewritten(c, dce(c.func))
+
+
+def _autodiff(c: Compilation) -> Compilation:
+    return _rewritten(c, grad_function(c.func, c.options.grad)) if c.options.grad else c
+
+
+def _simplify(c: Compilation) -> Compilation:
+    return _rewritten(c, simplify(c.func))
+
+
+def _remat(c: Compilation) -> Compilation:
+    return _rewritten(c, rematerialize(c.func, planner(c.options))) if c.options.remat else c
+
+
+def _schedule(c: Compilation) -> Compilation:
+    return _rewritten(c, schedule_for_memory(c.func, planner(c.options))) if c.options.schedule else c
+
+
+def _fuse(c: Compilation) -> Compilation:
+    fusion = planner(c.options).fuse(c.func)
+    return Compilation(c.func, c.options, fusion, printed=annotate_kernels(c.func, fusion))
+
+
+def _rows(c: Compilation) -> Compilation:
+    fusion: FusionPlan = _needs(c, "fusion", "rows")
+    planner(c.options).form_bands(c.func, fusion)
+    return Compilation(c.func, c.options, fusion, printed=annotate_kernels(c.func, fusion))
+
+
+def _plan(c: Compilation) -> Compilation:
+    fusion: FusionPlan = _needs(c, "fusion", "plan")
+    plan = planner(c.options).plan_buffers(c.func, fusion)
+    if c.options.sanitize:
+        check_no_overlap(plan)
+    return Compilation(c.func, c.options, fusion, plan, annotate(c.func, fusion, plan, bufferized=False))
+
+
+def _bufferize(c: Compilation) -> Compilation:
+    plan: MemoryPlan = _needs(c, "plan", "bufferize")
+    check_strict(plan, c.options, c.func)
+    assert c.fusion is not None
+    return replace(c, printed=annotate(c.func, c.fusion, plan))
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
     stage: str  # the IR stage this pass's output is
-    run: Callable[[Function, Options], Function]
+    run: Callable[[Compilation], Compilation]
     doc: str
 
 
 PASSES: tuple[Pass, ...] = (
-    Pass("functionalize", "functional", lambda f, o: dce(f), "drop values superseded by in-place writes"),
+    Pass("functionalize", "functional", _functionalize, "drop values superseded by in-place writes"),
+    Pass("autodiff", "grad", _autodiff, "joint forward+backward program for the requested gradients only"),
+    Pass("simplify", "simplified", _simplify, "DCE, CSE, folding, identities valid under IEEE"),
     Pass(
-        "autodiff",
-        "grad",
-        lambda f, o: grad_function(f, o.grad) if o.grad else f,
-        "joint forward+backward program for the requested gradients only",
-    ),
-    Pass(
-        "simplify",
-        "optimized",
-        lambda f, o: memory_passes(simplify(f), o),
-        "DCE, CSE, folding; remat, schedule",
-    ),
-)
-
-
-def memory_passes(func: Function, options: Options) -> Function:
-    """The last steps of the ``optimized`` stage, each kept only where it shrinks the planned arena:
-    ``remat`` (``Options.remat``) then ``schedule`` (``Options.schedule``). They run inside the
-    ``simplify`` entry so the stage list and its dump headers stay as they are; ``dslc opt --passes
-    remat,schedule`` runs them on their own."""
-    if options.remat:
-        func = rematerialize(func, options.inplace, options.donate_argnums)
-    if options.schedule:
-        func = schedule_for_memory(func, options.inplace, options.donate_argnums)
-    return func
-
-
-PASSES_BY_NAME = {p.name: p for p in PASSES} | {
-    "dce": Pass("dce", "dce", lambda f, o: dce(f), "dead-code elimination only"),
-    "remat": Pass(
         "remat",
-        "remat",
-        lambda f, o: rematerialize(f, o.inplace, o.donate_argnums),
+        "rematerialized",
+        _remat,
         "recompute cheap stored values in their later readers when the planned arena shrinks",
     ),
-    "schedule": Pass(
-        "schedule",
-        "scheduled",
-        lambda f, o: schedule_for_memory(f, o.inplace, o.donate_argnums),
-        "reorder kernels so the planned arena is smaller (never larger)",
+    Pass(
+        "schedule", "optimized", _schedule, "reorder kernels so the planned arena is smaller (never larger)"
     ),
-    "inplace": Pass(
-        "inplace",
-        "inplace",
-        lambda f, o: annotate_inplace(f, o.inplace, o.donate_argnums),
-        "fuse and plan; annotate buffer reuse and each in-place request's outcome",
+    Pass(
+        "fuse", "fused", _fuse, "partition the ops into kernels (dsl.kernel); decide which values are stored"
     ),
-    "plan": Pass(
-        "plan",
+    Pass(
+        "rows",
+        "row_fused",
+        _rows,
+        "run consecutive kernels over the same rows as one band, row by row (dsl.band), where the "
+        "target prints bands (the CPU)",
+    ),
+    Pass("plan", "planned", _plan, "give every stored value its arena offset (dsl.offset, dsl.reuses)"),
+    Pass(
+        "bufferize",
         "bufferized",
-        lambda f, o: plan_and_annotate(f, o.inplace, o.donate_argnums),
-        "fuse and plan buffers; print the bufferized stage (offsets, reuse, kernels)",
+        _bufferize,
+        "the program on buffers (memref types); judge strict in-place requests",
     ),
-    "liveness": Pass(
+)
+# ``dslc opt`` also runs these analyses and reports, which the pipeline does not need.
+EXTRA_PASSES: tuple[Pass, ...] = (
+    Pass("dce", "dce", lambda c: _rewritten(c, dce(c.func)), "dead-code elimination only"),
+    Pass(
         "liveness",
         "liveness",
-        lambda f, o: annotate_liveness(f),
+        lambda c: replace(c, printed=annotate_liveness(c.func)),
         "annotate each op with the operands that die there",
     ),
-}
-STAGES = ("traced",) + tuple(p.stage for p in PASSES) + ("bufferized",)
+    Pass(
+        "inplace",
+        "inplace",
+        lambda c: replace(c, printed=annotate_inplace(c.func, c.fusion, _needs(c, "plan", "inplace"))),
+        "after plan: annotate buffer reuse and each in-place request's outcome",
+    ),
+)
+PASSES_BY_NAME = {p.name: p for p in PASSES + EXTRA_PASSES}
+STAGES = ("traced",) + tuple(p.stage for p in PASSES)
+# The passes after the ``optimized`` stage: what turns optimized IR into the program codegen prints.
+KERNEL_PASSES = PASSES[[p.stage for p in PASSES].index("optimized") + 1 :]
 
 
 _gc_lock = threading.Lock()
@@ -156,34 +227,43 @@ def paused_gc() -> Iterator[None]:
                 gc.enable()
 
 
+def run_pipeline(
+    func: Function,
+    options: Options,
+    passes: tuple[Pass, ...] = PASSES,
+    observe: Callable[[Pass, Function], None] | None = None,
+) -> tuple[Compilation, dict[str, Function]]:
+    """Run ``passes`` in order on ``func``; the final state, and each stage's IR (``traced`` first)."""
+    with paused_gc():
+        state = Compilation(func, options)
+        stages = {"traced": func}
+        if options.verify:
+            _verify(func, "the tracer")
+        for p in passes:
+            before = state.func
+            state = p.run(state)
+            if options.verify and state.func is not before:
+                _verify(state.func, f"pass '{p.name}'")
+            stages[p.stage] = state.stage()
+            if observe is not None:
+                observe(p, stages[p.stage])
+    return state, stages
+
+
 def run_passes(
     func: Function,
     options: Options,
     passes: tuple[Pass, ...] = PASSES,
     observe: Callable[[Pass, Function], None] | None = None,
 ) -> dict[str, Function]:
-    """Run ``passes`` in order; returns the function after each stage (``traced`` first)."""
-    with paused_gc():
-        return _run_passes(func, options, passes, observe)
+    """Run ``passes`` in order; returns the IR after each stage (``traced`` first)."""
+    return run_pipeline(func, options, passes, observe)[1]
 
 
-def _run_passes(
-    func: Function,
-    options: Options,
-    passes: tuple[Pass, ...],
-    observe: Callable[[Pass, Function], None] | None,
-) -> dict[str, Function]:
-    stages = {"traced": func}
-    if options.verify:
-        _verify(func, "the tracer")
-    for p in passes:
-        func = p.run(func, options)
-        if options.verify:
-            _verify(func, f"pass '{p.name}'")
-        stages[p.stage] = func
-        if observe is not None:
-            observe(p, func)
-    return stages
+def plan_program(func: Function, options: Options | None = None) -> Compilation:
+    """The passes after ``optimized`` (fuse, rows, plan, bufferize) on optimized IR: the program a
+    code generator prints."""
+    return run_pipeline(func, options or Options(), KERNEL_PASSES)[0]
 
 
 def _verify(func: Function, after: str) -> None:
@@ -193,7 +273,21 @@ def _verify(func: Function, after: str) -> None:
         raise type(err)(f"IR invalid after {after}: {err}") from None
 
 
-def dump_stages(stages: dict[str, str], name: str, directory: str) -> None:
+def check_strict(plan: MemoryPlan, options: Options, func: Function) -> None:
+    """``strict_inplace=True``: an in-place request demoted to a copy is a compile-time error; so is
+    one made inside a function compiled with ``strict_inplace=True`` (its ops carry ``STRICT_ATTR``)
+    that a transform or an outer compiled function inlined into this program."""
+    strict = {(op.loc, str(op.attrs[INPLACE_ATTR])) for op in func.ops if op.attrs.get(STRICT_ATTR)}
+    for d in plan.inplace:
+        if d.request and d.outcome == "copy" and (options.strict_inplace or (d.loc, d.request) in strict):
+            where = f"; the old value is still read at {d.blocker}" if d.blocker else ""
+            raise InplaceError(
+                f"{d.loc}: the in-place {d.request} cannot be realized without a copy{where} "
+                f"(strict_inplace=True; reason: {d.reason})"
+            )
+
+
+def dump_stages(stages: Mapping[str, str], name: str, directory: str) -> None:
     """``DSL_DUMP_IR=<dir>``: one file per stage."""
     os.makedirs(directory, exist_ok=True)
     for i, (stage, text) in enumerate(stages.items()):
@@ -201,33 +295,70 @@ def dump_stages(stages: dict[str, str], name: str, directory: str) -> None:
             f.write(text)
 
 
-__all__ = ["Options", "PASSES", "PASSES_BY_NAME", "STAGES", "Pass", "print_function", "run_passes"]
+class _PrintedStages(Mapping[str, str]):
+    """Each stage's IR text, printed when first asked for."""
+
+    def __init__(self, stages: Mapping[str, Function]) -> None:
+        self._stages = stages
+        self._text: dict[str, str] = {}
+
+    def __getitem__(self, stage: str) -> str:
+        if stage not in self._text:
+            self._text[stage] = print_function(self._stages[stage])
+        return self._text[stage]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._stages)
+
+    def __len__(self) -> int:
+        return len(self._stages)
 
 
 @dataclass
 class Program:
-    """Everything compiling one traced function produced: IR per stage, plan, code, executable."""
+    """Everything compiling one traced function produced: IR per stage, plan, code; the executable
+    is built at its first use (for CUDA that needs the device: nothing before it does)."""
 
     stages: dict[str, Function]
-    stage_text: dict[str, str]
-    executable: Callable[..., tuple[Any, ...]]
-    memory_plan: Any
-    source: str  # the generated Numba module (njit for the CPU, numba.cuda for CUDA)
+    compilation: Compilation  # the pipeline's final state: what codegen printed
+    generated: Any  # the code generator's program (CpuProgram or CudaProgram)
+    memory_plan: MemoryPlan  # the plan the generated code follows
+    build: Callable[[], Callable[..., tuple[Any, ...]]] = field(repr=False)
     target: str = "cpu"
     options: Options | None = None
+    _executable: Callable[..., tuple[Any, ...]] | None = field(default=None, repr=False)
     _ptx: dict[tuple[int, int], dict[str, str]] = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def stage_text(self) -> Mapping[str, str]:
+        return _PrintedStages(self.stages)
+
+    @property
+    def source(self) -> str:
+        """The generated Numba module (njit for the CPU, numba.cuda for CUDA)."""
+        return str(self.generated.source)
+
+    @property
+    def executable(self) -> Callable[..., tuple[Any, ...]]:
+        """The runnable program, built on first use (``DeviceError`` for CUDA without a GPU)."""
+        if self._executable is None:
+            self._executable = self.build()
+        return self._executable
 
     def ptx(self, cc: tuple[int, int] = (9, 0)) -> str:
         """PTX of every CUDA kernel of this program for compute capability ``cc`` (default sm_90).
 
-        Needs the ``cuda`` extra (NVVM) but no GPU: a CPU-target program is generated for CUDA
-        from the same optimized IR and plan options.
+        Needs the ``cuda`` extra (NVVM) but no GPU: a CPU-target program is planned and generated for
+        CUDA from the same optimized IR and options.
         """
         if cc not in self._ptx:
             from compiler.codegen import compile_ptx, cuda_program
 
-            opts = self.options or Options()
-            program = cuda_program(self.stages["optimized"], opts.inplace, opts.donate_argnums)
+            if self.target == "cuda":
+                program = self.generated
+            else:
+                options = replace(self.options or Options(), target="cuda")
+                program = cuda_program(plan_program(self.stages["optimized"], options))
             self._ptx[cc] = compile_ptx(program, cc)
         arch = f"sm_{cc[0]}{cc[1]}"
         kernels = self._ptx[cc].items()
@@ -257,31 +388,44 @@ class Program:
         dump_stages(self.stage_text, self.stages["traced"].name, directory)
 
 
-def _check_strict(plan: Any, options: Options, func: Function) -> None:
-    """``strict_inplace=True``: an in-place request demoted to a copy is a compile-time error; so is
-    one made inside a function compiled with ``strict_inplace=True`` (its ops carry ``STRICT_ATTR``)
-    that a transform or an outer compiled function inlined into this program."""
-    strict = {(op.loc, str(op.attrs[INPLACE_ATTR])) for op in func.ops if op.attrs.get(STRICT_ATTR)}
-    for d in plan.inplace:
-        if d.request and d.outcome == "copy" and (options.strict_inplace or (d.loc, d.request) in strict):
-            where = f"; the old value is still read at {d.blocker}" if d.blocker else ""
-            raise InplaceError(
-                f"{d.loc}: the in-place {d.request} cannot be realized without a copy{where} "
-                f"(strict_inplace=True; reason: {d.reason})"
-            )
-
-
 def compile_function(func: Function, options: Options) -> Program:
-    """Run the passes, then build the executable for ``options.target``."""
-    from compiler.codegen import build_cpu_executable, build_cuda_executable
-    from compiler.passes.bufferize import annotate
+    """Run the passes, then print the program for ``options.target``; the executable is built at its
+    first use."""
+    from compiler import codegen
 
-    stages = run_passes(func, options)
-    build = build_cuda_executable if options.target == "cuda" else build_cpu_executable
-    executable, generated, fusion, plan = build(
-        stages["optimized"], options.inplace, options.donate_argnums, options.sanitize
+    state, stages = run_pipeline(func, options)
+    generated, plan = codegen.generate(state)
+    if plan is not state.plan:  # the CPU's row-block regions resized slots (to become a pass)
+        assert state.fusion is not None
+        check_strict(plan, options, state.func)
+        stages["bufferized"] = annotate(state.func, state.fusion, plan)
+    return Program(
+        stages,
+        state,
+        generated,
+        plan,
+        functools.partial(codegen.load, state, generated),
+        options.target,
+        options,
     )
-    _check_strict(plan, options, stages["optimized"])
-    stages["bufferized"] = annotate(stages["optimized"], fusion, plan)
-    text = {name: print_function(f) for name, f in stages.items()}
-    return Program(stages, text, executable, plan, generated.source, options.target, options)
+
+
+__all__ = [
+    "KERNEL_PASSES",
+    "PASSES",
+    "PASSES_BY_NAME",
+    "STAGES",
+    "TARGETS",
+    "Compilation",
+    "Options",
+    "Pass",
+    "Program",
+    "Target",
+    "compile_function",
+    "option_defaults",
+    "plan_program",
+    "planner",
+    "print_function",
+    "run_passes",
+    "run_pipeline",
+]

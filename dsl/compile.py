@@ -107,18 +107,29 @@ class Lowered:
 
 
 class _Entry:
-    """One compiled signature: runs the executable and rebuilds the result structure."""
+    """One compiled signature: runs the executable and rebuilds the result structure. The executable
+    is built at the first call (compiling needs no device, running does: ``lower`` works anywhere)."""
 
     def __init__(self, program: Program, build: Callable[[Sequence[Any]], Any]):
         self.program = program
-        self.run = program.executable
+        self._run: Callable[..., tuple[Any, ...]] | None = None
         self.build = build
         self.check_scalars = scalar_args.call_check(program.stages["traced"])  # None: nothing to check
+
+    @property
+    def run(self) -> Callable[..., tuple[Any, ...]]:
+        if self._run is None:
+            try:
+                self._run = self.program.executable
+            except DeviceError as err:  # a CUDA program called where there is no GPU
+                raise tracing.user_error(DeviceError, str(err)) from None
+        return self._run
 
     def __call__(self, leaves: list[Any]) -> Any:
         if self.check_scalars is not None:
             self.check_scalars(leaves)
-        return self.build(self.run(*leaves))  # the executable checks mutated/donated arguments
+        run = self._run or self.run
+        return self.build(run(*leaves))  # the executable checks mutated/donated arguments
 
 
 class Compiled:

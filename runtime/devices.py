@@ -1,4 +1,5 @@
-"""Which devices are usable. ``target="auto"`` asks here; ``target="cuda"`` without a GPU fails here."""
+"""Which devices are usable. ``target="auto"`` asks here; running a ``target="cuda"`` program without a
+GPU fails here (``require_device``)."""
 
 from __future__ import annotations
 
@@ -48,17 +49,23 @@ def simulator_enabled() -> bool:
 def resolve_target(requested: str | None) -> str:
     """``"cpu"`` or ``"cuda"`` for a requested target (argument, else ``DSL_TARGET``, else auto).
 
-    ``auto`` is CUDA when a GPU is usable, else the CPU. ``cuda`` needs a GPU, or the CUDA simulator
-    switched on explicitly (tests of the generated kernels); without either it is a ``DeviceError``.
+    ``auto`` is CUDA when a GPU is usable, else the CPU. ``cuda`` is a compile target whether or not
+    a GPU is present: compiling needs none, running does (``require_device``).
     """
     target = requested or os.environ.get("DSL_TARGET") or "auto"
     if target not in TARGETS:
         raise DeviceError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     if target == "auto":
         return "cuda" if cuda_available() else "cpu"
+    return target
+
+
+def require_device(target: str) -> None:
+    """Running a ``target`` program needs its device: for ``cuda`` a GPU, or the CUDA simulator
+    switched on explicitly (tests of the generated kernels); without either it is a ``DeviceError``."""
     if target == "cuda" and not (cuda_available() or simulator_enabled()):
         raise DeviceError(
-            "target='cuda' needs a usable NVIDIA GPU and driver, and none was found "
-            "(numba.cuda.is_available() is False); use target='cpu' or 'auto'"
+            "target='cuda' needs a usable NVIDIA GPU and driver to run, and none was found "
+            "(numba.cuda.is_available() is False); compiling and inspecting (lower, memory_plan, "
+            "PTX) need none; use target='cpu' or 'auto' to run here"
         )
-    return target

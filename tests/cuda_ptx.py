@@ -7,6 +7,7 @@ import re
 
 from compiler.codegen import compile_ptx, cuda_program
 from compiler.ir.core import Function
+from compiler.pipeline import Options, plan_program
 
 ARCHS = ((8, 0), (9, 0))
 
@@ -30,7 +31,7 @@ PTX_AVAILABLE = not PTX_UNAVAILABLE
 
 def check_ptx(func: Function, what: str, inplace: bool = True) -> int:
     """Compile every kernel of ``func``'s CUDA program for each arch; returns the number of kernels."""
-    program = cuda_program(func, inplace)
+    program = cuda_program(plan_program(func, Options(target="cuda", inplace=inplace)))
     for cc in ARCHS:
         ptx = compile_ptx(program, cc)
         assert set(ptx) == {k.name for k in program.kernels}, what

@@ -15,7 +15,7 @@ import numpy as np
 from compiler.ir.core import Function
 from compiler.passes.fuse import fuse
 from compiler.passes.plan import MemoryPlan, plan_buffers
-from compiler.pipeline import PASSES_BY_NAME, Options, run_passes
+from compiler.pipeline import Options, run_passes
 
 SAMPLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
 
@@ -70,7 +70,6 @@ def sample_stages(program: str) -> dict[str, Function]:
     compiled = getattr(module, fn_name)
     func, _, _, _ = compiled._trace(PROGRAMS[program](module, np.random.default_rng(0)))
     stages = run_passes(func, Options(verify=True, inplace=True))
-    stages["bufferized"] = PASSES_BY_NAME["plan"].run(stages["optimized"], Options(inplace=True))
     return stages
 
 

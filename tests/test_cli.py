@@ -15,10 +15,13 @@ import pytest
 from mlir_tools import find_mlir_opt
 
 from compiler import cli
+from compiler.pipeline import PASSES
 from compiler.plot import figure_pixels
 
 MODEL = os.path.join(os.path.dirname(__file__), "lit", "Inputs", "model.py")
 MLP = [f"{MODEL}:mlp", "--arg", "f32[4,8]", "--arg", "f32[8,8]", "--arg", "f32[8,3]"]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SGD_ARGS = ["--arg", "f32[256,128]", "--arg", "f32[256,128]", "--arg", "f32"]  # samples/sgd_step.py
 IR = """func.func @affine(%arg0: tensor<2x3xf32>, %arg1: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<f32>) {
   %0 = "dsl.broadcast"(%arg1) {shape = array<i64: 2, 3>} : (tensor<3xf32>) -> tensor<2x3xf32>
   %1 = "dsl.add"(%arg0, %0) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -146,8 +149,13 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
         "trace (traced)",
         "functionalize (functional)",
         "autodiff (grad)",
-        "simplify (optimized)",
-        "plan (bufferized)",
+        "simplify (simplified)",
+        "remat (rematerialized)",
+        "schedule (optimized)",
+        "fuse (fused)",
+        "rows (row_fused)",
+        "plan (planned)",
+        "bufferize (bufferized)",
     ]
 
 
@@ -183,6 +191,37 @@ def test_emit_ptx_for_each_arch(capsys) -> None:
         assert out.count(f".target {arch}") == len(kernels)
         assert "_matmul_f32" in {k for k, _ in kernels}
     assert dslc(capsys, "compile", *MLP, "--emit", "ptx", "--arch", "volta")[0] == 1
+
+
+def test_compile_for_cuda_needs_no_gpu(capsys) -> None:
+    """``--target cuda`` compiles, plans and prints on a machine without a GPU (issue 26, item 5):
+    the device is needed to run, not to compile."""
+    from cuda_ptx import PTX_AVAILABLE, PTX_UNAVAILABLE
+
+    sample = [os.path.join(ROOT, "samples", "sgd_step.py") + ":sgd_step", *SGD_ARGS]
+    for emit in ("plan", "bufferized", "numba"):
+        code, out, err = dslc(capsys, "compile", *sample, "--target", "cuda", "--emit", emit)
+        assert code == 0, err
+    assert "cuda.jit" in out
+    code, out, err = dslc(capsys, "plan", *sample, "--target", "cuda")
+    assert code == 0 and "peak" in out, err
+    if not PTX_AVAILABLE:
+        pytest.skip(PTX_UNAVAILABLE)
+    code, out, err = dslc(capsys, "compile", *sample, "--target", "cuda", "--emit", "ptx")
+    assert code == 0 and ".target sm_90" in out, err
+
+
+def test_opt_runs_every_pass_of_the_pipeline_by_name(capsys, tmp_path) -> None:
+    path = tmp_path / "affine.mlir"
+    path.write_text(IR)
+    names = [p.name for p in PASSES]
+    code, out, err = dslc(capsys, "opt", str(path), "--passes", ",".join(names), "--print-ir-after-all")
+    assert code == 0, err
+    headers = re.findall(r"// -----// IR Dump After (\w+) \((\w+)\) //----- //", out)
+    assert headers == [(p.name, p.stage) for p in PASSES]
+    assert "memref<2x3xf32>" in out.rsplit("IR Dump After", 1)[1]
+    code, _, err = dslc(capsys, "opt", str(path), "--passes", "plan")
+    assert code == 1 and "pass 'plan' needs the fusion plan that pass 'fuse' makes" in err
 
 
 def test_emit_mlir_is_upstream_mlir(capsys, tmp_path) -> None:

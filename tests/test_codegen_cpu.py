@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 from helpers import driver_calls, parallel_loops
 
-from compiler.codegen import build_cpu_executable, cpu
+from compiler.codegen import build_cpu_executable
 from compiler.interpreter import interpret
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import GroupKind, fuse
 from compiler.passes.plan import ALIGNMENT, plan_buffers
+from compiler.pipeline import Options, plan_program
 from compiler.prims import REGISTRY
 from runtime.errors import DSLError, ShapeError
 
@@ -61,7 +62,7 @@ def rand(shape: Sequence[int], dtype: DType = F32) -> np.ndarray:
 
 
 def check(func: Function, args: list[np.ndarray], rtol: float = 1e-5) -> tuple[np.ndarray, ...]:
-    executable, *_ = build_cpu_executable(func)
+    executable, *_ = build_cpu_executable(plan_program(func))
     got = executable(*args)
     for g, w in zip(got, interpret(func, args), strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
@@ -84,7 +85,7 @@ def chain_of_eight() -> Function:
 
 def test_elementwise_chain_is_one_kernel_without_buffers() -> None:
     func = chain_of_eight()
-    executable, program, fusion, plan = build_cpu_executable(func)
+    executable, program, fusion, plan = build_cpu_executable(plan_program(func))
     assert len(fusion.groups) == 1 and fusion.groups[0].kind is GroupKind.LOOP
     assert plan.buffers == [] and plan.peak_bytes == 0
     assert plan.naive_bytes == sum(op.result.type.nbytes for op in func.ops[:-1])
@@ -98,7 +99,7 @@ def test_same_shape_chain_uses_one_flat_loop() -> None:
     b = Builder(T(8, 16), T(8, 16))
     x, y = b.params
     func = b.function(b.op("exp", b.op("add", b.op("mul", x, y), y)))
-    _, program, _, _ = build_cpu_executable(func)
+    _, program, _, _ = build_cpu_executable(plan_program(func))
     assert "for i in range(128):" in program.source and "a0_f[i]" in program.source
 
 
@@ -145,7 +146,7 @@ def test_kernels_equal_up_to_buffer_names_are_one_function() -> None:
     for w in ws:  # three layers of one shape: three matmul and three tanh kernels
         h = b.op("tanh", b.op("matmul", h, w))
     func = b.function(b.op("matmul", h, ws[0]))
-    _, program, fusion, _ = build_cpu_executable(func)
+    _, program, fusion, _ = build_cpu_executable(plan_program(func))
     assert len(fusion.groups) == 7
     # one tanh function (each tanh stored in place over its matmul's result), called three times;
     # the matmuls are four calls of the runtime's gemm_rows: two slots of the kernel table
@@ -162,7 +163,7 @@ def test_a_value_stored_in_place_is_written_through_its_operands_array() -> None
     x, w1, w2 = b.params
     h = b.op("tanh", b.op("matmul", x, w1))  # stored over the matmul's result (which dies there)
     func = b.function(b.op("matmul", h, w2))
-    _, program, fusion, plan = build_cpu_executable(func)
+    _, program, fusion, plan = build_cpu_executable(plan_program(func))
     (row,) = [r for r in plan.buffers if r.reused_from]
     assert row.value is h
     (header,) = [line for line in program.source.splitlines() if line.startswith("def k1_tanh(")]
@@ -211,11 +212,8 @@ def test_big_groups_run_in_parallel_and_agree() -> None:
     cols = b.op("reduce_sum", y, axes=(0,))  # outer reduced axis: chunks of rows into partial results
     scaled = b.op("mul", x, x)  # a big flat loop
     func = b.function(full, rows, cols, scaled)
-    cpu.OPTIMIZATIONS.discard("row_fusion")  # each group's own kernel form (rows of x: one band)
-    try:
-        executable, program, _, _ = build_cpu_executable(func)
-    finally:
-        cpu.OPTIMIZATIONS.add("row_fusion")
+    # each group's own kernel form (rows of x: one band)
+    executable, program, _, _ = build_cpu_executable(plan_program(func, Options(row_fusion=False)))
     assert len(parallel_loops(program.source)) == 4
     args = [rand((4, n // 4)), rand((n // 4, 4))]
     for got, want in zip(executable(*args), interpret(func, args), strict=True):
@@ -250,7 +248,7 @@ def writeback_program():
     total = b.op("reduce_sum", b.op("add", new_x, y), axes=(0,))
     new_z = b.op("mul", z, b.op("broadcast", b.const(2.0), shape=(4,)))
     func = b.function(total, new_x, new_z, **{"dsl.writeback": (0, 2)})
-    return build_cpu_executable(func)[0]
+    return build_cpu_executable(plan_program(func))[0]
 
 
 def test_writeback_updates_caller_arrays(writeback_program) -> None:
@@ -284,7 +282,7 @@ def test_zero_d_inputs_and_outputs() -> None:
     func = b.function(twice, total, s)
     got = check(func, [np.array(1.5, np.float32), np.arange(3, dtype=np.float32)])
     assert [g.shape for g in got] == [(), (), ()]
-    executable = build_cpu_executable(func)[0]
+    executable = build_cpu_executable(plan_program(func))[0]
     assert executable(2.0, [1, 1, 1])[0] == 4.0  # Python scalars and lists are accepted too
 
 
@@ -292,7 +290,7 @@ def test_non_contiguous_and_mistyped_inputs() -> None:
     b = Builder(T(4, 6), T(6, 3, dtype=F64))
     x, w = b.params
     func = b.function(b.op("exp", x), b.op("matmul", b.op("cast", x, dtype=F64), w))
-    executable = build_cpu_executable(func)[0]
+    executable = build_cpu_executable(plan_program(func))[0]
     x64 = np.asfortranarray(rand((4, 6), F64))
     w_strided = rand((12, 3), F64)[::2]
     got = executable(x64, w_strided)
@@ -306,7 +304,7 @@ def test_results_alias_nothing_and_arena_is_allocated_once() -> None:
     x = b.params[0]
     y = b.op("exp", b.op("neg", b.op("transpose", b.op("exp", x), perm=(0,))))
     func = b.function(x, x, y, y, b.op("neg", x))
-    executable = build_cpu_executable(func)[0]
+    executable = build_cpu_executable(plan_program(func))[0]
     arena = executable.arena
     arg = rand((5,))
     first = executable(arg)
@@ -325,7 +323,7 @@ def test_concurrent_calls_share_the_arena_safely() -> None:
     x = b.params[0]
     y = b.op("exp", b.op("transpose", b.op("sin", x), perm=(0,)))
     func = b.function(b.op("reduce_sum", b.op("mul", y, b.op("neg", y)), axes=(0,)))
-    executable = build_cpu_executable(func)[0]
+    executable = build_cpu_executable(plan_program(func))[0]
     inputs = [rand((256,)) for _ in range(8)]
     expected = [executable(a)[0] for a in inputs]
     errors: list[int] = []

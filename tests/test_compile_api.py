@@ -10,6 +10,10 @@ import dsl
 import dsl.numpy as dnp
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_module
+from compiler.passes.plan import Planner
+from compiler.pipeline import STAGES, Options, planner, run_pipeline
+
+USER_STAGES = ("traced", "functional", "grad", "optimized", "bufferized")  # ../shared/api.md
 
 
 def test_second_call_does_not_retrace() -> None:
@@ -149,7 +153,8 @@ def test_lower_stages_and_round_trip() -> None:
         return dsl.nn.softmax(z)
 
     lo = f.lower(np.ones((2, 3), np.float32), np.ones((3, 4), np.float32))
-    assert lo.stages() == ["traced", "functional", "grad", "optimized", "bufferized"]
+    assert lo.stages() == list(STAGES)
+    assert [s for s in lo.stages() if s in USER_STAGES] == list(USER_STAGES)  # in pipeline order
     for stage in lo.stages():
         text = lo.ir(stage)
         assert "func.func @f" in text
@@ -164,6 +169,56 @@ def test_lower_stages_and_round_trip() -> None:
     assert f.trace_count == 1
 
 
+def test_cuda_target_lowers_without_a_gpu() -> None:
+    """Compiling for CUDA needs no device (issue 26, item 5): lower, the stages, the memory plan, the
+    source and the PTX; only the first call needs the GPU, and says so at the caller's line."""
+    from cuda_ptx import PTX_AVAILABLE
+
+    from runtime.devices import cuda_available
+
+    if cuda_available():
+        pytest.skip("a GPU is present: the call would run")
+    x = np.ones((64, 32), np.float32)
+    f = dsl.compile(lambda x: dsl.nn.softmax(x * 2.0).sum(axis=1), target="cuda")
+    lo = f.lower(x)
+    assert lo.program.target == "cuda" and "cuda.jit" in lo.source()
+    assert "memref<64x32xf32>" in lo.ir("bufferized") and lo.memory_plan().naive_bytes > 0
+    assert "dsl.band" not in lo.ir("row_fused")  # the CUDA printer prints no bands (yet)
+    if PTX_AVAILABLE:
+        assert ".target sm_80" in lo.ptx((8, 0))
+    with pytest.raises(
+        dsl.DeviceError, match=r"test_compile_api.py:\d+: target='cuda' needs a usable NVIDIA GPU"
+    ):
+        f(x)
+
+
+def test_remat_and_schedule_score_the_plan_that_ships(monkeypatch) -> None:
+    """The planned peaks remat and schedule compare are those of the fuse -> rows -> plan that the
+    pipeline runs after them: with the target's bands (the CPU's), and the same options."""
+    scored: list[tuple[bool, int]] = []
+    peak = Planner.peak
+
+    def recording(self: Planner, func: object) -> int:
+        scored.append((self.bands is not None, self.pack_by_size))
+        return peak(self, func)
+
+    monkeypatch.setattr(Planner, "peak", recording)
+
+    def layer(x, w):
+        h = x @ w
+        c = h - h.mean(axis=1, keepdims=True)
+        return (c * c).sum() + (h * 3.0).sum()
+
+    x, w = np.ones((32, 16), np.float32), np.ones((16, 16), np.float32)
+    func = dsl.compile(layer)._trace((x, w))[0]
+    for target, bands in (("cpu", True), ("cuda", False)):
+        scored.clear()
+        options = Options(target=target, pack_by_size=False)
+        state, stages = run_pipeline(func, options)
+        assert scored and set(scored) == {(bands, False)}
+        assert state.plan is not None and planner(options).peak(stages["optimized"]) == state.plan.peak_bytes
+
+
 def test_ir_dump_env(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("DSL_DUMP_IR", str(tmp_path))
 
@@ -173,7 +228,7 @@ def test_ir_dump_env(tmp_path, monkeypatch) -> None:
 
     g(np.ones(2))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert [n.split(".")[2] for n in names] == ["traced", "functional", "grad", "optimized", "bufferized"]
+    assert [n.split(".")[2] for n in sorted(names, key=lambda n: int(n.split(".")[1]))] == list(STAGES)
 
 
 def test_defaults_the_caller_did_not_pass_stay_python_values() -> None:

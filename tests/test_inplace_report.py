@@ -6,7 +6,7 @@ A request is ``in place`` when the array's value after it is stored where its va
 (same arena slot, or the same argument's memory), ``fused`` when one of the two never had a buffer
 (nothing to copy), and ``copy`` only when the old value stays in its buffer while the new one is
 computed into other memory. CPU plans come from the compiled program (bands, resized row-block
-slots); CUDA plans are made as ``build_cuda_executable`` makes them, without a GPU.
+slots); CUDA plans are the CUDA target's pipeline's (``plan_program``), made without a GPU.
 """
 
 from __future__ import annotations
@@ -23,12 +23,10 @@ from sample_programs import PROGRAMS, load_sample
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import _planned, cpu
 from compiler.ir.core import Function, Value
-from compiler.passes.bufferize import annotate
 from compiler.passes.inplace_report import WRITES_A_SOURCE
 from compiler.passes.plan import INPLACE_ATTR, MemoryPlan
-from compiler.pipeline import Options, run_passes
+from compiler.pipeline import Options, plan_program, run_passes
 
 FUZZ_SETTINGS = fuzz.FUZZ_SETTINGS
 rng = np.random.default_rng(25)
@@ -51,10 +49,9 @@ def cpu_report(fn: Any, args: tuple[Any, ...], **options: Any) -> tuple[Function
 
 
 def cuda_report(fn: Any, args: tuple[Any, ...], inplace: bool = True) -> tuple[Function, MemoryPlan]:
-    """The same for the CUDA target: its plan (no bands, no resized slots), made without a GPU."""
-    optimized = dsl.compile(fn, target="cpu", inplace=inplace).lower(*args)._program.stages["optimized"]
-    fusion, plan = _planned(optimized, inplace, ())
-    return annotate(optimized, fusion, plan), plan
+    """The same for the CUDA target: its plan (no bands, no resized slots), lowered without a GPU."""
+    program = dsl.compile(fn, target="cuda", inplace=inplace).lower(*args)._program
+    return program.stages["bufferized"], program.memory_plan
 
 
 REPORTS = {"cpu": cpu_report, "cuda": cuda_report}
@@ -352,8 +349,10 @@ def test_sample_programs_report_agrees_with_the_plan(program: str) -> None:
     program_ = compiled.lower(*args)._program
     check_consistent(program_.stages["bufferized"], program_.memory_plan)
     assert program_.options is not None
-    fusion, plan = _planned(program_.stages["optimized"], True, program_.options.donate_argnums)
-    check_consistent(annotate(program_.stages["optimized"], fusion, plan), plan)
+    options = Options(target="cuda", donate_argnums=program_.options.donate_argnums)
+    planned = plan_program(program_.stages["optimized"], options)  # the CUDA plan: no bands
+    assert planned.plan is not None
+    check_consistent(planned.stage(), planned.plan)
 
 
 def region_layers(x, w1, w2):
@@ -400,6 +399,7 @@ def test_random_programs_report_agrees_with_the_plan(program: fuzz.Program) -> N
     assume(not program.raises)  # a program NumPy rejects has no plan
     func, _, _, _ = dsl.compile(program.closure(fuzz.DSL))._trace(program.inputs())
     optimized = run_passes(func, Options(verify=False))["optimized"]
-    for band_role in (cpu.band_role, None):
-        fusion, plan = _planned(optimized, True, (), band_role=band_role)
-        check_consistent(annotate(optimized, fusion, plan), plan)
+    for target in ("cpu", "cuda"):  # with bands and without
+        planned = plan_program(optimized, Options(target=target, verify=False))
+        assert planned.plan is not None
+        check_consistent(planned.stage(), planned.plan)

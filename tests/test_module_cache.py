@@ -21,6 +21,7 @@ CHILD = textwrap.dedent(
     import json
     import numpy as np
     from compiler.codegen import build_cpu_executable
+    from compiler.pipeline import plan_program
     from compiler.ir.core import Block, Function, Op, Value
     from compiler.ir.types import DType, TensorType
     from compiler.prims import REGISTRY
@@ -30,7 +31,7 @@ CHILD = textwrap.dedent(
     y = Op.create(REGISTRY["mul"], [x, c.result])
     s = Op.create(REGISTRY["reduce_sum"], [y.result], {"axes": (1,)})
     func = Function("f", Block((x,), (c, y, s), (s.result,)))
-    executable, program, _, _ = build_cpu_executable(func)
+    executable, program, _, _ = build_cpu_executable(plan_program(func))
     (out,) = executable(np.ones((3, 4), np.float32))
     stats = executable.driver.stats
     print(json.dumps({

@@ -1,10 +1,9 @@
 """Speed-only code paths of the CPU backend give the results of their plain forms (correctness only,
-never timing): ``compiler.codegen.cpu.OPTIMIZATIONS`` switched off one by one, and matmuls reading
-transposed operands as BLAS views (``fuse(contract_transposes=True)``)."""
+never timing): ``compiler.codegen.cpu.OPTIMIZATIONS`` and the passes' optimization options (row fusion,
+fusion's recomputation, matmuls reading transposed operands as BLAS views) switched off one by one."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -13,11 +12,11 @@ import numpy as np
 import pytest
 from helpers import gemm_calls, interpret_fn
 
-import compiler.codegen as codegen
 import dsl
 import dsl.numpy as dnp
 from compiler.codegen import cpu
 from compiler.passes.fuse import GroupKind, fuse
+from compiler.pipeline import option_defaults
 
 rng = np.random.default_rng(17)
 
@@ -37,15 +36,7 @@ def switched_off(name: str) -> Iterator[None]:
         cpu.OPTIMIZATIONS.update(saved)
 
 
-@contextmanager
-def fusion_options(**options: bool) -> Iterator[None]:
-    """The CPU builder fuses with ``options`` (``compiler/codegen/__init__.py`` calls ``fuse(func)``)."""
-    original = codegen.fuse
-    codegen.fuse = functools.partial(fuse, **options)  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        codegen.fuse = original  # type: ignore[assignment]
+PASS_SWITCHES = ["contract_transposes", "recompute", "row_fusion", "row_compute_once"]  # Options fields
 
 
 def xent(z: Any, y: Any) -> Any:
@@ -128,16 +119,12 @@ def _fresh(fn: Any) -> Any:
 
 
 @pytest.mark.parametrize("name", [c[0] for c in _grad_cases()])
-@pytest.mark.parametrize("switch", sorted(cpu.OPTIMIZATIONS) + ["contract_transposes", "recompute"])
+@pytest.mark.parametrize("switch", sorted(cpu.OPTIMIZATIONS) + PASS_SWITCHES)
 def test_optimization_matches_switched_off(name: str, switch: str) -> None:
     (_, fn, args), *_ = [c for c in _grad_cases() if c[0] == name]
-    if switch == "contract_transposes":
+    if switch in PASS_SWITCHES:
         on = _leaves(_fresh(fn)(*args))
-        with fusion_options(contract_transposes=False):
-            off = _leaves(_fresh(fn)(*args))
-    elif switch == "recompute":
-        on = _leaves(_fresh(fn)(*args))
-        with fusion_options(recompute=False):
+        with option_defaults(**{switch: False}):
             off = _leaves(_fresh(fn)(*args))
     else:
         on = _leaves(_fresh(fn)(*args))

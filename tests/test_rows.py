@@ -19,10 +19,10 @@ from test_codegen_cpu import Builder, T
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import build_cpu_executable, cpu
+from compiler.codegen import build_cpu_executable
 from compiler.interpreter import interpret
 from compiler.passes.fuse import GroupKind
-from compiler.pipeline import Options, run_passes
+from compiler.pipeline import Options, option_defaults, plan_program, run_passes
 
 rng = np.random.default_rng(23)
 
@@ -34,17 +34,14 @@ def f32(*shape: int) -> np.ndarray:
 
 @contextmanager
 def rows_off() -> Iterator[None]:
-    cpu.OPTIMIZATIONS.discard("row_fusion")
-    try:
+    with option_defaults(row_fusion=False):
         yield
-    finally:
-        cpu.OPTIMIZATIONS.add("row_fusion")
 
 
 def build(fn: Any, *args: Any, sanitize: bool = False) -> Any:
     func = dsl.compile(fn)._trace(args)[0]
     optimized = run_passes(func, Options())["optimized"]
-    return build_cpu_executable(optimized, sanitize=sanitize)
+    return build_cpu_executable(plan_program(optimized, Options(sanitize=sanitize)))
 
 
 def layer_norm(x: Any, g: Any, b: Any, r: Any) -> Any:
@@ -140,13 +137,10 @@ def test_a_transcendental_recomputed_by_band_members_is_computed_once_per_row() 
     assert kept and kept[0] in band.groups[1].outputs  # the row sum's member stores exp(z - max) ...
     assert all(not g.produces(kept[0]) for g in band.groups[2:])  # ... and the gradient reads it
     assert re.findall(r"\bexp_f32\(", program.source.split("def k")[1]) == ["exp_f32("]
-    cpu.OPTIMIZATIONS.discard("row_compute_once")
-    try:
+    with option_defaults(row_compute_once=False):
         _, recomputed, _, _ = build(grad, z, y)
         assert len(re.findall(r"\bexp_f32\(", recomputed.source.split("def k")[1])) == 2
         off = _leaves(dsl.compile(grad)(z, y))
-    finally:
-        cpu.OPTIMIZATIONS.add("row_compute_once")
     for a, b in zip(_leaves(dsl.compile(grad)(z, y)), off, strict=True):
         np.testing.assert_array_equal(a, b)  # the same exp, stored instead of computed again
     check_against_off(grad, z, y)
@@ -161,7 +155,7 @@ def test_a_tail_result_read_by_rows_ends_the_band() -> None:
     y = b.op("reduce_sum", b.op("sin", b.op("mul", x, r)), axes=(1,))  # rows after the tail
     z = b.op("sub", x, b.op("broadcast", mean, shape=(300, 20)))  # reads the tail's result
     func = b.function(y, z)
-    executable, _, fusion, _ = build_cpu_executable(func)
+    executable, _, fusion, _ = build_cpu_executable(plan_program(func))
     (band,) = fusion.bands
     (tail,) = band.tail
     assert band.groups[-1] is not tail  # the sin rows follow the tail inside the band

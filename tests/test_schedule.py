@@ -1,6 +1,9 @@
 """The memory passes (``compiler/passes/schedule.py``, ``remat.py``, offline packing in ``plan.py``),
-each against its switched-off form: results bit for bit the same, planned peak never higher, and
-lower on the program shape it exists for. Sizes are small: the plans, not the speed, are checked."""
+each against its switched-off form: the same results, planned peak never higher, and lower on the
+program shape it exists for. Every op computes what it computed before; only a reduction that a new
+order moves into or out of a band of row-fused kernels (``rows.py``) sums in another order, so
+results agree to float32 rounding, not always bit for bit. Sizes are small: the plans, not the
+speed, are checked."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import dsl
 import dsl.numpy as dnp
 from compiler.ir.verify import verify
 from compiler.passes.fuse import fuse
-from compiler.passes.plan import check_no_overlap, plan_buffers
+from compiler.passes.plan import Planner, check_no_overlap, plan_buffers
 from compiler.passes.remat import rematerialize
 from compiler.passes.schedule import planned_peak, schedule_for_memory
 from compiler.pipeline import Options, run_passes
@@ -112,7 +115,7 @@ def test_memory_pass_matches_switched_off(name: str, switch: tuple[str, ...], mo
     off, peak_off = _run(fn, args, monkeypatch, switch)
     assert peak_on <= peak_off
     for a, b in zip(on, off, strict=True):
-        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(b).max(initial=0))))
 
 
 def _optimized(fn: Any, args: Any, **options: Any) -> Any:
@@ -139,7 +142,7 @@ def test_schedule_never_raises_the_peak_and_keeps_the_reference_plan() -> None:
     for fn, make_args in PROGRAMS.values():
         func = _optimized(fn, make_args())
         assert planned_peak(schedule_for_memory(func)) <= planned_peak(func)
-        assert schedule_for_memory(func, inplace=False) is func
+        assert schedule_for_memory(func, Planner(inplace=False)) is func
 
 
 def test_schedule_keeps_a_user_inplace_request_in_place() -> None:

@@ -1,105 +1,117 @@
-"""Code generation: IR -> Numba source -> an ``Executable`` (``runtime.executable``)."""
+"""Code generation: print the pipeline's planned program as Numba source; load it as an executable.
+
+A code generator takes the pipeline's final state (``compiler.compilation.Compilation``: the
+optimized function, its fusion plan with bands, its memory plan) and makes no decision about
+memory. Printing needs no device (``generate``, ``cuda_program``, ``compile_ptx``); loading a CUDA
+program (``load``) does.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Any
 
-from compiler.codegen import cpu
 from compiler.codegen.cpu import CpuProgram, generate_cpu
 from compiler.codegen.cuda import CudaProgram, generate_cuda
-from compiler.ir.core import Function
-from compiler.passes import rows
-from compiler.passes.fuse import FusionPlan, Group, fuse
-from compiler.passes.plan import MemoryPlan, check_no_overlap, plan_buffers
-from compiler.pipeline import paused_gc
+from compiler.compilation import Compilation
+from compiler.passes.fuse import FusionPlan
+from compiler.passes.plan import MemoryPlan
+from runtime.devices import require_device
 from runtime.executable import Executable
 from runtime.module_cache import load_module
 from runtime.precompile import prepare
 
 
-def _planned(
-    func: Function,
-    inplace: bool,
-    donate_argnums: tuple[int, ...],
-    sanitize: bool = False,
-    band_role: Callable[[Group], str | None] | None = None,
-    compute_once: bool = True,
-) -> tuple[FusionPlan, MemoryPlan]:
-    """Fusion and memory plan of optimized IR; ``band_role``: the backend's row-fusion roles
-    (``rows.form_bands``; the CPU backend's, while its ``row_fusion`` switch is on), and
-    ``compute_once`` its ``row_compute_once`` switch. ``sanitize`` also checks the plan for
-    overlapping live buffers."""
-    with paused_gc():
-        fusion = fuse(func)
-        if band_role is not None:
-            rows.form_bands(func, fusion, band_role, compute_once)
-        plan = plan_buffers(func, fusion, inplace, donate_argnums)
-    if sanitize:
-        check_no_overlap(plan)
-    return fusion, plan
+def _planned(program: Compilation) -> tuple[FusionPlan, MemoryPlan]:
+    if program.fusion is None or program.plan is None:
+        raise ValueError("code generation takes a planned program (compiler.pipeline.plan_program)")
+    return program.fusion, program.plan
 
 
-def build_cpu_executable(
-    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), sanitize: bool = False
-) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
-    """fuse -> plan -> generate_cpu -> load_module -> Executable, for optimized IR.
+def generate(program: Compilation) -> tuple[CpuProgram | CudaProgram, MemoryPlan]:
+    """The generated module of ``program`` for its target, and the memory plan that code follows:
+    the pipeline's, except where the CPU's row-block regions store a buffer one block of rows per
+    thread (``plan.resize_slots``, done here until it is a pass over the kernel IR)."""
+    fusion, plan = _planned(program)
+    if program.options.target == "cuda":
+        return generate_cuda(program.func, fusion, plan, program.options.sanitize), plan
+    generated = generate_cpu(program.func, fusion, plan, program.options.sanitize)
+    return generated, generated.plan
 
-    ``sanitize``: check the plan for overlapping live buffers and poison each buffer when it dies.
-    """
-    role = cpu.band_role if "row_fusion" in cpu.OPTIMIZATIONS else None
-    once = "row_compute_once" in cpu.OPTIMIZATIONS
-    fusion, plan = _planned(func, inplace, donate_argnums, sanitize, role, once)
-    program = generate_cpu(func, fusion, plan, sanitize)
-    module = load_module(program.source, program.constants)
-    executable = Executable(
-        getattr(module, program.entry),
-        program.arena_bytes,
-        program.n_results,
-        program.writeback,
+
+def load(program: Compilation, generated: CpuProgram | CudaProgram) -> Any:
+    """The executable of a generated module (a CUDA one needs a GPU or the simulator)."""
+    if isinstance(generated, CudaProgram):
+        return _cuda_executable(program, generated)
+    return _cpu_executable(program, generated)
+
+
+def _cpu_executable(program: Compilation, generated: CpuProgram) -> Executable:
+    func = program.func
+    module = load_module(generated.source, generated.constants)
+    return Executable(
+        getattr(module, generated.entry),
+        generated.arena_bytes,
+        generated.n_results,
+        generated.writeback,
         [(p.type.shape, p.type.dtype.np) for p in func.params],
         name=func.name,
-        out_types=[(t.shape, t.dtype.np) for t in program.out_types],
-        direct_writeback=program.direct_writeback,
+        out_types=[(t.shape, t.dtype.np) for t in generated.out_types],
+        direct_writeback=generated.direct_writeback,
         arg_names=func.arg_names,
-        donated=donate_argnums,
+        donated=program.options.donate_argnums,
         prepare=lambda: prepare(
-            module, program.kernel_slots, program.kernel_weights, program.entry, program.entry_signature
+            module,
+            generated.kernel_slots,
+            generated.kernel_weights,
+            generated.entry,
+            generated.entry_signature,
         ),
     )
-    return executable, program, fusion, program.plan
 
 
-def build_cuda_executable(
-    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), sanitize: bool = False
-) -> tuple[Any, CudaProgram, FusionPlan, MemoryPlan]:
-    """fuse -> plan -> generate_cuda -> load_module -> ``CudaExecutable`` (needs a GPU or the simulator)."""
+def _cuda_executable(program: Compilation, generated: CudaProgram) -> Any:
     from runtime.cuda_executable import CudaExecutable
 
-    fusion, plan = _planned(func, inplace, donate_argnums, sanitize)
-    program = generate_cuda(func, fusion, plan, sanitize)
-    module = load_module(program.source, program.constants)
-    executable = CudaExecutable(
+    require_device("cuda")
+    func = program.func
+    module = load_module(generated.source, generated.constants)
+    return CudaExecutable(
         module,
-        program.entry,
-        program.arena_bytes,
-        program.n_results,
-        program.writeback,
+        generated.entry,
+        generated.arena_bytes,
+        generated.n_results,
+        generated.writeback,
         [(p.type.shape, p.type.dtype.np) for p in func.params],
-        [(t.shape, t.dtype.np) for t in program.result_types],
-        out_types=[(t.shape, t.dtype.np) for t in program.out_types],
+        [(t.shape, t.dtype.np) for t in generated.result_types],
+        out_types=[(t.shape, t.dtype.np) for t in generated.out_types],
         name=func.name,
-        direct_writeback=program.direct_writeback,
+        direct_writeback=generated.direct_writeback,
         arg_names=func.arg_names,
-        donated=donate_argnums,
+        donated=program.options.donate_argnums,
     )
-    return executable, program, fusion, plan
 
 
-def cuda_program(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> CudaProgram:
-    """The CUDA code for optimized IR, without building an executable (no GPU needed)."""
-    return generate_cuda(func, *_planned(func, inplace, donate_argnums))
+def build_cpu_executable(program: Compilation) -> tuple[Executable, CpuProgram, FusionPlan, MemoryPlan]:
+    """generate_cpu -> load_module -> Executable, for a program planned for the CPU; also the
+    generated module, and the fusion and memory plan its code follows."""
+    fusion, _ = _planned(program)
+    generated, plan = generate(program)
+    assert isinstance(generated, CpuProgram)
+    return _cpu_executable(program, generated), generated, fusion, plan
+
+
+def build_cuda_executable(program: Compilation) -> tuple[Any, CudaProgram, FusionPlan, MemoryPlan]:
+    """generate_cuda -> load_module -> ``CudaExecutable`` (needs a GPU or the simulator)."""
+    fusion, plan = _planned(program)
+    generated = cuda_program(program)
+    return _cuda_executable(program, generated), generated, fusion, plan
+
+
+def cuda_program(program: Compilation) -> CudaProgram:
+    """The CUDA code of a program planned for CUDA, without building an executable (no GPU needed)."""
+    fusion, plan = _planned(program)
+    return generate_cuda(program.func, fusion, plan, program.options.sanitize)
 
 
 def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:
@@ -156,6 +168,8 @@ __all__ = [
     "build_cuda_executable",
     "compile_ptx",
     "cuda_program",
+    "generate",
     "generate_cpu",
     "generate_cuda",
+    "load",
 ]

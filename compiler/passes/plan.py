@@ -38,12 +38,13 @@ from __future__ import annotations
 
 import bisect
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from compiler.ir.core import Function, Value
-from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.fuse import FusionPlan, Group, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
 from compiler.passes.inplace_report import InplaceDecision, InplaceRequest, find_requests, report_requests
 from runtime.errors import VerificationError
@@ -133,6 +134,42 @@ def plan_buffers(
     plan.requests = find_requests(func, fusion, plan, inplace)
     report_requests(plan)
     return plan
+
+
+@dataclass(frozen=True)
+class Planner:
+    """The kernel passes as the pipeline runs them for one target and set of options: ``fuse`` ->
+    ``bands`` (the rows pass: ``rows.form_bands`` with the target's roles, or None where the target
+    prints no bands or row fusion is off) -> ``plan_buffers``. The pipeline's ``fuse``, ``rows`` and
+    ``plan`` passes call its steps, and ``remat`` and ``schedule`` score their candidates with
+    ``peak``, so they optimize the plan that ships."""
+
+    inplace: bool = True
+    donate_argnums: tuple[int, ...] = ()
+    contract_transposes: bool = True
+    recompute: bool = True
+    pack_by_size: bool | None = None  # None: DSL_NO_PACK_BY_SIZE decides
+    bands: Callable[[Function, FusionPlan], None] | None = None
+
+    def fuse(self, func: Function) -> FusionPlan:
+        return fuse(func, self.contract_transposes, self.recompute)
+
+    def form_bands(self, func: Function, fusion: FusionPlan) -> None:
+        if self.bands is not None:
+            self.bands(func, fusion)
+
+    def plan_buffers(self, func: Function, fusion: FusionPlan) -> MemoryPlan:
+        return plan_buffers(func, fusion, self.inplace, self.donate_argnums, self.pack_by_size)
+
+    def shipped(self, func: Function) -> tuple[FusionPlan, MemoryPlan]:
+        """Fusion (with bands) and memory plan of optimized IR, as the pipeline would make them."""
+        fusion = self.fuse(func)
+        self.form_bands(func, fusion)
+        return fusion, self.plan_buffers(func, fusion)
+
+    def peak(self, func: Function) -> int:
+        """The arena the shipped plan of ``func`` needs."""
+        return self.shipped(func)[1].peak_bytes
 
 
 def repack_by_size(rows: list[BufferRow], online_peak: int) -> int:

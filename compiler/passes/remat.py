@@ -17,21 +17,19 @@ op is placed before ``g``'s first read of it, and ``g`` reads the copy: fusion t
 ``g`` anyway, or an index map or literal (fusion recomputes those wherever they are read) over such
 values; a cheap elementwise operand that has no buffer is copied too (up to ``DEPTH`` levels).
 
-The rewritten function is fused and planned, and kept only when its planned peak is smaller: the pass
-never makes the plan bigger. Every copy computes, element for element, the same operations on the
-same values as the op it copies, so results are bit-identical. ``Options.remat`` /
-``DSL_NO_REMAT=1`` switch it off.
+The rewritten function is fused, row-fused and planned as the pipeline will ship it (``plan.Planner``),
+and kept only when its planned peak is smaller: the pass never makes the plan bigger. Every copy
+computes, element for element, the same operations on the same values as the op it copies, so
+results are bit-identical. ``Options.remat`` / ``DSL_NO_REMAT=1`` switch it off.
 """
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 
 from compiler.ir.core import Block, Function, Op, Value
-from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
-from compiler.passes.plan import INPLACE_ATTR
-from compiler.passes.schedule import planned_peak
+from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.plan import INPLACE_ATTR, Planner
 from compiler.prims import elementwise as ew
 from compiler.prims.base import Kind
 
@@ -39,15 +37,13 @@ DEPTH = 3  # elementwise and index-map levels a copy may reach back through
 _AT_OWN_INDEX = frozenset({Kind.ELEMENTWISE, Kind.REDUCTION})  # readers that read v where they compute
 
 
-def remat_enabled() -> bool:
-    return os.environ.get("DSL_NO_REMAT", "") in ("", "0")
-
-
-def rematerialize(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> Function:
-    """``func`` with cheap stored values recomputed in their later readers, when that shrinks the plan."""
+def rematerialize(func: Function, planner: Planner | None = None) -> Function:
+    """``func`` with cheap stored values recomputed in their later readers, when that shrinks the plan
+    ``planner`` makes (default: ``Planner()``, no bands)."""
     if any(op.regions for op in func.ops):
         return func
-    fusion = fuse(func)
+    planner = planner or Planner()
+    fusion = planner.fuse(func)
     copies = _Copier(func, fusion).run()
     if not copies:
         return func
@@ -57,7 +53,7 @@ def rematerialize(func: Function, inplace: bool = True, donate_argnums: tuple[in
         ops += before
         ops.append(op.with_operands(tuple(reads.get(v, v) for v in op.operands)) if reads else op)
     candidate = func.replace_body(Block(func.params, tuple(ops), func.results))
-    if planned_peak(candidate, inplace, donate_argnums) < planned_peak(func, inplace, donate_argnums):
+    if planner.peak(candidate) < planner.peak(func):
         return candidate
     return func
 

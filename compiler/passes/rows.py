@@ -10,7 +10,7 @@ full buffer: fewer passes over memory and a smaller arena.
 A group may join the band that ends just before it when
 
 - it is a LOOP or REDUCE group (matmuls keep their BLAS kernels) that the backend writes as a loop
-  nest (``role``: the backend's own test, ``cpu.band_role``), its iteration space has the band's
+  nest (``role``: ``band_role`` with the target's NumPy-kernel test), its iteration space has the band's
   leading extent, and, for a reduction, the reduced axes are either trailing axes without axis 0 (a
   row reduction: its result for row ``i`` is ready after row ``i``) or include axis 0 (a column or
   full reduction: each thread accumulates partial results over its rows, combined in a fixed order
@@ -36,14 +36,37 @@ that operand only at the row being computed, before it (``Band.aligned``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
-from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool
 from compiler.ir.core import Function, Value
 from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
 from compiler.prims import elementwise as ew
 
-MEMBER, TAIL = "member", "tail"  # the roles a backend's ``role`` callback gives a group (None: neither)
+MEMBER, TAIL = "member", "tail"  # the roles ``band_role`` gives a group (None: neither)
+ROW = "i0"  # the loop variable of a group's leading axis (``emit.ROW``): the row a band computes
+# How the kernels of a band run row by row, which decides what may join one (the CPU code generator
+# follows the same numbers): groups of at least PARALLEL_MIN_ELEMENTS elements run their rows in
+# parallel, in REDUCE_CHUNKS fixed chunks (fixed: results do not vary with the thread count); a
+# reduction over axis 0 keeps a partial result per chunk, at most PARTIALS_MAX_ELEMENTS in all.
+PARALLEL_MIN_ELEMENTS = 1 << 16
+REDUCE_CHUNKS = 16
+PARTIALS_MAX_ELEMENTS = 1 << 20
+
+
+def band_role(group: Group, numpy_kernel: Callable[[Group], bool]) -> str | None:
+    """The row-fusion role of ``group``: ``MEMBER`` for a group written as a loop nest (not a NumPy
+    kernel: ``numpy_kernel``, the target's own test) whose reduction over axis 0, if any, keeps a
+    partial result per chunk of rows within ``PARTIALS_MAX_ELEMENTS``; ``TAIL`` for a small loop nest
+    that can run serially after a band's loop; else None."""
+    if group.kind is GroupKind.CONTRACT or math.prod(group.shape) == 0 or numpy_kernel(group):
+        return None
+    if 0 in group.reduced_axes and REDUCE_CHUNKS * group.root.result.type.size > PARTIALS_MAX_ELEMENTS:
+        return None
+    if group.shape and group.shape[0] >= 2:
+        return MEMBER
+    small = group.kind is GroupKind.LOOP and math.prod(group.shape) < PARALLEL_MIN_ELEMENTS
+    return TAIL if small else None
 
 
 def form_bands(
@@ -53,7 +76,8 @@ def form_bands(
     mark the values each band keeps per row (``Band.local``).
 
     ``role(group)``: ``MEMBER`` if the backend can run the group row by row, ``TAIL`` if it can run it
-    serially after a band's loop (a small loop nest: a loss divided by the batch size), else None.
+    serially after a band's loop (a small loop nest: a loss divided by the batch size), else None
+    (``band_role``).
     A tail joins the band before it when it reads no value the band computes row by row: its results
     exist only after the loop, like a column reduction's, and row members after it may not read them.
     So softmax's forward and backward stay one band around the loss's division.
@@ -191,6 +215,11 @@ def _compute_once(band: Band, returned: set[Value]) -> None:
 def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[str, ...]]]:
     """The indices at which ``group``'s body reads each buffer (``hidden``: an inlined value read as
     if it were a buffer), found by lowering the body symbolically."""
+    # The backends' scalar lowering, run symbolically: the one use of code generation in the passes,
+    # imported here (not at load: codegen imports this module) until the kernel IR records each
+    # load's index (compiler/kernel) and this asks it instead.
+    from compiler.codegen.emit import BodyBuilder, ConstantPool
+
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
     reads: dict[Value, set[tuple[str, ...]]] = {}
 

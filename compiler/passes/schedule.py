@@ -22,56 +22,51 @@ argument's old value, so it can still be written straight into the caller's arra
 request (``dsl.inplace``) runs after the other readers of the value it overwrites, so it stays in place.
 
 The ops are then emitted kernel by kernel (an index map inlined into several kernels with the first of
-them), every candidate order (the original one included) is fused and planned for real, and the order
-with the smallest planned peak is kept; on a tie, the original. The pass never makes the plan bigger,
-and it changes no value: every op computes what it computed before, only the order of independent
-kernels changes. ``Options.schedule`` / ``DSL_NO_SCHEDULE=1`` switch it off.
+them), every candidate order (the original one included) is fused, row-fused and planned as the
+pipeline will ship it (``plan.Planner``: the same steps and options as its later passes), and the
+order with the smallest planned peak is kept; on a tie, the original. The pass never makes the plan bigger,
+and every op computes what it computed before, only the order of independent kernels changes (a
+reduction the new order moves into or out of a band of row-fused kernels sums its terms in another
+order: results agree to rounding). ``Options.schedule`` / ``DSL_NO_SCHEDULE=1`` switch it off.
 """
 
 from __future__ import annotations
 
 import heapq
-import os
 from collections import defaultdict
 from collections.abc import Callable
 from itertools import product
 
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.verify import WRITEBACK
-from compiler.passes.fuse import FusionPlan, Group, fuse
-from compiler.passes.plan import INPLACE_ATTR, plan_buffers
-
-
-def schedule_enabled() -> bool:
-    return os.environ.get("DSL_NO_SCHEDULE", "") in ("", "0")
+from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.plan import INPLACE_ATTR, Planner
 
 
 def planned_peak(func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = ()) -> int:
-    """The arena the planner needs for ``func`` as it stands (fusion and planning as in codegen)."""
-    return plan_buffers(func, fuse(func), inplace, donate_argnums).peak_bytes
+    """The arena of ``func``'s plan without bands (the CUDA target's, and ``dslc opt``'s default)."""
+    return Planner(inplace, donate_argnums).peak(func)
 
 
-def schedule_for_memory(
-    func: Function, inplace: bool = True, donate_argnums: tuple[int, ...] = (), rounds: int = 3
-) -> Function:
-    """``func`` with its ops in the candidate order of smallest planned peak (module docstring).
-    A new order can change the fusion (which kernel stores a shared value), so the chosen order is
-    scheduled again, up to ``rounds`` times, while that still shrinks the peak."""
-    if not inplace or len(func.ops) < 3 or any(op.regions for op in func.ops):
+def schedule_for_memory(func: Function, planner: Planner | None = None, rounds: int = 3) -> Function:
+    """``func`` with its ops in the candidate order of smallest planned peak (module docstring), each
+    candidate planned by ``planner`` (default: ``Planner()``, no bands). A new order can change the
+    fusion (which kernel stores a shared value), so the chosen order is scheduled again, up to
+    ``rounds`` times, while that still shrinks the peak."""
+    planner = planner or Planner()
+    if not planner.inplace or len(func.ops) < 3 or any(op.regions for op in func.ops):
         return func  # the reference plan gives every buffer its own slot: order cannot matter
-    peak = planned_peak(func, inplace, donate_argnums)
+    peak = planner.peak(func)
     for _ in range(rounds):
-        func, new_peak = _best_order(func, peak, inplace, donate_argnums)
+        func, new_peak = _best_order(func, peak, planner)
         if new_peak == peak:
             break
         peak = new_peak
     return func
 
 
-def _best_order(
-    func: Function, peak: int, inplace: bool, donate_argnums: tuple[int, ...]
-) -> tuple[Function, int]:
-    fusion = fuse(func)
+def _best_order(func: Function, peak: int, planner: Planner) -> tuple[Function, int]:
+    fusion = planner.fuse(func)
     graph = _KernelGraph(func, fusion)
     best, best_peak = func, peak
     tried = [list(range(len(fusion.groups)))]
@@ -81,7 +76,7 @@ def _best_order(
             continue
         tried.append(order)
         candidate = func.replace_body(Block(func.params, _emit(func, fusion, order), func.results))
-        candidate_peak = planned_peak(candidate, inplace, donate_argnums)
+        candidate_peak = planner.peak(candidate)
         if candidate_peak < best_peak:
             best, best_peak = candidate, candidate_peak
     return best, best_peak

@@ -11,11 +11,12 @@ import test_vjp_rules as rules
 from compiler.codegen import build_cuda_executable
 from compiler.interpreter import interpret
 from compiler.ir.core import Op, Value
+from compiler.pipeline import Options, plan_program
 from compiler.prims import REGISTRY
 
 
 def run_cuda(func, args, inplace: bool) -> list[np.ndarray]:
-    executable, *_ = build_cuda_executable(func, inplace=inplace)
+    executable, *_ = build_cuda_executable(plan_program(func, Options(target="cuda", inplace=inplace)))
     with np.errstate(all="ignore"):
         return list(executable(*args))
 

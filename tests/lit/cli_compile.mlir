@@ -38,9 +38,18 @@
 // ALL:        // -----// IR Dump After trace (traced) //----- //
 // ALL:        // -----// IR Dump After functionalize (functional) //----- //
 // ALL:        // -----// IR Dump After autodiff (grad) //----- //
-// ALL:        // -----// IR Dump After simplify (optimized) //----- //
-// ALL:        // -----// IR Dump After plan (bufferized) //----- //
-// ALL:          dsl.arena_bytes = 192
+// ALL:        // -----// IR Dump After simplify (simplified) //----- //
+// ALL:        // -----// IR Dump After remat (rematerialized) //----- //
+// ALL:        // -----// IR Dump After schedule (optimized) //----- //
+// ALL:        // -----// IR Dump After fuse (fused) //----- //
+// ALL:          "dsl.tanh"(%0) {dsl.kernel = 1 : i64}
+// ALL:        // -----// IR Dump After rows (row_fused) //----- //
+// ALL:        // -----// IR Dump After plan (planned) //----- //
+// ALL:          func.func @mlp(%arg0: tensor<4x8xf32>
+// ALL-SAME:       dsl.arena_bytes = 192
+// ALL:        // -----// IR Dump After bufferize (bufferized) //----- //
+// ALL:          func.func @mlp(%arg0: memref<4x8xf32>
+// ALL-SAME:       dsl.arena_bytes = 192
 
 // GRAD-LABEL: func.func @loss
 // GRAD-SAME:    -> tensor<8x3xf32>

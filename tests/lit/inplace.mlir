@@ -1,5 +1,8 @@
-// RUN: %dslc opt %s --passes inplace | FileCheck %s
-// RUN: %dslc opt %s --passes inplace --no-inplace | FileCheck %s --check-prefix=OFF
+// RUN: %dslc opt %s --passes fuse,plan,inplace | FileCheck %s
+// RUN: %dslc opt %s --passes fuse,plan,inplace --no-inplace | FileCheck %s --check-prefix=OFF
+// RUN: not %dslc opt %s --passes inplace 2>&1 | FileCheck %s --check-prefix=ORDER
+
+// ORDER:      dslc: error: pass 'inplace' needs the memory plan that pass 'plan' makes: run 'plan' before it
 
 // An elementwise kernel whose operand dies there writes into the operand's buffer.
 // CHECK-LABEL: func.func @dying_operand

@@ -1,5 +1,5 @@
-// RUN: %dslc opt %s --passes plan | FileCheck %s
-// RUN: %dslc opt %s --passes plan --no-inplace | FileCheck %s --check-prefix=REF
+// RUN: %dslc opt %s --passes fuse,plan,bufferize | FileCheck %s
+// RUN: %dslc opt %s --passes fuse,plan,bufferize --no-inplace | FileCheck %s --check-prefix=REF
 
 // Best fit: once %0 and %1 are dead, the later buffers reuse their blocks; the reference plan
 // gives every buffer its own 64-byte-aligned slot.

@@ -1,5 +1,5 @@
-// RUN: %dslc opt %s --passes schedule,plan | FileCheck %s
-// RUN: %dslc opt %s --passes plan | FileCheck %s --check-prefix=TRACED
+// RUN: %dslc opt %s --passes schedule,fuse,plan | FileCheck %s
+// RUN: %dslc opt %s --passes fuse,plan | FileCheck %s --check-prefix=TRACED
 
 // %0 is read only by the last add: traced first, its buffer is live across the whole chain
 // (three 64x64 f32 buffers at the peak). The schedule sinks it to just before its reader (two).

@@ -1,0 +1,121 @@
+"""What the pipeline hands from pass to pass: the ``Options`` it runs with, the ``Target`` it compiles
+for, and the ``Compilation`` (the function, and once fused and planned its kernels and buffers).
+
+A leaf module (IR and pass data types only), so that the passes that score a plan (``remat``,
+``schedule``) and the code generators can read these records without importing the pipeline.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from compiler.ir.core import Function
+from compiler.ir.verify import verify_enabled
+
+if TYPE_CHECKING:
+    from compiler.autodiff import GradSpec
+    from compiler.passes.fuse import FusionPlan, Group
+    from compiler.passes.plan import MemoryPlan
+
+
+def _env_off(name: str) -> bool:
+    """A switch that is on unless ``name`` is set to something other than ``0``."""
+    return os.environ.get(name, "") in ("", "0")
+
+
+_DEFAULTS: dict[str, Any] = {}  # option_defaults(): fields every new Options starts from
+
+
+def _default(name: str, value: Callable[[], Any]) -> Any:
+    return field(default_factory=lambda: _DEFAULTS[name] if name in _DEFAULTS else value())
+
+
+@contextmanager
+def option_defaults(**fields: Any) -> Iterator[None]:
+    """Every ``Options`` made inside starts from these field values (fields given explicitly still
+    win): how tests and benchmarks switch an optimization off for programs that ``dsl.compile``
+    builds, e.g. ``with option_defaults(row_fusion=False): f(x)``. Process-wide, like the
+    environment variables the defaults come from."""
+    unknown = set(fields) - set(Options.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"Options has no field {sorted(unknown)[0]!r}")
+    saved = dict(_DEFAULTS)
+    _DEFAULTS.update(fields)
+    try:
+        yield
+    finally:
+        _DEFAULTS.clear()
+        _DEFAULTS.update(saved)
+
+
+@dataclass
+class Options:
+    """Compiler options, one field per choice a pass makes; ``dsl.compile`` and the CLI set them.
+
+    The optimization switches are on by default; the environment variables of ``docs/flags.md``
+    (``DSL_NO_INPLACE``, ``DSL_NO_REMAT``, ``DSL_NO_SCHEDULE``, ``DSL_NO_PACK_BY_SIZE``,
+    ``DSL_SANITIZE``, ``DSL_VERIFY``) are their defaults' source.
+    """
+
+    target: str = "cpu"  # a key of TARGETS
+    inplace: bool = _default("inplace", lambda: _env_off("DSL_NO_INPLACE"))  # buffer reuse, plan
+    strict_inplace: bool = False  # an in-place request demoted to a copy is an error (bufferize)
+    donate_argnums: tuple[int, ...] = ()
+    verify: bool = _default("verify", verify_enabled)  # the IR verifier after every pass
+    sanitize: bool = _default("sanitize", lambda: not _env_off("DSL_SANITIZE"))
+    grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives
+    remat: bool = _default("remat", lambda: _env_off("DSL_NO_REMAT"))  # the remat pass
+    schedule: bool = _default("schedule", lambda: _env_off("DSL_NO_SCHEDULE"))  # the schedule pass
+    # fuse: matmuls read transposed operands as strided views; cheap shared values are recomputed
+    contract_transposes: bool = _default("contract_transposes", lambda: True)
+    recompute: bool = _default("recompute", lambda: True)
+    # rows (targets whose printer writes bands): row fusion, and transcendentals computed once per row
+    row_fusion: bool = _default("row_fusion", lambda: True)
+    row_compute_once: bool = _default("row_compute_once", lambda: True)
+    # plan: repack the arena offline, largest block first, and keep the smaller arena
+    pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the passes must know of a backend. ``bands``: its printer writes bands of row-fused
+    kernels, so the ``rows`` pass runs for it. ``numpy_kernel``: the groups it writes as calls of
+    NumPy rather than loop nests (they cannot join a band); a function returning that test, looked
+    up when a program is planned (the CPU printer's choice, which depends on its switches)."""
+
+    name: str
+    bands: bool
+    numpy_kernel: Callable[[], Callable[[Group], bool]] | None = None
+
+
+def _cpu_numpy_kernel() -> Callable[[Group], bool]:
+    from compiler.codegen.cpu_loops import wants_numpy  # the printer's kernel form (to the kernel IR)
+
+    return wants_numpy
+
+
+# The CUDA printer cannot print bands yet: its plan is made without them.
+TARGETS = {
+    "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel),
+    "cuda": Target("cuda", bands=False),
+}
+
+
+@dataclass
+class Compilation:
+    """The pipeline's state, which each pass takes and returns: the function, the fusion plan once
+    ``fuse`` ran (``rows`` adds its bands), the memory plan once ``plan`` ran. ``printed``: how the
+    stage prints when it is not ``func`` itself (``func`` annotated with groups, bands or buffers)."""
+
+    func: Function
+    options: Options
+    fusion: FusionPlan | None = None
+    plan: MemoryPlan | None = None
+    printed: Function | None = None
+
+    def stage(self) -> Function:
+        return self.printed if self.printed is not None else self.func
