@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 import sys
 import time
@@ -26,14 +25,15 @@ import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 from bench_suite import copy_tree, leaves  # noqa: E402
 
-import compiler.codegen as codegen  # noqa: E402
 from compiler.codegen import cpu  # noqa: E402
-from compiler.passes.fuse import fuse  # noqa: E402
+from compiler.pipeline import option_defaults  # noqa: E402
 from runtime import blas  # noqa: E402
 
-# Fusion choices (``fuse`` options) compared the same way: the name, and the options that differ
-# from what the builders use now (both on by default): each column shows the effect of turning it off.
-FUSION = {"recompute": {"recompute": False}, "contract_transposes": {"contract_transposes": False}}
+# The passes' choices (``Options`` fields: fusion's and row fusion's) compared the same way, each
+# on by default: each column shows the effect of turning it off.
+FUSION = {
+    name: {name: False} for name in ("recompute", "contract_transposes", "row_fusion", "row_compute_once")
+}
 
 
 @contextlib.contextmanager
@@ -42,12 +42,10 @@ def switched_off(names: set[str]) -> Iterator[None]:
     saved = set(cpu.OPTIMIZATIONS)
     cpu.OPTIMIZATIONS.difference_update(names)
     options = {k: v for o in names if o in FUSION for k, v in FUSION[o].items()}
-    original = codegen.fuse
-    codegen.fuse = functools.partial(fuse, **options)  # type: ignore[assignment]
     try:
-        yield
+        with option_defaults(**options):
+            yield
     finally:
-        codegen.fuse = original  # type: ignore[assignment]
         cpu.OPTIMIZATIONS.clear()
         cpu.OPTIMIZATIONS.update(saved)
 

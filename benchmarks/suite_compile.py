@@ -102,20 +102,15 @@ def synthetic(n_ops: int) -> Any:
 
 
 def pipeline_time(n_ops: int) -> dict[str, float]:
-    from compiler.passes.fuse import fuse
-    from compiler.passes.plan import plan_buffers
-    from compiler.pipeline import Options, paused_gc, run_passes
+    from compiler.pipeline import Options, run_passes
 
     func = synthetic(n_ops)
     options = Options(verify=False)
+    done: dict[str, float] = {}  # pass -> when it ended
     t0 = time.perf_counter()
-    optimized = run_passes(func, options)["optimized"]
-    t1 = time.perf_counter()
-    with paused_gc():  # as the code generator runs them (compiler/codegen/__init__.py)
-        fusion = fuse(optimized)
-        t2 = time.perf_counter()
-        plan_buffers(optimized, fusion, True, ())
-        t3 = time.perf_counter()
+    stages = run_passes(func, options, observe=lambda p, f: done.setdefault(p.name, time.perf_counter()))
+    optimized = stages["optimized"]
+    t1, t2, t3 = done["schedule"], done["rows"], done["bufferize"]  # passes | fuse, rows | plan, bufferize
     return {
         "ops": len(func.ops),
         "optimized_ops": len(optimized.ops),
