@@ -66,7 +66,9 @@ stride shadow, where NumPy's ufuncs keep the input's layout (order K): ``v1 = ex
 v1.reshape(2, 4)[::-1] *= 2`` writes through to ``v1`` in dslc and not in NumPy (a reshape of an
 F-ordered array copies), so a later ``v1 @ v0`` differs (3 failures; also compiled by Numba).
 (2) ``min``/``max`` reductions over both ``-0.0`` and ``0.0``: the CPU's keyed reduction orders -0.0
-below 0.0 (JAX's answer), the reference interpreter keeps the first zero (3; docs/semantics.md).
+below 0.0 (JAX's answer), the reference interpreter keeps the first zero (3; docs/semantics.md). Fixed:
+every implementation orders the zeros, and NumPy's max / min here are ``ordered`` (NumPy's keep the
+first zero their loop meets; tests/test_signed_zero_reductions.py).
 (3) One gradient of a program with ``%=`` after ``tan`` disagreed with finite differences (36.8
 against -2.2): the differences were wrong, their step crossing ~10**7 jumps of a remainder by
 -5e-13; the check now skips a point where a quotient moves within the step (``check_gradient``,
@@ -93,6 +95,7 @@ import pytest
 from helpers import python_kernels
 from hypothesis import HealthCheck, Phase, given, note, seed, settings
 from hypothesis import strategies as st
+from test_signed_zero_reductions import ordered
 
 import dsl
 import dsl.nn as dnn
@@ -162,8 +165,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "rshift": operator.rshift,
     "broadcast_to": np.broadcast_to,
     "sum": np.sum,
-    "max": np.max,
-    "min": np.min,
+    "max": lambda v, **kw: ordered(v, "max", **kw) if v.dtype.kind == "f" else np.max(v, **kw),
+    "min": lambda v, **kw: ordered(v, "min", **kw) if v.dtype.kind == "f" else np.min(v, **kw),
     "mean": np.mean,
     "matmul": np.matmul,
     "where": np.where,
