@@ -4,10 +4,10 @@ as in JAX (max over {-0.0, 0.0} is 0.0 and min is -0.0, whatever their order), a
 Every implementation follows that order: the NumPy reference (and so the reference interpreter), the
 CPU's keyed loops and its compare-select loops, the partial results of its chunked reductions and of
 its NumPy-assisted kernels, and the CUDA backend (``tests/cuda_sim/sim_signed_zero_reductions.py``
-runs ``check_table`` and the big cases there). The oracle here orders the floats through their bits
-(``ordered``), independently of each implementation. A tie of -0.0 and 0.0 shares the gradient as
-JAX does (they are equal). Elementwise ``maximum`` / ``minimum`` keep NumPy's rule (of two equal
-operands, the second) on every backend.
+runs ``check_table`` there, and each CUDA reduction strategy). The oracle here orders the floats
+through their bits (``ordered``), independently of each implementation. A tie of -0.0 and 0.0
+shares the gradient as JAX does (they are equal). Elementwise ``maximum`` / ``minimum`` keep
+NumPy's rule (of two equal operands, the second) on both backends.
 """
 
 from __future__ import annotations
