@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.codegen.common import caller_allocated, py_name
+from compiler.codegen.cuda.bands import band_kernel
 from compiler.codegen.cuda.driver import ENTRY, driver
 from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, linear, numba_type, unflatten
 from compiler.codegen.cuda.loops import loop_kernel, reduce_kernel
@@ -79,6 +80,11 @@ def generate_cuda(
     pool = ConstantPool()
     kernels: dict[Group, CudaKernel] = {}
     for group in fusion.groups:
+        band = fusion.band_of.get(group)
+        if band is not None:  # one kernel for the band, where its first member would run
+            if group is band.groups[0]:
+                kernels[group] = band_kernel(band, names, pool)
+            continue
         kernel = _WRITERS[group.kind](KernelSpec(group, names, pool))
         if kernel is not None:
             kernels[group] = kernel

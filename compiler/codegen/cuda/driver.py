@@ -39,9 +39,15 @@ def driver(
     passed_in = set(outs)
     poison = poison_after(fusion, plan) if sanitize else {}
     launchers = 0
+    local = fusion.local  # values a band keeps per row: no buffer
     for group in fusion.groups:
-        for v in group.outputs:
-            if v in passed_in:
+        band = fusion.band_of.get(group)
+        if band is not None and group is not band.groups[0]:
+            stored = []  # a band's buffers exist before its kernel runs, where its first member would
+        else:
+            stored = [v for g in (band.groups if band else [group]) for v in g.outputs]
+        for v in stored:
+            if v in passed_in or v in local:
                 continue
             t = v.type
             if v in plan.direct_writeback:

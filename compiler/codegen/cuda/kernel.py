@@ -21,7 +21,8 @@ class CudaKernel:
     arg_types: list[tuple[DType, int]]  # (dtype, ndim) per argument, ndim 0 a scalar: the PTX signature
     text: str
     launch: str  # the launch configuration, e.g. ``[_grid(4096), TPB, stream]``
-    scratch: list[tuple[str, int, DType]] = field(default_factory=list)  # (name, elements, dtype)
+    # (name, elements, dtype); the elements an int or an expression of the module's constants
+    scratch: list[tuple[str, int | str, DType]] = field(default_factory=list)
     follow: list[CudaKernel] = field(default_factory=list)  # kernels launched right after this one
     shared: bool = False  # defined in a library module of its own, shared by every program using it
     wrapper: str = ""  # a runtime function the configured launch goes through (``_matmul_launcher``)
@@ -89,7 +90,7 @@ class KernelSpec:
         body: list[str],
         buffers: list[Value],
         launch: str,
-        scratch: Sequence[tuple[str, int, DType]] = (),
+        scratch: Sequence[tuple[str, int | str, DType]] = (),
         name: str | None = None,
     ) -> CudaKernel:
         """The kernel's text; constant arrays its body mentions become trailing arguments."""
@@ -113,7 +114,7 @@ def kernel(
     types: list[tuple[DType, int]],
     body: list[str],
     launch: str,
-    scratch: Sequence[tuple[str, int, DType]] = (),
+    scratch: Sequence[tuple[str, int | str, DType]] = (),
 ) -> CudaKernel:
     header = ["@cuda.jit(cache=not SIM)", f"def {name}({', '.join(args)}):"]
     text = "\n".join(header + indent(body or ["pass"], 1))
@@ -125,17 +126,28 @@ def index_lines(lines: list[str], decomposition: list[tuple[str, str]]) -> list[
     return [f"{name} = {expr}" for name, expr in decomposition if mentions(lines, [name])]
 
 
-def block_tree(dtype: DType, combine: Callable[[str, str], str]) -> list[str]:
-    """Combine the block's ``acc`` values through shared memory into ``sm[0]`` (a fixed order)."""
+def block_tree(
+    dtype: DType,
+    combine: Callable[[str, str], str],
+    acc: str = "acc",
+    sm: str = "sm",
+    lane: str = "tid",
+    width: str = "cuda.blockDim.x",
+    prefix: str = "",
+) -> list[str]:
+    """Combine the ``acc`` values of ``width`` consecutive threads (a power of two; ``lane``: a
+    thread's place among them, ``tid``: its slot in ``sm``) through shared memory into the first
+    one's slot, in a fixed order; ``prefix`` names the temporaries (a band member's own)."""
+    mine, theirs = f"{prefix}mine", f"{prefix}theirs"
     return [
-        "sm[tid] = acc",
+        f"{sm}[tid] = {acc}",
         "cuda.syncthreads()",
-        "s = cuda.blockDim.x // 2",
+        f"s = {width} // 2",
         "while s > 0:",
-        "    if tid < s:",
-        "        mine = sm[tid]",
-        "        theirs = sm[tid + s]",
-        f"        sm[tid] = {typed(combine('mine', 'theirs'), dtype)}",
+        f"    if {lane} < s:",
+        f"        {mine} = {sm}[tid]",
+        f"        {theirs} = {sm}[tid + s]",
+        f"        {sm}[tid] = {typed(combine(mine, theirs), dtype)}",
         "    cuda.syncthreads()",
         "    s //= 2",
     ]

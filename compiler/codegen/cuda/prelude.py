@@ -18,6 +18,7 @@ from numba import cuda
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 TPB = 8 if SIM else 256  # threads per block of loops and reductions (a power of two)
 MAXB = 2 if SIM else 8192  # blocks of a grid-stride launch
+BANDB = 2 if SIM else 256  # blocks of a band kernel that keeps partial results per block
 COLS = 4 if SIM else 32  # column reductions: outputs per block (one warp's consecutive columns)...
 LANES = 2 if SIM else 8  # ... and threads per output in a block (rows lane, lane + LANES, ...)
 SLOTS = COLS * LANES  # (a shared array's size must be one constant)
