@@ -1,14 +1,28 @@
 """NumPy-assisted kernels (compiler/codegen/arraylevel.py): big groups with libm-bound math (float64
 here: float32 exp/tanh have vectorized loops, tests/test_vecmath.py) run as NumPy calls in object
-mode, with the same results as the loop code and the reference interpreter."""
+mode, with the same results as the loop code and the reference interpreter. Their calls are the
+primitives' own references, from NumPy or runtime/array_ops.py: no generated module, CPU or CUDA,
+imports the compiler."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
 import numpy as np
+import pytest
 from helpers import interpret_fn
 
 import dsl
 import dsl.numpy as dnp
+from compiler.codegen import arraylevel
+from compiler.prims import REGISTRY
+from dsl.compile import Compiled
+from runtime import array_ops
 
 rng = np.random.default_rng(11)
 
@@ -25,7 +39,7 @@ def test_big_transcendental_group_uses_numpy_and_matches() -> None:
     b = rng.standard_normal(256)
     on = dsl.compile(f)
     source = on.lower(a, w, b).source()
-    assert "numba.objmode()" in source and '_PRIMS["tanh"]' in source
+    assert "numba.objmode()" in source and "np.tanh(" in source
     plan = on.lower(a, w, b).memory_plan()
     assert any(r.reused_from for r in plan.buffers)  # the NumPy kernel writes over its dying input
     got_on, got_off = on(a, w, b), dsl.compile(f, inplace=False)(a, w, b)
@@ -38,3 +52,70 @@ def test_big_transcendental_group_uses_numpy_and_matches() -> None:
 def test_small_groups_stay_numba_loops() -> None:
     x = rng.standard_normal((8, 8))
     assert "objmode" not in dsl.compile(lambda x: dnp.tanh(x) + 1).lower(x).source()
+
+
+def h(x):
+    """Every kind of reference an array-level kernel may call: NumPy ufuncs, a cast to a NumPy dtype,
+    an iota, a concatenate (runtime/array_ops.py), and a max over rows combined chunk by chunk."""
+    y = dnp.sin(x) * dnp.arange(x.shape[1])
+    z = dnp.concatenate([y, dnp.cos(x)], axis=1)
+    return dnp.exp(z).max(axis=0), dnp.tanh(x).astype(np.float32)
+
+
+def test_array_level_kernels_call_numpy_and_runtime_array_ops() -> None:
+    x = rng.standard_normal((512, 512))
+    source = dsl.compile(h).lower(x).source()
+    assert "_ops.cast(" in source and "dtype=np.float32" in source and "np.stack(" in source
+    for got, want in zip(dsl.compile(h)(x), interpret_fn(h, x)):
+        np.testing.assert_array_equal(got, want)
+
+
+# ---- generated modules need no compiler ----------------------------------------------------------
+
+IMPORTS_COMPILER = re.compile(r"^\s*(?:from|import)\s+(?:compiler|dsl)\b", re.M)
+
+
+def test_every_reference_is_reachable_from_generated_code() -> None:
+    """Each primitive's NumPy reference is a NumPy function or one of runtime/array_ops.py, and
+    ``arraylevel.reference`` names it as a generated module (``np``, ``_ops``) reaches it."""
+    namespace = {"np": np, "_ops": array_ops}
+    for prim in REGISTRY.values():
+        assert eval(arraylevel.reference(prim), namespace) is prim.reference, prim.name
+
+
+def test_no_code_generator_writes_an_import_of_the_compiler() -> None:
+    """No string a generator in compiler/codegen writes (preludes, generated lines) imports compiler
+    or dsl: generated modules import only runtime, NumPy and Numba."""
+    for path in sorted((Path(__file__).parent.parent / "compiler" / "codegen").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not IMPORTS_COMPILER.search(node.value), f"{path.name}: {node.value!r}"
+
+
+def _suite_programs() -> dict[str, Any]:
+    path = Path(__file__).parent.parent / "benchmarks" / "suite_programs.py"
+    spec = importlib.util.spec_from_file_location("suite_programs_for_imports", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.BUILDERS
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_generated_modules_import_no_compiler(target: str) -> None:
+    """The suite's programs and array-level ones, lowered for each target (no GPU needed): the
+    generated source imports nothing from compiler or dsl."""
+    x = rng.standard_normal((512, 512))
+    a, w, b = rng.standard_normal((128, 256)), rng.standard_normal((256, 256)), rng.standard_normal(256)
+    cases = [(h, (x,)), (f, (a, w, b))]
+    for build in _suite_programs().values():
+        prog = build()
+        cases.append((prog.dslc, prog.args))
+    for fn, args in cases:
+        if isinstance(fn, Compiled):  # the suite's: compiled for the CPU, with its donations
+            fn = dsl.compile(fn._fn, target=target, donate_argnums=fn._donate)
+        else:
+            fn = dsl.compile(fn, target=target)
+        source = fn.lower(*args).source()
+        assert not IMPORTS_COMPILER.search(source), source

@@ -1,5 +1,6 @@
 """NumPy-assisted kernels: a loop group dominated by transcendental math runs as whole-array NumPy
-calls (each primitive's own NumPy reference) inside ``numba.objmode``.
+calls (each primitive's own NumPy reference: a NumPy function or one of ``runtime/array_ops.py``,
+which the generated module imports; it needs no compiler) inside ``numba.objmode``.
 
 Why: without Intel's SVML (not in the llvmlite wheels), Numba calls libm once per element, while
 NumPy's ufuncs use SIMD implementations: ``tanh(h @ w + b)`` over 4096x128 f32 takes 5.1 ms as a
@@ -25,13 +26,14 @@ from compiler.ir.types import DType
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
-from compiler.prims.base import Kind
+from compiler.prims.base import Kind, Primitive
+from runtime import array_ops
 
 MIN_ELEMENTS = 1 << 14
 CHUNK_ELEMENTS = 1 << 16  # elements per chunk of a chunked kernel: its temporaries stay in cache
 CHUNK_MIN_ELEMENTS = 1 << 18  # smaller groups' temporaries fit in cache anyway: one call per op is less
 
-PRELUDE = "from compiler.ir.types import DType\nfrom compiler.prims import REGISTRY as _PRIMS"
+PRELUDE = "from runtime import array_ops as _ops"
 
 
 def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = True) -> bool:
@@ -53,8 +55,8 @@ def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = Tru
 
 
 def _literal(value: Any, pool: ConstantPool) -> str:
-    if isinstance(value, DType):
-        return f"DType.{value.name}"
+    if isinstance(value, DType):  # references take NumPy dtypes (``prims.base.numpy_attrs``)
+        return np_type(value)
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
             return f"np.array({value.item()!r}, {np_type(DType.from_numpy(value.dtype))})"
@@ -64,11 +66,21 @@ def _literal(value: Any, pool: ConstantPool) -> str:
     return repr(value)
 
 
+def reference(prim: Primitive) -> str:
+    """How generated code names ``prim``'s NumPy reference: ``np.<name>`` or ``_ops.<name>``."""
+    fn = prim.reference
+    name = getattr(fn, "__name__", "")
+    if getattr(np, name, None) is fn:
+        return f"np.{name}"
+    assert getattr(array_ops, name, None) is fn, f"{prim.name}: its reference is not importable"
+    return f"_ops.{name}"
+
+
 def _call(op: Op, operands: list[str], pool: ConstantPool) -> str:
     attrs = [
         f"{key}={_literal(val, pool)}" for key, val in sorted(op.attrs.items()) if not key.startswith("dsl.")
     ]
-    call = f'_PRIMS["{op.prim.name}"].reference({", ".join(operands + attrs)})'
+    call = f"{reference(op.prim)}({', '.join(operands + attrs)})"
     return f"np.asarray({call}).astype({np_type(op.result.type.dtype)}, copy=False)"
 
 
@@ -162,7 +174,7 @@ def _chunked_body(
                     before.append(f"{out}_w = np.empty({v.type.shape}, {np_type(wide)})")
                     after.append(f"np.copyto({out}, {out}_w, casting='unsafe')")
                     out = f"{out}_w"
-                both = f'_PRIMS["{root.prim.name}"].reference(np.stack(({out}, {local[v]})), axes=(0,))'
+                both = f"{reference(root.prim)}(np.stack(({out}, {local[v]})), axes=(0,))"
                 inside += [
                     "if r0 == 0:",
                     f"    np.copyto({out}, {local[v]}, casting='unsafe')",

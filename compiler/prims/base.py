@@ -107,7 +107,7 @@ class Primitive:
     nargs: int | None  # None: variadic (at least one)
     attrs: Mapping[str, AttrType]
     shape_rule: ShapeRule
-    reference: Callable[..., np.ndarray]
+    reference: Callable[..., np.ndarray]  # a NumPy function or one of runtime/array_ops.py
     memory: Memory = field(default_factory=Memory)
     emit: Emit | None = None  # elementwise / movement / source element form
     reducer: Reducer | None = None  # reductions
@@ -142,10 +142,15 @@ class Primitive:
     def run_reference(self, operands: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
         """Evaluate with NumPy; the result has exactly the inferred type."""
         (rtype,) = self.infer([TensorType(a.shape, DType.from_numpy(a.dtype)) for a in operands], attrs)
-        kwargs = {k: v for k, v in attrs.items() if not k.startswith("dsl.")}
         with np.errstate(all="ignore"):
-            out = np.asarray(self.reference(*operands, **kwargs))
+            out = np.asarray(self.reference(*operands, **numpy_attrs(attrs)))
         return out.reshape(rtype.shape).astype(rtype.dtype.np, order="C", copy=True)
+
+
+def numpy_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """An op's attributes as its NumPy reference takes them: dtypes as NumPy dtypes, no ``dsl.``
+    annotations (``runtime/array_ops.py`` knows nothing of the compiler's types)."""
+    return {k: v.np if isinstance(v, DType) else v for k, v in attrs.items() if not k.startswith("dsl.")}
 
 
 def fail(message: str) -> ShapeError:

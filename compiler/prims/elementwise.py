@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
@@ -20,6 +19,7 @@ from compiler.prims import mlir as ml
 from compiler.prims import vecmath
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
+from runtime import array_ops
 
 INPUTS = frozenset({"inputs"})
 OUTPUT = frozenset({"output"})
@@ -129,16 +129,6 @@ def _div(ctx: EmitContext, a: str, b: str) -> str:
     return f"({zero} if {b} == {zero} else ((-{a}) if {b} == {minus_one} else ({a} // {b})))"
 
 
-def _int_div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu":
-        return np.floor_divide(a, b)
-    return np.true_divide(a, b)
-
-
-def _logistic_ref(x: np.ndarray) -> np.ndarray:
-    return special.expit(x)
-
-
 # ---- derivatives ------------------------------------------------------------------------------
 # Elementwise operands always have the result's shape (the ``broadcast`` rule undoes broadcasting), so
 # these rules never reshape. ``vjp_rule`` gives integer and bool operands no cotangent.
@@ -246,12 +236,12 @@ sin = _libm("sin", np.sin, INPUTS, _sin_vjp)
 cos = _libm("cos", np.cos, INPUTS, _cos_vjp)
 tan = _libm("tan", np.tan, OUTPUT, _tan_vjp)
 tanh = _libm("tanh", np.tanh, OUTPUT, _tanh_vjp, fast=True)
-erf = _libm("erf", special.erf, INPUTS, _erf_vjp)
+erf = _libm("erf", array_ops.erf, INPUTS, _erf_vjp)
 logistic = _elementwise(
     "logistic",
     1,
     lambda c, x: f"({_one(c)} / ({_one(c)} + {_math('exp')(c, f'(-{x})')}))",
-    _logistic_ref,
+    array_ops.logistic,
     FLOAT,
     OUTPUT,
     vjp=_logistic_vjp,
@@ -309,7 +299,7 @@ def _arithmetic(
 add = _arithmetic("add", "+", np.add, _add_vjp)
 sub = _arithmetic("sub", "-", np.subtract, _sub_vjp)
 mul = _arithmetic("mul", "*", np.multiply, _mul_vjp, INPUTS)
-div = _elementwise("div", 2, _div, _int_div, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
+div = _elementwise("div", 2, _div, array_ops.divide, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
 pow_ = _elementwise(
     "pow",
     2,
@@ -525,10 +515,6 @@ def _cast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return f"np.{target.np.name}({x})"
 
 
-def _cast_ref(x: np.ndarray, dtype: DType) -> np.ndarray:
-    return x.astype(dtype.np)
-
-
 @vjp_rule
 def _cast_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     # Only float -> float carries a derivative; a float -> int/bool result is piecewise constant.
@@ -543,7 +529,7 @@ cast = Primitive(
     nargs=1,
     attrs={"dtype": AttrType.DTYPE},
     shape_rule=_cast_rule,
-    reference=_cast_ref,
+    reference=array_ops.cast,
     memory=Memory(),
     emit=_cast_emit,
     mlir=ml.elementwise(ml.cast),

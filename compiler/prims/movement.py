@@ -20,6 +20,7 @@ from compiler.prims import mlir as ml
 from compiler.prims import reduction as red
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, own_attrs, vjp_rule
+from runtime import array_ops
 
 INPUTS = frozenset({"inputs"})
 
@@ -74,7 +75,7 @@ broadcast = Primitive(
     nargs=1,
     attrs={"shape": AttrType.INTS},
     shape_rule=_broadcast_rule,
-    reference=lambda x, shape: np.broadcast_to(x, tuple(shape)),
+    reference=array_ops.broadcast,
     emit=_broadcast_emit,
     mlir=ml.broadcast,
     vjp=_broadcast_vjp,
@@ -161,7 +162,7 @@ reshape = Primitive(
     nargs=1,
     attrs={"shape": AttrType.INTS},
     shape_rule=_reshape_rule,
-    reference=lambda x, shape: np.reshape(x, tuple(shape)),
+    reference=array_ops.reshape,
     memory=Memory(view_of=0),
     emit=_reshape_emit,
     mlir=ml.reshape,
@@ -204,7 +205,7 @@ transpose = Primitive(
     nargs=1,
     attrs={"perm": AttrType.INTS},
     shape_rule=_transpose_rule,
-    reference=lambda x, perm: np.transpose(x, tuple(perm)),
+    reference=array_ops.transpose,
     emit=_transpose_emit,
     mlir=ml.transpose,
     unview=lambda build, base, new, attrs: _transpose_unview(build, new, attrs),
@@ -252,13 +253,6 @@ def slice_shape(shape: Sequence[int], attrs: Mapping[str, Any], name: str) -> tu
     return tuple(out)
 
 
-def numpy_slices(attrs: Mapping[str, Any]) -> tuple[slice, ...]:
-    start, limit, stride = (_ints(attrs, k) for k in ("start", "limit", "stride"))
-    return tuple(
-        slice(s, None if lim < 0 else lim, st) for s, lim, st in zip(start, limit, stride, strict=True)
-    )
-
-
 def _slice_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
     (x,) = types
     return [x.with_shape(slice_shape(x.shape, attrs, "slice"))]
@@ -286,7 +280,7 @@ slice_ = Primitive(
     nargs=1,
     attrs=SLICE_ATTRS,
     shape_rule=_slice_rule,
-    reference=lambda x, **a: x[numpy_slices(a)],
+    reference=array_ops.slice_,
     emit=_slice_emit,
     mlir=ml.slice_,
     unview=lambda build, base, new, attrs: _slice_unview(build, base, new, attrs),
@@ -321,12 +315,6 @@ def _pad_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return f"({inner} if ({' and '.join(conds)}) else {value})" if conds else inner
 
 
-def _pad_ref(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
-    if x.ndim == 0:  # np.pad rejects 0-d arrays; padding no axes is the identity
-        return x.copy()
-    return np.pad(x, list(zip(low, high)), constant_values=value)
-
-
 def _sum_all(build: Build, v: Value) -> Value:
     return build(red.reduce_sum, [v], {"axes": tuple(range(v.type.rank))})
 
@@ -350,7 +338,7 @@ pad = Primitive(
     nargs=2,
     attrs={"low": AttrType.INTS, "high": AttrType.INTS},
     shape_rule=_pad_rule,
-    reference=_pad_ref,
+    reference=array_ops.pad,
     emit=_pad_emit,
     mlir=ml.pad,
     vjp=_pad_vjp,
@@ -417,7 +405,7 @@ concatenate = Primitive(
     nargs=None,
     attrs={"axis": AttrType.INT},
     shape_rule=_concat_rule,
-    reference=lambda *xs, axis: np.concatenate(xs, axis=axis),
+    reference=array_ops.concatenate,
     emit=_concat_emit,
     mlir=ml.concatenate,
     vjp=_concat_vjp,
@@ -458,12 +446,6 @@ def _slice_unview(build: Build, base: Any, new: Any, attrs: Mapping[str, Any]) -
     return build(update_slice, [base, new], attrs)
 
 
-def _update_ref(base: np.ndarray, update: np.ndarray, **attrs: Any) -> np.ndarray:
-    out = base.copy()
-    out[numpy_slices(attrs)] = update
-    return out
-
-
 @vjp_rule
 def _update_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     attrs = own_attrs(update_slice, op)
@@ -479,7 +461,7 @@ update_slice = Primitive(
     nargs=2,
     attrs=SLICE_ATTRS,
     shape_rule=_update_rule,
-    reference=_update_ref,
+    reference=array_ops.update_slice,
     emit=_update_emit,
     mlir=ml.update_slice,
     vjp=_update_vjp,

@@ -14,6 +14,7 @@ from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims.base import AttrType, Build, Kind, Memory, Primitive, Reducer, Vjp, fail
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, vjp_rule
+from runtime import array_ops
 
 
 def _reduce_rule(name: str, allow_bool: bool):
@@ -33,15 +34,11 @@ def _reduce_rule(name: str, allow_bool: bool):
 
 
 def _lowest(d: DType) -> float | int | bool:
-    if d.is_float:
-        return -np.inf
-    return False if d.is_bool else int(np.iinfo(d.np).min)
+    return array_ops.lowest(d.np)
 
 
 def _highest(d: DType) -> float | int | bool:
-    if d.is_float:
-        return np.inf
-    return True if d.is_bool else int(np.iinfo(d.np).max)
+    return array_ops.highest(d.np)
 
 
 def _reduction(
@@ -67,36 +64,10 @@ def _reduction(
 
 
 def _sum_accumulator(d: DType) -> DType:
-    """Float32 sums accumulate in float64, on every backend and in every fused form (a long chunk of a
-    float32 accumulator loses digits in proportion to its length; NumPy's pairwise sum does not). On
-    the CPU the float64 adds stay vectorized (and the sums of a fused kernel are a small part of its
-    work); float64 and integer sums keep their own dtype (integer sums are exact)."""
-    return DType.f64 if d is DType.f32 else d
-
-
-def _sum_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    wide = _sum_accumulator(DType.from_numpy(x.dtype)).np
-    return np.sum(x, axis=tuple(axes), dtype=wide).astype(x.dtype, copy=False)
-
-
-def _max_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    out = np.max(x, axis=tuple(axes), initial=_lowest(DType.from_numpy(x.dtype)))
-    return _zeros_ordered(out, x, tuple(axes), 0.0)
-
-
-def _min_ref(x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    out = np.min(x, axis=tuple(axes), initial=_highest(DType.from_numpy(x.dtype)))
-    return _zeros_ordered(out, x, tuple(axes), -0.0)
-
-
-def _zeros_ordered(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...], zero: float) -> np.ndarray:
-    """``out``, np.max or np.min of ``x`` over ``axes``, with -0.0 ordered below +0.0 (JAX's max and min;
-    NumPy's give whichever equal zero its loop meets first): a zero result is ``zero`` (0.0 for max,
-    -0.0 for min) wherever a zero of that sign was reduced. NaN results stay NaN."""
-    if x.dtype.kind != "f":
-        return out
-    found = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axes)
-    return np.where((out == 0) & found, zero, out)
+    """Float32 sums accumulate in float64, on every backend and in every fused form
+    (``array_ops.sum_dtype``, which the reference uses too). On the CPU the float64 adds stay
+    vectorized (and the sums of a fused kernel are a small part of its work)."""
+    return DType.from_numpy(array_ops.sum_dtype(d.np))
 
 
 def _expand(build: Build, v: Value, op: Op) -> Value:
@@ -140,7 +111,7 @@ def _min_combine(acc: str, x: str) -> str:
 
 reduce_sum = _reduction(
     "reduce_sum",
-    _sum_ref,
+    array_ops.reduce_sum,
     Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator, mlir_combine=ml.ADD),
     frozenset(),
     False,
@@ -148,7 +119,7 @@ reduce_sum = _reduction(
 )
 reduce_max = _reduction(
     "reduce_max",
-    _max_ref,
+    array_ops.reduce_max,
     Reducer(
         _max_combine,
         _lowest,
@@ -160,7 +131,7 @@ reduce_max = _reduction(
 )
 reduce_min = _reduction(
     "reduce_min",
-    _min_ref,
+    array_ops.reduce_min,
     Reducer(
         _min_combine,
         _highest,

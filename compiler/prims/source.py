@@ -11,6 +11,7 @@ from compiler.ir.core import Op
 from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
+from runtime import array_ops
 
 
 def _constant_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
@@ -50,7 +51,7 @@ constant = Primitive(
     nargs=0,
     attrs={"value": AttrType.DENSE},
     shape_rule=_constant_rule,
-    reference=lambda value: value,
+    reference=array_ops.constant,
     emit=_constant_emit,
     mlir=ml.constant,
     differentiable=False,
@@ -67,14 +68,6 @@ def _iota_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[Te
     return [TensorType(shape, dtype)]
 
 
-def _iota_ref(shape: Sequence[int], dimension: int, dtype: DType) -> np.ndarray:
-    shape = tuple(shape)
-    line = np.arange(shape[dimension], dtype=dtype.np)
-    view = [1] * len(shape)
-    view[dimension] = shape[dimension]
-    return np.broadcast_to(line.reshape(view), shape)
-
-
 def _iota_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     return f"np.{ctx.result_type.dtype.np.name}({idx[int(ctx.attrs['dimension'])]})"
 
@@ -85,7 +78,7 @@ iota = Primitive(
     nargs=0,
     attrs={"shape": AttrType.INTS, "dimension": AttrType.INT, "dtype": AttrType.DTYPE},
     shape_rule=_iota_rule,
-    reference=_iota_ref,
+    reference=array_ops.iota,
     emit=_iota_emit,
     mlir=ml.iota,
     differentiable=False,

@@ -1,0 +1,142 @@
+"""The primitives' NumPy implementations that NumPy itself does not have under the primitive's terms.
+
+A primitive's ``reference`` (``compiler/prims/``) is a NumPy function or one of these: the reference
+interpreter runs them, and so do the generated NumPy-assisted kernels (``compiler/codegen/arraylevel.py``
+writes ``np.<name>(...)`` or ``_ops.<name>(...)`` for this module), so the oracle and the fast path
+share one implementation and a generated module needs no compiler. Attributes arrive as NumPy
+values: integer tuples, NumPy dtypes, arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.special import erf as erf  # a reference as it is
+from scipy.special import expit
+
+# ---- elementwise --------------------------------------------------------------------------------
+
+
+def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """True division of floats, NumPy's floor division of integers (0 for a zero divisor)."""
+    if a.dtype.kind in "iu":
+        return np.floor_divide(a, b)
+    return np.true_divide(a, b)
+
+
+def logistic(x: np.ndarray) -> np.ndarray:
+    return expit(x)
+
+
+def cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return x.astype(dtype)
+
+
+# ---- reductions ---------------------------------------------------------------------------------
+
+
+def sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a sum of ``dtype`` accumulates in: float32 sums in float64 (a long chunk of a float32
+    accumulator loses digits in proportion to its length; NumPy's pairwise sum does not), every
+    other dtype in its own (integer sums are exact)."""
+    return np.dtype(np.float64) if dtype == np.float32 else np.dtype(dtype)
+
+
+def lowest(dtype: np.dtype) -> float | int | bool:
+    """The identity of max over ``dtype``: -inf, the smallest integer, False."""
+    if dtype.kind == "f":
+        return -np.inf
+    return False if dtype.kind == "b" else int(np.iinfo(dtype).min)
+
+
+def highest(dtype: np.dtype) -> float | int | bool:
+    """The identity of min over ``dtype``: inf, the largest integer, True."""
+    if dtype.kind == "f":
+        return np.inf
+    return True if dtype.kind == "b" else int(np.iinfo(dtype).max)
+
+
+def reduce_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    return np.sum(x, axis=tuple(axes), dtype=sum_dtype(x.dtype)).astype(x.dtype, copy=False)
+
+
+def reduce_max(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    out = np.max(x, axis=tuple(axes), initial=lowest(x.dtype))
+    return _zeros_ordered(out, x, tuple(axes), 0.0)
+
+
+def reduce_min(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
+    out = np.min(x, axis=tuple(axes), initial=highest(x.dtype))
+    return _zeros_ordered(out, x, tuple(axes), -0.0)
+
+
+def _zeros_ordered(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...], zero: float) -> np.ndarray:
+    """``out``, np.max or np.min of ``x`` over ``axes``, with -0.0 ordered below +0.0 (JAX's max and min;
+    NumPy's give whichever equal zero its loop meets first): a zero result is ``zero`` (0.0 for max,
+    -0.0 for min) wherever a zero of that sign was reduced. NaN results stay NaN."""
+    if x.dtype.kind != "f":
+        return out
+    found = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axes)
+    return np.where((out == 0) & found, zero, out)
+
+
+# ---- movement and sources -----------------------------------------------------------------------
+
+
+def broadcast(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    return np.broadcast_to(x, tuple(shape))
+
+
+def reshape(x: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    return np.reshape(x, tuple(shape))
+
+
+def transpose(x: np.ndarray, perm: Sequence[int]) -> np.ndarray:
+    return np.transpose(x, tuple(perm))
+
+
+def numpy_slices(start: Sequence[int], limit: Sequence[int], stride: Sequence[int]) -> tuple[slice, ...]:
+    """``start:limit:stride`` per axis as Python slices (a negative limit runs to the front)."""
+    return tuple(
+        slice(int(s), None if int(lim) < 0 else int(lim), int(st))
+        for s, lim, st in zip(start, limit, stride, strict=True)
+    )
+
+
+def slice_(x: np.ndarray, start: Sequence[int], limit: Sequence[int], stride: Sequence[int]) -> np.ndarray:
+    return x[numpy_slices(start, limit, stride)]
+
+
+def update_slice(
+    base: np.ndarray,
+    update: np.ndarray,
+    start: Sequence[int],
+    limit: Sequence[int],
+    stride: Sequence[int],
+) -> np.ndarray:
+    out = base.copy()
+    out[numpy_slices(start, limit, stride)] = update
+    return out
+
+
+def pad(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
+    if x.ndim == 0:  # np.pad rejects 0-d arrays; padding no axes is the identity
+        return x.copy()
+    return np.pad(x, list(zip(low, high)), constant_values=value)
+
+
+def concatenate(*xs: np.ndarray, axis: int) -> np.ndarray:
+    return np.concatenate(xs, axis=axis)
+
+
+def constant(value: np.ndarray) -> np.ndarray:
+    return value
+
+
+def iota(shape: Sequence[int], dimension: int, dtype: np.dtype) -> np.ndarray:
+    shape = tuple(shape)
+    line = np.arange(shape[dimension], dtype=dtype)
+    view = [1] * len(shape)
+    view[dimension] = shape[dimension]
+    return np.broadcast_to(line.reshape(view), shape)
