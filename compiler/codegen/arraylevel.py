@@ -25,7 +25,6 @@ from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
-from compiler.prims import reduction
 from compiler.prims.base import Kind, Primitive
 from runtime import array_ops
 
@@ -40,15 +39,17 @@ def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = Tru
     """Big loop groups with at least one libm-bound op (``ew.libm_bound``: float64 transcendental
     functions, float32 ones without a ``vecmath`` polynomial, every one when ``vector_math`` is off;
     floats only: NumPy's int semantics for division and overflow differ from the loop code's); also
-    reductions with such an op in their prologue, when their chunks' partial results combine with a
-    NumPy function (``_COMBINE``); and float max/min reductions when ``keyed_minmax`` is off (a
+    reductions with such an op in their prologue (their chunks' partial results combine by the
+    reduction's own reference over the two stacked: np.maximum would not order -0.0 below +0.0 as
+    max does); and float max/min reductions (``Reducer.selects``) when ``keyed_minmax`` is off (a
     NaN-propagating compare-and-select loop does not vectorize; NumPy's does)."""
+    reducer = group.root.prim.reducer if group.kind is GroupKind.REDUCE else None
     return (
-        (group.kind is GroupKind.LOOP or (group.kind is GroupKind.REDUCE and group.root.prim in _COMBINE))
+        group.kind in (GroupKind.LOOP, GroupKind.REDUCE)
         and math.prod(group.shape) >= MIN_ELEMENTS
         and (
             any(ew.libm_bound(op, vector_math) for op in group.ops)
-            or (group.root.prim in _SELECTING and not keyed_minmax)
+            or (reducer is not None and reducer.selects is not None and not keyed_minmax)
         )
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
     )
@@ -109,12 +110,6 @@ def _whole_array_body(group: Group, names: dict[Value, str], pool: ConstantPool)
         lines.append(f"t{k} = {_call(op, [local[v] for v in op.operands], pool)}")
         local[op.result] = f"t{k}"
     return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
-
-
-_SELECTING = frozenset({reduction.reduce_max, reduction.reduce_min})
-# The reductions whose chunks' partial results combine (only needed when axis 0 is reduced) by the
-# reduction's own reference over the two stacked: np.maximum would not order -0.0 below +0.0 as max does.
-_COMBINE = frozenset({reduction.reduce_sum, reduction.reduce_max, reduction.reduce_min})
 
 
 def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:

@@ -65,7 +65,7 @@ from compiler.passes.fuse import (
     matmul_views,
 )
 from compiler.passes.plan import BufferRow, MemoryPlan, resize_slots
-from compiler.prims import reduction, vecmath
+from compiler.prims import REDUCTIONS, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
 from runtime.intrinsics import FLAT, signature_string
@@ -119,8 +119,9 @@ OPTIMIZATIONS = {
     "matmul_tiles",
     "row_blocks",
 }
-_REASSOCIABLE = frozenset({reduction.reduce_sum})
-_KEYED = {reduction.reduce_max: "max", reduction.reduce_min: "min"}
+# Reducer facts (``Reducer.reassociable``, ``Reducer.selects``): sums may be regrouped; max/min keyed.
+_REASSOCIABLE = frozenset(p for p in REDUCTIONS if p.reducer is not None and p.reducer.reassociable)
+_KEYED = {p: p.reducer.selects for p in REDUCTIONS if p.reducer is not None and p.reducer.selects}
 REDUCE_CHUNKS = 16  # partial accumulators of a parallel full reduction (fixed: results don't vary)
 PARTIALS_MAX_ELEMENTS = 1 << 20  # partial results a chunked axis-0 reduction may keep
 ENTRY = "run"

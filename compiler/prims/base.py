@@ -91,13 +91,24 @@ Vjp = Callable[[Build, "Op", Any, tuple[bool, ...]], tuple[Any | None, ...]]
 
 @dataclass(frozen=True)
 class Reducer:
-    """Scalar lowering of a reduction: the combiner, its identity element, and the dtype its partial
-    results accumulate in for a given result dtype (the result dtype unless the reducer widens it)."""
+    """What every backend needs to know of a reduction (the CPU and CUDA printers, the NumPy-assisted
+    kernels and the MLIR export read it here and nowhere else).
+
+    ``combine(acc, x)``: the expression folding element ``x`` into ``acc``; ``identity(dtype)``: the
+    element it starts from; ``accumulator(dtype)``: the dtype partial results are kept in (the result
+    dtype unless the reducer widens it); ``mlir_combine``: ``combine`` as ``arith`` ops.
+    ``reassociable``: floating-point partial results may be regrouped, changing only rounding (sums:
+    a backend may keep several accumulators and vectorize). ``selects``: ``"max"`` or ``"min"`` for a
+    reduction whose result is one of its elements, the greatest or least (exact in any order: floats
+    may be compared as ordered integer keys).
+    """
 
     combine: Callable[[str, str], str]
     identity: Callable[[DType], float | int | bool]
     accumulator: Callable[[DType], DType] = lambda d: d
     mlir_combine: ScalarRule = field(kw_only=True)  # combine(element, accumulator) in ``arith``
+    reassociable: bool = field(default=False, kw_only=True)
+    selects: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True, eq=False)

@@ -53,7 +53,7 @@ matmul = Primitive(
     shape_rule=_matmul_rule,
     reference=np.matmul,
     memory=Memory(vjp_needs=frozenset({"inputs"})),
-    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD),
+    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD, reassociable=True),
     mlir=ml.matmul,
     vjp=_matmul_vjp,
 )

@@ -112,7 +112,9 @@ def _min_combine(acc: str, x: str) -> str:
 reduce_sum = _reduction(
     "reduce_sum",
     array_ops.reduce_sum,
-    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator, mlir_combine=ml.ADD),
+    Reducer(
+        lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator, mlir_combine=ml.ADD, reassociable=True
+    ),
     frozenset(),
     False,
     _sum_vjp,
@@ -124,6 +126,7 @@ reduce_max = _reduction(
         _max_combine,
         _lowest,
         mlir_combine=ml.by_dtype("arith.maximumf", "arith.maxsi", "arith.ori"),  # bools: max is or
+        selects="max",
     ),
     frozenset({"inputs", "output"}),
     True,
@@ -136,6 +139,7 @@ reduce_min = _reduction(
         _min_combine,
         _highest,
         mlir_combine=ml.by_dtype("arith.minimumf", "arith.minsi", "arith.andi"),  # bools: min is and
+        selects="min",
     ),
     frozenset({"inputs", "output"}),
     True,
