@@ -14,7 +14,9 @@ attribute ``dsl.inplace`` naming the user's request, which the in-place pass rea
 Whether a ``reshape`` is a view or a copy follows NumPy: a *shadow* (a NumPy array with the view's
 real strides over a one-element buffer, never dereferenced) asks ``np.reshape(..., copy=False)``.
 An argument's shadow has the caller's array's strides (``argument_strides``, part of the signature),
-so a Fortran-ordered or sliced argument gets NumPy's copies where a C-ordered one gets views.
+so a Fortran-ordered or sliced argument gets NumPy's copies where a C-ordered one gets views. A
+computed array's shadow has the layout NumPy would give it (``dsl.layout``): ``exp`` of a
+Fortran-ordered argument is Fortran-ordered (NumPy's order K), so its ``reshape(-1)`` is a copy too.
 
 A view step whose primitive has no ``unview`` (``broadcast``, as NumPy's ``broadcast_to``) makes
 the view read-only: writing through it raises, as NumPy does.
@@ -30,22 +32,11 @@ import numpy as np
 from compiler.ir.core import Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Primitive
-from dsl import tracing
+from dsl import layout, tracing
 from dsl.errors import InplaceError, ReadOnlyError, TraceError
 
 ViewStep = tuple[Primitive, Mapping[str, Any]]
 Strides = tuple[int, ...] | None  # an argument's strides in bytes; None: C order
-
-_ONE_BYTE = np.zeros(1, dtype=np.uint8)
-
-
-def _contiguous_shadow(shape: tuple[int, ...]) -> np.ndarray:
-    strides = []
-    acc = 1
-    for d in reversed(shape):
-        strides.append(acc)
-        acc *= max(d, 1)
-    return np.lib.stride_tricks.as_strided(_ONE_BYTE, shape, tuple(reversed(strides)))
 
 
 def argument_strides(shape: tuple[int, ...], strides: tuple[int, ...] | None, itemsize: int) -> Strides:
@@ -66,7 +57,7 @@ def argument_shadow(shape: tuple[int, ...], dtype: np.dtype, strides: Strides) -
     """The shadow of an argument with ``strides`` (``argument_strides``): the caller's array's strides
     and item size, so that NumPy's reshape answers for it exactly as for the caller's array."""
     if strides is None:
-        return _contiguous_shadow(shape)
+        return layout.shadow(shape)
     return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, strides, writeable=False)
 
 
@@ -112,15 +103,16 @@ class Array:
         self._storage = storage
         self._steps = steps
         self._type = type or storage.value.type
-        self._shadow = shadow if shadow is not None else _contiguous_shadow(self._type.shape)
+        self._shadow = shadow if shadow is not None else layout.shadow(self._type.shape)
         self._view_value: Value | None = None
         self._view_version = -1
         self.weak = weak  # a Python scalar: promotes like NumPy's weak scalars
 
     @staticmethod
-    def fresh(value: Value, weak: bool = False) -> Array:
-        """A new array owning its own storage (the result of a computation)."""
-        return Array(Storage(value), weak=weak)
+    def fresh(value: Value, weak: bool = False, shadow: np.ndarray | None = None) -> Array:
+        """A new array owning its own storage (the result of a computation), laid out as ``shadow``
+        (C order if ``None``; ``dsl.layout`` has NumPy's rules for the others)."""
+        return Array(Storage(value), shadow=shadow, weak=weak)
 
     # ---- value and views -------------------------------------------------------------------
 

@@ -155,6 +155,11 @@ def _transpose(self: Array, *axes: Any) -> Array:
     return ops.transpose(self, axes or None)
 
 
+def _positive(self: Array) -> Array:
+    """``+x``: a new array in NumPy, not ``x``, laid out as a ufunc's result."""
+    return ops.new_storage(self, ops.ufunc_shadow([self]))
+
+
 def _reducer(fn: Callable[..., Array]) -> Callable[..., Array]:
     def method(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
         return fn(self, axis, keepdims)
@@ -166,7 +171,7 @@ def _plain_methods() -> dict[str, Any]:
     return {
         "copy_": _inplace("copy_", _copy_from, casting="unsafe"),
         "__neg__": dnp.negative,
-        "__pos__": ops.new_storage,  # +x is a new array in NumPy, not x
+        "__pos__": _positive,
         "__abs__": dnp.abs,
         "__invert__": dnp.invert,
         "__array_ufunc__": _array_ufunc,

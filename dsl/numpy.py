@@ -14,7 +14,7 @@ from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
 from compiler.prims.base import Primitive
-from dsl import ops, tracing
+from dsl import layout, ops, tracing
 from dsl.array import Array
 from dsl.errors import DTypeError, ShapeError, TraceError
 
@@ -39,7 +39,9 @@ def astype(x: Any, dtype: Any) -> Array:
         ir_dtype = ops.DType.from_numpy(dtype)
     except TypeError as err:
         raise tracing.user_error(ShapeError, str(err)) from None
-    return ops.new_storage(ops.cast(ops.asarray(x), ir_dtype))
+    x = ops.asarray(x)
+    order = layout.like_order(x._shadow)  # astype's order K: the layout of np.empty_like(x)
+    return ops.new_storage(ops.cast(x, ir_dtype), layout.shadow(x.shape, order))
 
 
 # ---- arithmetic ----------------------------------------------------------------------------------
@@ -85,7 +87,7 @@ true_divide = divide
 def _integral(x: Any) -> Array | None:
     """floor/ceil/trunc of integers and bools: the values themselves, as NumPy 2 (a new array)."""
     x = ops.asarray(x)
-    return None if x.ir_dtype.is_float else ops.emit(ew.copy, [x], weak=x.weak)
+    return None if x.ir_dtype.is_float else ops.emit_elementwise(ew.copy, [x], weak=x.weak)
 
 
 def floor(x: Any) -> Array:
@@ -195,7 +197,7 @@ def negative(x: Any) -> Array:
 def abs(x: Any) -> Array:  # noqa: A001 (NumPy's name)
     x = ops.asarray(x)
     if x.ir_dtype.is_bool:  # NumPy's absolute of bools: the same bools (a new array)
-        return ops.emit(ew.copy, [x], weak=x.weak)
+        return ops.emit_elementwise(ew.copy, [x], weak=x.weak)
     return ops.unary(ew.abs_, x)
 
 

@@ -17,8 +17,8 @@ import numpy as np
 from compiler.ir.types import DType, is_supported_numpy_dtype
 from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
-from dsl import tracing
-from dsl.array import Array, Storage
+from dsl import layout, tracing
+from dsl.array import Array, Storage, argument_shadow, argument_strides
 from dsl.errors import IndexingError, ShapeError, TraceError
 
 Scalar = (bool, int, float)
@@ -28,18 +28,39 @@ Scalar = (bool, int, float)
 
 
 def emit(
+    prim: Primitive,
+    operands: Sequence[Array],
+    attrs: dict[str, Any] | None = None,
+    weak: bool = False,
+    shadow: np.ndarray | None = None,
+) -> Array:
+    """Record ``prim`` on the operands' current values; the result owns a new storage, laid out as
+    ``shadow`` (C order if ``None``: NumPy's layout for sources, reshape copies and matrix products)."""
+    value = tracing.current().emit(prim, [a.value for a in operands], attrs)
+    return Array.fresh(value, weak, shadow)
+
+
+def emit_elementwise(
     prim: Primitive, operands: Sequence[Array], attrs: dict[str, Any] | None = None, weak: bool = False
 ) -> Array:
-    """Record ``prim`` on the operands' current values; the result owns a new storage."""
-    value = tracing.current().emit(prim, [a.value for a in operands], attrs)
-    return Array.fresh(value, weak)
+    """``emit`` for an elementwise primitive of operands of one shape (broadcast already): the result
+    is laid out after them as a NumPy ufunc's (order K), so that reshaping it copies where NumPy does."""
+    return emit(prim, operands, attrs, weak, ufunc_shadow(operands))
+
+
+def ufunc_shadow(operands: Sequence[Array]) -> np.ndarray:
+    """The shadow NumPy's ufuncs give the result of ``operands`` (of one shape)."""
+    return layout.shadow(operands[0].shape, layout.ufunc_order([a._shadow for a in operands]))
 
 
 def constant(value: Any, dtype: DType | None = None, weak: bool = False) -> Array:
     array = np.asarray(value, dtype=dtype.np if dtype else None)
     if not is_supported_numpy_dtype(array.dtype):
         raise tracing.user_error(ShapeError, f"unsupported dtype {array.dtype} in a compiled function")
-    return emit(source.constant, [], {"value": np.array(array, order="C")}, weak)
+    # Laid out as the given array (a NumPy array from the caller's closure), as an argument would be.
+    strides = argument_strides(array.shape, array.strides, array.itemsize)
+    shadow = argument_shadow(array.shape, array.dtype, strides)
+    return emit(source.constant, [], {"value": np.array(array, order="C")}, weak, shadow)
 
 
 def asarray(x: Any) -> Array:
@@ -107,7 +128,7 @@ def note_narrowing(x: Array, dtype: DType) -> None:
 def cast(x: Array, dtype: DType) -> Array:
     if x.ir_dtype is dtype:
         return x
-    return emit(elementwise.cast, [x], {"dtype": dtype}, x.weak)
+    return emit_elementwise(elementwise.cast, [x], {"dtype": dtype}, x.weak)
 
 
 def can_cast(src: DType, dst: DType, casting: str) -> bool:
@@ -181,7 +202,7 @@ def unary(prim: Primitive, x: Any, float_only: bool = False) -> Array:
     x = asarray(x)
     if float_only and not x.ir_dtype.is_float:
         x = cast(x, DType.f64 if x.ir_dtype.is_int else DType.f32)  # NumPy computes ints in float64
-    return emit(prim, [x], weak=x.weak)
+    return emit_elementwise(prim, [x], weak=x.weak)
 
 
 def binary(prim: Primitive, x: Any, y: Any, dtype: DType | None = None) -> Array:
@@ -189,7 +210,7 @@ def binary(prim: Primitive, x: Any, y: Any, dtype: DType | None = None) -> Array
     dtype = dtype or result_dtype(x, y)
     weak = all(isinstance(v, Scalar) or (isinstance(v, Array) and v.weak) for v in (x, y))
     a, b = _broadcast_all([to_dtype(x, dtype), to_dtype(y, dtype)])
-    return emit(prim, [a, b], weak=weak)
+    return emit_elementwise(prim, [a, b], weak=weak)
 
 
 def true_divide(x: Any, y: Any) -> Array:
@@ -201,7 +222,7 @@ def where(cond: Any, x: Any, y: Any) -> Array:
     pred = cast(asarray(cond), DType.i1)
     dtype = result_dtype(x, y)
     p, a, b = _broadcast_all([pred, to_dtype(x, dtype), to_dtype(y, dtype)])
-    return emit(elementwise.select, [p, a, b])
+    return emit_elementwise(elementwise.select, [p, a, b])
 
 
 # ---- reductions --------------------------------------------------------------------------------------
@@ -228,10 +249,17 @@ def normalize_axes(axis: Any, ndim: int) -> tuple[int, ...]:
 def reduce(prim: Primitive, x: Any, axis: Any = None, keepdims: bool = False) -> Array:
     x = asarray(x)
     axes = normalize_axes(axis, x.ndim)
-    out = emit(prim, [x], {"axes": axes})
+    out = emit(prim, [x], {"axes": axes}, shadow=_reduced_shadow(x, axes))
     if keepdims:
         out = reshape(out, tuple(1 if i in axes else d for i, d in enumerate(x.shape)))
     return out
+
+
+def _reduced_shadow(x: Array, axes: tuple[int, ...]) -> np.ndarray:
+    """A reduction's result is laid out as the iterator orders ``x``'s axes, less the reduced ones."""
+    kept = [a for a in layout.ufunc_order([x._shadow]) if a not in axes]
+    rank = {a: i for i, a in enumerate(sorted(kept))}
+    return layout.shadow(tuple(x.shape[a] for a in sorted(kept)), tuple(rank[a] for a in kept))
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001 (NumPy's name)
@@ -407,9 +435,18 @@ def matmul(a: Any, b: Any) -> Array:
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     a3 = broadcast_to(a2, batch + a2.shape[-2:])
     b3 = broadcast_to(b2, batch + b2.shape[-2:])
-    out = emit(contraction.matmul, [a3, b3])
+    out = emit(contraction.matmul, [a3, b3], shadow=_matmul_shadow(a3, b3))
     shape = batch + (a2.shape[-2:-1] if a.ndim > 1 else ()) + (b2.shape[-1:] if b.ndim > 1 else ())
     return reshape(out, shape) if shape != out.shape else out
+
+
+def _matmul_shadow(a: Array, b: Array) -> np.ndarray:
+    """NumPy's matmul result (a gufunc's): the batch axes laid out as a ufunc's result over the
+    operands' batch axes, the matrix axes innermost in C order."""
+    nb = a.ndim - 2
+    batch_only = [x._shadow[..., :1, :1] for x in (a, b)]  # unit matrix axes: ignored by the order
+    batch_order = tuple(axis for axis in layout.ufunc_order(batch_only) if axis < nb)
+    return layout.shadow(a.shape[:-1] + b.shape[-1:], batch_order + (nb, nb + 1))
 
 
 def dot(a: Any, b: Any) -> Array:
@@ -419,7 +456,7 @@ def dot(a: Any, b: Any) -> Array:
     if a.ndim == 0 or b.ndim == 0:
         return binary(elementwise.mul, a, b)
     if b.ndim <= 2:
-        return matmul(a, b)
+        return new_storage(matmul(a, b))  # np.dot's result is C-ordered (matmul's batch axes may not be)
     k = b.shape[-2]
     moved = transpose(b, (b.ndim - 2,) + tuple(i for i in range(b.ndim) if i != b.ndim - 2))
     flat = matmul(reshape(a, (-1, a.shape[-1])) if a.ndim > 1 else a, reshape(moved, (k, -1)))
@@ -436,6 +473,7 @@ def concatenate(xs: Sequence[Any], axis: int = 0) -> Array:
     if any(x.ndim == 0 for x in arrays):
         raise tracing.user_error(ShapeError, "zero-dimensional arrays cannot be concatenated")
     (ax,) = normalize_axes(axis, arrays[0].ndim)
+    order = layout.concatenate_order([x._shadow for x in arrays])  # NumPy's, from the inputs as given
     dtype = result_dtype(*arrays)
     arrays = [cast(x, dtype) for x in arrays]
     for x in arrays[1:]:
@@ -446,9 +484,10 @@ def concatenate(xs: Sequence[Any], axis: int = 0) -> Array:
                 ShapeError,
                 f"concatenate: shapes {arrays[0].shape} and {x.shape} differ outside axis {ax}",
             )
+    shape = arrays[0].shape[:ax] + (builtins.sum(x.shape[ax] for x in arrays),) + arrays[0].shape[ax + 1 :]
     if len(arrays) == 1:
-        return Array.fresh(arrays[0].value)
-    return emit(movement.concatenate, arrays, {"axis": ax})
+        return Array.fresh(arrays[0].value, shadow=layout.shadow(shape, order))
+    return emit(movement.concatenate, arrays, {"axis": ax}, shadow=layout.shadow(shape, order))
 
 
 def stack(xs: Sequence[Any], axis: int = 0) -> Array:
@@ -492,6 +531,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
     )
 
 
-def new_storage(x: Array) -> Array:
-    """A copy: same value, its own storage (writes to one are not seen by the other)."""
-    return Array(Storage(x.value), weak=x.weak)
+def new_storage(x: Array, shadow: np.ndarray | None = None) -> Array:
+    """A copy: same value, its own storage (writes to one are not seen by the other), laid out as
+    ``shadow`` (C order if ``None``, as ``x.copy()``)."""
+    return Array(Storage(x.value), shadow=shadow, weak=x.weak)
