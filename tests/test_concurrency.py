@@ -18,7 +18,7 @@ from helpers import parallel_loops
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen.cpu import PARALLEL_MIN_ELEMENTS
+from compiler.passes.rows import PARALLEL_MIN_ELEMENTS
 from runtime import executable
 
 N = 8

@@ -112,11 +112,15 @@ class OpContext:
 class BodyBuilder:
     """Straight-line code of one loop body; ``lines`` grows as values are requested."""
 
-    def __init__(self, inlined: Mapping[Value, Op], load: Load, pool: ConstantPool) -> None:
+    def __init__(self, inlined: Mapping[Value, Op], load: Load, pool: ConstantPool, prefix: str = "") -> None:
         self.inlined = inlined
+        self.prefix = prefix  # of the temporaries' names (a band member's own: ``m2_t0``)
         self.load = load
         self.pool = pool
         self.lines: list[str] = []
+        # the lines that load an element of a value (not computed inline): line position -> the
+        # value and the index it is read at (the kernel IR's record of the line's read)
+        self.loads: dict[int, tuple[Value, tuple[str, ...]]] = {}
         self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
         self._index_memo: dict[str, str] = {}
         self._temps: set[str] = set()
@@ -161,6 +165,7 @@ class BodyBuilder:
         op = self.inlined.get(value)
         if op is None:
             expr = self.load(value, key[1])
+            self.loads[len(self.lines)] = (value, key[1])
         else:
             assert op.prim.emit is not None, f"{op.prim.name} has no scalar lowering"
             expr = op.prim.emit(OpContext(self, op), key[1])
@@ -168,7 +173,7 @@ class BodyBuilder:
                 self._memo[key] = expr
                 return expr
             expr = typed(expr, value.type.dtype)
-        name = f"t{len(self._temps)}"
+        name = f"{self.prefix}t{len(self._temps)}"
         self._temps.add(name)
         self.lines.append(f"{name} = {expr}")
         self._memo[key] = name
@@ -179,7 +184,7 @@ class BodyBuilder:
         if _SIMPLE.match(expr):
             return expr
         if expr not in self._index_memo:
-            name = f"k{len(self._index_memo)}"
+            name = f"{self.prefix}k{len(self._index_memo)}"
             self._index_memo[expr] = name
             self.lines.append(f"{name} = {expr}")
         return self._index_memo[expr]

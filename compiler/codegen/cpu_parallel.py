@@ -1,0 +1,108 @@
+"""Parallel loops on the runtime's threads: a kernel with a parallel loop becomes a chunk function
+and a plain kernel that runs the chunks through ``runtime.parallel.parallel_for``.
+
+A parallel kernel (one parallel ``For`` at the top of its kernel IR) is split into two plain
+functions: the chunk function (one chunk of the loop: an iteration of a loop over chunks, or one of
+``REDUCE_CHUNKS`` fixed ranges of a loop over elements or rows; its arrays read from a frame of data
+addresses with ``array_at``) and the kernel (what comes before and after the loop, then the frame
+filled and ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering
+then runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
+(``runtime/parallel.py``). With nothing after the loop (no partial results to combine) the kernel is
+the chunk function alone (``Kernel.direct``: the driver allocates its scratch and runs it). The
+split is decided on the kernel IR: the loop's form (``For.flat``, a loop over chunks) and which of
+the statements before it the statements after it use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from compiler.codegen.common import shape_literal
+from compiler.codegen.cpu_kernel import Chunk, Kernel, jit_decorator
+from compiler.codegen.emit import ROW, np_type
+from compiler.ir.types import TensorType
+from compiler.kernel.ir import Alloc, For, Line, Stmt, View, parallel_loops, print_python, uses
+from compiler.passes.rows import REDUCE_CHUNKS
+from runtime.intrinsics import signature_string
+from runtime.parallel import CHUNK_SIGNATURE, PARALLEL_FOR_SIGNATURE
+
+PARALLEL_FOR = "parallel_for"  # runtime.parallel.parallel_for, as a generated module binds it
+CHUNK_SUFFIX = "_chunk"
+PARALLEL_FOR_SLOT = (PARALLEL_FOR, PARALLEL_FOR_SIGNATURE)
+PARALLEL_FOR_TEXT = signature_string(PARALLEL_FOR_SIGNATURE)
+
+
+def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
+    """``kernel`` with its parallel loop run by ``parallel_for`` (the module docstring); a kernel
+    without exactly one parallel loop at its top, or with more than allocations and views before
+    it, is returned as it is."""
+    ir = kernel.ir
+    if kernel.objmode or ir is None:
+        return kernel
+    loops = parallel_loops(ir.body)
+    if len(loops) != 1:
+        return kernel
+    start = loops[0]
+    loop = ir.body[start]
+    assert isinstance(loop, For)
+    before, after = ir.body[:start], ir.body[start + 1 :]
+    if (
+        not isinstance(loop.stop, int)
+        or loop.start != 0
+        or not all(isinstance(s, Alloc | View) for s in before)
+    ):
+        return kernel
+    frame = [
+        (a, shape_literal(types[a].shape) if types[a].shape else "()", np_type(types[a].dtype))
+        for a in ir.params
+    ]
+    views: list[Stmt] = [s for s in before if isinstance(s, View)]
+    scratch = [s for s in before if isinstance(s, Alloc)]
+    frame += [(s.name, s.shape_text, np_type(s.dtype)) for s in scratch]
+    kept = [s for s in before if isinstance(s, Alloc) or (isinstance(s, View) and uses(after, s.name))]
+    chunk_body: list[Stmt]
+    if loop.var == "ch":  # chunks already: one per iteration
+        chunks, n = loop.stop, loop.stop
+        chunk_body = [*views, *loop.body]
+        form, var = ("band", ROW) if ir.rows is not None else ("chunks", "ch")
+        n = ir.rows if ir.rows is not None else n
+    else:  # a loop over elements or rows: REDUCE_CHUNKS fixed ranges of it
+        n, chunks = loop.stop, min(REDUCE_CHUNKS, loop.stop)
+        bounds: list[Stmt] = [Line(f"lo = ch * {n} // {chunks}"), Line(f"hi = (ch + 1) * {n} // {chunks}")]
+        var = loop.var
+        if loop.flat:  # each flat view sliced to the chunk: LLVM's overlap checks then pass, it vectorizes
+            sliced = [replace(v, chunk=True) if isinstance(v, View) else v for v in views]
+            chunk_body = [*bounds, *sliced, For(var, "hi - lo", loop.body)]
+            form = "flat"
+        else:
+            chunk_body = [*views, *bounds, For(var, "hi", loop.body, "lo")]
+            form = "rows"
+    plain = jit_decorator(reassoc=ir.reassoc)
+    chunk_name = f"{kernel.name}{CHUNK_SUFFIX}"
+    calls = [(chunk_name, CHUNK_SIGNATURE), PARALLEL_FOR_SLOT]
+    chunk_text = [
+        plain,
+        f"def {chunk_name}(ch, frame):",
+        *(
+            f"    {name} = array_at(frame[{k}], {shape}, {dtype})"
+            for k, (name, shape, dtype) in enumerate(frame)
+        ),
+        *print_python(chunk_body, 1),
+    ]
+    if all(isinstance(s, Alloc) for s in kept) and not after:
+        # nothing after the loop: the driver allocates the scratch, fills the frame and runs the
+        # chunks (a function fewer to compile: ~0.07 s each)
+        chunk = Chunk(form, n, chunks, var, [name for name, _, _ in frame], chunk_body)
+        return replace(
+            kernel, text="\n".join(chunk_text), calls=calls, direct=str(chunks), scratch=scratch, chunk=chunk
+        )
+    run = [
+        *print_python(kept, 1),
+        f"    frame = np.empty({len(frame)}, np.uint64)",
+        f"    fill_frame(frame, {', '.join(name for name, _, _ in frame)})",
+        f'    call_kernel(parallel_at, "{PARALLEL_FOR_TEXT}", chunk_at, {chunks}, frame)',
+        *(f"    keep_alive({s.name})" for s in scratch if not uses(after, s.name)),
+        *print_python(after, 1),
+    ]
+    kernel_text = [plain, f"def {kernel.name}({', '.join(ir.params)}, chunk_at, parallel_at):", *run]
+    return replace(kernel, text="\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text), calls=calls)

@@ -1,0 +1,193 @@
+"""The kernel-level IR: what a fused group (or a band of groups) becomes once it is scheduled.
+
+A ``KernelIR`` is a small loop program over named arrays: loops (``For``; a parallel one is a loop
+whose iterations are independent, run on threads by a backend), scratch allocations (``Alloc``),
+flat views (``View``) and straight-line statements (``Line``). A statement's text is the scalar code
+the primitives' lowerings produce (``compiler/codegen/emit.py``'s ``BodyBuilder``), the same on
+both backends; what a statement loads and stores is not read back from that text but recorded when
+the statement is built (``Line.reads`` / ``Line.writes``: an ``Access`` is an array and one index
+expression per axis). Questions a pass must answer about a kernel (is this a flat elementwise loop,
+may its parallel loop run as chunks, does a member of a row-block region touch only the rows of its
+block) are answered from these records and the loop structure, never from generated source.
+
+Backends print the IR: ``print_python`` here writes Numba-Python (the CPU's ``njit`` kernels; the
+statements' text is Python on both targets).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from compiler.ir.types import DType
+
+
+@dataclass(frozen=True)
+class Access:
+    """One element of ``array``: one index expression per axis (``()`` for a 0-d array, and one
+    expression, the flat position, for a flat view)."""
+
+    array: str
+    index: tuple[str, ...]
+
+
+@dataclass
+class Line:
+    """One straight-line statement, as printed, with the array elements it loads and stores."""
+
+    text: str
+    reads: tuple[Access, ...] = ()
+    writes: tuple[Access, ...] = ()
+
+
+@dataclass
+class For:
+    """``for var in range(start, stop)``; ``parallel``: iterations are independent (distinct
+    iterations write distinct elements), so a backend may run them on threads."""
+
+    var: str
+    stop: int | str
+    body: list[Stmt]
+    start: int | str = 0
+    parallel: bool = False
+    # a flat loop over an iteration space: its index is used only as the position in flat views of
+    # arrays of the iteration's shape (``View``s of ``stop`` elements), so a chunk of it may slice them
+    flat: bool = False
+
+    def range_text(self) -> str:
+        return f"range({self.stop})" if self.start == 0 else f"range({self.start}, {self.stop})"
+
+
+@dataclass
+class If:
+    """``if cond:`` around ``body`` (a row block's flush of its partial results)."""
+
+    cond: str
+    body: list[Stmt]
+
+
+@dataclass
+class Alloc:
+    """Scratch of the kernel: ``name = np.empty(shape, dtype)``."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+
+    @property
+    def shape_text(self) -> str:
+        return f"({self.shape[0]},)" if len(self.shape) == 1 else "(" + ", ".join(map(str, self.shape)) + ")"
+
+
+@dataclass
+class View:
+    """``name``: ``base`` reshaped to ``shape`` (a flat view when one axis), sliced to
+    ``[lo:hi]`` when ``chunk`` (a parallel loop's chunk of a flat loop), or ``base``'s row ``row``
+    (a per-chunk row of a scratch array)."""
+
+    name: str
+    base: str
+    shape: tuple[int, ...] = ()
+    chunk: bool = False
+    row: str | None = None
+
+
+Stmt = Line | For | If | Alloc | View
+
+
+@dataclass
+class KernelIR:
+    """One kernel: its name, its parameters (the arrays the driver passes, in order) and body."""
+
+    name: str
+    params: list[str]
+    body: list[Stmt]
+    reassoc: bool = False  # float sums may be reassociated (vectorized partial sums)
+    rows: int | None = None  # a band's kernel: the rows its loop over chunks splits
+
+
+def walk(body: Sequence[Stmt]) -> Iterator[Stmt]:
+    """Every statement of ``body``, loops' bodies included, in program order."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, For | If):
+            yield from walk(stmt.body)
+
+
+def parallel_loops(body: Sequence[Stmt]) -> list[int]:
+    """Positions in ``body`` (its top level) of parallel loops."""
+    return [i for i, s in enumerate(body) if isinstance(s, For) and s.parallel]
+
+
+def reads(body: Sequence[Stmt]) -> list[Access]:
+    return [a for s in walk(body) if isinstance(s, Line) for a in s.reads]
+
+
+def writes(body: Sequence[Stmt]) -> list[Access]:
+    return [a for s in walk(body) if isinstance(s, Line) for a in s.writes]
+
+
+def uses(body: Sequence[Stmt], name: str) -> bool:
+    """Whether ``body`` touches array ``name`` (loads, stores, views of it)."""
+    for s in walk(body):
+        if isinstance(s, Line) and any(a.array == name for a in (*s.reads, *s.writes)):
+            return True
+        if isinstance(s, View) and s.base == name:
+            return True
+    return False
+
+
+def np_type(dtype: DType) -> str:
+    return f"np.{dtype.np.name}"
+
+
+def print_python(body: Sequence[Stmt], depth: int = 0) -> list[str]:
+    """``body`` as lines of Numba-Python, indented ``depth`` levels (a parallel loop: ``numba.prange``)."""
+    pad = "    " * depth
+    out: list[str] = []
+    for s in body:
+        if isinstance(s, Line):
+            out.append(pad + s.text)
+        elif isinstance(s, For):
+            rng = ("numba.p" if s.parallel else "") + s.range_text()
+            out.append(f"{pad}for {s.var} in {rng}:")
+            out += print_python(s.body, depth + 1) or [pad + "    pass"]
+        elif isinstance(s, If):
+            out.append(f"{pad}if {s.cond}:")
+            out += print_python(s.body, depth + 1)
+        elif isinstance(s, Alloc):
+            out.append(f"{pad}{s.name} = np.empty({s.shape_text if s.shape else '()'}, {np_type(s.dtype)})")
+        else:
+            out.append(pad + view_text(s))
+    return out
+
+
+def view_text(v: View) -> str:
+    if v.row is not None:
+        return f"{v.name} = {v.base}[{v.row}]" + (
+            f".reshape(({', '.join(map(str, v.shape))}))" if len(v.shape) > 1 else ""
+        )
+    size = v.shape[0] if len(v.shape) == 1 else "(" + ", ".join(map(str, v.shape)) + ")"
+    return f"{v.name} = {v.base}.reshape({size})" + ("[lo:hi]" if v.chunk else "")
+
+
+def nest(
+    names: Sequence[str],
+    extents: Sequence[int | str],
+    body: list[Stmt],
+    parallel: bool = False,
+    outer: tuple[int | str, int | str] | None = None,
+    flat: bool = False,
+) -> list[Stmt]:
+    """Nested loops over ``names``, outermost first, around ``body``; ``outer``: the first loop's
+    (start, stop) instead of (0, its extent); ``parallel`` / ``flat``: the first loop's flags."""
+    for depth in reversed(range(len(names))):
+        start, stop = (0, extents[depth]) if depth or outer is None else outer
+        first = depth == 0
+        body = [For(names[depth], stop, body, start, parallel and first, flat and first)]
+    return body
+
+
+def lines(*texts: str) -> list[Stmt]:
+    """Statements that touch no array element (scalar assignments)."""
+    return [Line(t) for t in texts]
