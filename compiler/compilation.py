@@ -19,7 +19,7 @@ from compiler.ir.verify import verify_enabled
 if TYPE_CHECKING:
     from compiler.autodiff import GradSpec
     from compiler.passes.fuse import FusionPlan, Group
-    from compiler.passes.plan import MemoryPlan
+    from compiler.passes.plan import MemoryPlan, Planner
 
 
 def _env_off(name: str) -> bool:
@@ -109,13 +109,16 @@ TARGETS = {
 class Compilation:
     """The pipeline's state, which each pass takes and returns: the function, the fusion plan once
     ``fuse`` ran (``rows`` adds its bands), the memory plan once ``plan`` ran. ``printed``: how the
-    stage prints when it is not ``func`` itself (``func`` annotated with groups, bands or buffers)."""
+    stage prints when it is not ``func`` itself (``func`` annotated with groups, bands or buffers).
+    ``planner``: the fuse -> rows -> plan steps for ``options`` (``pipeline.planner``), made once per
+    run so that its caches serve every pass that plans."""
 
     func: Function
     options: Options
     fusion: FusionPlan | None = None
     plan: MemoryPlan | None = None
     printed: Function | None = None
+    planner: Planner | None = None
 
     def stage(self) -> Function:
         return self.printed if self.printed is not None else self.func

@@ -54,7 +54,9 @@ def planner(options: Options) -> Planner:
     if target.bands and options.row_fusion:
         numpy_kernel = target.numpy_kernel() if target.numpy_kernel else _no_numpy_kernels
         role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel)
-        bands = functools.partial(rows.form_bands, role=role, compute_once=options.row_compute_once)
+        cache: rows.ReadsCache = {}  # one per planner: the candidates remat and schedule plan share it
+        once = options.row_compute_once
+        bands = functools.partial(rows.form_bands, role=role, compute_once=once, cache=cache)
     return Planner(
         options.inplace,
         options.donate_argnums,
@@ -72,9 +74,15 @@ def _no_numpy_kernels(group: Any) -> bool:
 # ---- the passes ------------------------------------------------------------------------------------
 
 
+def _planner(c: Compilation) -> Planner:
+    if c.planner is None:
+        c.planner = planner(c.options)
+    return c.planner
+
+
 def _rewritten(c: Compilation, func: Function) -> Compilation:
     """A new function: the fusion and memory plans of the old one no longer apply."""
-    return c if func is c.func else Compilation(func, c.options)
+    return c if func is c.func else Compilation(func, c.options, planner=c.planner)
 
 
 _MADE_BY = {"fusion": ("fusion plan", "fuse"), "plan": ("memory plan", "plan")}
@@ -105,30 +113,30 @@ def _simplify(c: Compilation) -> Compilation:
 
 
 def _remat(c: Compilation) -> Compilation:
-    return _rewritten(c, rematerialize(c.func, planner(c.options))) if c.options.remat else c
+    return _rewritten(c, rematerialize(c.func, _planner(c))) if c.options.remat else c
 
 
 def _schedule(c: Compilation) -> Compilation:
-    return _rewritten(c, schedule_for_memory(c.func, planner(c.options))) if c.options.schedule else c
+    return _rewritten(c, schedule_for_memory(c.func, _planner(c))) if c.options.schedule else c
 
 
 def _fuse(c: Compilation) -> Compilation:
-    fusion = planner(c.options).fuse(c.func)
-    return Compilation(c.func, c.options, fusion, printed=annotate_kernels(c.func, fusion))
+    fusion = _planner(c).fuse(c.func)
+    return replace(c, fusion=fusion, plan=None, printed=annotate_kernels(c.func, fusion))
 
 
 def _rows(c: Compilation) -> Compilation:
     fusion: FusionPlan = _needs(c, "fusion", "rows")
-    planner(c.options).form_bands(c.func, fusion)
-    return Compilation(c.func, c.options, fusion, printed=annotate_kernels(c.func, fusion))
+    _planner(c).form_bands(c.func, fusion)
+    return replace(c, plan=None, printed=annotate_kernels(c.func, fusion))
 
 
 def _plan(c: Compilation) -> Compilation:
     fusion: FusionPlan = _needs(c, "fusion", "plan")
-    plan = planner(c.options).plan_buffers(c.func, fusion)
+    plan = _planner(c).plan_buffers(c.func, fusion)
     if c.options.sanitize:
         check_no_overlap(plan)
-    return Compilation(c.func, c.options, fusion, plan, annotate(c.func, fusion, plan, bufferized=False))
+    return replace(c, plan=plan, printed=annotate(c.func, fusion, plan, bufferized=False))
 
 
 def _bufferize(c: Compilation) -> Compilation:

@@ -69,8 +69,15 @@ def band_role(group: Group, numpy_kernel: Callable[[Group], bool]) -> str | None
     return TAIL if small else None
 
 
+ReadsCache = dict[tuple[object, ...], dict[Value, bool]]  # a group's ops and outputs -> ``_reads``
+
+
 def form_bands(
-    func: Function, fusion: FusionPlan, role: Callable[[Group], str | None], compute_once: bool = True
+    func: Function,
+    fusion: FusionPlan,
+    role: Callable[[Group], str | None],
+    compute_once: bool = True,
+    cache: ReadsCache | None = None,
 ) -> None:
     """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
     mark the values each band keeps per row (``Band.local``).
@@ -95,7 +102,7 @@ def form_bands(
     for g in fusion.groups:
         kind = role(g)
         rows = _rows(g) if kind == MEMBER else None
-        reads = _reads(g) if kind is not None else {}
+        reads = _reads(g, cache) if kind is not None else {}
         if kind == TAIL and current is not None and _may_follow(current, reads):
             current.groups.append(g)
             current.tail.add(g)
@@ -237,6 +244,14 @@ def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[s
     return reads
 
 
-def _reads(group: Group) -> dict[Value, bool]:
-    """Each buffer ``group`` reads, and whether every read is at the row being computed."""
-    return {v: all(at and at[0] == ROW for at in ats) for v, ats in _loads(group).items()}
+def _reads(group: Group, cache: ReadsCache | None = None) -> dict[Value, bool]:
+    """Each buffer ``group`` reads, and whether every read is at the row being computed. ``cache``:
+    answers for groups of the same ops and outputs (a group's body is lowered from nothing else),
+    shared by the candidate programs that remat and schedule plan: they repeat most kernels."""
+    key = (group.kind, *group.ops, None, *group.outputs)
+    if cache is not None and key in cache:
+        return cache[key]
+    reads = {v: all(at and at[0] == ROW for at in ats) for v, ats in _loads(group).items()}
+    if cache is not None:
+        cache[key] = reads
+    return reads
