@@ -84,9 +84,10 @@ def test_every_reference_is_reachable_from_generated_code() -> None:
 
 
 def test_no_code_generator_writes_an_import_of_the_compiler() -> None:
-    """No string a generator in compiler/codegen writes (preludes, generated lines) imports compiler
-    or dsl: generated modules import only runtime, NumPy and Numba."""
-    for path in sorted((Path(__file__).parent.parent / "compiler" / "codegen").rglob("*.py")):
+    """No string a generator in compiler/codegen or compiler/kernel writes (preludes, generated lines)
+    imports compiler or dsl: generated modules import only runtime, NumPy and Numba."""
+    compiler = Path(__file__).parent.parent / "compiler"
+    for path in sorted(p for part in ("codegen", "kernel") for p in (compiler / part).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert not IMPORTS_COMPILER.search(node.value), f"{path.name}: {node.value!r}"
