@@ -47,8 +47,8 @@ class Memory:
     """Memory behaviour.
 
     ``view_of``: the result can be the operand's buffer reinterpreted (no data moves).
-    ``vjp_needs``: which values the vjp reads: ``"inputs"``, ``"output"``, both or neither; the
-    memory planner keeps exactly these alive for the backward.
+    ``vjp_needs``: which values the vjp reads: ``"inputs"``, ``"output"``, both or neither (checked
+    against what each rule reads, tests/test_vjp_rules.py): what the forward must keep for the backward.
 
     Whether a result may be stored over an operand's buffer is no fact of one primitive but of the
     kernel it is fused into: the planner asks ``FusionPlan.in_place_safe`` (compiler/passes/fuse.py),
