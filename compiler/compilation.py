@@ -85,11 +85,13 @@ class Target:
     """What the passes must know of a backend. ``bands``: its printer writes bands of row-fused
     kernels, so the ``rows`` pass runs for it. ``numpy_kernel``: the groups it writes as calls of
     NumPy rather than loop nests (they cannot join a band); a function returning that test, looked
-    up when a program is planned (the CPU printer's choice, which depends on its switches)."""
+    up when a program is planned (the CPU printer's choice, which depends on its switches).
+    ``row_max``: the longest row (elements after the leading axis) a band member may have."""
 
     name: str
     bands: bool
     numpy_kernel: Callable[[], Callable[[Group], bool]] | None = None
+    row_max: int | None = None
 
 
 def _cpu_numpy_kernel() -> Callable[[Group], bool]:
@@ -98,10 +100,11 @@ def _cpu_numpy_kernel() -> Callable[[Group], bool]:
     return wants_numpy
 
 
-# The CUDA printer cannot print bands yet: its plan is made without them.
+# The CUDA printer (compiler/codegen/cuda/bands.py) keeps a row of each value a band keeps per row
+# in the block's shared memory: rows of up to 4096 elements (16 KiB of float32) join a band.
 TARGETS = {
     "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel),
-    "cuda": Target("cuda", bands=False),
+    "cuda": Target("cuda", bands=True, row_max=4096),
 }
 
 

@@ -53,7 +53,7 @@ def planner(options: Options) -> Planner:
     bands = None
     if target.bands and options.row_fusion:
         numpy_kernel = target.numpy_kernel() if target.numpy_kernel else _no_numpy_kernels
-        role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel)
+        role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel, row_max=target.row_max)
         cache: rows.ReadsCache = {}  # one per planner: the candidates remat and schedule plan share it
         once = options.row_compute_once
         bands = functools.partial(rows.form_bands, role=role, compute_once=once, cache=cache)
@@ -175,7 +175,7 @@ PASSES: tuple[Pass, ...] = (
         "row_fused",
         _rows,
         "run consecutive kernels over the same rows as one band, row by row (dsl.band), where the "
-        "target prints bands (the CPU)",
+        "target prints bands (CPU and CUDA)",
     ),
     Pass("plan", "planned", _plan, "give every stored value its arena offset (dsl.offset, dsl.reuses)"),
     Pass(

@@ -9,14 +9,17 @@ compile the same way, while they run.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import test_prims_registry as registry
 import test_vjp_rules as rules
-from cuda_ptx import PTX_AVAILABLE, PTX_UNAVAILABLE, check_ptx
+from cuda_ptx import ARCHS, PTX_AVAILABLE, PTX_UNAVAILABLE, check_ptx
 
 import dsl
 import dsl.numpy as dnp
+from compiler.codegen import compile_ptx
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.verify import verify
 from compiler.prims import REGISTRY
@@ -83,3 +86,46 @@ def test_training_programs_at_size() -> None:
         optimized(dsl.grad(heads, argnums=(0, 1, 2)), _f32(128, 64), _f32(64, 64), _f32(64, 64)), "heads"
     )
     assert n > 10
+
+
+def _band_programs() -> list[tuple[str, object, tuple[np.ndarray, ...]]]:
+    """Programs whose CUDA plan has bands, one per band kernel form (``compiler/codegen/cuda/bands.py``)."""
+
+    def layer_norm_loss(x, g, b, r):
+        mu = x.mean(axis=-1, keepdims=True)
+        c = x - mu
+        return ((c / dnp.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5) * g + b) * r).sum()
+
+    def xent(z, y):
+        s = z - dsl.stop_gradient(z.max(axis=-1, keepdims=True))
+        return -(y * (s - dnp.log(dnp.exp(s).sum(axis=-1, keepdims=True)))).sum() / z.shape[0]
+
+    def inner_axes(x, w):  # a row reduction keeping an inner axis; sums over axes 0 and (0, 2)
+        e = dnp.exp(x - x.max(axis=2, keepdims=True)) * w
+        return e.sum(axis=0), e.sum(axis=(0, 2)), (e * x).sum()
+
+    ln = dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2))
+    return [
+        ("layer norm 4096x1024", ln, (_f32(4096, 1024), _f32(1024), _f32(1024), _f32(4096, 1024))),
+        ("layer norm, rows of 4096", ln, (_f32(64, 4096), _f32(4096), _f32(4096), _f32(64, 4096))),
+        ("layer norm, narrow rows", ln, (_f32(256, 3), _f32(3), _f32(3), _f32(256, 3))),
+        ("softmax xent 4096x1000 (a tail)", dsl.value_and_grad(xent), (_f32(4096, 1000), _f32(4096, 1000))),
+        ("inner axes", inner_axes, (_f32(64, 3, 5), _f32(64, 3, 5))),
+    ]
+
+
+@pytest.mark.parametrize("what", [p[0] for p in _band_programs()])
+def test_band_kernels(what: str) -> None:
+    """Each band kernel form compiles for sm_80 and sm_90 (the kernels, their partials' combines and
+    tails), and its static shared memory fits a block's 48 KiB (the layer norm with rows of 4096
+    keeps some of its rows in global scratch)."""
+    _, fn, args = next(p for p in _band_programs() if p[0] == what)
+    program = dsl.compile(fn, target="cuda").lower(*args).program.generated
+    bands = [k.name for k in program.kernels if k.name.endswith("_rows")]
+    assert bands, [k.name for k in program.kernels]
+    for cc in ARCHS:
+        ptx = compile_ptx(program, cc)
+        assert set(ptx) == {k.name for k in program.kernels}
+        for name in bands:
+            shared = re.findall(r"\.shared \.align \d+ \.b8 \S+\[(\d+)\]", ptx[name])
+            assert shared and sum(map(int, shared)) <= 48 * 1024, (name, shared)

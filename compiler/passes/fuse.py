@@ -217,7 +217,7 @@ class FusionPlan:
     names: dict[Value, str]  # printer-style names: %argN, %N
     # value -> group reading it -> the access keys of those reads (IDENTITY: at the group's own index)
     access: dict[Value, dict[Group, frozenset[AccessKey]]] = field(default_factory=dict)
-    bands: list[Band] = field(default_factory=list)  # row fusion (CPU): empty unless rows.form_bands ran
+    bands: list[Band] = field(default_factory=list)  # row fusion: empty unless rows.form_bands ran
     band_of: dict[Group, Band] = field(default_factory=dict)
 
     @property

@@ -54,12 +54,15 @@ REDUCE_CHUNKS = 16
 PARTIALS_MAX_ELEMENTS = 1 << 20
 
 
-def band_role(group: Group, numpy_kernel: Callable[[Group], bool]) -> str | None:
+def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int | None = None) -> str | None:
     """The row-fusion role of ``group``: ``MEMBER`` for a group written as a loop nest (not a NumPy
     kernel: ``numpy_kernel``, the target's own test) whose reduction over axis 0, if any, keeps a
     partial result per chunk of rows within ``PARTIALS_MAX_ELEMENTS``; ``TAIL`` for a small loop nest
-    that can run serially after a band's loop; else None."""
+    that can run serially after a band's loop; else None. ``row_max``: the target's longest row
+    (elements after the leading axis; CUDA keeps a band's rows in a block's shared memory)."""
     if group.kind is GroupKind.CONTRACT or math.prod(group.shape) == 0 or numpy_kernel(group):
+        return None
+    if row_max is not None and math.prod(group.shape[1:]) > row_max:
         return None
     if 0 in group.reduced_axes and REDUCE_CHUNKS * group.root.result.type.size > PARTIALS_MAX_ELEMENTS:
         return None
