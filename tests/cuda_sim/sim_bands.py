@@ -87,6 +87,9 @@ def test_softmax_cross_entropy_forward_and_backward(rows: int, classes: int) -> 
     p /= p.sum(-1, keepdims=True)
     want = [-(onehot * np.log(p)).sum() / rows, (p - onehot) / rows]
     check(dsl.value_and_grad(xent_loss), (z, onehot), want)
+    program = dsl.compile(dsl.value_and_grad(xent_loss), target="cuda").lower(z, onehot).program
+    assert program.compilation.fusion is not None
+    assert [len(band.tail) for band in program.compilation.fusion.bands] == [1]
 
 
 def test_a_mean_of_row_values() -> None:
