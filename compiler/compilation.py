@@ -91,19 +91,38 @@ class Target:
     name: str
     bands: bool
     numpy_kernel: Callable[[], Callable[[Group], bool]] | None = None
+    # its kernel-level passes (``compiler/kernel/``), looked up when they run; None: its printer
+    # still builds its kernels from the fusion plan itself (CUDA)
+    kernel_passes: Callable[[], KernelPasses] | None = None
     row_max: int | None = None
 
 
 def _cpu_numpy_kernel() -> Callable[[Group], bool]:
-    from compiler.codegen.cpu_loops import wants_numpy  # the printer's kernel form (to the kernel IR)
+    from compiler.kernel.cpu.loops import wants_numpy  # the printer's kernel form (to the kernel IR)
 
     return wants_numpy
+
+
+def _cpu_kernels() -> KernelPasses:
+    from compiler.kernel.cpu.build import build_kernels, form_regions
+
+    return KernelPasses(build_kernels, form_regions)
+
+
+@dataclass(frozen=True)
+class KernelPasses:
+    """A target's ``kernels`` pass (a planned program's kernels as kernel IR: ``build(func, fusion,
+    plan)``) and ``regions`` pass (``regions(func, fusion, plan, kernels, sanitize)``: the kernels
+    and the memory plan they then follow)."""
+
+    build: Callable[..., Any]
+    regions: Callable[..., tuple[Any, MemoryPlan]]
 
 
 # The CUDA printer (compiler/codegen/cuda/bands.py) keeps a row of each value a band keeps per row
 # in the block's shared memory: rows of up to 4096 elements (16 KiB of float32) join a band.
 TARGETS = {
-    "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel),
+    "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel, kernel_passes=_cpu_kernels),
     "cuda": Target("cuda", bands=True, row_max=4096),
 }
 
@@ -111,7 +130,8 @@ TARGETS = {
 @dataclass
 class Compilation:
     """The pipeline's state, which each pass takes and returns: the function, the fusion plan once
-    ``fuse`` ran (``rows`` adds its bands), the memory plan once ``plan`` ran. ``printed``: how the
+    ``fuse`` ran (``rows`` adds its bands), the memory plan once ``plan`` ran (``regions`` may
+    resize slots of it), the kernels once ``kernels`` ran. ``printed``: how the
     stage prints when it is not ``func`` itself (``func`` annotated with groups, bands or buffers).
     ``planner``: the fuse -> rows -> plan steps for ``options`` (``pipeline.planner``), made once per
     run so that its caches serve every pass that plans."""
@@ -121,6 +141,7 @@ class Compilation:
     fusion: FusionPlan | None = None
     plan: MemoryPlan | None = None
     printed: Function | None = None
+    kernels: Any = None  # the target's kernels once ``kernels`` ran (CPU: kernel.cpu.build.CpuKernels)
     planner: Planner | None = None
 
     def stage(self) -> Function:

@@ -85,7 +85,11 @@ def _rewritten(c: Compilation, func: Function) -> Compilation:
     return c if func is c.func else Compilation(func, c.options, planner=c.planner)
 
 
-_MADE_BY = {"fusion": ("fusion plan", "fuse"), "plan": ("memory plan", "plan")}
+_MADE_BY = {
+    "fusion": ("fusion plan", "fuse"),
+    "plan": ("memory plan", "plan"),
+    "kernels": ("kernels", "kernels"),
+}
 
 
 def _needs(c: Compilation, what: str, pass_name: str) -> Any:
@@ -122,13 +126,13 @@ def _schedule(c: Compilation) -> Compilation:
 
 def _fuse(c: Compilation) -> Compilation:
     fusion = _planner(c).fuse(c.func)
-    return replace(c, fusion=fusion, plan=None, printed=annotate_kernels(c.func, fusion))
+    return replace(c, fusion=fusion, plan=None, kernels=None, printed=annotate_kernels(c.func, fusion))
 
 
 def _rows(c: Compilation) -> Compilation:
     fusion: FusionPlan = _needs(c, "fusion", "rows")
     _planner(c).form_bands(c.func, fusion)
-    return replace(c, plan=None, printed=annotate_kernels(c.func, fusion))
+    return replace(c, plan=None, kernels=None, printed=annotate_kernels(c.func, fusion))
 
 
 def _plan(c: Compilation) -> Compilation:
@@ -136,7 +140,30 @@ def _plan(c: Compilation) -> Compilation:
     plan = _planner(c).plan_buffers(c.func, fusion)
     if c.options.sanitize:
         check_no_overlap(plan)
-    return replace(c, plan=plan, printed=annotate(c.func, fusion, plan, bufferized=False))
+    return replace(c, plan=plan, kernels=None, printed=annotate(c.func, fusion, plan, bufferized=False))
+
+
+def _kernels(c: Compilation) -> Compilation:
+    plan: MemoryPlan = _needs(c, "plan", "kernels")
+    passes = TARGETS[c.options.target].kernel_passes
+    if passes is None:
+        return replace(c, kernels=None)
+    assert c.fusion is not None
+    return replace(c, kernels=passes().build(c.func, c.fusion, plan))
+
+
+def _regions(c: Compilation) -> Compilation:
+    plan: MemoryPlan = _needs(c, "plan", "regions")
+    passes = TARGETS[c.options.target].kernel_passes
+    if passes is None or c.kernels is None:
+        return c
+    assert c.fusion is not None
+    kernels, resized = passes().regions(c.func, c.fusion, plan, c.kernels, c.options.sanitize)
+    if resized is plan:
+        return replace(c, kernels=kernels)
+    return replace(
+        c, kernels=kernels, plan=resized, printed=annotate(c.func, c.fusion, resized, bufferized=False)
+    )
 
 
 def _bufferize(c: Compilation) -> Compilation:
@@ -178,6 +205,20 @@ PASSES: tuple[Pass, ...] = (
         "target prints bands (CPU and CUDA)",
     ),
     Pass("plan", "planned", _plan, "give every stored value its arena offset (dsl.offset, dsl.reuses)"),
+    Pass(
+        "kernels",
+        "kernels",
+        _kernels,
+        "each kernel as kernel IR (compiler/kernel/): loop nests, reductions, bands, parallel loops "
+        "on the runtime's threads, equal kernels shared (targets with kernel passes: the CPU)",
+    ),
+    Pass(
+        "regions",
+        "regions",
+        _regions,
+        "run kernels that read row i only to write row i block of rows by block (row-block regions); "
+        "their own buffers hold one block per thread (dsl.stored_as)",
+    ),
     Pass(
         "bufferize",
         "bufferized",
@@ -403,10 +444,6 @@ def compile_function(func: Function, options: Options) -> Program:
 
     state, stages = run_pipeline(func, options)
     generated, plan = codegen.generate(state)
-    if plan is not state.plan:  # the CPU's row-block regions resized slots (to become a pass)
-        assert state.fusion is not None
-        check_strict(plan, options, state.func)
-        stages["bufferized"] = annotate(state.func, state.fusion, plan)
     return Program(
         stages,
         state,

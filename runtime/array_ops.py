@@ -1,7 +1,7 @@
 """The primitives' NumPy implementations that NumPy itself does not have under the primitive's terms.
 
 A primitive's ``reference`` (``compiler/prims/``) is a NumPy function or one of these: the reference
-interpreter runs them, and so do the generated NumPy-assisted kernels (``compiler/codegen/arraylevel.py``
+interpreter runs them, and so do the generated NumPy-assisted kernels (``compiler/kernel/arraylevel.py``
 writes ``np.<name>(...)`` or ``_ops.<name>(...)`` for this module), so the oracle and the fast path
 share one implementation and a generated module needs no compiler. Attributes arrive as NumPy
 values: integer tuples, NumPy dtypes, arrays.

@@ -1,4 +1,4 @@
-"""NumPy-assisted kernels (compiler/codegen/arraylevel.py): big groups with libm-bound math (float64
+"""NumPy-assisted kernels (compiler/kernel/arraylevel.py): big groups with libm-bound math (float64
 here: float32 exp/tanh have vectorized loops, tests/test_vecmath.py) run as NumPy calls in object
 mode, with the same results as the loop code and the reference interpreter. Their calls are the
 primitives' own references, from NumPy or runtime/array_ops.py: no generated module, CPU or CUDA,
@@ -19,7 +19,7 @@ from helpers import interpret_fn
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import arraylevel
+from compiler.kernel import arraylevel
 from compiler.prims import REGISTRY
 from dsl.compile import Compiled
 from runtime import array_ops

@@ -96,11 +96,11 @@ def test_a_driver_failing_midway_leaves_caller_arrays_unchanged(monkeypatch: pyt
     # Plain-Python kernels let one kernel raise after the earlier ones ran (including the one
     # that writes the caller's x directly).
     x0, w = np.linspace(-1, 1, 9).reshape(3, 3), np.eye(3)
-    with python_kernels():
+    with python_kernels():  # (the executable is built, its module imported, at its first use)
         f = dsl.compile(_program_with_writeback())
         f.lower(x0.copy(), w)
         (entry,) = f._cache.values()
-    executable = entry.run
+        executable = entry.run
     assert executable.direct, "this program should write x directly (else the check proves less)"
     module = sys.modules[executable.driver.__module__]
     kernels = [name for name in vars(module) if name.startswith("k")]

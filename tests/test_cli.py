@@ -155,6 +155,8 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
         "fuse (fused)",
         "rows (row_fused)",
         "plan (planned)",
+        "kernels (kernels)",
+        "regions (regions)",
         "bufferize (bufferized)",
     ]
 

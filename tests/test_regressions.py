@@ -1,7 +1,7 @@
 """Bugs found by the reliability work (issue #8), each pinned by the smallest program that showed it.
 
 Fixed: ``compiler/passes/plan.py`` (an argument returned as a result counts as read at the end of
-the program), ``compiler/codegen/emit.py`` (fused loop bodies evaluated without recursion).
+the program), ``compiler/kernel/emit.py`` (fused loop bodies evaluated without recursion).
 
 Found elsewhere and tested beside their subject: a truncated or garbled Numba cache file made every
 later call raise (``test_module_cache.py``); interleaved views of one array (``x[::2]``, ``x[1::2]``)

@@ -29,13 +29,13 @@ def _planned(program: Compilation) -> tuple[FusionPlan, MemoryPlan]:
 
 
 def generate(program: Compilation) -> tuple[CpuProgram | CudaProgram, MemoryPlan]:
-    """The generated module of ``program`` for its target, and the memory plan that code follows:
-    the pipeline's, except where the CPU's row-block regions store a buffer one block of rows per
-    thread (``plan.resize_slots``, done here until it is a pass over the kernel IR)."""
+    """The generated module of ``program`` for its target, and the memory plan that code follows
+    (the pipeline's: the ``regions`` pass's where it resized slots). The CPU prints the ``kernels``
+    pass's kernels (built here for a program planned without it)."""
     fusion, plan = _planned(program)
     if program.options.target == "cuda":
         return generate_cuda(program.func, fusion, plan, program.options.sanitize), plan
-    generated = generate_cpu(program.func, fusion, plan, program.options.sanitize)
+    generated = generate_cpu(program.func, fusion, plan, program.options.sanitize, program.kernels)
     return generated, generated.plan
 
 

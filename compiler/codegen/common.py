@@ -9,19 +9,11 @@ import numpy as np
 
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
+from compiler.kernel.emit import py_name, shape_literal
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import BufferRow, MemoryPlan
 
-
-def py_name(printed: str) -> str:
-    """``%arg0`` -> ``a0``, ``%3`` -> ``v3``, ``%3#1`` -> ``v3_1``: printer names as identifiers."""
-    if printed.startswith("%arg"):
-        return "a" + printed[4:]
-    return "v" + printed[1:].replace("#", "_")
-
-
-def shape_literal(shape: tuple[int, ...]) -> str:
-    return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"
+__all__ = ["caller_allocated", "poison_after", "poison_value", "py_name", "shape_literal"]
 
 
 def poison_value(dtype: DType) -> float | int | bool:

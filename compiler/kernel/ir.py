@@ -3,7 +3,7 @@
 A ``KernelIR`` is a small loop program over named arrays: loops (``For``; a parallel one is a loop
 whose iterations are independent, run on threads by a backend), scratch allocations (``Alloc``),
 flat views (``View``) and straight-line statements (``Line``). A statement's text is the scalar code
-the primitives' lowerings produce (``compiler/codegen/emit.py``'s ``BodyBuilder``), the same on
+the primitives' lowerings produce (``compiler/kernel/emit.py``'s ``BodyBuilder``), the same on
 both backends; what a statement loads and stores is not read back from that text but recorded when
 the statement is built (``Line.reads`` / ``Line.writes``: an ``Access`` is an array and one index
 expression per axis). Questions a pass must answer about a kernel (is this a flat elementwise loop,

@@ -228,7 +228,7 @@ def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[s
     # The backends' scalar lowering, run symbolically: the one use of code generation in the passes,
     # imported here (not at load: codegen imports this module) until the kernel IR records each
     # load's index (compiler/kernel) and this asks it instead.
-    from compiler.codegen.emit import BodyBuilder, ConstantPool
+    from compiler.kernel.emit import BodyBuilder, ConstantPool
 
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
     reads: dict[Value, set[tuple[str, ...]]] = {}

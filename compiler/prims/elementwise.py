@@ -569,7 +569,7 @@ def _polynomial(op: Op) -> bool:
 def libm_bound(op: Op, vector_math: bool = True) -> bool:
     """Whether ``op``'s CPU lowering calls libm per element, which stops LLVM's loop vectorizer
     (llvmlite has no SVML): the CPU backend runs big groups containing one through NumPy's
-    vectorized ufuncs instead (compiler/codegen/arraylevel.py)."""
+    vectorized ufuncs instead (compiler/kernel/arraylevel.py)."""
     return op.prim in TRANSCENDENTAL and not (vector_math and _polynomial(op))
 
 

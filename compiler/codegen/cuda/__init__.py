@@ -52,9 +52,9 @@ from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, linear, numba_t
 from compiler.codegen.cuda.loops import loop_kernel, reduce_kernel
 from compiler.codegen.cuda.matmul import matmul_kernel
 from compiler.codegen.cuda.prelude import PRELUDE
-from compiler.codegen.emit import ConstantPool
 from compiler.ir.core import Function
 from compiler.ir.types import TensorType
+from compiler.kernel.emit import ConstantPool
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan
 

@@ -40,9 +40,9 @@ from compiler.codegen.cuda.kernel import (
     unflatten,
 )
 from compiler.codegen.cuda.loops import loop_kernel
-from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool, indent, literal, typed
 from compiler.ir.core import Value
 from compiler.ir.types import DType
+from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, indent, literal, typed
 from compiler.passes.fuse import Band, Group, GroupKind
 from compiler.prims.base import Reducer
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from compiler.codegen.common import poison_after, poison_value
 from compiler.codegen.cuda.kernel import CudaKernel
-from compiler.codegen.emit import ConstantPool, indent, literal, np_type
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
+from compiler.kernel.emit import ConstantPool, indent, literal, np_type
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import MemoryPlan
 

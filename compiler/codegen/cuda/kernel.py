@@ -8,9 +8,9 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from compiler.codegen.emit import BodyBuilder, ConstantPool, indent, mentions, typed
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
+from compiler.kernel.emit import BodyBuilder, ConstantPool, indent, mentions, typed
 from compiler.passes.fuse import Group
 
 

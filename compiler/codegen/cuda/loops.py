@@ -18,7 +18,7 @@ from compiler.codegen.cuda.kernel import (
     numba_type,
     unflatten,
 )
-from compiler.codegen.emit import indent, literal, typed
+from compiler.kernel.emit import indent, literal, typed
 
 BLOCK_REDUCE_MIN = 128  # reduced extents at least this big get a block (and a tree) per output
 SPLIT_MIN = 1 << 16  # ... and at least this big, into fewer outputs than SPLIT_OUTPUTS, two passes

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, kernel, numba_type
-from compiler.codegen.emit import indent, literal, typed
 from compiler.ir.types import DType
+from compiler.kernel.emit import indent, literal, typed
 from compiler.passes.fuse import OperandView, accumulation, matmul_views
 
 MICRO = 4  # each matmul thread computes MICRO x MICRO outputs (the prelude's MICRO): a BT^2 block tile

@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from compiler.codegen.emit import ConstantPool, indent, np_type
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
+from compiler.kernel.emit import ConstantPool, indent, np_type
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
 from compiler.prims.base import Kind, Primitive

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from compiler.codegen.common import shape_literal
-from compiler.codegen.cpu_kernel import Chunk, Kernel, jit_decorator
-from compiler.codegen.emit import ROW, np_type
 from compiler.ir.types import TensorType
+from compiler.kernel.cpu.records import Chunk, Kernel, jit_decorator
+from compiler.kernel.emit import ROW, np_type, shape_literal
 from compiler.kernel.ir import Alloc, For, Line, Stmt, View, parallel_loops, print_python, uses
 from compiler.passes.rows import REDUCE_CHUNKS
 from runtime.intrinsics import signature_string

@@ -11,11 +11,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.codegen.cpu_kernel import Kernel, jit_decorator, numba_threads
-from compiler.codegen.cpu_parallel import CHUNK_SUFFIX, PARALLEL_FOR_SLOT, PARALLEL_FOR_TEXT
-from compiler.codegen.emit import ConstantPool, np_type
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
+from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, PARALLEL_FOR_SLOT, PARALLEL_FOR_TEXT
+from compiler.kernel.cpu.records import Kernel, jit_decorator, numba_threads
+from compiler.kernel.emit import ConstantPool, np_type
 from compiler.kernel.ir import Line, View, print_python, walk
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import MemoryPlan

@@ -25,27 +25,24 @@ and a plain kernel that runs the chunks through ``runtime.parallel.parallel_for`
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from compiler.codegen import arraylevel
-from compiler.codegen.common import caller_allocated, poison_after, poison_value, py_name, shape_literal
-from compiler.codegen.cpu_kernel import OPTIMIZATIONS, Kernel, jit_decorator, numba_threads
-from compiler.codegen.cpu_loops import KernelSpec, band_kernel, loop_kernel, reduce_kernel, wants_numpy
-from compiler.codegen.cpu_matmul import matmul_kernel, split_matmuls
-from compiler.codegen.cpu_parallel import CHUNK_SUFFIX, PARALLEL_FOR, PARALLEL_FOR_TEXT, runtime_parallel
-from compiler.codegen.cpu_regions import row_block_regions, storage_of
-from compiler.codegen.emit import ConstantPool, indent, literal, np_type
+from compiler.codegen.common import caller_allocated, poison_after, poison_value, shape_literal
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
+from compiler.kernel import arraylevel
+from compiler.kernel.cpu.build import CpuKernels, build_kernels, form_regions
+from compiler.kernel.cpu.matmul import split_matmuls
+from compiler.kernel.cpu.parallel import PARALLEL_FOR, PARALLEL_FOR_TEXT
+from compiler.kernel.cpu.records import OPTIMIZATIONS, Kernel, jit_decorator, numba_threads
+from compiler.kernel.emit import ConstantPool, indent, literal, np_type
 from compiler.kernel.ir import print_python
-from compiler.passes.fuse import FusionPlan, Group, GroupKind
-from compiler.passes.plan import BufferRow, MemoryPlan, resize_slots
+from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.plan import BufferRow, MemoryPlan
 from compiler.prims import vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
@@ -85,52 +82,29 @@ class CpuProgram:
     entry_signature: list[tuple[str, int | None]] = field(default_factory=list)
 
 
-def generate_cpu(func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize: bool = False) -> CpuProgram:
-    names = {v: py_name(n) for v, n in fusion.names.items()}
-    pool = ConstantPool()
-    kernels: dict[Group, Kernel] = {}
-    over = _overwrites(func, fusion, plan, names)
-    for group in fusion.groups:
-        band = fusion.band_of.get(group)
-        if band is not None:
-            if group is band.groups[0]:  # the band's kernel runs where its first member would
-                same = {v: n for g in band.groups for v, n in over.get(g, {}).items()}
-                kernels[group] = band_kernel(band, {**names, **same}, pool)
-            continue
-        spec = KernelSpec(group, {**names, **over.get(group, {})}, pool)
-        kernel = _WRITERS[group.kind](spec)
-        if kernel is not None:
-            kernels[group] = kernel
-    types_by_name = {n: v.type for v, n in names.items()}
-    if "runtime_parallel" in OPTIMIZATIONS:
-        kernels = {g: runtime_parallel(k, types_by_name) for g, k in kernels.items()}
-    if "shared_kernels" in OPTIMIZATIONS:
-        kernels = _shared(kernels)
-    for kernel in kernels.values():
-        if kernel.signature is None and not kernel.objmode and kernel.direct is None:
-            kernel.signature = [
-                (types_by_name[a].dtype.np.name, len(types_by_name[a].shape)) for a in kernel.args
-            ] + [("uint64", None)] * len(kernel.calls)
-    absorbed: list[Kernel] = []
-    hoist: dict[Group, list[Group]] = {}
-    if "row_blocks" in OPTIMIZATIONS and not sanitize and not numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
-        storage = storage_of(names, plan, func)
-        returned = {names[v] for v in func.results}
-        kernels, absorbed, hoist, blocks = row_block_regions(
-            fusion, kernels, types_by_name, storage, pool, returned
-        )
-        if blocks:  # the plan the code follows (the caller's stays as the planner made it)
-            plan = replace(plan, buffers=[replace(r) for r in plan.buffers])
-            resize_slots(plan, blocks)
+def generate_cpu(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    sanitize: bool = False,
+    kernels: CpuKernels | None = None,
+) -> CpuProgram:
+    """The module of a program planned for the CPU: its kernels (the ``kernels`` and ``regions``
+    passes' ``CpuKernels``, built here when not given) printed with the prelude and the driver.
+    ``plan``: the memory plan the kernels follow (the ``regions`` pass's)."""
+    if kernels is None:
+        kernels, plan = form_regions(func, fusion, plan, build_kernels(func, fusion, plan), sanitize)
+    names, pool, absorbed, hoist = kernels.names, kernels.pool, kernels.absorbed, kernels.hoist
+    by_group = kernels.kernels
     outs = caller_allocated(func, plan)
     poison = poison_after(fusion, plan) if sanitize else {}
-    slots, weights = _kernel_slots([*absorbed, *kernels.values()])
-    driver = _driver(func, fusion, plan, kernels, names, outs, slots, poison, hoist)
+    slots, weights = _kernel_slots([*absorbed, *by_group.values()])
+    driver = _driver(func, fusion, plan, by_group, names, outs, slots, poison, hoist)
     weights[ENTRY] = DRIVER_WEIGHT_PER_LINE * driver.count("\n")
     entry_signature: list[tuple[str, int | None]] = [("uint8", 1), ("uint64", 1)]
     entry_signature += [(v.type.dtype.np.name, len(v.type.shape)) for v in [*outs, *func.params]]
-    texts = dict.fromkeys(k.text for k in [*absorbed, *kernels.values()] if k.text)
-    parts = [_prelude(pool, [*absorbed, *kernels.values()]), *texts, driver]
+    texts = dict.fromkeys(k.text for k in [*absorbed, *by_group.values()] if k.text)
+    parts = [_prelude(pool, [*absorbed, *by_group.values()]), *texts, driver]
     return CpuProgram(
         source="\n\n".join(parts) + "\n",
         constants=dict(pool.arrays),
@@ -179,52 +153,6 @@ def _kernel_slots(
             for name in callees:  # (a region's members' chunk functions are weighed by their own text)
                 weights.setdefault(name, chunk_at)
     return slots, weights
-
-
-def _overwrites(
-    func: Function, fusion: FusionPlan, plan: MemoryPlan, names: dict[Value, str]
-) -> dict[Group, dict[Value, str]]:
-    """Per group, each value it stores over one of its inputs of the same type (in place, a direct
-    write-back, a donated argument), named as that input: the kernel then loads and stores through
-    one array. Two arrays that share memory make LLVM's run-time overlap check fail, and the loop
-    then runs its scalar version (4.9 against 0.43 ms for a 4096x128 tanh written in place)."""
-    by_name = {n: v for v, n in fusion.names.items()}
-    donor = {r.value: by_name[r.reused_from] for r in plan.buffers if r.reused_from in by_name}
-    donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
-    out: dict[Group, dict[Value, str]] = {}
-    for group in fusion.groups:
-        if wants_numpy(group):  # (a matmul has a donor only for its accumulation epilogue)
-            continue
-        for v in group.outputs:
-            x = donor.get(v)
-            if x is not None and x in group.inputs and x.type == v.type:
-                out.setdefault(group, {})[v] = names[x]
-    return out
-
-
-def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
-    """One function per distinct kernel: a kernel whose text equals an earlier one's up to the names
-    of its buffers (the same layer shape of an MLP, forward or backward) calls the earlier function
-    with its own buffers, and its text is dropped. Numba compiles each distinct kernel once."""
-    first: dict[str, Kernel] = {}
-    out = {}
-    for group, kernel in kernels.items():
-        if not kernel.text:  # a call of a runtime function
-            out[group] = kernel
-            continue
-        key = _canonical(kernel)
-        seen = first.setdefault(key, kernel)
-        out[group] = kernel if seen is kernel else replace(seen, args=kernel.args, text="", signature=None)
-    return out
-
-
-def _canonical(kernel: Kernel) -> str:
-    """The kernel's text with its own name and its parameters' names (and their flat views,
-    ``v3_f``) replaced by positions."""
-    rename = {kernel.name: "K", f"{kernel.name}{CHUNK_SUFFIX}": "K_chunk"}
-    for i, a in enumerate(kernel.args):
-        rename.update({a: f"@{i}", f"{a}_f": f"@{i}_f"})
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), kernel.text)
 
 
 def runtime_fingerprint() -> str:
@@ -382,10 +310,3 @@ def _driver(
         body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
     lines = [*header, *indent([*body, f"return {ret}"], 1)]
     return "\n".join(lines)
-
-
-_WRITERS: dict[GroupKind, Callable[[KernelSpec], Kernel | None]] = {
-    GroupKind.LOOP: loop_kernel,
-    GroupKind.REDUCE: reduce_kernel,
-    GroupKind.CONTRACT: matmul_kernel,
-}

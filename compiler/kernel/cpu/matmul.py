@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from compiler.codegen.cpu_kernel import OPTIMIZATIONS, Kernel, numba_threads
-from compiler.codegen.cpu_loops import KernelSpec, fill, store, text
-from compiler.codegen.emit import literal, typed
 from compiler.ir.types import DType
+from compiler.kernel.cpu.loops import KernelSpec, fill, store, text
+from compiler.kernel.cpu.records import OPTIMIZATIONS, Kernel, numba_threads
+from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Access, For, Line, Stmt, View, lines
 from compiler.passes.fuse import MAX_VIEW_BATCH_AXES, OperandView, accumulation, matmul_views
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS

@@ -212,3 +212,14 @@ def loop_nest(
                 rng = "numba.p" + rng
         lines.append("    " * depth + f"for {name} in {rng}:")
     return lines + indent(body, len(names))
+
+
+def py_name(printed: str) -> str:
+    """``%arg0`` -> ``a0``, ``%3`` -> ``v3``, ``%3#1`` -> ``v3_1``: printer names as identifiers."""
+    if printed.startswith("%arg"):
+        return "a" + printed[4:]
+    return "v" + printed[1:].replace("#", "_")
+
+
+def shape_literal(shape: tuple[int, ...]) -> str:
+    return f"({shape[0]},)" if len(shape) == 1 else "(" + ", ".join(map(str, shape)) + ")"

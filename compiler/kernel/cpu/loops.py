@@ -15,11 +15,11 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
-from compiler.codegen import arraylevel
-from compiler.codegen.cpu_kernel import _KEYED, _REASSOCIABLE, OPTIMIZATIONS, Kernel, jit_decorator
-from compiler.codegen.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
+from compiler.kernel import arraylevel
+from compiler.kernel.cpu.records import _KEYED, _REASSOCIABLE, OPTIMIZATIONS, Kernel, jit_decorator
+from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
 from compiler.passes.fuse import Band, Group, GroupKind
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS, PARTIALS_MAX_ELEMENTS, REDUCE_CHUNKS

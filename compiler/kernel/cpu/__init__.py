@@ -1,0 +1,3 @@
+"""The CPU target's kernels as kernel IR: loop and reduction nests and bands (``loops.py``), matmuls
+(``matmul.py``), parallel loops on the runtime's threads (``parallel.py``), row-block regions
+(``regions.py``), the whole program's kernels (``build.py``) and the kernel record (``records.py``)."""
