@@ -18,6 +18,8 @@ the CPU backend; only the scaffolding differs:
   over ``blockIdx.z``, one kernel per dtype shared by every matmul; float matmuls are launched
   through ``runtime.cublas.matmul_launcher``, which runs cuBLAS instead where it can (a GPU with
   libcublas, BLAS-compatible strides: ``runtime/cublas.py``);
+- a band of the ``rows`` pass (consecutive LOOP/REDUCE groups over the same rows) is one kernel,
+  its rows resident in a block (``bands.py``);
 - constant arrays are copied to the device once and passed as kernel arguments (no 64 KiB
   constant-memory limit).
 
@@ -34,8 +36,8 @@ grid-stride launch) and ``TILE`` (matmul tile), smaller under the CUDA simulator
 
 The package: ``prelude.py`` (the module text every program starts with), ``kernel.py`` (the kernel
 record, flat indexing, a group's ``KernelSpec``, the block tree), ``loops.py`` (LOOP and REDUCE
-groups), ``matmul.py`` (CONTRACT groups), ``driver.py`` (``bind``/``run``), and this file, which
-prints a program.
+groups), ``matmul.py`` (CONTRACT groups), ``bands.py`` (row-fused bands), ``driver.py``
+(``bind``/``run``), and this file, which prints a program.
 """
 
 from __future__ import annotations
