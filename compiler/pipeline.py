@@ -296,7 +296,8 @@ def run_pipeline(
             stages[p.stage] = state.stage()
             if observe is not None:
                 observe(p, stages[p.stage])
-    return state, stages
+    # the planner's caches served this run's passes; a kept Program must not hold them
+    return replace(state, planner=None), stages
 
 
 def run_passes(
