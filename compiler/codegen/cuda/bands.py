@@ -138,13 +138,14 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
         if group in band.tail:
             tail = loop_kernel(KernelSpec(group, names, pool))
             code.follow += [tail] if tail is not None else []
-        elif group.kind is GroupKind.LOOP:
+            continue
+        if group.kind is GroupKind.LOOP:
             _loop_member(bk, j, group, code)
         elif 0 in group.reduced_axes:
             _partial_member(bk, j, group, code)
         else:
             _row_reduction(bk, j, group, code)
-        code.row.append("cuda.syncthreads()")
+        code.row.append("cuda.syncthreads()")  # later members may read any element of the row
     rows = band.rows
     partials = any(0 in g.reduced_axes for g in members)
     shared = sorted({(s.size, s.dtype, s.name) for s in stores.values() if s.shared}, key=lambda s: s[2])
