@@ -1,4 +1,4 @@
-"""The measured effect of each CPU code-generation optimization (``compiler.codegen.cpu.OPTIMIZATIONS``):
+"""The measured effect of each CPU optimization (``compiler.compilation.CPU_SWITCHES``, the passes' options):
 each suite program compiled with all of them and with one switched off, timed interleaved in one run.
 
     python benchmarks/bench_optimizations.py [--only NAME,...] [--switches NAME,...] [--rounds 5]
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import suite_programs  # noqa: E402
 from bench_suite import copy_tree, leaves  # noqa: E402
 
-from compiler.codegen import cpu  # noqa: E402
+from compiler.compilation import CPU_SWITCHES  # noqa: E402
 from compiler.pipeline import option_defaults  # noqa: E402
 from runtime import blas  # noqa: E402
 
@@ -38,16 +38,10 @@ FUSION = {
 
 @contextlib.contextmanager
 def switched_off(names: set[str]) -> Iterator[None]:
-    """Code generation without the CPU optimizations and fusion choices in ``names``, meanwhile."""
-    saved = set(cpu.OPTIMIZATIONS)
-    cpu.OPTIMIZATIONS.difference_update(names)
-    options = {k: v for o in names if o in FUSION for k, v in FUSION[o].items()}
-    try:
-        with option_defaults(**options):
-            yield
-    finally:
-        cpu.OPTIMIZATIONS.clear()
-        cpu.OPTIMIZATIONS.update(saved)
+    """Compiling without the CPU optimizations and fusion choices in ``names`` (``Options`` fields
+    all), meanwhile."""
+    with option_defaults(**dict.fromkeys(names, False)):
+        yield
 
 
 def build(name: str, off: set[str], tile_depth: int | None = None) -> tuple[Callable[[], Any], Any]:
@@ -97,7 +91,7 @@ def main() -> None:
     lines: list[str] = []
     emit = lines.append
     wanted = [w for w in args.only.split(",") if w]
-    switches = sorted(cpu.OPTIMIZATIONS) + list(FUSION)
+    switches = sorted(CPU_SWITCHES) + list(FUSION)
     if args.switches:
         unknown = set(args.switches.split(",")) - set(switches)
         if unknown:

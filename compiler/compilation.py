@@ -78,6 +78,36 @@ class Options:
     row_compute_once: bool = _default("row_compute_once", lambda: True)
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
+    # kernels and regions for the CPU (compiler/kernel/cpu/records.py's CpuSchedule says what each does)
+    runtime_parallel: bool = _default("runtime_parallel", lambda: True)
+    shared_kernels: bool = _default("shared_kernels", lambda: True)
+    reassoc_sums: bool = _default("reassoc_sums", lambda: True)
+    chunked_numpy: bool = _default("chunked_numpy", lambda: True)
+    vector_math: bool = _default("vector_math", lambda: True)
+    fused_multiply_add: bool = _default("fused_multiply_add", lambda: True)
+    keyed_minmax: bool = _default("keyed_minmax", lambda: True)
+    split_matmuls: bool = _default("split_matmuls", lambda: True)
+    split_reductions: bool = _default("split_reductions", lambda: True)
+    matmul_tiles: bool = _default("matmul_tiles", lambda: True)
+    row_blocks: bool = _default("row_blocks", lambda: True)
+
+
+# The options that only change the CPU's kernels' speed, never their results beyond rounding:
+# tests switch each off and compare (tests/test_perf_paths.py), benchmarks/bench_optimizations.py
+# measures each.
+CPU_SWITCHES = (
+    "runtime_parallel",
+    "shared_kernels",
+    "reassoc_sums",
+    "chunked_numpy",
+    "vector_math",
+    "fused_multiply_add",
+    "keyed_minmax",
+    "split_matmuls",
+    "split_reductions",
+    "matmul_tiles",
+    "row_blocks",
+)
 
 
 @dataclass(frozen=True)
@@ -90,17 +120,19 @@ class Target:
 
     name: str
     bands: bool
-    numpy_kernel: Callable[[], Callable[[Group], bool]] | None = None
+    numpy_kernel: Callable[[Options], Callable[[Group], bool]] | None = None
     # its kernel-level passes (``compiler/kernel/``), looked up when they run; None: its printer
     # still builds its kernels from the fusion plan itself (CUDA)
     kernel_passes: Callable[[], KernelPasses] | None = None
     row_max: int | None = None
 
 
-def _cpu_numpy_kernel() -> Callable[[Group], bool]:
-    from compiler.kernel.cpu.loops import wants_numpy  # the printer's kernel form (to the kernel IR)
+def _cpu_numpy_kernel(options: Options) -> Callable[[Group], bool]:
+    from compiler.kernel.cpu.loops import wants_numpy  # the kernels pass's kernel form
+    from compiler.kernel.cpu.records import CpuSchedule
 
-    return wants_numpy
+    schedule = CpuSchedule.of(options)
+    return lambda group: wants_numpy(group, schedule)
 
 
 def _cpu_kernels() -> KernelPasses:

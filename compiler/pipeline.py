@@ -52,7 +52,7 @@ def planner(options: Options) -> Planner:
     target = TARGETS[options.target]
     bands = None
     if target.bands and options.row_fusion:
-        numpy_kernel = target.numpy_kernel() if target.numpy_kernel else _no_numpy_kernels
+        numpy_kernel = target.numpy_kernel(options) if target.numpy_kernel else _no_numpy_kernels
         role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel, row_max=target.row_max)
         cache: rows.ReadsCache = {}  # one per planner: the candidates remat and schedule plan share it
         once = options.row_compute_once
@@ -149,7 +149,7 @@ def _kernels(c: Compilation) -> Compilation:
     if passes is None:
         return replace(c, kernels=None)
     assert c.fusion is not None
-    return replace(c, kernels=passes().build(c.func, c.fusion, plan))
+    return replace(c, kernels=passes().build(c.func, c.fusion, plan, c.options))
 
 
 def _regions(c: Compilation) -> Compilation:
@@ -158,7 +158,7 @@ def _regions(c: Compilation) -> Compilation:
     if passes is None or c.kernels is None:
         return c
     assert c.fusion is not None
-    kernels, resized = passes().regions(c.func, c.fusion, plan, c.kernels, c.options.sanitize)
+    kernels, resized = passes().regions(c.func, c.fusion, plan, c.kernels, c.options)
     if resized is plan:
         return replace(c, kernels=kernels)
     return replace(

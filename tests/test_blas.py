@@ -15,7 +15,7 @@ from helpers import driver_calls, gemm_calls
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import cpu
+from compiler.compilation import Options, option_defaults
 from runtime import blas, mkl
 
 rng = np.random.default_rng(5)
@@ -118,13 +118,10 @@ def test_matmuls_of_shallow_depth_run_on_register_tiles() -> None:
     compiled = dsl.compile(f)
     assert matmuls(compiled) == ["gemm_rows_tiles"] * 3 + ["gemm_rows"] * 2
     got = compiled(x, w, big, deep)
-    cpu.OPTIMIZATIONS.discard("matmul_tiles")
-    try:
+    with option_defaults(matmul_tiles=False):
         plain = dsl.compile(f)
         assert matmuls(plain) == ["gemm_rows"] * 5
         want = plain(x, w, big, deep)
-    finally:
-        cpu.OPTIMIZATIONS.add("matmul_tiles")
     refs = (x @ w, (x @ w) @ w.T, x @ big, big.reshape(512, 2048) @ deep, x @ np.concatenate([big, big], 1))
     for g, p, ref in zip(got, want, refs, strict=True):
         scale = float(np.abs(ref).max())
@@ -178,7 +175,7 @@ def test_native_blas_threads_leave_blas_threading_alone(monkeypatch: pytest.Monk
     (call,) = gemm_calls(lowered)
     assert [name for name, _ in driver_calls(source)] == ["gemm_rows_serial"] and call["parts"] == 1
     assert "single_threaded_blas()" not in source
-    assert "split_matmuls" in cpu.OPTIMIZATIONS
+    assert Options().split_matmuls
     np.testing.assert_allclose(compiled(x), x @ x.T, rtol=2e-5, atol=1e-3)
 
 

@@ -16,6 +16,7 @@ from numba.core.errors import TypingError
 
 import dsl
 import dsl.numpy as dnp
+from compiler.compilation import option_defaults
 from runtime.intrinsics import (
     array_at,
     array_at_python,
@@ -210,7 +211,6 @@ def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() ->
     """With ``runtime_parallel`` no kernel is compiled with ``parallel=True``: each parallel loop
     is a chunk function the runtime's ``parallel_for`` runs; switched off, the same loops are
     ``numba.prange`` loops. Both give the same results (a flat loop, a row band, a reduction)."""
-    from compiler.codegen import cpu
 
     x = np.random.default_rng(3).standard_normal((300, 400)).astype(np.float32)
 
@@ -230,14 +230,11 @@ def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() ->
         kernel = re.search(r"^def (k\w+)\(.*chunk_at, parallel_at\):$", source, re.M)
         direct = re.search(r"^    fill_frame\(frame, .*\n    call_kernel\(.*, frame\)  # k", source, re.M)
         assert (kernel is not None, direct is not None) == ((True, False) if f is band else (False, True))
-        cpu.OPTIMIZATIONS.discard("runtime_parallel")
-        try:
+        with option_defaults(runtime_parallel=False):
             off = dsl.compile(f)
             off_source = off.lower(x).source()
             assert "parallel=True" in off_source and "parallel_for" not in off_source
             want = off(x)
-        finally:
-            cpu.OPTIMIZATIONS.add("runtime_parallel")
         got = on(x)
         for g, w in zip(
             got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]

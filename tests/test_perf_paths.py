@@ -1,5 +1,5 @@
 """Speed-only code paths of the CPU backend give the results of their plain forms (correctness only,
-never timing): ``compiler.codegen.cpu.OPTIMIZATIONS`` and the passes' optimization options (row fusion,
+never timing): ``compiler.compilation.CPU_SWITCHES`` and the passes' optimization options (row fusion,
 fusion's recomputation, matmuls reading transposed operands as BLAS views) switched off one by one."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from helpers import gemm_calls, interpret_fn
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import cpu
+from compiler.compilation import CPU_SWITCHES
 from compiler.passes.fuse import GroupKind, fuse
 from compiler.pipeline import option_defaults
 
@@ -27,13 +27,8 @@ def f32(*shape: int) -> np.ndarray:
 
 @contextmanager
 def switched_off(name: str) -> Iterator[None]:
-    saved = set(cpu.OPTIMIZATIONS)
-    cpu.OPTIMIZATIONS.discard(name)
-    try:
+    with option_defaults(**{name: False}):
         yield
-    finally:
-        cpu.OPTIMIZATIONS.clear()
-        cpu.OPTIMIZATIONS.update(saved)
 
 
 PASS_SWITCHES = ["contract_transposes", "recompute", "row_fusion", "row_compute_once"]  # Options fields
@@ -119,7 +114,7 @@ def _fresh(fn: Any) -> Any:
 
 
 @pytest.mark.parametrize("name", [c[0] for c in _grad_cases()])
-@pytest.mark.parametrize("switch", sorted(cpu.OPTIMIZATIONS) + PASS_SWITCHES)
+@pytest.mark.parametrize("switch", sorted(CPU_SWITCHES) + PASS_SWITCHES)
 def test_optimization_matches_switched_off(name: str, switch: str) -> None:
     (_, fn, args), *_ = [c for c in _grad_cases() if c[0] == name]
     if switch in PASS_SWITCHES:

@@ -21,19 +21,15 @@ from helpers import tanh_mlp
 import dsl
 import dsl.numpy as dnp
 from compiler.codegen import cpu
+from compiler.compilation import option_defaults
 
 rng = np.random.default_rng(23)
 
 
 @contextmanager
 def regions_off() -> Iterator[None]:
-    saved = set(cpu.OPTIMIZATIONS)
-    cpu.OPTIMIZATIONS.discard("row_blocks")
-    try:
+    with option_defaults(row_blocks=False):
         yield
-    finally:
-        cpu.OPTIMIZATIONS.clear()
-        cpu.OPTIMIZATIONS.update(saved)
 
 
 def params(widths: list[int], dtype: Any = np.float32) -> list[tuple[np.ndarray, np.ndarray]]:

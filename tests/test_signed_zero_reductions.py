@@ -22,7 +22,7 @@ from helpers import interpret_fn, python_kernels
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen import cpu
+from compiler.compilation import option_defaults
 from compiler.prims import reduction
 
 SHAPE = (3, 4, 5)
@@ -179,13 +179,8 @@ BIG = 1 << 18
 
 @contextmanager
 def switched_off(name: str) -> Iterator[None]:
-    saved = set(cpu.OPTIMIZATIONS)
-    cpu.OPTIMIZATIONS.discard(name)
-    try:
+    with option_defaults(**{name: False}):
         yield
-    finally:
-        cpu.OPTIMIZATIONS.clear()
-        cpu.OPTIMIZATIONS.update(saved)
 
 
 def check_big(target: str, n: int = BIG, rows: int = 1024) -> None:

@@ -14,7 +14,7 @@ import pytest
 import dsl
 import dsl.nn
 import dsl.numpy as dnp
-from compiler.codegen import cpu
+from compiler.compilation import option_defaults
 from compiler.prims import vecmath
 
 SPECIAL = np.array(
@@ -106,13 +106,10 @@ def test_polynomial_steps_fuse_only_with_the_switch_on(name: str) -> None:
     (_, _, exact, x, bound), *_ = [c for c in CASES if c[0] == name]
     fused = dsl.compile(fn)
     assert "fma = fmuladd_function()" in fused.lower(x).source()
-    cpu.OPTIMIZATIONS.discard("fused_multiply_add")
-    try:
+    with option_defaults(fused_multiply_add=False):
         plain = dsl.compile(fn)
         assert "def fma(a, b, c):" in plain.lower(x).source()
         got_plain = plain(x)
-    finally:
-        cpu.OPTIMIZATIONS.add("fused_multiply_add")
     got_fused = fused(x)
     assert _ulps(got_plain, x, exact) <= bound and _ulps(got_fused, x, exact) <= bound
     finite = np.isfinite(got_plain)

@@ -35,7 +35,7 @@ def generate(program: Compilation) -> tuple[CpuProgram | CudaProgram, MemoryPlan
     fusion, plan = _planned(program)
     if program.options.target == "cuda":
         return generate_cuda(program.func, fusion, plan, program.options.sanitize), plan
-    generated = generate_cpu(program.func, fusion, plan, program.options.sanitize, program.kernels)
+    generated = generate_cpu(program.func, fusion, plan, program.options, program.kernels)
     return generated, generated.plan
 
 

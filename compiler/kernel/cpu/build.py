@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numba
 
@@ -17,7 +18,7 @@ from compiler.ir.types import TensorType
 from compiler.kernel.cpu.loops import KernelSpec, band_kernel, loop_kernel, reduce_kernel, wants_numpy
 from compiler.kernel.cpu.matmul import matmul_kernel
 from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, runtime_parallel
-from compiler.kernel.cpu.records import OPTIMIZATIONS, Kernel
+from compiler.kernel.cpu.records import CpuSchedule, Kernel
 from compiler.kernel.cpu.regions import row_block_regions, storage_of
 from compiler.kernel.emit import ConstantPool, py_name
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
@@ -39,28 +40,30 @@ class CpuKernels:
     hoist: dict[Group, list[Group]] = field(default_factory=dict)
 
 
-def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuKernels:
+def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options: Any) -> CpuKernels:
     """The ``kernels`` pass for the CPU: each group's kernel IR, parallel loops split for the
-    runtime (``runtime_parallel``), equal kernels shared (``shared_kernels``)."""
+    runtime (``runtime_parallel``), equal kernels shared (``shared_kernels``); ``options``: the
+    pipeline's (``compiler.compilation.Options``), whose ``CpuSchedule`` fields choose the forms."""
+    schedule = CpuSchedule.of(options)
     names = {v: py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool()
     kernels: dict[Group, Kernel] = {}
-    over = _overwrites(func, fusion, plan, names)
+    over = _overwrites(func, fusion, plan, names, schedule)
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:
             if group is band.groups[0]:  # the band's kernel runs where its first member would
                 same = {v: n for g in band.groups for v, n in over.get(g, {}).items()}
-                kernels[group] = band_kernel(band, {**names, **same}, pool)
+                kernels[group] = band_kernel(band, {**names, **same}, pool, schedule)
             continue
-        spec = KernelSpec(group, {**names, **over.get(group, {})}, pool)
+        spec = KernelSpec(group, {**names, **over.get(group, {})}, pool, schedule)
         kernel = _WRITERS[group.kind](spec)
         if kernel is not None:
             kernels[group] = kernel
     types = {n: v.type for v, n in names.items()}
-    if "runtime_parallel" in OPTIMIZATIONS:
+    if schedule.runtime_parallel:
         kernels = {g: runtime_parallel(k, types) for g, k in kernels.items()}
-    if "shared_kernels" in OPTIMIZATIONS:
+    if schedule.shared_kernels:
         kernels = _shared(kernels)
     for kernel in kernels.values():
         if kernel.signature is None and not kernel.objmode and kernel.direct is None:
@@ -70,14 +73,14 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> CpuKe
 
 
 def form_regions(
-    func: Function, fusion: FusionPlan, plan: MemoryPlan, program: CpuKernels, sanitize: bool
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, program: CpuKernels, options: Any
 ) -> tuple[CpuKernels, MemoryPlan]:
     """The ``regions`` pass for the CPU (``row_blocks``): runs of kernels that read row ``i`` only to
     write row ``i`` as row-block regions (``kernel/cpu/regions.py``), and the memory plan the code
     then follows: the slots of the regions' own buffers resized to one block of rows per thread
     (``plan.resize_slots``, in a copy of the plan). Not under the sanitizer (its poisoning needs
     whole buffers) nor where Numba's JIT is off."""
-    if "row_blocks" not in OPTIMIZATIONS or sanitize or numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+    if not options.row_blocks or options.sanitize or numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
         return program, plan
     storage = storage_of(program.names, plan, func)
     returned = {program.names[v] for v in func.results}
@@ -91,7 +94,7 @@ def form_regions(
 
 
 def _overwrites(
-    func: Function, fusion: FusionPlan, plan: MemoryPlan, names: dict[Value, str]
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, names: dict[Value, str], schedule: CpuSchedule
 ) -> dict[Group, dict[Value, str]]:
     """Per group, each value it stores over one of its inputs of the same type (in place, a direct
     write-back, a donated argument), named as that input: the kernel then loads and stores through
@@ -102,7 +105,7 @@ def _overwrites(
     donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
     out: dict[Group, dict[Value, str]] = {}
     for group in fusion.groups:
-        if wants_numpy(group):  # (a matmul has a donor only for its accumulation epilogue)
+        if wants_numpy(group, schedule):  # (a matmul has a donor only for its accumulation epilogue)
             continue
         for v in group.outputs:
             x = donor.get(v)

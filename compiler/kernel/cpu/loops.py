@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.kernel import arraylevel
-from compiler.kernel.cpu.records import _KEYED, _REASSOCIABLE, OPTIMIZATIONS, Kernel, jit_decorator
+from compiler.kernel.cpu.records import _KEYED, _REASSOCIABLE, CpuSchedule, Kernel, jit_decorator
 from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
 from compiler.passes.fuse import Band, Group, GroupKind
@@ -41,6 +41,7 @@ class KernelSpec:
     group: Group
     names: dict[Value, str]
     pool: ConstantPool
+    schedule: CpuSchedule
     local: dict[Value, str] = field(default_factory=dict)  # band scratch: value -> its row's name
     prefix: str = ""  # of the kernel's own scalars' names (a band member's: ``m2_``)
 
@@ -137,7 +138,7 @@ def loop_kernel(spec: KernelSpec) -> Kernel | None:
     shape = spec.group.shape
     if math.prod(shape) == 0:
         return None
-    if wants_numpy(spec.group):
+    if wants_numpy(spec.group, spec.schedule):
         return numpy_kernel(spec)
     b = loop_body(spec, shape, spec.group.outputs, None, try_flat=True)
     parallel = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
@@ -146,7 +147,7 @@ def loop_kernel(spec: KernelSpec) -> Kernel | None:
 
 def numpy_kernel(spec: KernelSpec) -> Kernel:
     name = spec.kernel_name + "_np"
-    chunked = "chunked_numpy" in OPTIMIZATIONS
+    chunked = spec.schedule.chunked_numpy
     source = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
     return Kernel(name, spec.args, source, objmode=True)
 
@@ -156,7 +157,7 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     out = root.result
     if out.type.size == 0:
         return None
-    if wants_numpy(spec.group):
+    if wants_numpy(spec.group, spec.schedule):
         return numpy_kernel(spec)
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
@@ -167,19 +168,19 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     reducer = root.prim.reducer
     assert reducer is not None
     dtype = out.type.dtype
-    identity, partial = _accumulation(root, b.target)
+    identity, partial = _accumulation(root, b.target, spec.schedule)
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = spec.locate(out, kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
     big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
-    reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
+    reassoc = spec.schedule.reassoc_sums and dtype.is_float and root.prim in _REASSOCIABLE
     if n_outer == 0 and big:
         return _chunked_full_reduction(spec, b, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
     inner = _accumulating_nest(b.loops[n_outer:], b.extents[n_outer:], b.stmts, partial)
     chunks = min(REDUCE_CHUNKS, shape[0]) if shape else 1
     if (
-        "split_reductions" in OPTIMIZATIONS
+        spec.schedule.split_reductions
         and big
         and 0 in axes
         and n_outer > 0
@@ -216,18 +217,19 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     return spec.define(stmts, parallel, reassoc=reassoc and n_outer < len(shape))
 
 
-def wants_numpy(group: Group) -> bool:
-    return arraylevel.wants_numpy(group, "vector_math" in OPTIMIZATIONS, "keyed_minmax" in OPTIMIZATIONS)
+def wants_numpy(group: Group, schedule: CpuSchedule) -> bool:
+    """Whether the CPU writes ``group`` as a NumPy-assisted kernel (``arraylevel.py``)."""
+    return arraylevel.wants_numpy(group, schedule.vector_math, schedule.keyed_minmax)
 
 
 def _same(v: str) -> str:
     return v
 
 
-def _keyed(root: Op) -> bool:
+def _keyed(root: Op, schedule: CpuSchedule) -> bool:
     """A float max/min reduction that reduces integer keys (``vecmath.max_key_f32``)."""
     dtype = root.result.type.dtype
-    return "keyed_minmax" in OPTIMIZATIONS and root.prim in _KEYED and dtype in (DType.f32, DType.f64)
+    return schedule.keyed_minmax and root.prim in _KEYED and dtype in (DType.f32, DType.f64)
 
 
 @dataclass(frozen=True)
@@ -258,7 +260,7 @@ def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
     return split
 
 
-def _accumulation(root: Op, target: str, p: str = "") -> tuple[str, _Partial]:
+def _accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> tuple[str, _Partial]:
     """A reduction root's identity literal (as a kept partial) and how ``{p}acc`` accumulates the
     temporary ``target``: in the reducer's accumulator dtype (float32 sums in float64), or for a
     keyed float max/min as integer keys (``acc`` holds key(value))."""
@@ -268,7 +270,7 @@ def _accumulation(root: Op, target: str, p: str = "") -> tuple[str, _Partial]:
     wide = reducer.accumulator(dtype)
     identity = literal(reducer.identity(dtype), wide)
     acc, blk = f"{p}acc", f"{p}blk"
-    if not _keyed(root):
+    if not _keyed(root, schedule):
         if wide is dtype:
             return identity, _Partial(
                 _same, f"{acc} = {typed(reducer.combine(acc, target), dtype)}", _same, dtype
@@ -452,7 +454,7 @@ def _chunked_full_reduction(
     return spec.define(stmts, parallel=True, reassoc=reassoc)
 
 
-def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Kernel:
+def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool, schedule: CpuSchedule) -> Kernel:
     """One kernel for a band (``compiler/passes/rows.py``): fixed chunks of rows in parallel; in each
     chunk, row by row, every member's loop nest for that row in member order. Values the band keeps
     per row live in a row of scratch per chunk (a scalar when a row is one element); reductions over
@@ -471,7 +473,7 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Kern
         code.before.append(Alloc(f"{names[v]}_s", (chunks, size), v.type.dtype))
         code.chunk.append(View(local[v], f"{names[v]}_s", row_shape, row="ch"))
     for j, group in enumerate(band.groups):
-        spec = KernelSpec(group, names, pool, local, prefix=f"m{j}_")
+        spec = KernelSpec(group, names, pool, schedule, local, prefix=f"m{j}_")
         member = _band_tail(spec) if group in band.tail else _band_rows(spec, chunks)
         code.before += member.before
         code.chunk += member.chunk
@@ -520,12 +522,12 @@ def _band_rows(spec: KernelSpec, chunks: int) -> _Rows:
     b = body(spec, shape, extra, root.operands[0], flat=False)
     assert b is not None and b.target is not None
     acc_name = f"{spec.prefix}acc"
-    identity, acc = _accumulation(root, b.target, spec.prefix)
+    identity, acc = _accumulation(root, b.target, spec.schedule, spec.prefix)
     dtype = out.type.dtype
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
     inner = _accumulating_nest(b.loops[outer:], b.extents[outer:], b.stmts, acc, _row_nest)
-    reassoc = "reassoc_sums" in OPTIMIZATIONS and dtype.is_float and root.prim in _REASSOCIABLE
+    reassoc = spec.schedule.reassoc_sums and dtype.is_float and root.prim in _REASSOCIABLE
     reassoc = reassoc and outer < len(shape)
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
         block = [

@@ -11,7 +11,7 @@ import numpy as np
 
 from compiler.ir.types import DType
 from compiler.kernel.cpu.loops import KernelSpec, fill, store, text
-from compiler.kernel.cpu.records import OPTIMIZATIONS, Kernel, numba_threads
+from compiler.kernel.cpu.records import CpuSchedule, Kernel, numba_threads
 from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Access, For, Line, Stmt, View, lines
 from compiler.passes.fuse import MAX_VIEW_BATCH_AXES, OperandView, accumulation, matmul_views
@@ -37,7 +37,7 @@ def matmul_kernel(spec: KernelSpec) -> Kernel | None:
     if k == 0:
         return spec.define(fill(o, out.type.size, literal(0, dtype)))
     if dtype in (DType.f32, DType.f64):
-        return _gemm_kernel(spec, (x, y, dest), (nb, m, n, k), split_matmuls())
+        return _gemm_kernel(spec, (x, y, dest), (nb, m, n, k), split_matmuls(spec.schedule))
     # Integer (and other) matmuls: explicit i-k-j loops over the operands' flat buffers.
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
@@ -97,7 +97,7 @@ def _gemm_kernel(
     # dslc's register tiles instead of the library's gemm where they pay (``blas.tiles_pay``), for a
     # matmul split over the threads: one too small to split would save microseconds on the tiles and
     # cost their serial form's compile (~0.8 s, once per machine)
-    tiles = "matmul_tiles" in OPTIMIZATIONS and parallel and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
+    tiles = spec.schedule.matmul_tiles and parallel and blas.tiles_pay(m // parts, n, k, dtype.itemsize)
     for prefix, view in (("x", x_view), ("y", y_view), ("o", dest)):
         assert len(view.batch) <= MAX_VIEW_BATCH_AXES, view
         batch = [(1, 0)] * (MAX_VIEW_BATCH_AXES - len(view.batch)) + list(view.batch)
@@ -111,6 +111,6 @@ def _gemm_kernel(
     return Kernel(name, args, "", signature=signature)
 
 
-def split_matmuls() -> bool:
+def split_matmuls(schedule: CpuSchedule) -> bool:
     """Matmul kernels split their work over Numba's threads, with SciPy's BLAS on one thread."""
-    return "split_matmuls" in OPTIMIZATIONS and not blas.native_blas_threads()
+    return schedule.split_matmuls and not blas.native_blas_threads()

@@ -3,52 +3,69 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numba
 
 from compiler.kernel.ir import Alloc, KernelIR, Stmt
 from compiler.prims import REDUCTIONS
 
-# Code-generation choices that only change speed; tests switch each off to check it against the
-# plain form (``tests/test_perf_paths.py``):
-# - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
-#   them (partial sums per vector lane: the result differs from serial order within rounding);
-# - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
-#   (Spreading the chunks over a thread pool was tried: with BLAS and Numba threads on 2 cores it
-#   made the MLP step 4x slower, so the NumPy kernels stay on the calling thread.)
-# - "vector_math": float32 exp/tanh/log/logistic lower to the branch-free polynomials of
-#   ``compiler/prims/vecmath.py``, which LLVM vectorizes (off: ``math.exp`` etc., one libm call per
-#   element, and big groups holding one go to NumPy);
-# - "split_matmuls": float matmuls call BLAS gemm per batch element and row block, spread over
-#   Numba's threads, with SciPy's BLAS on one thread (``runtime/blas.py``; off: one gemm call per batch
-#   element with BLAS's own threads);
-# - "split_reductions": big reductions over axis 0 that keep other axes run in fixed chunks of axis 0
-#   in parallel, into partial results combined in order (off: one serial loop nest);
-# - "keyed_minmax": float max/min reductions reduce order-preserving integer keys (vectorized ``smax``;
-#   ``vecmath.max_key_f32``) instead of a NaN-aware float compare-and-select loop or NumPy;
-#   (Row fusion and computing a band's transcendentals once are the rows pass's, not the printer's:
-#   ``Options.row_fusion`` and ``Options.row_compute_once``.)
-# - "shared_kernels": kernels equal up to their buffers' names are one function (an MLP's layers of
-#   one shape, forward and backward), so Numba compiles each once (off: one function per kernel);
-# - "runtime_parallel": a kernel with a parallel loop is a chunk function and a plain kernel that
-#   runs it on Numba's threads through ``runtime.parallel.parallel_for`` (compiled once per machine),
-#   so Numba's parallel lowering is not repeated per kernel (off: ``parallel=True`` kernels);
-# - "fused_multiply_add": the polynomial steps of the "vector_math" helpers are multiply-adds LLVM
-#   may fuse into one FMA instruction (``runtime/intrinsics.py``; off: a multiply and an add).
-OPTIMIZATIONS = {
-    "runtime_parallel",
-    "fused_multiply_add",
-    "shared_kernels",
-    "reassoc_sums",
-    "chunked_numpy",
-    "vector_math",
-    "keyed_minmax",
-    "split_matmuls",
-    "split_reductions",
-    "matmul_tiles",
-    "row_blocks",
-}
-# Reducer facts (``Reducer.reassociable``, ``Reducer.selects``): sums may be regrouped; max/min keyed.
+
+@dataclass(frozen=True)
+class CpuSchedule:
+    """The CPU kernels' speed choices, from ``Options``' fields of the same names (``CPU_SWITCHES``
+    in ``compiler/compilation.py``); tests switch each off and compare with the plain form
+    (``tests/test_perf_paths.py``):
+
+    - "reassoc_sums": float sum reductions accumulate with ``fastmath={"reassoc"}`` so LLVM vectorizes
+      them (partial sums per vector lane: the result differs from serial order within rounding);
+    - "chunked_numpy": NumPy-assisted kernels run in cache-sized chunks of rows (``arraylevel.py``).
+      (Spreading the chunks over a thread pool was tried: with BLAS and Numba threads on 2 cores it
+      made the MLP step 4x slower, so the NumPy kernels stay on the calling thread.)
+    - "vector_math": float32 exp/tanh/log/logistic lower to the branch-free polynomials of
+      ``compiler/prims/vecmath.py``, which LLVM vectorizes (off: ``math.exp`` etc., one libm call per
+      element, and big groups holding one go to NumPy);
+    - "split_matmuls": float matmuls call BLAS gemm per batch element and row block, spread over
+      Numba's threads, with SciPy's BLAS on one thread (``runtime/blas.py``; off: one gemm call per batch
+      element with BLAS's own threads);
+    - "split_reductions": big reductions over axis 0 that keep other axes run in fixed chunks of axis 0
+      in parallel, into partial results combined in order (off: one serial loop nest);
+    - "keyed_minmax": float max/min reductions reduce order-preserving integer keys (vectorized ``smax``;
+      ``vecmath.max_key_f32``) instead of a NaN-aware float compare-and-select loop or NumPy;
+    - "matmul_tiles": float matmuls split over the threads run on dslc's register tiles where they
+      pay (``runtime.blas.tiles_pay``; off: the library's gemm);
+    - "row_blocks": the ``regions`` pass runs kernels that read row ``i`` only to write row ``i``
+      block of rows by block, their own buffers one block per thread (``regions.py``; off: none);
+    - "shared_kernels": kernels equal up to their buffers' names are one function (an MLP's layers of
+      one shape, forward and backward), so Numba compiles each once (off: one function per kernel);
+    - "runtime_parallel": a kernel with a parallel loop is a chunk function and a plain kernel that
+      runs it on Numba's threads through ``runtime.parallel.parallel_for`` (compiled once per machine),
+      so Numba's parallel lowering is not repeated per kernel (off: ``parallel=True`` kernels);
+    - "fused_multiply_add": the polynomial steps of the "vector_math" helpers are multiply-adds LLVM
+      may fuse into one FMA instruction (``runtime/intrinsics.py``; off: a multiply and an add).
+
+    (Row fusion and computing a band's transcendentals once are the rows pass's: ``Options.row_fusion``
+    and ``Options.row_compute_once``.)
+    """
+
+    runtime_parallel: bool = True
+    shared_kernels: bool = True
+    reassoc_sums: bool = True
+    chunked_numpy: bool = True
+    vector_math: bool = True
+    fused_multiply_add: bool = True
+    keyed_minmax: bool = True
+    split_matmuls: bool = True
+    split_reductions: bool = True
+    matmul_tiles: bool = True
+    row_blocks: bool = True
+
+    @staticmethod
+    def of(options: Any) -> CpuSchedule:
+        """The schedule ``options`` (a ``compiler.compilation.Options``) asks for."""
+        return CpuSchedule(**{name: getattr(options, name) for name in CpuSchedule.__dataclass_fields__})
+
+
 _REASSOCIABLE = frozenset(p for p in REDUCTIONS if p.reducer is not None and p.reducer.reassociable)
 _KEYED = {p: p.reducer.selects for p in REDUCTIONS if p.reducer is not None and p.reducer.selects}
 
