@@ -100,7 +100,7 @@ def test_same_shape_chain_uses_one_flat_loop() -> None:
     x, y = b.params
     func = b.function(b.op("exp", b.op("add", b.op("mul", x, y), y)))
     _, program, _, _ = build_cpu_executable(plan_program(func))
-    assert "for i in range(128):" in program.source and "a0_f[i]" in program.source
+    assert "for i in range(128):" in program.source and "p0_f[i]" in program.source
 
 
 def test_expensive_broadcast_source_is_materialized() -> None:
@@ -167,7 +167,7 @@ def test_a_value_stored_in_place_is_written_through_its_operands_array() -> None
     (row,) = [r for r in plan.buffers if r.reused_from]
     assert row.value is h
     (header,) = [line for line in program.source.splitlines() if line.startswith("def k1_tanh(")]
-    assert header == "def k1_tanh(v0):"  # one array: LLVM sees loads and stores of the same base
+    assert header == "def k1_tanh(p0):"  # one array: LLVM sees loads and stores of the same base
     check(func, [rand((64, 32)), rand((32, 32)) * 0.3, rand((32, 16))])
 
 

@@ -6,7 +6,6 @@ passes of ``compiler/pipeline.py``). The CPU printer (``compiler/codegen/cpu/``)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,7 +16,7 @@ from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
 from compiler.kernel.cpu.loops import KernelSpec, band_kernel, loop_kernel, reduce_kernel, wants_numpy
 from compiler.kernel.cpu.matmul import matmul_kernel
-from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, runtime_parallel
+from compiler.kernel.cpu.parallel import runtime_parallel
 from compiler.kernel.cpu.records import CpuSchedule, Kernel
 from compiler.kernel.cpu.regions import row_block_regions, storage_of
 from compiler.kernel.emit import ConstantPool, py_name
@@ -115,28 +114,20 @@ def _overwrites(
 
 
 def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
-    """One function per distinct kernel: a kernel whose text equals an earlier one's up to the names
-    of its buffers (the same layer shape of an MLP, forward or backward) calls the earlier function
-    with its own buffers, and its text is dropped. Numba compiles each distinct kernel once."""
+    """One function per distinct kernel: a kernel whose text equals an earlier one's up to its name
+    (its parameters are positional: the same layer shape of an MLP, forward or backward) calls the
+    earlier function with its own buffers, and its text is dropped. Numba compiles each distinct
+    kernel once."""
     first: dict[str, Kernel] = {}
     out = {}
     for group, kernel in kernels.items():
         if not kernel.text:  # a call of a runtime function
             out[group] = kernel
             continue
-        key = _canonical(kernel)
+        key = kernel.key or kernel.text  # (a NumPy kernel: its text)
         seen = first.setdefault(key, kernel)
         out[group] = kernel if seen is kernel else replace(seen, args=kernel.args, text="", signature=None)
     return out
-
-
-def _canonical(kernel: Kernel) -> str:
-    """The kernel's text with its own name and its parameters' names (and their flat views,
-    ``v3_f``) replaced by positions."""
-    rename = {kernel.name: "K", f"{kernel.name}{CHUNK_SUFFIX}": "K_chunk"}
-    for i, a in enumerate(kernel.args):
-        rename.update({a: f"@{i}", f"{a}_f": f"@{i}_f"})
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: rename.get(m.group(0), m.group(0)), kernel.text)
 
 
 _WRITERS: dict[GroupKind, Callable[[KernelSpec], Kernel | None]] = {

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
@@ -44,13 +44,25 @@ class KernelSpec:
     schedule: CpuSchedule
     local: dict[Value, str] = field(default_factory=dict)  # band scratch: value -> its row's name
     prefix: str = ""  # of the kernel's own scalars' names (a band member's: ``m2_``)
+    # the kernel's parameter for each buffer the driver passes: positional (``p0, p1, ...``), so
+    # kernels equal up to their buffers have equal text (``shared_kernels``); a band's members share
+    # the band's
+    params: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.params:
+            self.params = {a: f"p{i}" for i, a in enumerate(self.args)}
+
+    def param(self, v: Value) -> str:
+        """The kernel's name for ``v``'s buffer."""
+        return self.params[self.names[v]]
 
     def locate(self, v: Value, at: tuple[str, ...]) -> Place:
         """The element of ``v`` at ``at``: in its buffer, or inside a band in the row kept per thread
         (the row index dropped; a row of one element is a scalar)."""
         local = self.local.get(v)
         if local is None:
-            return Access(self.names[v], at)
+            return Access(self.param(v), at)
         assert at[:1] == (ROW,), f"{self.names[v]}: a band reads its rows only at the current row"
         return local if math.prod(v.type.shape[1:]) == 1 else Access(local, at[1:])
 
@@ -67,8 +79,18 @@ class KernelSpec:
         return {op.result: op for op in self.group.ops}
 
     def define(self, body: list[Stmt], parallel: bool = False, reassoc: bool = False) -> Kernel:
-        ir = KernelIR(self.kernel_name, self.args, body, reassoc)
-        return Kernel(self.kernel_name, self.args, print_kernel(ir, parallel), ir=ir)
+        ir = KernelIR(self.kernel_name, [self.params[a] for a in self.args], body, reassoc)
+        return printed(ir, self.args, parallel)
+
+
+def printed(ir: KernelIR, args: list[str], parallel: bool) -> Kernel:
+    """The kernel record of ``ir``, called with the driver's buffers ``args``; its ``key`` is its text
+    under a name of no kernel (``shared_kernels``: equal keys, one function)."""
+    key = print_kernel(replace(ir, name=ANONYMOUS), parallel)
+    return Kernel(ir.name, args, print_kernel(ir, parallel), ir=ir, key=key)
+
+
+ANONYMOUS = "K"
 
 
 def print_kernel(ir: KernelIR, parallel: bool) -> str:
@@ -108,8 +130,8 @@ def body(
 
     def locate(v: Value, at: tuple[str, ...]) -> Place:
         if flat and at == idx and v.type.shape == shape:
-            flat_views[spec.names[v]] = None
-            return Access(f"{spec.names[v]}_f", ("i",))
+            flat_views[spec.param(v)] = None
+            return Access(f"{spec.param(v)}_f", ("i",))
         return spec.locate(v, at)
 
     builder = BodyBuilder(spec.inlined(), lambda v, at: text(locate(v, at)), spec.pool, spec.prefix)
@@ -196,7 +218,7 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
         return spec.define(stmts, parallel, reassoc=reassoc and n_outer < len(shape))
     # An output element is reached again later: its partial is kept between visits, in the output
     # itself or, for a wider accumulator, in a scratch array of that dtype cast into it at the end.
-    o, size = spec.names[out], out.type.size
+    o, size = spec.param(out), out.type.size
     keep = o if partial.dtype is dtype else f"{o}_w"
     if keep != o:
         stmts.append(Alloc(keep, out.type.shape, partial.dtype))
@@ -400,7 +422,7 @@ def _partials(spec: KernelSpec, chunks: int, partial: _Partial, row_blocks: bool
         flushed: list[Stmt] = [store(slot, merge, (slot, slot_b)), store(slot_b, identity)]
         parts.flush = [If(f"({ROW} + 1) % {ACC_BLOCK} == 0", [For("q", size, flushed)])]
         add.append(Line(f"{acc} = {typed(reducer.combine(acc, typed(text(slot_b), wide)), wide)}", (slot_b,)))
-    o = spec.names[out]
+    o = spec.param(out)
     result = Access(f"{o}_f", ("q",)) if out.type.shape else Access(o, ())
     parts.after = [
         *([View(f"{o}_f", o, (size,))] if out.type.shape else []),
@@ -463,31 +485,36 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool, schedul
     n = band.rows
     parallel = max(math.prod(g.shape) for g in band.groups if g not in band.tail) >= PARALLEL_MIN_ELEMENTS
     chunks = min(REDUCE_CHUNKS, n) if parallel else 1
-    local = {v: f"{names[v]}_r" for v in band.local}
+    # the values kept per row, in the order the members store them: ``l0_r`` ... (a row of scratch
+    # ``l0_s`` per chunk; a scalar for a one-element row)
+    kept = list(dict.fromkeys(v for g in band.groups for v in g.outputs if v in band.local))
+    local = {v: f"l{k}_r" for k, v in enumerate(kept)}
     code = _Rows()
-    for v in sorted(band.local, key=lambda v: names[v]):
+    for v in kept:
         row_shape = v.type.shape[1:]
         size = math.prod(row_shape)
         if size == 1:
             continue  # a scalar variable
-        code.before.append(Alloc(f"{names[v]}_s", (chunks, size), v.type.dtype))
-        code.chunk.append(View(local[v], f"{names[v]}_s", row_shape, row="ch"))
+        scratch = local[v].removesuffix("_r") + "_s"
+        code.before.append(Alloc(scratch, (chunks, size), v.type.dtype))
+        code.chunk.append(View(local[v], scratch, row_shape, row="ch"))
+    args: dict[str, None] = {}
+    for g in band.groups:
+        args.update((names[v], None) for v in g.inputs + g.outputs if v not in band.local)
+    params = {a: f"p{i}" for i, a in enumerate(args)}
     for j, group in enumerate(band.groups):
-        spec = KernelSpec(group, names, pool, schedule, local, prefix=f"m{j}_")
+        spec = KernelSpec(group, names, pool, schedule, local, prefix=f"m{j}_", params=params)
         member = _band_tail(spec) if group in band.tail else _band_rows(spec, chunks)
         code.before += member.before
         code.chunk += member.chunk
         code.row += member.row
         code.after += member.after
         code.reassoc |= member.reassoc
-    args: dict[str, None] = {}
-    for g in band.groups:
-        args.update((names[v], None) for v in g.inputs + g.outputs if v not in band.local)
     rows = For(ROW, _chunk_rows(n, chunks)[1], code.row, _chunk_rows(n, chunks)[0])
     stmts = [*code.before, For("ch", chunks, [*code.chunk, rows], parallel=parallel), *code.after]
     name = f"k{band.groups[0].index}_rows"
-    ir = KernelIR(name, list(args), stmts, code.reassoc, rows=n)
-    return Kernel(name, list(args), print_kernel(ir, parallel), ir=ir)
+    ir = KernelIR(name, [params[a] for a in args], stmts, code.reassoc, rows=n)
+    return printed(ir, list(args), parallel)
 
 
 def _band_tail(spec: KernelSpec) -> _Rows:

@@ -32,7 +32,7 @@ def matmul_kernel(spec: KernelSpec) -> Kernel | None:
     n = out.type.shape[-1]
     nb = math.prod(batch)
     x, y, dest = matmul_views(spec.group)
-    o = spec.names[dest.source]
+    o = spec.param(dest.source)
     dtype = out.type.dtype
     if k == 0:
         return spec.define(fill(o, out.type.size, literal(0, dtype)))
@@ -41,7 +41,7 @@ def matmul_kernel(spec: KernelSpec) -> Kernel | None:
     # Integer (and other) matmuls: explicit i-k-j loops over the operands' flat buffers.
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
-    views: list[Stmt] = [View(n_, spec.names[v.source], (-1,)) for n_, v in (("x", x), ("y", y))]
+    views: list[Stmt] = [View(n_, spec.param(v.source), (-1,)) for n_, v in (("x", x), ("y", y))]
     views.append(View("o", o, (-1,)))
     at = Access("o", (f"ot + i * {dest.rows} + j * {dest.cols}",))
     ay = Access("y", (f"yt + p * {y.rows} + j * {y.cols}",))

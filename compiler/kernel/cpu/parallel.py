@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler.ir.types import TensorType
+from compiler.kernel.cpu.loops import ANONYMOUS
 from compiler.kernel.cpu.records import Chunk, Kernel, jit_decorator
 from compiler.kernel.emit import ROW, np_type, shape_literal
 from compiler.kernel.ir import Alloc, For, Line, Stmt, View, parallel_loops, print_python, uses
@@ -51,9 +52,10 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
         or not all(isinstance(s, Alloc | View) for s in before)
     ):
         return kernel
+    arrays = [types[a] for a in kernel.args]  # the driver's buffers, for the kernel's parameters
     frame = [
-        (a, shape_literal(types[a].shape) if types[a].shape else "()", np_type(types[a].dtype))
-        for a in ir.params
+        (p, shape_literal(t.shape) if t.shape else "()", np_type(t.dtype))
+        for p, t in zip(ir.params, arrays, strict=True)
     ]
     views: list[Stmt] = [s for s in before if isinstance(s, View)]
     scratch = [s for s in before if isinstance(s, Alloc)]
@@ -77,31 +79,40 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
             chunk_body = [*views, *bounds, For(var, "hi", loop.body, "lo")]
             form = "rows"
     plain = jit_decorator(reassoc=ir.reassoc)
-    chunk_name = f"{kernel.name}{CHUNK_SUFFIX}"
-    calls = [(chunk_name, CHUNK_SIGNATURE), PARALLEL_FOR_SLOT]
-    chunk_text = [
-        plain,
-        f"def {chunk_name}(ch, frame):",
-        *(
-            f"    {name} = array_at(frame[{k}], {shape}, {dtype})"
-            for k, (name, shape, dtype) in enumerate(frame)
-        ),
-        *print_python(chunk_body, 1),
-    ]
-    if all(isinstance(s, Alloc) for s in kept) and not after:
+    direct = all(isinstance(s, Alloc) for s in kept) and not after
+
+    def render(name: str) -> str:
+        """The chunk function (and, with something before or after the loop, the kernel) as
+        ``name`` (the kernel's own name, or for ``Kernel.key`` a name of no kernel)."""
+        chunk_text = [
+            plain,
+            f"def {name}{CHUNK_SUFFIX}(ch, frame):",
+            *(
+                f"    {array} = array_at(frame[{k}], {shape}, {dtype})"
+                for k, (array, shape, dtype) in enumerate(frame)
+            ),
+            *print_python(chunk_body, 1),
+        ]
+        if direct:
+            return "\n".join(chunk_text)
+        run = [
+            *print_python(kept, 1),
+            f"    frame = np.empty({len(frame)}, np.uint64)",
+            f"    fill_frame(frame, {', '.join(array for array, _, _ in frame)})",
+            f'    call_kernel(parallel_at, "{PARALLEL_FOR_TEXT}", chunk_at, {chunks}, frame)',
+            *(f"    keep_alive({s.name})" for s in scratch if not uses(after, s.name)),
+            *print_python(after, 1),
+        ]
+        kernel_text = [plain, f"def {name}({', '.join(ir.params)}, chunk_at, parallel_at):", *run]
+        return "\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text)
+
+    calls = [(f"{kernel.name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), PARALLEL_FOR_SLOT]
+    text, key = render(kernel.name), render(ANONYMOUS)
+    if direct:
         # nothing after the loop: the driver allocates the scratch, fills the frame and runs the
         # chunks (a function fewer to compile: ~0.07 s each)
-        chunk = Chunk(form, n, chunks, var, [name for name, _, _ in frame], chunk_body)
+        chunk = Chunk(form, n, chunks, var, [array for array, _, _ in frame], chunk_body)
         return replace(
-            kernel, text="\n".join(chunk_text), calls=calls, direct=str(chunks), scratch=scratch, chunk=chunk
+            kernel, text=text, key=key, calls=calls, direct=str(chunks), scratch=scratch, chunk=chunk
         )
-    run = [
-        *print_python(kept, 1),
-        f"    frame = np.empty({len(frame)}, np.uint64)",
-        f"    fill_frame(frame, {', '.join(name for name, _, _ in frame)})",
-        f'    call_kernel(parallel_at, "{PARALLEL_FOR_TEXT}", chunk_at, {chunks}, frame)',
-        *(f"    keep_alive({s.name})" for s in scratch if not uses(after, s.name)),
-        *print_python(after, 1),
-    ]
-    kernel_text = [plain, f"def {kernel.name}({', '.join(ir.params)}, chunk_at, parallel_at):", *run]
-    return replace(kernel, text="\n".join(chunk_text) + "\n\n\n" + "\n".join(kernel_text), calls=calls)
+    return replace(kernel, text=text, key=key, calls=calls)

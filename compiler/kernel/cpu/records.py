@@ -109,6 +109,7 @@ class Kernel:
     teardown: list[str] = field(default_factory=list)
     ir: KernelIR | None = None  # the kernel as kernel IR (None: a NumPy kernel, a runtime call)
     chunk: Chunk | None = None  # a directly-run kernel's chunk function
+    key: str = ""  # its text under a name of no kernel: equal keys, one function (``shared_kernels``)
 
 
 def jit_decorator(parallel: bool = False, nogil: bool = True, reassoc: bool = False) -> str:
