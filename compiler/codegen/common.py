@@ -1,9 +1,11 @@
-"""What both backends' code generators share: names of buffers in generated code, shape literals,
-the sanitizer's poison, and which results the caller allocates (the driver skeleton's facts)."""
+"""The driver skeleton both backends print: where each stored value's buffer is and when it must exist
+(``allocations``), which results the caller allocates, which the driver copies (``returned``), and
+the sanitizer's poison; and the names of buffers in generated code."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -13,7 +15,17 @@ from compiler.kernel.emit import py_name, shape_literal
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import BufferRow, MemoryPlan
 
-__all__ = ["caller_allocated", "poison_after", "poison_value", "py_name", "shape_literal"]
+__all__ = [
+    "Placement",
+    "allocations",
+    "caller_allocated",
+    "placement",
+    "poison_after",
+    "poison_value",
+    "py_name",
+    "returned",
+    "shape_literal",
+]
 
 
 def poison_value(dtype: DType) -> float | int | bool:
@@ -49,3 +61,66 @@ def caller_allocated(func: Function, plan: MemoryPlan) -> list[Value]:
             outs.append(v)
         seen.add(v)
     return outs
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a stored value's buffer is, for the driver: ``kind`` is ``"argument"`` (the new value of
+    argument ``param``, written into the caller's array), ``"donated"`` (in donated argument
+    ``param``'s memory), ``"arena"`` (at ``offset``; ``nbytes`` the slot's size when the regions
+    pass resized it to one block of rows per thread, else None) or ``"fresh"`` (a function result
+    allocated per call, or a zero-size value)."""
+
+    value: Value
+    kind: str
+    param: int = -1
+    offset: int = -1
+    nbytes: int | None = None
+
+
+def placement(v: Value, plan: MemoryPlan, resized: dict[Value, int]) -> Placement:
+    """``v``'s placement; ``resized``: the arena slots the regions pass resized, by value."""
+    if v in plan.direct_writeback:
+        return Placement(v, "argument", param=plan.direct_writeback[v])
+    if v in plan.in_param:
+        return Placement(v, "donated", param=plan.in_param[v])
+    if v in plan.offsets:
+        return Placement(v, "arena", offset=plan.offsets[v], nbytes=resized.get(v))
+    return Placement(v, "fresh")
+
+
+def allocations(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    outs: list[Value],
+    hoist: dict[Group, list[Group]] | None = None,
+) -> dict[Group, list[Placement]]:
+    """The driver skeleton both backends print: per group, the buffers that must exist before its
+    kernel runs (a band's, every member's, where its first member runs; a row-block region's, every
+    member's, where it starts: ``hoist``), without the results the caller passes in (``outs``) and
+    the values a band keeps per row (no buffer)."""
+    passed_in, local = set(outs), fusion.local
+    resized = {r.value: r.bytes for r in plan.buffers if r.stored_as}
+    out: dict[Group, list[Placement]] = {}
+    hoisted: set[Group] = set()
+    for group in fusion.groups:
+        for g in [] if group in hoisted else (hoist or {}).get(group, [group]):
+            hoisted.add(g)
+            band = fusion.band_of.get(g)
+            if band is None or g is band.groups[0]:
+                stored = [v for b in (band.groups if band else [g]) for v in b.outputs]
+                out.setdefault(group, []).extend(
+                    placement(v, plan, resized) for v in stored if v not in passed_in and v not in local
+                )
+    return out
+
+
+def returned(func: Function) -> list[tuple[Value, bool]]:
+    """The function's results, each with whether the driver returns a copy (an argument, or a value
+    returned twice: results never alias anything)."""
+    out, seen = [], set(func.params)
+    for v in func.results:
+        out.append((v, v in seen))
+        seen.add(v)
+    return out

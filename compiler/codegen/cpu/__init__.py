@@ -31,7 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.codegen.common import caller_allocated, poison_after, poison_value, shape_literal
+from compiler.codegen.common import (
+    Placement,
+    allocations,
+    caller_allocated,
+    poison_after,
+    poison_value,
+    returned,
+    shape_literal,
+)
 from compiler.compilation import Options
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
@@ -234,18 +242,17 @@ def _fma_binding(schedule: CpuSchedule) -> list[str]:
     return ["", "", '@numba.njit(inline="always")', "def fma(a, b, c):", "    return a * b + c"]
 
 
-def _allocation(v: Value, plan: MemoryPlan, params: list[str], resized: dict[Value, int]) -> str:
-    t = v.type
-    if v in plan.direct_writeback:  # the new value of an argument, stored into the caller's array
-        return params[plan.direct_writeback[v]]
-    if v in plan.in_param:  # lives in a donated argument's memory
-        return f"buffer_view({params[plan.in_param[v]]}, 0, {shape_literal(t.shape)}, {np_type(t.dtype)})"
-    offset = plan.offsets.get(v)
-    if offset is None:  # a function result (fresh per call) or a zero-size value
+def _allocation(p: Placement, params: list[str]) -> str:
+    t = p.value.type
+    if p.kind == "argument":  # the new value of an argument, stored into the caller's array
+        return params[p.param]
+    if p.kind == "donated":  # lives in a donated argument's memory
+        return f"buffer_view({params[p.param]}, 0, {shape_literal(t.shape)}, {np_type(t.dtype)})"
+    if p.kind == "fresh":  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
-    if v in resized:  # a row-block region's own buffer: its threads' blocks (the region's frames)
-        return f"buffer_view(arena, {offset}, ({resized[v] // t.dtype.np.itemsize},), {np_type(t.dtype)})"
-    return f"buffer_view(arena, {offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
+    if p.nbytes is not None:  # a row-block region's own buffer: its threads' blocks (the region's frames)
+        return f"buffer_view(arena, {p.offset}, ({p.nbytes // t.dtype.np.itemsize},), {np_type(t.dtype)})"
+    return f"buffer_view(arena, {p.offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
 
 
 def _driver(
@@ -262,23 +269,10 @@ def _driver(
     arg_names = [names[p] for p in func.params]
     params = ["arena", TABLE, *(names[v] for v in outs), *arg_names]
     slot_index = {(name, tuple(signature)): i for i, (name, signature) in enumerate(slots)}
-    passed_in = set(outs)
     body = []
-    local = fusion.local
-    hoisted: set[Group] = set()
-    resized = {r.value: r.bytes for r in plan.buffers if r.stored_as}
+    allocated = allocations(func, fusion, plan, outs, hoist)
     for group in fusion.groups:
-        # a row-block region's buffers (every member's) exist before it runs
-        for g in [] if group in hoisted else (hoist or {}).get(group, [group]):
-            hoisted.add(g)
-            band = fusion.band_of.get(g)
-            if band is None or g is band.groups[0]:  # a band's buffers exist before its kernel runs
-                stored = [v for b in (band.groups if band else [g]) for v in b.outputs]
-                body += [
-                    f"{names[v]} = {_allocation(v, plan, arg_names, resized)}"
-                    for v in stored
-                    if v not in passed_in and v not in local
-                ]
+        body += [f"{names[p.value]} = {_allocation(p, arg_names)}" for p in allocated.get(group, [])]
         kernel = kernels.get(group)
         if kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
@@ -302,10 +296,7 @@ def _driver(
             dtype = row.value.type.dtype
             view = f"buffer_view(arena, {row.offset}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
             body.append(f"{view}[:] = {literal(poison_value(dtype), dtype)}")
-    results, seen = [], set(func.params)
-    for v in func.results:  # a param or a repeated value is copied: results never alias anything
-        results.append(names[v] + (".copy()" if v in seen else ""))
-        seen.add(v)
+    results = [names[v] + (".copy()" if copy else "") for v, copy in returned(func)]
     ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
     objmode = any(k.objmode for k in kernels.values())  # object mode holds the GIL anyway
     header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]

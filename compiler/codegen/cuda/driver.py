@@ -4,7 +4,7 @@ kernels in order."""
 
 from __future__ import annotations
 
-from compiler.codegen.common import poison_after, poison_value
+from compiler.codegen.common import allocations, poison_after, poison_value, returned
 from compiler.codegen.cuda.kernel import CudaKernel
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
@@ -36,29 +36,21 @@ def driver(
     body: list[str] = []
     for name in pool.arrays:
         setup.append(f"{name}_d = cuda.to_device({name}, stream=stream)")
-    passed_in = set(outs)
     poison = poison_after(fusion, plan) if sanitize else {}
     launchers = 0
-    local = fusion.local  # values a band keeps per row: no buffer
+    allocated = allocations(func, fusion, plan, outs)
     for group in fusion.groups:
-        band = fusion.band_of.get(group)
-        if band is not None and group is not band.groups[0]:
-            stored = []  # a band's buffers exist before its kernel runs, where its first member would
-        else:
-            stored = [v for g in (band.groups if band else [group]) for v in g.outputs]
-        for v in stored:
-            if v in passed_in or v in local:
-                continue
-            t = v.type
-            if v in plan.direct_writeback:
-                body.append(f"{names[v]} = {arg_names[plan.direct_writeback[v]]}")
-            elif v in plan.in_param:
-                src = f"{arg_names[plan.in_param[v]]}.view(np.uint8)"
-                body.append(f"{names[v]} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
-            elif v in plan.offsets:
-                setup.append(f"{names[v]} = {_flat_view('arena', plan.offsets[v], t.nbytes, t.dtype)}")
+        for p in allocated.get(group, []):
+            name, t = names[p.value], p.value.type
+            if p.kind == "argument":
+                body.append(f"{name} = {arg_names[p.param]}")
+            elif p.kind == "donated":
+                src = f"{arg_names[p.param]}.view(np.uint8)"
+                body.append(f"{name} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
+            elif p.kind == "arena":  # (views made once, in bind)
+                setup.append(f"{name} = {_flat_view('arena', p.offset, t.nbytes, t.dtype)}")
             else:  # a function result (fresh per call) or a zero-size value
-                body.append(f"{names[v]} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
+                body.append(f"{name} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
         top = kernels.get(group)
         for kernel in (top, *top.follow) if top is not None else ():
             for scratch, size, dtype in kernel.scratch:
@@ -76,10 +68,7 @@ def driver(
             view = _flat_view("arena", row.offset, row.bytes, dtype)
             value = literal(poison_value(dtype), dtype)
             body.append(f"_fill[_grid({row.bytes // dtype.itemsize}), TPB, stream]({view}, {value})")
-    results, seen = [], set(func.params)
-    for v in func.results:  # a param or a repeated value is copied: results never alias anything
-        results.append(f"_dup({names[v]}, stream)" if v in seen else names[v])
-        seen.add(v)
+    results = [f"_dup({names[v]}, stream)" if copy else names[v] for v, copy in returned(func)]
     ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
     params = [*(names[v] for v in outs), *arg_names]
     run = [f"def run({', '.join(params)}):", *indent([*body, f"return {ret}"], 1)]
