@@ -1,0 +1,124 @@
+"""The kernel IR (compiler/kernel/ir.py) and the decisions the CPU's kernel passes make on it: the
+split of a parallel loop into chunks (kernel/cpu/parallel.py) and a row-block region member's
+legality (kernel/cpu/regions.py), each from the recorded loads and stores, never from text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dsl
+from compiler.compilation import option_defaults
+from compiler.ir.types import DType, TensorType
+from compiler.kernel.cpu.parallel import runtime_parallel
+from compiler.kernel.cpu.records import Kernel
+from compiler.kernel.cpu.regions import _chunk_member
+from compiler.kernel.ir import (
+    Access,
+    Alloc,
+    For,
+    KernelIR,
+    Line,
+    View,
+    nest,
+    print_python,
+    reads,
+    uses,
+    writes,
+)
+
+
+def _kernel(body: list, params: list[str], args: list[str] | None = None, rows: int | None = None) -> Kernel:
+    ir = KernelIR("k0_test", params, body, rows=rows)
+    return Kernel("k0_test", args or params, "", ir=ir)
+
+
+def _types(**shapes: tuple[int, ...]) -> dict[str, TensorType]:
+    return {name: TensorType(shape, DType.f32) for name, shape in shapes.items()}
+
+
+def test_nest_prints_loops_outermost_first_with_a_parallel_first_loop() -> None:
+    body = [
+        Line("t0 = p0[i0, i1]", (Access("p0", ("i0", "i1")),)),
+        Line("p1[i0, i1] = t0", (), (Access("p1", ("i0", "i1")),)),
+    ]
+    stmts = nest(["i0", "i1"], [4, 8], body, parallel=True)
+    assert print_python(stmts) == [
+        "for i0 in numba.prange(4):",
+        "    for i1 in range(8):",
+        "        t0 = p0[i0, i1]",
+        "        p1[i0, i1] = t0",
+    ]
+    assert [a.array for a in reads(stmts)] == ["p0"] and [a.array for a in writes(stmts)] == ["p1"]
+    assert uses(stmts, "p0") and not uses(stmts, "p2")
+
+
+def test_a_flat_parallel_loop_runs_as_chunks_of_sliced_views() -> None:
+    at = Access("p0_f", ("i",))
+    loop = For(
+        "i",
+        1 << 16,
+        [Line("t0 = p0_f[i]", (at,)), Line("p1_f[i] = t0", (), (Access("p1_f", ("i",)),))],
+        parallel=True,
+        flat=True,
+    )
+    kernel = _kernel(
+        [View("p0_f", "p0", (1 << 16,)), View("p1_f", "p1", (1 << 16,)), loop], ["p0", "p1"], ["v0", "v1"]
+    )
+    split = runtime_parallel(kernel, _types(v0=(256, 256), v1=(256, 256)))
+    assert split.direct == "16" and split.chunk is not None and split.chunk.form == "flat"
+    assert "p0_f = p0.reshape(65536)[lo:hi]" in split.text and "for i in range(hi - lo):" in split.text
+    assert "def k0_test_chunk(ch, frame):" in split.text and "parallel=True" not in split.text
+
+
+def test_statements_after_the_loop_keep_a_kernel_around_the_chunks() -> None:
+    part = Access("part", ("ch",))
+    loop = For("ch", 16, [Line("acc = 0.0"), Line("part[ch] = acc", (), (part,))], parallel=True)
+    after = [
+        Line("acc = 0.0"),
+        For("ch", 16, [Line("acc = acc + part[ch]", (part,))]),
+        Line("p0[()] = acc", (), (Access("p0", ()),)),
+    ]
+    kernel = _kernel([Alloc("part", (16,), DType.f64), loop, *after], ["p0"], ["v0"])
+    split = runtime_parallel(kernel, _types(v0=()))
+    assert split.direct is None and split.chunk is None
+    assert (
+        "def k0_test(p0, chunk_at, parallel_at):" in split.text
+        and "part = np.empty((16,), np.float64)" in split.text
+    )
+
+
+def _rows_member(index: tuple[str, ...]) -> Kernel:
+    """A directly-run kernel over 1024 rows of p0 -> p1 that reads p0 at ``index``."""
+    body = [
+        Line("t0 = p0[...]", (Access("p0", index),)),
+        Line("p1[i0, i1] = t0", (), (Access("p1", ("i0", "i1")),)),
+    ]
+    loop = For("i0", 1024, nest(["i1"], [8], body), parallel=True)
+    kernel = _kernel([loop], ["p0", "p1"], ["v0", "v1"])
+    return runtime_parallel(kernel, _types(v0=(1024, 8), v1=(1024, 8)))
+
+
+def test_a_member_that_reads_only_its_own_row_joins_a_region() -> None:
+    split = _rows_member(("i0", "i1"))
+    assert split.chunk is not None and split.chunk.form == "rows"
+    member = _chunk_member(None, split, {"v0": (1024, 8), "v1": (1024, 8)})  # type: ignore[arg-type]
+    assert member is not None and member.row_arrays == {"v0", "v1"} and member.written == {"v1"}
+
+
+def test_a_member_that_reads_a_neighbouring_row_does_not() -> None:
+    split = _rows_member(("i0 + 1", "i1"))  # a block would read its neighbour's first row
+    assert _chunk_member(None, split, {"v0": (1024, 8), "v1": (1024, 8)}) is None  # type: ignore[arg-type]
+
+
+def test_kernels_equal_up_to_their_buffers_are_one_function() -> None:
+    def f(x, w):
+        return np.tanh(np.tanh(x) * 2.0 @ w) * 2.0  # the matmul keeps the two loops apart
+
+    x, w = np.ones((300, 300), np.float32), np.eye(300, dtype=np.float32)
+    shared = dsl.compile(f).lower(x, w).source()
+    with option_defaults(shared_kernels=False):
+        apart = dsl.compile(f).lower(x, w).source()
+    assert shared.count("_chunk(ch, frame):") == 1 and apart.count("_chunk(ch, frame):") == 2
+    assert "def k0_mul_chunk(ch, frame):" in shared  # the first defines it, the second calls it
+    want = np.tanh(np.tanh(x) * 2.0 @ w) * 2.0
+    np.testing.assert_allclose(dsl.compile(f)(x, w), want, rtol=1e-5)
