@@ -452,7 +452,7 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "  With other busy processes on the cores, dslc's spinning OpenMP workers cost ~25% on the MLP step",
         "  (`OMP_WAIT_POLICY=PASSIVE` is then better, docs/flags.md). Beside a process taking half a core,",
         "  dslc slows a little more than JAX (a preempted thread holds up every fork-join kernel):",
-        "  `python benchmarks/bench_interference.py` (results/interference.md).",
+        "  `python benchmarks/bench_contention.py` (results/contention.md).",
         "- Per round: a burst of outside load slows whichever framework is running; the ratio of two",
         "  neighbours in time cancels slow drift but not such a burst, hence its range beside the median.",
         "- Every child process imports `suite_programs` and so `runtime`, whose malloc tuning",

@@ -30,7 +30,7 @@ from runtime.parallel import CHUNK_SIGNATURE
 # into ``chunks`` blocks, spread over Numba's threads, and every kernel of the run does its block
 # before the thread moves to the next block. The intermediates of a block then stay in the core's
 # cache between kernels instead of going to L3 and back after every kernel (the second derivative,
-# sixteen 4096-row matmuls and their elementwise passes: ``benchmarks/bench_depth_first.py``). The
+# sixteen 4096-row matmuls and their elementwise passes: ``benchmarks/results/notes.md``). The
 # members are kernels the driver runs directly (chunk functions over row ranges of the same ``m``)
 # and float matmuls of one batch element, whose left operand and result are row-major ``m``-row
 # buffers (``runtime.blas.gemm_rows_block`` computes one block of rows on the register tiles). Each
