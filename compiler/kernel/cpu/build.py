@@ -14,7 +14,8 @@ import numba
 
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
-from compiler.kernel.cpu.loops import KernelSpec, band_kernel, loop_kernel, reduce_kernel, wants_numpy
+from compiler.kernel.cpu.bands import band_kernel
+from compiler.kernel.cpu.loops import KernelSpec, loop_kernel, reduce_kernel, wants_numpy
 from compiler.kernel.cpu.matmul import matmul_kernel
 from compiler.kernel.cpu.parallel import runtime_parallel
 from compiler.kernel.cpu.records import CpuSchedule, Kernel

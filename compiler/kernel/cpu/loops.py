@@ -21,7 +21,7 @@ from compiler.kernel import arraylevel
 from compiler.kernel.cpu.records import _KEYED, _REASSOCIABLE, CpuSchedule, Kernel, jit_decorator
 from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
-from compiler.passes.fuse import Band, Group, GroupKind
+from compiler.passes.fuse import Group
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS, PARTIALS_MAX_ELEMENTS, REDUCE_CHUNKS
 
 Place = Access | str  # an element of an array, or a scalar variable (a band's one-element row)
@@ -183,14 +183,14 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
         return numpy_kernel(spec)
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
-    split = _reduced_tail(shape, axes)  # loops from ``split`` on are all reduced: into a local
+    split = reduced_tail(shape, axes)  # loops from ``split`` on are all reduced: into a local
     extra = [v for v in spec.group.outputs if v is not out]  # prologue values stored as well
     b = loop_body(spec, shape, extra, root.operands[0], try_flat=split == 0)  # flat: full reductions
     assert b.target is not None
     reducer = root.prim.reducer
     assert reducer is not None
     dtype = out.type.dtype
-    identity, partial = _accumulation(root, b.target, spec.schedule)
+    identity, partial = accumulation(root, b.target, spec.schedule)
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = spec.locate(out, kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
@@ -199,7 +199,7 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     if n_outer == 0 and big:
         return _chunked_full_reduction(spec, b, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
-    inner = _accumulating_nest(b.loops[n_outer:], b.extents[n_outer:], b.stmts, partial)
+    inner = accumulating_nest(b.loops[n_outer:], b.extents[n_outer:], b.stmts, partial)
     chunks = min(REDUCE_CHUNKS, shape[0]) if shape else 1
     if (
         spec.schedule.split_reductions
@@ -265,7 +265,7 @@ class _Partial:
     finish: Callable[[str], str]
     dtype: DType
     result: Callable[[str], str] = _same
-    # A widened sum's block (``_accumulating_nest``): ``blk`` set to the identity, its update in the
+    # A widened sum's block (``accumulating_nest``): ``blk`` set to the identity, its update in the
     # result's dtype, and ``blk`` added to ``acc``.
     block: tuple[str, str, str] | None = None
 
@@ -274,7 +274,7 @@ class _Partial:
         return self.result(self.finish(acc))
 
 
-def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
+def reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
     """Where the trailing run of reduced axes starts (``len(shape)`` when the last axis is kept)."""
     split = len(shape)
     while split > 0 and split - 1 in axes:
@@ -282,7 +282,7 @@ def _reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
     return split
 
 
-def _accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> tuple[str, _Partial]:
+def accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> tuple[str, _Partial]:
     """A reduction root's identity literal (as a kept partial) and how ``{p}acc`` accumulates the
     temporary ``target``: in the reducer's accumulator dtype (float32 sums in float64), or for a
     keyed float max/min as integer keys (``acc`` holds key(value))."""
@@ -318,7 +318,7 @@ ACC_BLOCK = 256  # elements of a widened sum's block, summed in the result's dty
 Nest = Callable[[list[str], list[int], list[Stmt]], list[Stmt]]
 
 
-def _accumulating_nest(
+def accumulating_nest(
     names: list[str], extents: list[int], stmts: list[Stmt], partial: _Partial, make: Nest | None = None
 ) -> list[Stmt]:
     """The loops of a reduction's accumulation (``make`` of them), ``partial.update`` innermost. A
@@ -343,7 +343,7 @@ def _accumulating_nest(
     return make(names[:-1], extents[:-1], inner)
 
 
-def _chunk_rows(n: int, chunks: int) -> tuple[str, str]:
+def chunk_rows(n: int, chunks: int) -> tuple[str, str]:
     """The (start, stop) of chunk ``ch``'s rows of ``n``."""
     return f"ch * {n} // {chunks}", f"(ch + 1) * {n} // {chunks}"
 
@@ -362,10 +362,10 @@ def _chunked_row_reduction(
     chunks, n_outer = chunks_outer
     axes = spec.group.reduced_axes
     kept = tuple(f"i{d}" for d in range(len(spec.group.shape)) if d not in axes)
-    parts = _partials(spec, chunks, partial, row_blocks=n_outer == len(spec.group.shape))
-    block = _partial_update(kept, inner, partial, parts)
+    parts = partials(spec, chunks, partial, row_blocks=n_outer == len(spec.group.shape))
+    block = partial_update(kept, inner, partial, parts)
     row = [*nest(b.loops[1:n_outer], b.extents[1:n_outer], block), *parts.flush]
-    per_chunk = nest(b.loops[:1], b.extents[:1], row, outer=_chunk_rows(b.extents[0], chunks))
+    per_chunk = nest(b.loops[:1], b.extents[:1], row, outer=chunk_rows(b.extents[0], chunks))
     stmts = [
         *b.views,
         *parts.before,
@@ -376,7 +376,7 @@ def _chunked_row_reduction(
 
 
 @dataclass
-class _Rows:
+class RowCode:
     """One band member's code: before the parallel loop, at the start of each chunk of rows, for
     each row, and after the loop."""
 
@@ -385,17 +385,17 @@ class _Rows:
     row: list[Stmt] = field(default_factory=list)
     after: list[Stmt] = field(default_factory=list)
     reassoc: bool = False
-    flush: list[Stmt] = field(default_factory=list)  # after each row: a row block's end (``_partials``)
+    flush: list[Stmt] = field(default_factory=list)  # after each row: a row block's end (``partials``)
 
 
-def _partials(spec: KernelSpec, chunks: int, partial: _Partial, row_blocks: bool = False) -> _Rows:
+def partials(spec: KernelSpec, chunks: int, partial: _Partial, row_blocks: bool = False) -> RowCode:
     """The partial results of a reduction over axis 0, one per chunk of rows (in the accumulator's
     dtype): allocated before the parallel loop, set to the identity as each chunk starts, combined in
     chunk order into the result after the loop (no atomics: the same result every run).
 
     With ``row_blocks`` (a widened sum updated once per element: nothing reduced after the kept
     axes), rows add into a second, float32 partial ``part_b`` (vectorized at float32's width across
-    the kept axes), which every ``ACC_BLOCK``-th row (``_Rows.flush``) and at the end adds into the
+    the kept axes), which every ``ACC_BLOCK``-th row (``RowCode.flush``) and at the end adds into the
     wide one: the error is a block's of rows, not the chunk's."""
     root = spec.group.root
     out = root.result
@@ -405,7 +405,7 @@ def _partials(spec: KernelSpec, chunks: int, partial: _Partial, row_blocks: bool
     p = spec.prefix
     acc, part, part_f, part_b, part_b_f = (f"{p}{n}" for n in ("acc", "part", "part_f", "part_b", "part_b_f"))
     slot, slot_b = Access(part_f, ("ch", "q")), Access(part_b_f, ("ch", "q"))
-    parts = _Rows(
+    parts = RowCode(
         before=[Alloc(part, (chunks, *out.type.shape), wide), View(part_f, part, (chunks, size))],
         chunk=[For("q", size, [store(slot, literal(reducer.identity(dtype), wide))])],
     )
@@ -452,11 +452,11 @@ def _chunked_full_reduction(
     wide = partial.dtype
     n = b.extents[0]
     chunks = min(REDUCE_CHUNKS, n)
-    rows = _chunk_rows(n, chunks)
+    rows = chunk_rows(n, chunks)
     if len(b.loops) == 1:  # the chunk's range is the innermost loop's (not blocked: not constant)
         per_chunk = nest(b.loops, b.extents, [*b.stmts, Line(partial.update)], outer=rows)
     else:
-        per_chunk = _accumulating_nest(
+        per_chunk = accumulating_nest(
             b.loops,
             b.extents,
             b.stmts,
@@ -476,107 +476,11 @@ def _chunked_full_reduction(
     return spec.define(stmts, parallel=True, reassoc=reassoc)
 
 
-def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool, schedule: CpuSchedule) -> Kernel:
-    """One kernel for a band (``compiler/passes/rows.py``): fixed chunks of rows in parallel; in each
-    chunk, row by row, every member's loop nest for that row in member order. Values the band keeps
-    per row live in a row of scratch per chunk (a scalar when a row is one element); reductions over
-    axis 0 accumulate per chunk and are combined in chunk order after the loop. Each member's own
-    scalars are named apart (``m{j}_``)."""
-    n = band.rows
-    parallel = max(math.prod(g.shape) for g in band.groups if g not in band.tail) >= PARALLEL_MIN_ELEMENTS
-    chunks = min(REDUCE_CHUNKS, n) if parallel else 1
-    # the values kept per row, in the order the members store them: ``l0_r`` ... (a row of scratch
-    # ``l0_s`` per chunk; a scalar for a one-element row)
-    kept = list(dict.fromkeys(v for g in band.groups for v in g.outputs if v in band.local))
-    local = {v: f"l{k}_r" for k, v in enumerate(kept)}
-    code = _Rows()
-    for v in kept:
-        row_shape = v.type.shape[1:]
-        size = math.prod(row_shape)
-        if size == 1:
-            continue  # a scalar variable
-        scratch = local[v].removesuffix("_r") + "_s"
-        code.before.append(Alloc(scratch, (chunks, size), v.type.dtype))
-        code.chunk.append(View(local[v], scratch, row_shape, row="ch"))
-    args: dict[str, None] = {}
-    for g in band.groups:
-        args.update((names[v], None) for v in g.inputs + g.outputs if v not in band.local)
-    params = {a: f"p{i}" for i, a in enumerate(args)}
-    for j, group in enumerate(band.groups):
-        spec = KernelSpec(group, names, pool, schedule, local, prefix=f"m{j}_", params=params)
-        member = _band_tail(spec) if group in band.tail else _band_rows(spec, chunks)
-        code.before += member.before
-        code.chunk += member.chunk
-        code.row += member.row
-        code.after += member.after
-        code.reassoc |= member.reassoc
-    rows = For(ROW, _chunk_rows(n, chunks)[1], code.row, _chunk_rows(n, chunks)[0])
-    stmts = [*code.before, For("ch", chunks, [*code.chunk, rows], parallel=parallel), *code.after]
-    name = f"k{band.groups[0].index}_rows"
-    ir = KernelIR(name, [params[a] for a in args], stmts, code.reassoc, rows=n)
-    return printed(ir, list(args), parallel)
-
-
-def _band_tail(spec: KernelSpec) -> _Rows:
-    """A tail member: its own serial loop nest after the band's loop (and after the partial results
-    of the members before it are combined)."""
-    b = loop_body(spec, spec.group.shape, spec.group.outputs, None, try_flat=True)
-    return _Rows(after=[*b.views, *nest(b.loops, b.extents, b.stmts)])
-
-
-def _row_nest(names: list[str], extents: list[int], stmts: list[Stmt]) -> list[Stmt]:
-    """``nest`` without its loops of one iteration (their index is 0): a per-row scalar is then
-    assigned on every path through the row, so Numba's parallel lowering keeps it private to the
-    thread (assigned inside a ``range(1)`` loop, it would be live into the parallel body and shared)."""
-    kept = [(n, e) for n, e in zip(names, extents, strict=True) if e != 1]
-    fixed = lines(*(f"{n} = 0" for n, e in zip(names, extents, strict=True) if e == 1))
-    return fixed + nest([n for n, _ in kept], [e for _, e in kept], stmts)
-
-
-def _band_rows(spec: KernelSpec, chunks: int) -> _Rows:
-    """A member's code for one row ``i0`` (its loops over the other axes), and for a reduction over
-    axis 0 its partial results: initialized per chunk, combined after the loop."""
-    shape = spec.group.shape
-    if spec.group.kind is GroupKind.LOOP:
-        b = body(spec, shape, spec.group.outputs, None, flat=False)
-        assert b is not None
-        return _Rows(row=_row_nest(b.loops[1:], b.extents[1:], b.stmts))
-    root = spec.group.root
-    out = root.result
-    axes = spec.group.reduced_axes
-    split = _reduced_tail(shape, axes)
-    extra = [v for v in spec.group.outputs if v is not out]
-    b = body(spec, shape, extra, root.operands[0], flat=False)
-    assert b is not None and b.target is not None
-    acc_name = f"{spec.prefix}acc"
-    identity, acc = _accumulation(root, b.target, spec.schedule, spec.prefix)
-    dtype = out.type.dtype
-    kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
-    outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
-    inner = _accumulating_nest(b.loops[outer:], b.extents[outer:], b.stmts, acc, _row_nest)
-    reassoc = spec.schedule.reassoc_sums and dtype.is_float and root.prim in _REASSOCIABLE
-    reassoc = reassoc and outer < len(shape)
-    if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
-        block = [
-            Line(f"{acc_name} = {acc.load(identity)}"),
-            *inner,
-            store(spec.locate(out, kept), acc.value(acc_name)),
-        ]
-        return _Rows(row=_row_nest(b.loops[1:outer], b.extents[1:outer], block), reassoc=reassoc)
-    parts = _partials(spec, chunks, acc, row_blocks=outer == len(shape))
-    parts.row = _row_nest(
-        b.loops[1:outer], b.extents[1:outer], _partial_update(kept, inner, acc, parts, spec.prefix)
-    )
-    parts.row += parts.flush
-    parts.reassoc = reassoc
-    return parts
-
-
-def _partial_update(
-    kept: tuple[str, ...], inner: list[Stmt], partial: _Partial, parts: _Rows, p: str = ""
+def partial_update(
+    kept: tuple[str, ...], inner: list[Stmt], partial: _Partial, parts: RowCode, p: str = ""
 ) -> list[Stmt]:
     """A row's update of its chunk's partial result at ``kept``: through ``acc``, or with row blocks
-    (``_partials``) into the block's float32 partial."""
+    (``partials``) into the block's float32 partial."""
     if not parts.flush:
         slot = Access(f"{p}part", ("ch", *kept))
         return [
