@@ -194,7 +194,9 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "tanh_": lambda a: np.tanh(a, out=a),
     "sin_": lambda a: np.sin(a, out=a),
     "abs_": lambda a: np.abs(a, out=a),
-    "neg_": lambda a: np.negative(a, out=a),
+    # (not np.negative(a, out=a): NumPy 2.4.6 reads the wrong elements of a 3-d view with negative
+    # strides and unit axes there, e.g. base[::-2, ::-2, ::-2] of (6, 2, 2): the campaign's seed 23)
+    "neg_": lambda a: a.__setitem__(Ellipsis, np.negative(a)),
     "relu_": lambda a: np.maximum(a, 0.0, out=a),
     "sigmoid_": lambda a: np.divide(1.0, 1.0 + np.exp(-a), out=a),
     "scale_": lambda a: np.add(np.multiply(a, 0.5, out=a), 0.25, out=a),
@@ -1544,3 +1546,13 @@ def test_remainder_through_a_broadcast_view_has_the_pointwise_gradient() -> None
     np.testing.assert_allclose(g0, w0, rtol=1e-12)
     # b'(a) subtracts two terms of 0.16 that differ by 7e-11 (here and in dslc's chain rule): 2e-7
     np.testing.assert_allclose(g1, np.sum(w) * slope + w1, rtol=1e-6)
+
+
+def test_the_oracles_negation_in_place_is_right_on_negative_strides() -> None:
+    """NumPy 2.4.6's ``np.negative(a, out=a)`` on ``base[::-2, ::-2, ::-2]`` of a (6, 2, 2) base gives
+    [-7, -7, -0.3] for [0.1, 0.2, 0.3] (it reads the base's other elements): the oracle's ``neg_``
+    must not depend on it (the campaign of seed 23 flagged dslc's right answer as wrong)."""
+    a = arranged(np.array([[[0.1]], [[0.2]], [[0.3]]]), "strided")
+    NUMPY["neg_"](a)
+    np.testing.assert_array_equal(a.ravel(), [-0.1, -0.2, -0.3])
+    check_outside_untouched((a,), "neg_")
