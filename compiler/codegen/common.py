@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -19,6 +20,7 @@ __all__ = [
     "Placement",
     "allocations",
     "caller_allocated",
+    "program_facts",
     "placement",
     "poison_after",
     "poison_value",
@@ -124,3 +126,16 @@ def returned(func: Function) -> list[tuple[Value, bool]]:
         out.append((v, v in seen))
         seen.add(v)
     return out
+
+
+def program_facts(func: Function, plan: MemoryPlan, outs: list[Value]) -> dict[str, Any]:
+    """The fields both backends' program records (``CpuProgram``, ``CudaProgram``) take from the
+    function and its plan: results, write-backs, the arena's size, the caller-allocated results."""
+    return dict(
+        n_results=len(func.results),
+        writeback=tuple(int(i) for i in func.attrs.get("dsl.writeback", ())),
+        arena_bytes=plan.peak_bytes,
+        direct_writeback=tuple(sorted(plan.direct_writeback.values())),
+        result_types=[v.type for v in func.results],
+        out_types=[v.type for v in outs],
+    )

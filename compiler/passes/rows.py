@@ -40,6 +40,7 @@ import math
 from collections.abc import Callable
 
 from compiler.ir.core import Function, Value
+from compiler.kernel.emit import BodyBuilder, ConstantPool
 from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
 from compiler.prims import elementwise as ew
 
@@ -225,11 +226,7 @@ def _compute_once(band: Band, returned: set[Value]) -> None:
 def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[str, ...]]]:
     """The indices at which ``group``'s body reads each buffer (``hidden``: an inlined value read as
     if it were a buffer), found by lowering the body symbolically."""
-    # The backends' scalar lowering, run symbolically: the one use of code generation in the passes,
-    # imported here (not at load: codegen imports this module) until the kernel IR records each
-    # load's index (compiler/kernel) and this asks it instead.
-    from compiler.kernel.emit import BodyBuilder, ConstantPool
-
+    # the kernel level's scalar lowering (the one the kernels pass builds bodies with), run symbolically
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
     reads: dict[Value, set[tuple[str, ...]]] = {}
 

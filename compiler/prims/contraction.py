@@ -30,6 +30,12 @@ def _matmul_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[
     return [a.with_shape(a.shape[:-1] + b.shape[-1:])]
 
 
+def matmul_dims(op: Op) -> tuple[int, int, int, int]:
+    """A matmul's (batch elements, m, n, k): ``[..., m, k] @ [..., k, n]``, the batch flattened."""
+    *batch, m, k = op.operands[0].type.shape
+    return int(np.prod(batch, dtype=np.int64)), m, op.result.type.shape[-1], k
+
+
 def _swap_last_two(build: Build, v: Value) -> Value:
     r = v.type.rank
     return build(mv.transpose, [v], {"perm": tuple(range(r - 2)) + (r - 1, r - 2)})

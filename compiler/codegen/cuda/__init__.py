@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.common import caller_allocated, py_name
+from compiler.codegen.common import caller_allocated, program_facts, py_name
 from compiler.codegen.cuda.bands import band_kernel
 from compiler.codegen.cuda.driver import ENTRY, driver
 from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, linear, numba_type, unflatten
@@ -107,12 +107,7 @@ def generate_cuda(
         constants=dict(pool.arrays),
         entry=ENTRY,
         kernels=every,
-        n_results=len(func.results),
-        writeback=tuple(int(i) for i in func.attrs.get("dsl.writeback", ())),
-        arena_bytes=plan.peak_bytes,
-        direct_writeback=tuple(sorted(plan.direct_writeback.values())),
-        result_types=[v.type for v in func.results],
-        out_types=[v.type for v in outs],
+        **program_facts(func, plan, outs),
     )
 
 

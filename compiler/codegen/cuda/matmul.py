@@ -3,12 +3,11 @@ tile per thread; float matmuls launch through ``runtime.cublas.matmul_launcher``
 
 from __future__ import annotations
 
-import math
-
 from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, kernel, numba_type
 from compiler.ir.types import DType
 from compiler.kernel.emit import indent, literal, typed
 from compiler.passes.fuse import OperandView, accumulation, matmul_views
+from compiler.prims.contraction import matmul_dims
 
 MICRO = 4  # each matmul thread computes MICRO x MICRO outputs (the prelude's MICRO): a BT^2 block tile
 
@@ -23,9 +22,7 @@ def matmul_kernel(spec: KernelSpec) -> CudaKernel | None:
     out = root.result
     if out.type.size == 0:
         return None
-    *batch, m, k = root.operands[0].type.shape
-    n = out.type.shape[-1]
-    nb = math.prod(batch)
+    nb, m, n, k = matmul_dims(root)
     dtype = out.type.dtype
     zero = literal(0, dtype)
     reducer = root.prim.reducer

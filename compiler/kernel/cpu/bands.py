@@ -20,7 +20,7 @@ from compiler.kernel.cpu.loops import (
     reduced_tail,
     store,
 )
-from compiler.kernel.cpu.records import _REASSOCIABLE, CpuSchedule, Kernel
+from compiler.kernel.cpu.records import CpuSchedule, Kernel
 from compiler.kernel.emit import ROW, ConstantPool
 from compiler.kernel.ir import Alloc, For, KernelIR, Line, Stmt, View, lines, nest
 from compiler.passes.fuse import Band, GroupKind
@@ -105,7 +105,9 @@ def _band_rows(spec: KernelSpec, chunks: int) -> RowCode:
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate
     inner = accumulating_nest(b.loops[outer:], b.extents[outer:], b.stmts, acc, _row_nest)
-    reassoc = spec.schedule.reassoc_sums and dtype.is_float and root.prim in _REASSOCIABLE
+    reducer = root.prim.reducer
+    assert reducer is not None
+    reassoc = spec.schedule.reassoc_sums and dtype.is_float and reducer.reassociable
     reassoc = reassoc and outer < len(shape)
     if 0 not in axes:  # a row reduction: row i0's result is ready after row i0
         block = [

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.kernel import arraylevel
-from compiler.kernel.cpu.records import _KEYED, _REASSOCIABLE, CpuSchedule, Kernel, jit_decorator
+from compiler.kernel.cpu.records import CpuSchedule, Kernel, jit_decorator
 from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
 from compiler.passes.fuse import Group
@@ -195,7 +195,7 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     dest = spec.locate(out, kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
     big = math.prod(shape) >= PARALLEL_MIN_ELEMENTS
-    reassoc = spec.schedule.reassoc_sums and dtype.is_float and root.prim in _REASSOCIABLE
+    reassoc = spec.schedule.reassoc_sums and dtype.is_float and reducer.reassociable
     if n_outer == 0 and big:
         return _chunked_full_reduction(spec, b, partial, identity, dest, reducer.combine, reassoc)
     revisit = any(d in axes for d in range(n_outer))  # an output element is reached again later
@@ -251,7 +251,8 @@ def _same(v: str) -> str:
 def _keyed(root: Op, schedule: CpuSchedule) -> bool:
     """A float max/min reduction that reduces integer keys (``vecmath.max_key_f32``)."""
     dtype = root.result.type.dtype
-    return schedule.keyed_minmax and root.prim in _KEYED and dtype in (DType.f32, DType.f64)
+    selects = root.prim.reducer is not None and root.prim.reducer.selects
+    return schedule.keyed_minmax and bool(selects) and dtype in (DType.f32, DType.f64)
 
 
 @dataclass(frozen=True)
@@ -304,7 +305,7 @@ def accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> t
             f"{acc} = {typed(reducer.combine(acc, typed(blk, wide)), wide)}",
         )
         return identity, _Partial(_same, update, _same, wide, lambda v: typed(v, dtype), block)
-    which, width = _KEYED[root.prim], dtype.name
+    which, width = reducer.selects, dtype.name
     return identity, _Partial(
         lambda v: f"{which}_key_{width}({v})",
         f"{acc} = {which}({acc}, {which}_key_{width}({target}))",

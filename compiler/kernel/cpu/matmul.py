@@ -5,8 +5,6 @@ over the same views, in kernel IR."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from compiler.ir.types import DType
@@ -16,6 +14,7 @@ from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Access, For, Line, Stmt, View, lines
 from compiler.passes.fuse import MAX_VIEW_BATCH_AXES, OperandView, accumulation, matmul_views
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS
+from compiler.prims.contraction import matmul_dims
 from runtime import blas
 from runtime.intrinsics import FLAT
 
@@ -28,9 +27,7 @@ def matmul_kernel(spec: KernelSpec) -> Kernel | None:
     out = root.result
     if out.type.size == 0:
         return None
-    *batch, m, k = root.operands[0].type.shape
-    n = out.type.shape[-1]
-    nb = math.prod(batch)
+    nb, m, n, k = matmul_dims(root)
     x, y, dest = matmul_views(spec.group)
     o = spec.param(dest.source)
     dtype = out.type.dtype

@@ -8,7 +8,6 @@ from typing import Any
 import numba
 
 from compiler.kernel.ir import Alloc, KernelIR, Stmt
-from compiler.prims import REDUCTIONS
 
 
 @dataclass(frozen=True)
@@ -64,10 +63,6 @@ class CpuSchedule:
     def of(options: Any) -> CpuSchedule:
         """The schedule ``options`` (a ``compiler.compilation.Options``) asks for."""
         return CpuSchedule(**{name: getattr(options, name) for name in CpuSchedule.__dataclass_fields__})
-
-
-_REASSOCIABLE = frozenset(p for p in REDUCTIONS if p.reducer is not None and p.reducer.reassociable)
-_KEYED = {p: p.reducer.selects for p in REDUCTIONS if p.reducer is not None and p.reducer.selects}
 
 
 @dataclass

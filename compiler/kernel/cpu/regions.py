@@ -16,7 +16,7 @@ from compiler.ir.types import TensorType
 from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, PARALLEL_FOR_SLOT, PARALLEL_FOR_TEXT
 from compiler.kernel.cpu.records import Kernel, jit_decorator, numba_threads
 from compiler.kernel.emit import ConstantPool, np_type
-from compiler.kernel.ir import Line, View, print_python, walk
+from compiler.kernel.ir import Line, View, print_python, reads, walk, writes
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import MemoryPlan
 from compiler.passes.rows import REDUCE_CHUNKS
@@ -98,7 +98,7 @@ def _chunk_member(group: Group, kernel: Kernel, shapes: dict[str, tuple[int, ...
             return None
         flat_rows = shape[0]
     m_rows = flat_rows if flat_rows is not None else rows
-    accesses = [a for s in walk(chunk.body) if isinstance(s, Line) for a in (*s.reads, *s.writes)]
+    accesses = [*reads(chunk.body), *writes(chunk.body)]
     reshaped = {s.base for s in walk(chunk.body) if isinstance(s, View)}
     row_arrays, whole_arrays, written = set(), set(), set()
     for name, a in local.items():
