@@ -333,6 +333,13 @@ def _index_items(x: Array, index: Any) -> list[Any]:
         ok = it is None or it is Ellipsis or isinstance(it, slice)
         ok = ok or (isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)))
         if not ok:
+            if isinstance(it, Array) and it.ir_dtype.is_bool:
+                raise tracing.user_error(
+                    TraceError,
+                    "x[mask] with a boolean mask selects as many elements as the mask has True values, "
+                    "which is not known at trace time (arrays have static shapes); keep the shape with "
+                    "dsl.numpy.where(mask, x, 0), or reduce it: dsl.numpy.sum(dsl.numpy.where(mask, x, 0))",
+                )
             kind = "a traced array (gather)" if isinstance(it, Array) else type(it).__name__
             raise tracing.user_error(
                 IndexingError,
