@@ -2,8 +2,9 @@
 
 Ops are immutable records. A pass never edits one: it builds new ops (``Op.create``) and a new
 ``Block``/``Function``; ``Rewriter`` in ``compiler/ir/rewrite.py`` keeps uses consistent while it does.
-A function is one block today; ``Op.regions`` exists so loops can nest blocks later without
-changing the shape of these classes.
+A function is one block; a loop or branch op (``compiler/prims/control.py``) holds its bodies as
+``Op.regions``, blocks whose arguments carry the loop state. A region's ops may read any value of the
+blocks that enclose it (as MLIR's ``scf`` regions do): values a body closes over are not operands.
 """
 
 from __future__ import annotations
@@ -76,12 +77,13 @@ class Op:
         operands: tuple[Value, ...] | list[Value],
         attrs: Mapping[str, AttrValue] | None = None,
         loc: Location = UNKNOWN_LOC,
+        regions: tuple[Block, ...] = (),
     ) -> Op:
         """Build an op, computing its result types with the primitive's shape rule."""
         attrs = dict(attrs or {})
         operands = tuple(operands)
-        result_types = prim.infer([v.type for v in operands], attrs)
-        return Op(prim, operands, attrs, tuple(Value(t) for t in result_types), loc)
+        result_types = prim.infer([v.type for v in operands], attrs, regions)
+        return Op(prim, operands, attrs, tuple(Value(t) for t in result_types), loc, regions)
 
     @property
     def result(self) -> Value:

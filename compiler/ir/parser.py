@@ -17,7 +17,7 @@ import numpy as np
 
 from compiler.ir.core import UNKNOWN_LOC, AttrValue, Block, Function, Location, Op, Value
 from compiler.ir.lexer import Token, TokenStream, describe
-from compiler.ir.printer import BUFFERIZED
+from compiler.ir.printer import BUFFERIZED, YIELD
 from compiler.ir.types import DType, TensorType
 from compiler.ir.verify import ATTR_FORMS
 from compiler.prims import REGISTRY, Primitive
@@ -169,6 +169,7 @@ class _Parser(TokenStream):
         prim = self.primitive(name_tok)
         self.expect("(", " and the op's operands")
         operands = self.comma_list(")", lambda: (self.peek(), self.use()))
+        regions = self.regions(bufferized) if self.accept("(") else ()
         attrs = self.op_attrs(prim, name_tok, self.attr_dict() if self.at("{") else [])
         self.expect(":", " before the op's type signature")
         if not self.at("("):
@@ -184,9 +185,56 @@ class _Parser(TokenStream):
         for (use, value), (ttype, tok) in zip(operands, in_types, strict=True):
             if value.type != ttype:
                 raise self.error(tok, f"operand {use.text} has type {value.type}, but the op says {ttype}")
-        op = self.create(prim, [v for _, v in operands], attrs, loc, name_tok)
+        op = self.create(prim, [v for _, v in operands], attrs, loc, name_tok, regions)
         self.check_results(op, defs, out_types, arrow)
         return op
+
+    def regions(self, bufferized: bool) -> tuple[Block, ...]:
+        """``({ ^bb0(%a: t, ...): ops "dsl.yield"(%r) : (t) -> () }, { ... })`` after the ``(``. Names
+        defined in a region are not visible after it (MLIR's scoping); values above it are."""
+        blocks = []
+        while True:
+            self.expect("{", " to open a region")
+            outer = dict(self.values)
+            blocks.append(self.block(bufferized))
+            self.values = outer
+            self.expect("}", f" to close the region after {YIELD}")
+            if not self.accept(","):
+                break
+        self.expect(")", " after the op's regions")
+        return tuple(blocks)
+
+    def block(self, bufferized: bool) -> Block:
+        self.expect_kind("block", "a block label like ^bb0(%0: tensor<i64>):")
+        self.expect("(", " and the block's arguments")
+        args = self.comma_list(")", self.block_arg)
+        self.expect(":", " after the block's arguments")
+        ops = []
+        while not (self.peek().kind == "string" and self.string(self.peek()) == YIELD):
+            ops.append(self.op(bufferized))
+        yield_tok = self.next()
+        self.expect("(", f" and the values {YIELD} returns")
+        results = self.comma_list(")", self.use)
+        self.expect(":", f" before the types {YIELD} takes")
+        types = self.type_list()
+        self.expect("->", f" after the types {YIELD} takes")
+        self.expect("(", f" and the empty result list of {YIELD}")
+        self.expect(")", f": {YIELD} has no results")
+        if len(types) != len(results):
+            raise self.error(yield_tok, f"{YIELD} has {len(results)} values but {len(types)} types")
+        for value, (ttype, tok) in zip(results, types, strict=True):
+            self.check_buffer_kind(tok, bufferized)
+            if ttype != value.type:
+                raise self.error(tok, f"{YIELD} says {ttype} for a value of type {value.type}")
+        self.optional_loc()
+        return Block(tuple(args), tuple(ops), tuple(results))
+
+    def block_arg(self) -> Value:
+        tok = self.expect_kind("value", "a block argument like %0: tensor<i64>")
+        self.expect(":", " after the block argument's name")
+        value = Value(self.type()[0])
+        self.define(tok, [value])
+        return value
 
     def result_defs(self) -> list[tuple[Token, int]]:
         """``%0 =``, ``%0:2 =`` or ``%a, %b =``: each group's name token and how many results it takes."""
@@ -234,10 +282,16 @@ class _Parser(TokenStream):
         return given
 
     def create(
-        self, prim: Primitive, operands: list[Value], attrs: dict[str, AttrValue], loc: Location, at: Token
+        self,
+        prim: Primitive,
+        operands: list[Value],
+        attrs: dict[str, AttrValue],
+        loc: Location,
+        at: Token,
+        regions: tuple[Block, ...] = (),
     ) -> Op:
         try:
-            return Op.create(prim, operands, attrs, loc)
+            return Op.create(prim, operands, attrs, loc, regions)
         except ShapeError as exc:
             raise self.error(at, str(exc)) from None
         except Exception as exc:  # rules assume well-formed attributes; odd hand-written ones land here

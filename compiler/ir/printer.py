@@ -1,6 +1,8 @@
 """Print IR as MLIR text: ``func.func`` with ops in MLIR's generic operation syntax.
 
-The real ``mlir-opt --allow-unregistered-dialect`` parses every dump, and ``compiler/ir/parser.py``
+An op holding regions (loops, branches) prints each region after its operands, as MLIR's generic
+form has it: ``({ ^bb0(%args): ops "dsl.yield"(%results) })``. The real
+``mlir-opt --allow-unregistered-dialect`` parses every dump, and ``compiler/ir/parser.py``
 reads it back: print -> parse -> print is the identity. A function carrying the ``dsl.bufferized``
 attribute is printed with ``memref`` types (the buffers of the bufferized stage).
 """
@@ -12,10 +14,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from compiler.ir.core import UNKNOWN_LOC, AttrValue, Function, Location, Op, Value
+from compiler.ir.core import UNKNOWN_LOC, AttrValue, Block, Function, Location, Op, Value
 from compiler.ir.types import DType, TensorType
 
 BUFFERIZED = "dsl.bufferized"
+# ends each block of a region op; no primitive: it only names the block's results
+YIELD = "dsl.yield"
+REGIONS_MARK = "\0regions\0"  # where ``op_lines`` puts a region op's regions: after the operands
 
 
 def format_float(value: float | np.floating, dtype: DType = DType.f64) -> str:
@@ -116,6 +121,33 @@ class Printer:
         except KeyError:
             raise ValueError(f"value {v} is used before it is defined") from None
 
+    def op_lines(self, op: Op, indent: str) -> list[str]:
+        """The op's text; an op holding regions spans lines, ``({ ^bb0(...): ... "dsl.yield"(...) })``."""
+        if not op.regions:
+            return [indent + self.op(op)]
+        head, _, tail = self.op(op).partition(REGIONS_MARK)
+        lines = [indent + head + " ({"]
+        for k, region in enumerate(op.regions):
+            if k:
+                lines.append(indent + "}, {")
+            lines += self.block_lines(region, indent + "  ")
+        lines.append(indent + "})" + tail)
+        return lines
+
+    def block_lines(self, block: Block, indent: str) -> list[str]:
+        args = []
+        for v in block.args:
+            self.names[v] = f"%{self.counter}"
+            self.counter += 1
+            args.append(f"{self.names[v]}: {self.type(v.type)}")
+        lines = [indent[:-2] + f"^bb0({', '.join(args)}):"]
+        for op in block.ops:
+            lines += self.op_lines(op, indent)
+        operands = ", ".join(self.name(v) for v in block.results)
+        types = ", ".join(self.type(v.type) for v in block.results)
+        lines.append(indent + f'"{YIELD}"({operands}) : ({types}) -> ()')
+        return lines
+
     def op(self, op: Op) -> str:
         res = ""
         if op.results:
@@ -129,7 +161,9 @@ class Printer:
         in_types = ", ".join(self.type(v.type) for v in op.operands)
         out_types = [self.type(v.type) for v in op.results]
         out = out_types[0] if len(out_types) == 1 else "(" + ", ".join(out_types) + ")"
-        return f'{res}"{op.prim.mlir_name}"({operands}){attrs} : ({in_types}) -> {out} {format_loc(op.loc)}'
+        regions = REGIONS_MARK if op.regions else ""
+        name = op.prim.mlir_name
+        return f'{res}"{name}"({operands}){regions}{attrs} : ({in_types}) -> {out} {format_loc(op.loc)}'
 
     def function(self) -> str:
         f = self.func
@@ -148,7 +182,8 @@ class Printer:
         )
         attrs = " attributes " + format_attr_dict(dict(f.attrs)) if f.attrs else ""
         lines = [f"  func.func {format_symbol(f.name)}({', '.join(args)}){sig}{attrs} {{"]
-        lines += ["    " + self.op(op) for op in f.ops]
+        for op in f.ops:
+            lines += self.op_lines(op, "    ")
         ret = "return"
         if f.results:
             ret += " " + ", ".join(self.name(v) for v in f.results) + " : " + ", ".join(rtypes)

@@ -132,7 +132,7 @@ class _Verifier:
 
     def result_types(self, op: Op) -> None:
         try:
-            inferred = op.prim.infer([v.type for v in op.operands], op.attrs)
+            inferred = op.prim.infer([v.type for v in op.operands], op.attrs, op.regions)
         except ShapeError as exc:
             raise self.error(op, f"the shape rule rejects its operands: {exc}") from exc
         except Exception as exc:  # a rule given attributes it cannot read: still this op's fault

@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from compiler.prims import contraction, elementwise, movement, reduction, source
+from compiler.prims import contraction, control, elementwise, movement, reduction, source
 from compiler.prims.base import AttrType, Kind, Memory, Primitive
 
-_MODULES = (elementwise, reduction, movement, contraction, source)
+_MODULES = (elementwise, reduction, movement, contraction, source, control)
 
 REGISTRY: dict[str, Primitive] = {}
 for _module in _MODULES:
@@ -28,6 +28,7 @@ REDUCTIONS = by_kind(Kind.REDUCTION)
 MOVEMENT = by_kind(Kind.MOVEMENT)
 CONTRACTIONS = by_kind(Kind.CONTRACTION)
 SOURCES = by_kind(Kind.SOURCE)
+CONTROL = by_kind(Kind.CONTROL)  # ops holding regions: loops and branches
 
 
 __all__ = [
@@ -37,11 +38,13 @@ __all__ = [
     "MOVEMENT",
     "CONTRACTIONS",
     "SOURCES",
+    "CONTROL",
     "AttrType",
     "Kind",
     "Memory",
     "Primitive",
     "contraction",
+    "control",
     "elementwise",
     "movement",
     "reduction",

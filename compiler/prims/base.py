@@ -19,7 +19,7 @@ from compiler.ir.types import DType, TensorType
 from runtime.errors import ShapeError
 
 if TYPE_CHECKING:
-    from compiler.ir.core import Op
+    from compiler.ir.core import Block, Op
     from compiler.prims.mlir import OpRule, ScalarRule
 
 
@@ -29,6 +29,7 @@ class Kind(enum.Enum):
     MOVEMENT = "movement"  # moves or selects elements without arithmetic (reshape, slice, ...)
     CONTRACTION = "contraction"  # matmul
     SOURCE = "source"  # no tensor operands: constant, iota
+    CONTROL = "control"  # holds regions: loops and branches (compiler/prims/control.py)
 
 
 class AttrType(enum.Enum):
@@ -82,6 +83,15 @@ Emit = Callable[[EmitContext, Sequence[str]], str]
 # How rules (vjp, unview) emit ops: ``build(prim, operands, attrs) -> Value``.
 Build = Callable[["Primitive", Sequence[Any], Mapping[str, Any]], Any]
 ShapeRule = Callable[[Sequence[TensorType], Mapping[str, Any]], list[TensorType]]
+# The shape rule of an op holding regions: ``rule(operand_types, attrs, regions)`` checks the regions'
+# block arguments and results against the operands and returns the result types.
+RegionRule = Callable[[Sequence[TensorType], Mapping[str, Any], Sequence["Block"]], list[TensorType]]
+# Runs a block on NumPy arrays (the interpreter's): ``run_block(block, args) -> results``.
+RunBlock = Callable[["Block", Sequence[np.ndarray]], list[np.ndarray]]
+# The NumPy reference of an op holding regions: ``run(operands, attrs, regions, run_block) -> results``.
+RegionReference = Callable[
+    [Sequence[np.ndarray], Mapping[str, Any], Sequence["Block"], RunBlock], list[np.ndarray]
+]
 # A vector-Jacobian product: ``rule(build, op, ct, wanted)`` returns one cotangent (a Value) or None per
 # operand of the forward ``op``, given the cotangent ``ct`` of its result. ``wanted[k]`` says whether
 # operand k needs one; None means zero and costs nothing, so unwanted operands get None and no ops.
@@ -128,6 +138,10 @@ class Primitive:
     # For ops a user sees as views (slice, reshape, transpose): ``unview(build, base, new_view, attrs)``
     # returns the new value of ``base`` after ``new_view`` was written through the view.
     unview: Callable[[Build, Any, Any, Mapping[str, Any]], Any] | None = None
+    # Ops holding regions (``Kind.CONTROL``): their shape rule reads the regions too, and their
+    # reference runs the regions' blocks. ``shape_rule`` and ``reference`` are then unused.
+    region_rule: RegionRule | None = None
+    region_reference: RegionReference | None = None
 
     def __repr__(self) -> str:
         return f"<prim {self.name}>"
@@ -136,8 +150,11 @@ class Primitive:
     def mlir_name(self) -> str:
         return f"dsl.{self.name}"
 
-    def infer(self, operand_types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
-        """Check arity and attributes, then apply the shape rule. Raises ``ShapeError``."""
+    def infer(
+        self, operand_types: Sequence[TensorType], attrs: Mapping[str, Any], regions: Sequence[Block] = ()
+    ) -> list[TensorType]:
+        """Check arity and attributes, then apply the shape rule (the region rule, with ``regions``,
+        for an op holding regions). Raises ``ShapeError``."""
         if self.nargs is not None and len(operand_types) != self.nargs:
             raise ShapeError(f"{self.name} takes {self.nargs} operands, got {len(operand_types)}")
         if self.nargs is None and not operand_types:
@@ -148,6 +165,8 @@ class Primitive:
         for name in self.attrs:
             if name not in attrs:
                 raise ShapeError(f"{self.name} needs attribute '{name}'")
+        if self.region_rule is not None:
+            return self.region_rule(operand_types, attrs, regions)
         return self.shape_rule(operand_types, attrs)
 
     def run_reference(self, operands: Sequence[np.ndarray], attrs: Mapping[str, Any]) -> np.ndarray:
