@@ -66,10 +66,10 @@ class _Builder:
         return self(source.constant, [], {"value": np.ones((), dtype.np)})
 
 
-def _needs(func: Function, wrt: Sequence[int]) -> set[Value]:
-    """Values that depend on a differentiated parameter (only these get cotangents)."""
-    needs = {func.params[i] for i in wrt}
-    for op in func.ops:
+def _needs(ops: Sequence[Op], wrt: Sequence[Value]) -> set[Value]:
+    """Values that depend on a differentiated value (only these get cotangents)."""
+    needs = set(wrt)
+    for op in ops:
         if op.prim.differentiable and any(v in needs for v in op.operands):
             needs.update(r for r in op.results if r.type.dtype.is_float)
     return needs
@@ -79,12 +79,22 @@ def backward(
     func: Function, wrt: Sequence[int], seeds: dict[Value, Value], build: _Builder
 ) -> list[Value | None]:
     """Append the backward ops of ``func`` to ``build``; returns the cotangent of each wrt param."""
-    needs = _needs(func, wrt)
+    return sweep(func.ops, [func.params[i] for i in wrt], seeds, build)
+
+
+def sweep(
+    ops: Sequence[Op], wrt: Sequence[Value], seeds: dict[Value, Value], build: _Builder
+) -> list[Value | None]:
+    """The reverse sweep over ``ops``: appends to ``build`` the ops giving the cotangent of each
+    ``wrt`` value (a parameter, or any value the ops read: forward mode transposes a sweep by
+    differentiating it w.r.t. its seeds, compiler/forward.py) for the cotangents ``seeds`` of
+    values the ops compute; None for a symbolic zero."""
+    needs = _needs(ops, wrt)
     ct: dict[Value, Value] = {}
     for v, seed in seeds.items():
         if v in needs:
             _accumulate(ct, v, seed, build)
-    for op in reversed(func.ops):
+    for op in reversed(ops):
         if not op.results or op.result not in ct or not op.prim.differentiable:
             continue
         wanted = tuple(v in needs for v in op.operands)
@@ -96,7 +106,7 @@ def backward(
         for v, c, w in zip(op.operands, op.prim.vjp(build, op, ct[op.result], wanted), wanted, strict=True):
             if w and c is not None:
                 _accumulate(ct, v, c, build)
-    return [ct.get(func.params[i]) for i in wrt]
+    return [ct.get(v) for v in wrt]
 
 
 def _accumulate(ct: dict[Value, Value], v: Value, c: Value, build: _Builder) -> None:

@@ -24,6 +24,7 @@ from dsl.errors import (
     TransformError,
     VerificationError,
 )
+from dsl.jacobians import jacfwd, jacrev, jvp
 from dsl.transforms import check_grads, grad, hessian, stop_gradient, value_and_grad, vjp
 
 _methods.install(Array)  # operators and methods, once dsl.numpy and dsl.nn exist
@@ -53,6 +54,9 @@ __all__ = [
     "check_grads",
     "grad",
     "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
     "stop_gradient",
     "value_and_grad",
     "vjp",
