@@ -12,6 +12,7 @@ from dsl import methods as _methods
 from dsl import nn, numpy
 from dsl.array import Array
 from dsl.compile import CallError, Compiled, Lowered, compile
+from dsl.control import cond, fori_loop, scan, while_loop
 from dsl.errors import (
     DeviceError,
     DSLError,
@@ -61,6 +62,10 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "compile",
+    "cond",
+    "fori_loop",
+    "scan",
+    "while_loop",
     "float32",
     "float64",
     "int32",

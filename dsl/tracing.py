@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from types import CodeType, FrameType
 from typing import Any
 
-from compiler.ir.core import Location, Op, Value
+from compiler.ir.core import Block, Location, Op, Value
 from compiler.ir.types import DType
 from compiler.prims import elementwise
 from compiler.prims.base import Build, Primitive
-from runtime.errors import DSLError
+from runtime.errors import DSLError, TraceError
 
 INPLACE_ATTR = "dsl.inplace"  # on ops that realize a user's in-place request; value: the request
 # on such ops when the request was made inside a function compiled with strict_inplace=True: a copy
@@ -73,17 +73,37 @@ class Trace:
         # that the Python ints behind them fit it
         self.narrowed: dict[Value, DType] = {}
         self.strict = False  # inside a function compiled with strict_inplace=True
+        # the values defined inside the loop and branch bodies recorded here (``dsl/control.py``):
+        # no op of this trace may read one
+        self.sealed: set[Value] = set()
 
     def emit(
         self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None
     ) -> Value:
+        return self.emit_op(prim, operands, attrs).result
+
+    def emit_op(
+        self,
+        prim: Primitive,
+        operands: Sequence[Value],
+        attrs: Mapping[str, Any] | None = None,
+        regions: tuple[Block, ...] = (),
+    ) -> Op:
+        """Record ``prim`` at the user's line (an op holding regions, a loop or branch, too)."""
         loc = self.loc_override or user_location()
+        if self.sealed and not self.sealed.isdisjoint(operands):
+            raise TraceError(
+                f"{loc}: this reads an array computed inside the body of a loop or branch "
+                "(dsl.fori_loop, scan, while_loop, cond) after that body: only what the body returns "
+                "leaves it. Return it from the body (as part of the carry), and write arrays from "
+                "outside a body only through its carry"
+            )
         try:
-            op = Op.create(prim, list(operands), attrs or {}, loc)
+            op = Op.create(prim, list(operands), attrs or {}, loc, regions)
         except DSLError as err:
             raise type(err)(f"{loc}: {err}") from None
         self.ops.append(op)
-        return op.result
+        return op
 
     def mark_inplace(self, value: Value, request: str, since: int) -> Value:
         """Mark the op (recorded after ``since``) that computed ``value`` as the user's in-place

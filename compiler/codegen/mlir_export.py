@@ -6,7 +6,8 @@ bufferizes, so our programs can be compared with (or handed to) MLIR's own pipel
 
 Each op is printed by its primitive's lowering (``Primitive.mlir``, written with
 ``compiler/prims/mlir.py``): most are a ``linalg.generic`` whose body is the element's math as
-``arith``/``math`` ops, the rest ``tensor`` ops or named ``linalg`` ops. The registry test fails for a
+``arith``/``math`` ops, the rest ``tensor`` ops or named ``linalg`` ops; loops and branches become
+``scf.for``/``scf.while``/``scf.if`` holding their regions' ops. The registry test fails for a
 primitive without a lowering.
 """
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from compiler.ir.core import Function, Value
+from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.printer import BUFFERIZED, format_loc, format_symbol
 from compiler.ir.types import DType
 from compiler.prims import REGISTRY
@@ -34,6 +35,23 @@ class _Exporter:
         self.counter += 1
         return f"%{self.counter - 1}"
 
+    def ops(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            if op.prim.mlir is None:
+                raise DSLError(f"{op.loc}: no MLIR lowering for primitive '{op.prim.name}'")
+            name = op.prim.mlir(self, op, [self.names[v] for v in op.operands], format_loc(op.loc))
+            several = len(op.results) > 1  # a region op's results: %n#0, %n#1, ...
+            self.names.update((r, f"{name}#{i}" if several else name) for i, r in enumerate(op.results))
+
+    def region(self, block: Block, args: Sequence[str]) -> tuple[list[str], list[str]]:
+        """The lines of ``block`` with its arguments named ``args`` and its results' names (the region
+        lowerings of compiler/prims/control.py wrap them in ``scf`` ops)."""
+        outer, self.lines = self.lines, []
+        self.names.update(zip(block.args, args, strict=True))
+        self.ops(block.ops)
+        lines, self.lines = self.lines, outer
+        return lines, [self.names[v] for v in block.results]
+
 
 def missing_rules() -> list[str]:
     """Names of registered primitives without an MLIR lowering (the registry test wants none)."""
@@ -49,10 +67,7 @@ def export_function(func: Function) -> str:
     for i, v in enumerate(func.params):
         ex.names[v] = f"%arg{i}"
         params.append(f"%arg{i}: {v.type}")
-    for op in func.ops:
-        if op.prim.mlir is None:
-            raise DSLError(f"{op.loc}: no MLIR lowering for primitive '{op.prim.name}'")
-        ex.names[op.result] = op.prim.mlir(ex, op, [ex.names[v] for v in op.operands], format_loc(op.loc))
+    ex.ops(func.ops)
     rtypes = [str(v.type) for v in func.results]
     sig = "" if not rtypes else " -> " + (rtypes[0] if len(rtypes) == 1 else f"({', '.join(rtypes)})")
     ret = "return"
@@ -70,9 +85,11 @@ def export_module(funcs: Sequence[Function]) -> str:
 
 
 # How the tests and benchmarks/bench_memory.py let MLIR bufferize an export: function boundaries
-# included, identity layouts at the boundary (our arguments and results are C-contiguous arrays).
+# included, identity layouts at the boundary (our arguments and results are C-contiguous arrays); a
+# loop may yield a new buffer for a carry (our scf.for bodies compute each carry into a new tensor).
 ONE_SHOT_BUFFERIZE = (
     "--one-shot-bufferize=bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map"
+    " allow-return-allocs-from-loops"
 )
 # The same after MLIR's own elementwise fusion, the fairer comparison with our fused kernels.
 FUSE_THEN_BUFFERIZE = (

@@ -9,7 +9,7 @@ blocks that enclose it (as MLIR's ``scf`` regions do): values a body closes over
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,3 +158,35 @@ def _walk(block: Block) -> Iterator[Op]:
         yield op
         for region in op.regions:
             yield from _walk(region)
+
+
+def clone_ops(ops: Iterable[Op], mapping: dict[Value, Value]) -> list[Op]:
+    """Copies of ``ops`` reading ``mapping[v]`` for each value ``v`` it maps (values it does not map
+    are read as they are), with new result values and, in their regions, new block arguments: the
+    copy is new SSA (a loop unrolled twice defines each value twice). ``mapping`` gains every value
+    the copies define, the old value mapped to its copy."""
+    out = []
+    for op in ops:
+        regions = tuple(_clone_block(region, mapping) for region in op.regions)
+        results = tuple(Value(r.type) for r in op.results)
+        mapping.update(zip(op.results, results, strict=True))
+        operands = tuple(mapping.get(v, v) for v in op.operands)
+        out.append(Op(op.prim, operands, op.attrs, results, op.loc, regions))
+    return out
+
+
+def _clone_block(block: Block, mapping: dict[Value, Value]) -> Block:
+    args = tuple(Value(a.type) for a in block.args)
+    mapping.update(zip(block.args, args, strict=True))
+    ops = tuple(clone_ops(block.ops, mapping))
+    return Block(args, ops, tuple(mapping.get(v, v) for v in block.results))
+
+
+def walk_values(block: Block) -> set[Value]:
+    """Every value ``block`` defines: its arguments and its ops' results, nested regions included."""
+    values = set(block.args)
+    for op in block.ops:
+        values.update(op.results)
+        for region in op.regions:
+            values |= walk_values(region)
+    return values

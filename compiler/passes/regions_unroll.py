@@ -1,0 +1,164 @@
+"""``unroll_regions``: the TEMPORARY lowering of region ops (compiler/prims/control.py) to straight-line IR.
+
+The passes after tracing (functionalization, autodiff, simplify, liveness, fusion, planning) and both
+code generators know straight-line blocks only. Until they handle regions natively (issue 28, items
+3 to 5: liveness over blocks that loop, in-place carries, autodiff through loops, native loops in both
+drivers), this pass runs first in ``PASSES`` and replaces each region op by straight-line ops:
+
+- ``for`` with constant bounds and ``scan``: the body copied once per iteration (``clone_ops``), each
+  copy reading the carries the previous one yielded; a ``scan``'s rows are ``slice``s of ``xs`` and its
+  ``ys`` the ``concatenate`` of each iteration's rows (``reshape``d to one leading row each);
+- ``if``: both branches, then one ``select`` per result on the (broadcast) predicate. Both branches
+  run: this is exact for values (a branch's NaN or inf is not selected), not for cost;
+- ``while`` and a ``for`` whose bounds are computed at run time: a ``TransformError`` at the user's
+  line (the interpreter runs them; compiled code does not yet).
+
+So the program grows with the trip count, exactly as a Python loop would make it; the region form is
+what tracing produces and what ``--emit mlir`` exports (``scf``), and it is what the native passes will
+take over. ``grad_function`` runs it too (autodiff is given straight-line IR), and there a ``while``
+is the ``TransformError`` JAX raises for reverse mode through ``while_loop``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from compiler.ir.core import Block, Function, Op, Value, clone_ops
+from compiler.prims import CONTROL, control, elementwise, movement, source
+from runtime.errors import TraceError
+
+
+def _transform_error() -> type[TraceError]:
+    """``dsl.TransformError`` (defined by the frontend, which imports the compiler: not at load)."""
+    from dsl.errors import TransformError
+
+    return TransformError
+
+
+def has_regions(func: Function) -> bool:
+    return any(op.prim in CONTROL for op in func.ops)
+
+
+def unroll_regions(func: Function, for_grad: bool = False) -> Function:
+    """``func`` with every region op replaced by straight-line ops (see the module docstring);
+    ``func`` itself when it holds none. ``for_grad``: the message of a ``while`` is reverse mode's."""
+    if not has_regions(func):
+        return func
+    unroller = _Unroller(func, for_grad)
+    mapping: dict[Value, Value] = {}
+    ops = unroller.block_ops(func.ops, mapping)
+    results = tuple(mapping.get(v, v) for v in func.results)
+    return func.replace_body(Block(func.params, tuple(ops), results))
+
+
+class _Unroller:
+    def __init__(self, func: Function, for_grad: bool) -> None:
+        self.for_grad = for_grad
+        self.producer = {r: op for op in func.walk() for r in op.results}  # to read constant bounds
+        self.out: list[Op] = []
+
+    def block_ops(self, ops: tuple[Op, ...], mapping: dict[Value, Value]) -> list[Op]:
+        """The straight-line form of ``ops`` (``mapping``: values already replaced, gains the rest)."""
+        saved, self.out = self.out, []
+        for op in ops:
+            operands = [mapping.get(v, v) for v in op.operands]
+            if op.prim in CONTROL:
+                results = self.unroll(op, operands)
+                mapping.update(zip(op.results, results, strict=True))
+            else:
+                self.out += clone_ops([op], mapping)
+        out, self.out = self.out, saved
+        return out
+
+    def emit(self, prim: object, operands: list[Value], attrs: dict[str, object], loc: object) -> Value:
+        op = Op.create(prim, operands, attrs, loc)  # type: ignore[arg-type]
+        self.out.append(op)
+        return op.result
+
+    def inline(self, block: Block, args: list[Value]) -> list[Value]:
+        """``block``'s ops once more, its arguments bound to ``args``; returns what it yields."""
+        mapping = dict(zip(block.args, args, strict=True))
+        self.out += self.block_ops(block.ops, mapping)
+        return [mapping.get(v, v) for v in block.results]
+
+    def unroll(self, op: Op, operands: list[Value]) -> list[Value]:
+        if op.prim is control.for_loop:
+            return self.for_loop(op, operands)
+        if op.prim is control.scan:
+            return self.scan(op, operands)
+        if op.prim is control.if_:
+            return self.if_(op, operands)
+        if self.for_grad:
+            raise _transform_error()(
+                f"{op.loc}: reverse-mode differentiation does not work through dsl.while_loop (its trip "
+                "count is known only at run time, as in JAX); use dsl.fori_loop or dsl.scan with a "
+                "static trip count, or forward mode (dsl.jvp)"
+            )
+        raise _transform_error()(
+            f"{op.loc}: dsl.while_loop is not compiled yet: native loops in the compiled code are "
+            "still to come (the reference interpreter runs it); use dsl.fori_loop or dsl.scan with a "
+            "static trip count"
+        )
+
+    def constant_bound(self, op: Op, value: Value) -> int:
+        producer = self.producer.get(value)
+        if producer is None or producer.prim is not source.constant:
+            raise _transform_error()(
+                f"{op.loc}: dsl.fori_loop with a trip count computed at run time is not compiled yet "
+                "(native loops are still to come; the reference interpreter runs it): pass Python ints "
+                "as lower and upper, or make them static arguments (static_argnums)"
+            )
+        return int(np.asarray(producer.attrs["value"]))
+
+    def for_loop(self, op: Op, operands: list[Value]) -> list[Value]:
+        lower, upper = (self.constant_bound(op, v) for v in op.operands[:2])
+        carries = operands[2:]
+        for i in range(lower, upper):
+            counter = self.emit(source.constant, [], {"value": np.array(i, np.int64)}, op.loc)
+            carries = self.inline(op.regions[0], [counter, *carries])
+        return carries
+
+    def scan(self, op: Op, operands: list[Value]) -> list[Value]:
+        n, length = int(op.attrs["carries"]), int(op.attrs["length"])
+        carries, xs = operands[:n], operands[n:]
+        body = op.regions[0]
+        rows: list[list[Value]] = [[] for _ in body.results[n:]]
+        steps = range(length - 1, -1, -1) if op.attrs["reverse"] else range(length)
+        for t in steps:
+            x_rows = [self.row(x, t, op) for x in xs]
+            out = self.inline(body, [*carries, *x_rows])
+            carries = out[:n]
+            for k, y in enumerate(out[n:]):
+                rows[k].append(self.emit(movement.reshape, [y], {"shape": (1, *y.type.shape)}, op.loc))
+        ys = []
+        for k, result in enumerate(op.results[n:]):
+            stacked = rows[k][::-1] if op.attrs["reverse"] else rows[k]
+            if not stacked:  # length 0: an empty array of the result's type
+                empty = np.zeros(result.type.shape, result.type.dtype.np)
+                ys.append(self.emit(source.constant, [], {"value": empty}, op.loc))
+            elif len(stacked) == 1:
+                ys.append(stacked[0])
+            else:
+                ys.append(self.emit(movement.concatenate, stacked, {"axis": 0}, op.loc))
+        return [*carries, *ys]
+
+    def row(self, x: Value, t: int, op: Op) -> Value:
+        """Row ``t`` of ``x`` (axis 0 dropped)."""
+        shape = x.type.shape
+        start = (t,) + (0,) * (len(shape) - 1)
+        limit = (t + 1, *shape[1:])
+        strides = (1,) * len(shape)
+        sliced = self.emit(movement.slice_, [x], {"start": start, "limit": limit, "stride": strides}, op.loc)
+        return self.emit(movement.reshape, [sliced], {"shape": shape[1:]}, op.loc)
+
+    def if_(self, op: Op, operands: list[Value]) -> list[Value]:
+        pred, *args = operands
+        then = self.inline(op.regions[0], args)
+        else_ = self.inline(op.regions[1], args)
+        out = []
+        for a, b in zip(then, else_, strict=True):
+            p = pred
+            if a.type.shape:
+                p = self.emit(movement.broadcast, [pred], {"shape": a.type.shape}, op.loc)
+            out.append(self.emit(elementwise.select, [p, a, b], {}, op.loc))
+        return out

@@ -1,0 +1,203 @@
+"""Loops and branches traced as IR regions: ``fori_loop``, ``scan``, ``while_loop`` and ``cond``, with
+``jax.lax``'s signatures and semantics.
+
+Each body runs once, on abstract arrays, in a trace of its own (``tracing.tracing``): its ops become a
+block whose arguments are the carries (and the counter, the rows of ``xs``, a branch's operands),
+held by one region op of ``compiler/prims/control.py``. A body may read arrays from outside it (they
+stay values of the enclosing block, as in MLIR's ``scf``); only what it returns leaves it, so an array
+computed inside a body and read after it is a ``TraceError`` at the reading line (``Trace.sealed``).
+Carries are pytrees (``dsl/pytree.py``); a carry whose shape or dtype changes is a ``TraceError`` at
+the line of the call naming both types. Python control flow on a traced value inside a body is the
+usual error of ``bool()`` of a traced array, at the body's line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Block, Op, Value, walk_values
+from compiler.ir.types import DType, TensorType
+from compiler.prims import control, elementwise
+from dsl import ops, pytree, tracing
+from dsl.array import Array
+from dsl.errors import TraceError
+
+
+def _leaves(tree: Any) -> tuple[list[Array], pytree.TreeDef]:
+    leaves, treedef = pytree.flatten(tree)
+    return [ops.asarray(x) for x in leaves], treedef
+
+
+def _describe(types: Sequence[TensorType]) -> str:
+    return ", ".join(str(t) for t in types) or "nothing"
+
+
+class _Body:
+    """A body traced into a block: ``args`` are arrays of the given types, fresh values per body."""
+
+    def __init__(self, fn: Callable[..., Any], types: Sequence[TensorType], weak: Sequence[bool]) -> None:
+        self.fn = fn
+        self.values = [Value(t) for t in types]
+        self.args = [Array.fresh(v, w) for v, w in zip(self.values, weak, strict=True)]
+
+    def trace(self, *args: Any) -> tuple[Block, Any, list[Array]]:
+        """Run ``fn(*args)`` in a trace of its own; returns the block, the output tree and its leaves."""
+        outer = tracing.current()
+        with tracing.tracing() as inner:
+            inner.strict = outer.strict
+            inner.sealed = outer.sealed  # what enclosing bodies sealed stays sealed in here
+            out = self.fn(*args)
+            leaves, treedef = _leaves(out)
+            results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here
+        block = Block(tuple(self.values), tuple(inner.ops), tuple(results))
+        outer.narrowed.update(inner.narrowed)
+        outer.sealed |= walk_values(block)
+        return block, treedef, leaves
+
+
+def _check_carry(what: str, init_types: list[TensorType], tree: Any, treedef: Any, out: list[Array]) -> None:
+    """The body returns the carry's structure and types (``TraceError`` at the call's line)."""
+    if treedef != tree:
+        returned = pytree.unflatten(treedef, ["*"] * len(out))
+        given = pytree.unflatten(tree, ["*"] * len(init_types))
+        raise tracing.user_error(
+            TraceError,
+            f"{what} must return a carry shaped as its input: it returned {returned!r} for {given!r}",
+        )
+    for k, (want, got) in enumerate(zip(init_types, out, strict=True)):
+        if got.type != want:
+            raise tracing.user_error(
+                TraceError,
+                f"{what} changes the type of carry leaf #{k} from {want} to {got.type}: a carry keeps "
+                "its shape and dtype (cast it in the initial value or in the body, e.g. .astype())",
+            )
+
+
+def _emit(prim: Any, operands: Sequence[Value], attrs: dict[str, Any], regions: tuple[Block, ...]) -> Op:
+    return tracing.current().emit_op(prim, operands, attrs, regions)
+
+
+def _bound(x: Any, name: str) -> Array:
+    """A loop bound as a 0-d i64 array: a Python int or a traced integer scalar."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer, Array)):
+        raise tracing.user_error(
+            TraceError, f"fori_loop: {name} must be an int or a traced integer scalar, got {type(x).__name__}"
+        )
+    a = ops.constant(int(x), DType.i64) if not isinstance(x, Array) else x
+    if a.shape != () or not a.ir_dtype.is_int:
+        raise tracing.user_error(
+            TraceError, f"fori_loop: {name} must be an integer scalar, got an array of type {a.type}"
+        )
+    return a if a.ir_dtype is DType.i64 else ops.emit(elementwise.cast, [a], {"dtype": DType.i64})
+
+
+def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
+    """``body_fun(i, carry) -> carry`` for ``i`` in ``range(lower, upper)``; returns the last carry.
+    The counter is a weak integer scalar, as a Python loop's ``i`` is: ``c + i`` keeps ``c``'s dtype."""
+    lo, hi = _bound(lower, "lower"), _bound(upper, "upper")
+    init, tree = _leaves(init_val)
+    types = [a.type for a in init]
+    body = _Body(body_fun, [control.INDEX, *types], [True, *(a.weak for a in init)])
+    block, treedef, out = body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
+    _check_carry("fori_loop's body_fun", types, tree, treedef, out)
+    op = _emit(control.for_loop, [lo.value, hi.value, *(a.value for a in init)], {}, (block,))
+    return pytree.unflatten(tree, [Array.fresh(r, a.weak) for r, a in zip(op.results, init, strict=True)])
+
+
+def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
+    """``while cond_fun(carry): carry = body_fun(carry)``; returns the last carry. Not differentiable
+    in reverse mode (as in JAX): the trip count is known only at run time."""
+    init, tree = _leaves(init_val)
+    types, weak = [a.type for a in init], [a.weak for a in init]
+    cond = _Body(cond_fun, types, weak)
+    cond_block, cond_tree, flag = cond.trace(pytree.unflatten(tree, cond.args))
+    if cond_tree != pytree.LEAF or flag[0].type != control.PRED:
+        got = _describe([a.type for a in flag]) if cond_tree != pytree.NONE else "None"
+        raise tracing.user_error(
+            TraceError, f"while_loop's cond_fun must return a bool scalar ({control.PRED}), got {got}"
+        )
+    body = _Body(body_fun, types, weak)
+    body_block, treedef, out = body.trace(pytree.unflatten(tree, body.args))
+    _check_carry("while_loop's body_fun", types, tree, treedef, out)
+    op = _emit(control.while_loop, [a.value for a in init], {}, (cond_block, body_block))
+    return pytree.unflatten(tree, [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=True)])
+
+
+def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)``; both are traced and must
+    return the same structure and types. ``pred``: a bool or integer scalar (nonzero is true)."""
+    p = ops.asarray(pred)
+    if p.shape != ():
+        raise tracing.user_error(TraceError, f"cond: pred must be a scalar, got an array of type {p.type}")
+    if not p.ir_dtype.is_bool:
+        p = ops.emit(elementwise.ne, [p, ops.constant(0, p.ir_dtype)])
+    args, tree = _leaves(operands)
+    types, weak = [a.type for a in args], [a.weak for a in args]
+    blocks, outs = [], []
+    for fn in (true_fun, false_fun):
+        branch = _Body(fn, types, weak)
+        block, treedef, out = branch.trace(*pytree.unflatten(tree, branch.args))
+        blocks.append(block)
+        outs.append((treedef, out))
+    (then_tree, then_out), (else_tree, else_out) = outs
+    then_types, else_types = [a.type for a in then_out], [a.type for a in else_out]
+    if then_tree != else_tree or then_types != else_types:
+        then_shown, else_shown = (
+            pytree.unflatten(then_tree, then_types),
+            pytree.unflatten(else_tree, else_types),
+        )
+        raise tracing.user_error(
+            TraceError,
+            "cond: true_fun and false_fun must return the same structure and types: true_fun returns "
+            f"{then_shown} and false_fun {else_shown}",
+        )
+    op = _emit(control.if_, [p.value, *(a.value for a in args)], {}, (blocks[0], blocks[1]))
+    weak_out = [a.weak and b.weak for a, b in zip(then_out, else_out, strict=True)]
+    return pytree.unflatten(then_tree, [Array.fresh(r, w) for r, w in zip(op.results, weak_out, strict=True)])
+
+
+def scan(
+    f: Callable[[Any, Any], Any], init: Any, xs: Any = None, length: int | None = None, reverse: bool = False
+) -> tuple[Any, Any]:
+    """``f(carry, x) -> (carry, y)`` over the rows of ``xs`` (axis 0 of each leaf; last to first if
+    ``reverse``); returns the last carry and the ``y``s stacked along a new axis 0."""
+    carries, tree = _leaves(init)
+    x_leaves, x_tree = _leaves(xs)
+    lengths = {a.shape[0] for a in x_leaves if a.ndim}
+    if any(a.ndim == 0 for a in x_leaves) or len(lengths) > 1 or (length is not None and lengths - {length}):
+        shapes = ", ".join(str(a.shape) for a in x_leaves)
+        given = f" length={length}" if length is not None else ""
+        raise tracing.user_error(
+            TraceError,
+            f"scan: every leaf of xs needs the same leading axis (the length{given}); got {shapes}",
+        )
+    if length is None and not lengths:
+        raise tracing.user_error(TraceError, "scan: pass length= when xs is None (or has no leaves)")
+    n = int(length) if length is not None else lengths.pop()
+    types = [a.type for a in carries]
+    row_types = [TensorType(a.shape[1:], a.ir_dtype) for a in x_leaves]
+    body = _Body(f, types + row_types, [a.weak for a in carries] + [False] * len(x_leaves))
+    carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
+    block, treedef, out = body.trace(pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args))
+    if treedef[0] != "tuple" or len(treedef[1]) != 2:
+        raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
+    carry_tree, y_tree = treedef[1]
+    carry_count = _count_leaves(carry_tree)
+    _check_carry("scan's f", types, tree, carry_tree, out[:carry_count])
+    attrs = {"carries": len(carries), "length": n, "reverse": bool(reverse)}
+    op = _emit(control.scan, [a.value for a in carries + x_leaves], attrs, (block,))
+    weak = [a.weak for a in carries] + [False] * (len(op.results) - len(carries))
+    results = [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=True)]
+    return pytree.unflatten(tree, results[: len(carries)]), pytree.unflatten(y_tree, results[len(carries) :])
+
+
+def _count_leaves(treedef: pytree.TreeDef) -> int:
+    kind = treedef[0]
+    if kind == "*":
+        return 1
+    if kind == "None":
+        return 0
+    return sum(_count_leaves(sub) for sub in (treedef[2] if kind == "dict" else treedef[1]))
