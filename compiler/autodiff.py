@@ -25,6 +25,7 @@ import numpy as np
 
 from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import elementwise as ew
 from compiler.prims import movement, source
 from compiler.prims.base import Primitive
@@ -117,6 +118,7 @@ def _accumulate(ct: dict[Value, Value], v: Value, c: Value, build: _Builder) -> 
 
 def grad_function(func: Function, spec: GradSpec) -> Function:
     """The joint forward+backward function of ``func`` (see ``GradSpec`` for its results)."""
+    func = unroll_regions(func, for_grad=True)  # loops and branches as straight-line IR, for now
     writeback = tuple(int(i) for i in func.attrs.get("dsl.writeback", ()))
     n_public = len(func.results) - len(writeback)
     value = func.results[0]

@@ -106,7 +106,7 @@ def _needs(c: Compilation, what: str, pass_name: str) -> Any:
 
 
 def _unroll_regions(c: Compilation) -> Compilation:
-    return _rewritten(c, unroll_regions(c.func))
+    return _rewritten(c, unroll_regions(c.func, for_grad=bool(c.options.grad)))
 
 
 def _functionalize(c: Compilation) -> Compilation:

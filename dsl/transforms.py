@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from compiler.autodiff import GradSpec, grad_function
-from compiler.ir.core import Function, Op, Value
+from compiler.ir.core import Function, Op, Value, clone_ops
 from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array, copy_keeping_strides
@@ -93,6 +93,9 @@ def inline(func: Function, inputs: Sequence[Value]) -> list[Value]:
     trace = tracing.current()
     mapping = dict(zip(func.params, inputs, strict=True))
     for op in func.ops:
+        if op.regions:  # a loop's body may read the parameters too: copied with them replaced
+            trace.ops += clone_ops([op], mapping)
+            continue
         trace.ops.append(
             Op(op.prim, tuple(mapping.get(v, v) for v in op.operands), op.attrs, op.results, op.loc)
         )
