@@ -35,7 +35,9 @@ from compiler.prims.base import Primitive
 from dsl import layout, tracing
 from dsl.errors import InplaceError, ReadOnlyError, TraceError
 
-ViewStep = tuple[Primitive, Mapping[str, Any]]
+# A view step: the view primitive, its attributes and its operands after the base (a dynamic slice's
+# starts: SSA values fixed when the view was made, as NumPy fixes a view's place).
+ViewStep = tuple[Primitive, Mapping[str, Any], tuple[Value, ...]]
 Strides = tuple[int, ...] | None  # an argument's strides in bytes; None: C order
 
 
@@ -125,16 +127,20 @@ class Array:
         if self._view_version != storage.version:
             v = storage.value
             trace = tracing.current()
-            for prim, attrs in self._steps:
-                v = trace.emit(prim, [v], attrs)
+            for prim, attrs, operands in self._steps:
+                v = trace.emit(prim, [v, *operands], attrs)
             self._view_value, self._view_version = v, storage.version
         assert self._view_value is not None
         return self._view_value
 
-    def view(self, prim: Primitive, attrs: Mapping[str, Any], shadow: np.ndarray) -> Array:
-        """A view of this array through one more view step."""
-        out_type = prim.infer([self._type], attrs)[0]
-        return Array(self._storage, self._steps + ((prim, attrs),), shadow, self.weak, out_type)
+    def view(
+        self, prim: Primitive, attrs: Mapping[str, Any], shadow: np.ndarray, operands: tuple[Value, ...] = ()
+    ) -> Array:
+        """A view of this array through one more view step (``operands``: the step's operands after
+        the base)."""
+        out_type = prim.infer([self._type, *(v.type for v in operands)], attrs)[0]
+        step = (prim, attrs, operands)
+        return Array(self._storage, self._steps + (step,), shadow, self.weak, out_type)
 
     def write(self, new: Value, request: str, since: int) -> None:
         """Make ``new`` the contents of this array (and so of its storage and every other view).
@@ -144,7 +150,7 @@ class Array:
         storage = self._storage
         if storage.frozen:
             raise tracing.user_error(InplaceError, storage.frozen)
-        readonly = [prim.name for prim, _ in self._steps if prim.unview is None]
+        readonly = [prim.name for prim, _, _ in self._steps if prim.unview is None]
         if readonly:
             raise tracing.user_error(
                 ReadOnlyError,
@@ -155,12 +161,12 @@ class Array:
         trace = tracing.current()
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]
-        for prim, attrs in self._steps[:-1]:
-            chain.append(trace.emit(prim, [chain[-1]], attrs))
+        for prim, attrs, operands in self._steps[:-1]:
+            chain.append(trace.emit(prim, [chain[-1], *operands], attrs))
         written = new
-        for (prim, attrs), base in zip(reversed(self._steps), reversed(chain)):
+        for (prim, attrs, operands), base in zip(reversed(self._steps), reversed(chain)):
             assert prim.unview is not None, f"{prim.name} is not a view primitive"
-            new = prim.unview(trace.emit_inplace(request), base, new, attrs)
+            new = prim.unview(trace.emit_inplace(request), base, new, attrs, *operands)
         storage.value = new
         storage.version += 1
         if self._steps:

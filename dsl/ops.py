@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.types import DType, is_supported_numpy_dtype
 from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
-from dsl import layout, tracing
+from dsl import dynamic_index, layout, tracing
 from dsl.array import Array, Storage, argument_shadow, argument_strides
 from dsl.errors import IndexingError, ShapeError, TraceError
 
@@ -332,6 +332,7 @@ def _index_items(x: Array, index: Any) -> list[Any]:
     for it in items:
         ok = it is None or it is Ellipsis or isinstance(it, slice)
         ok = ok or (isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)))
+        ok = ok or dynamic_index.is_integer(it)  # a traced integer scalar: a dynamic slice
         if not ok:
             if isinstance(it, Array) and it.ir_dtype.is_bool:
                 raise tracing.user_error(
@@ -354,8 +355,9 @@ def _index_items(x: Array, index: Any) -> list[Any]:
             f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed",
         )
     fill = [slice(None)] * (x.ndim - used)
-    if Ellipsis in items:
-        at = items.index(Ellipsis)
+    # (``is``, not ``in``/``index``: those compare traced items with ``==``, which traces a comparison)
+    at = next((k for k, it in enumerate(items) if it is Ellipsis), None)
+    if at is not None:
         return items[:at] + fill + items[at + 1 :]
     return items + fill
 
@@ -364,13 +366,19 @@ def index_view(x: Array, index: Any) -> Array:
     """The view ``x[index]`` (also when NumPy would return a scalar copy: setitem writes through it)."""
     items = _index_items(x, index)
     start, limit, stride, shape, slices = [], [], [], [], []
+    windows: dict[int, dynamic_index.Window] = {}  # axes indexed by traced integers
     axis = 0
     for it in items:
         if it is None:
             shape.append(1)
             continue
         n = x.shape[axis]
-        if isinstance(it, slice):
+        if dynamic_index.is_dynamic(it):  # the whole axis here, then the window of a dynamic slice
+            windows[axis] = dynamic_index.window(it, n)
+            s, lim, st = 0, n, 1
+            if not windows[axis].integer:
+                shape.append(windows[axis].size)
+        elif isinstance(it, slice):
             s, lim, st = it.indices(n)
             shape.append(len(range(s, lim, st)))
         else:
@@ -388,6 +396,8 @@ def index_view(x: Array, index: Any) -> Array:
     if any((s, lim, st) != (0, n, 1) for s, lim, st, n in zip(start, limit, stride, x.shape)):
         attrs = {"start": tuple(start), "limit": tuple(limit), "stride": tuple(stride)}
         view = view.view(movement.slice_, attrs, x._shadow[tuple(slices)])
+    if windows:
+        view = dynamic_index.view(view, windows)
     shape_t = tuple(shape)
     if view.shape != shape_t:
         view = view.view(movement.reshape, {"shape": shape_t}, np.reshape(view._shadow, shape_t, copy=False))
@@ -407,13 +417,18 @@ def selects_element(x: Array, index: Any) -> bool:
     assigns only a scalar or a 0-d array there)."""
     items = index if isinstance(index, tuple) else (index,)
     return len(items) == x.ndim and all(
-        isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)) for it in items
+        (isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)))
+        or dynamic_index.is_integer(it)
+        for it in items
     )
 
 
 def getitem(x: Array, index: Any) -> Array:
     view = index_view(x, index)
-    if selects_element(x, index):  # NumPy returns a scalar here: a copy, not a view
+    items = index if isinstance(index, tuple) else (index,)
+    # NumPy returns a scalar for one element, and indexes with a 0-d integer array as with an
+    # integer array (advanced indexing): both are copies, not views
+    if selects_element(x, index) or any(dynamic_index.is_integer(it) for it in items):
         return Array.fresh(view.value, x.weak)
     return view
 

@@ -120,6 +120,23 @@ def update_slice(
     return out
 
 
+def window(shape: Sequence[int], starts: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[slice, ...]:
+    """The window of ``sizes`` at ``starts``, each start clamped into ``[0, dim - size]`` (as JAX's
+    ``dynamic_slice`` clamps: the window always lies inside the array)."""
+    at = [min(max(int(s), 0), d - n) for s, d, n in zip(starts, shape, sizes, strict=True)]
+    return tuple(slice(a, a + n) for a, n in zip(at, sizes, strict=True))
+
+
+def dynamic_slice(x: np.ndarray, *starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
+    return x[window(x.shape, starts, sizes)]
+
+
+def dynamic_update_slice(base: np.ndarray, update: np.ndarray, *starts: np.ndarray) -> np.ndarray:
+    out = base.copy()
+    out[window(base.shape, starts, update.shape)] = update
+    return out
+
+
 def pad(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
     if x.ndim == 0:  # np.pad rejects 0-d arrays; padding no axes is the identity
         return x.copy()

@@ -78,6 +78,8 @@ PRIM_CASES: dict[str, list[Case]] = {
     "pad": [((T(2, 3), T()), {"low": (1, 0), "high": (0, 2)})],
     "concatenate": [((T(2, 3), T(2, 1), T(2, 0)), {"axis": 1}), ((T(3, dtype=I32),), {"axis": 0})],
     "update_slice": [((T(4, 2, dtype=I64), T(2, 2, dtype=I64)), SLICE)],
+    "dynamic_slice": [((T(4, 5), T(dtype=I64), T(dtype=I32)), {"sizes": (2, 5)})],
+    "dynamic_update_slice": [((T(4, 5, dtype=I1), T(2, 5, dtype=I1), T(dtype=I32), T(dtype=I64)), {})],
     "constant": [((), {"value": np.arange(6, dtype=np.float32).reshape(2, 3)})],
     "iota": [
         ((), {"shape": (4, 2), "dimension": 1, "dtype": I64}),

@@ -264,6 +264,33 @@ def update_slice_cases() -> list[Case]:
     ]
 
 
+def starts(*values: int, dtype: DType = I64) -> list[np.ndarray]:
+    """The 0-d integer start operands of a dynamic slice."""
+    return [np.array(v, dtype.np) for v in values]
+
+
+def dynamic_slice_cases() -> list[Case]:
+    return [
+        Case([data((5, 6), F32), *starts(1, 2)], {"sizes": (2, 3)}),
+        Case([data((7,), I32), *starts(9)], {"sizes": (3,)}),  # past the end: the last window
+        Case([data((4, 3), I1), *starts(-2, dtype=I32), *starts(1)], {"sizes": (2, 3)}),
+        Case([data((), F64)], {"sizes": ()}),
+        Case([data((0, 3), I64), *starts(0, 1)], {"sizes": (0, 2)}),
+        Case([data((6, 4), F64), *starts(3, 0)], {"sizes": (2, 4)}, through="neg"),
+    ]
+
+
+def dynamic_update_slice_cases() -> list[Case]:
+    return [
+        Case([data((4, 5), F32), data((2, 3), F32), *starts(1, 1)]),
+        Case([data((7,), I32), data((3,), I32), *starts(6)]),  # clamped to 4
+        Case([data((6,), I64), data((3,), I64), *starts(-5, dtype=I32)]),  # clamped to 0
+        Case([data((3, 2), I1), data((0, 2), I1), *starts(1, 0)]),
+        Case([data((), F64), data((), F64)]),
+        Case([data((3, 3), F64), data((1, 3), F64), *starts(2, 0)], through="neg"),
+    ]
+
+
 CONSTANTS = [
     np.arange(12, dtype=np.float32).reshape(3, 4) / 3,
     np.full((2, 2), 1.5),
@@ -326,6 +353,22 @@ TABLE |= {
         [
             ([T((4,)), T((3,))], slice_attrs((0,), (2,), (1,))),
             ([T((4,)), T((2,), I32)], slice_attrs((0,), (2,), (1,))),
+        ],
+    ),
+    "dynamic_slice": Entry(
+        dynamic_slice_cases,
+        [
+            ([T((4,)), T((), I64)], {"sizes": (5,)}),
+            ([T((4,)), T((), F32)], {"sizes": (2,)}),
+            ([T((4, 3)), T((), I64)], {"sizes": (1, 1)}),
+        ],
+    ),
+    "dynamic_update_slice": Entry(
+        dynamic_update_slice_cases,
+        [
+            ([T((4,)), T((2,), I32), T((), I64)], {}),
+            ([T((4,)), T((5,)), T((), I64)], {}),
+            ([T((4,)), T((2,))], {}),
         ],
     ),
     "constant": Entry(

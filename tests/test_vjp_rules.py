@@ -228,6 +228,20 @@ TABLE: dict[str, list[Case] | str] = {
         Case([normal(), normal()], slices((), (), ())),
         Case([normal(3), normal(1, 3)], slices((2, 0), (3, 3), (1, 1)), broadcast={0: (3, 3)}),
     ],
+    "dynamic_slice": [
+        Case([normal(5, 6), np.array(1), np.array(2)], {"sizes": (2, 3)}),
+        Case([normal(7), np.array(9)], {"sizes": (3,)}),  # clamped to the last window
+        Case([normal(4, 3), np.array(-2, np.int32), np.array(0)], {"sizes": (2, 3)}),
+        Case([normal()], {"sizes": ()}),
+        Case([normal(3), np.array(1), np.array(1)], {"sizes": (2, 2)}, broadcast={0: (2, 3)}),
+    ],
+    "dynamic_update_slice": [
+        Case([normal(4, 5), normal(2, 3), np.array(1), np.array(1)]),
+        Case([normal(7), normal(3), np.array(6)]),
+        Case([normal(6), normal(3), np.array(-5, np.int32)]),
+        Case([normal(), normal()]),
+        Case([normal(3), normal(1, 3), np.array(1), np.array(0)], broadcast={0: (3, 3)}),
+    ],
 }
 TABLE |= {
     name: NOT_DIFFERENTIABLE

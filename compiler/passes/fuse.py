@@ -22,7 +22,10 @@ Group kinds follow the root's primitive kind:
 The fusion rule. Ops are visited in reverse program order, so every user of a value is placed
 before the value itself. For each group that reads a value we record its *access keys*: the chain
 of non-elementwise ops (index maps) between the group's root and the read. Reads with the same
-key happen at the same index expression, which the code generator computes once (its memo); so
+key happen at the same index expression, which the code generator computes once (its memo); an
+update of a window (``update_slice``, ``dynamic_update_slice``: ``prims.dynamic.PARTIAL_UPDATES``)
+reads its base at its own index, so it adds no step to the base's key; a ``dynamic_slice`` is an
+index map like any other (its index is computed at run time: never the group's own); so
 the number of element evaluations inlining costs is the sum, over the keys, of the evaluations of
 the reading op. An elementwise, movement or source op that is not a function result, whose
 readers are all LOOP or REDUCE groups reading it at no more than ``MAX_ACCESS_KEYS`` keys each,
@@ -66,6 +69,7 @@ from compiler.passes.matmul_views import (
     result_view_of,
     through,
 )
+from compiler.prims import dynamic as dyn
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
 from compiler.prims.base import Kind
@@ -472,8 +476,10 @@ class _Fuser:
         else:
             own = self.reads[op.result][group]
             same_index = op.prim.kind is Kind.ELEMENTWISE  # reads its operands at its own index
+        base_at_own = op.prim in dyn.PARTIAL_UPDATES  # reads its base at the element it writes
         for k, operand in enumerate(op.operands):
-            moved = dict(own) if same_index else {key + ((pos, k),): n for key, n in own.items()}
+            at_own = same_index or (base_at_own and k == 0)
+            moved = dict(own) if at_own else {key + ((pos, k),): n for key, n in own.items()}
             self.reads[operand].setdefault(group, {}).update(moved)
 
     def _inputs_of(self, group: Group) -> list[Value]:

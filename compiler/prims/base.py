@@ -135,9 +135,11 @@ class Primitive:
     mlir: OpRule | None = None  # the lowering to upstream MLIR (``--emit mlir``, compiler/prims/mlir.py)
     differentiable: bool = True
     vjp: Vjp | None = None  # None exactly when not differentiable (the vjp test checks both ways)
-    # For ops a user sees as views (slice, reshape, transpose): ``unview(build, base, new_view, attrs)``
-    # returns the new value of ``base`` after ``new_view`` was written through the view.
-    unview: Callable[[Build, Any, Any, Mapping[str, Any]], Any] | None = None
+    # For ops a user sees as views (slice, reshape, transpose, dynamic_slice):
+    # ``unview(build, base, new_view, attrs, *operands)`` returns the new value of ``base`` after
+    # ``new_view`` was written through the view; ``operands``: the view op's operands after the base
+    # (a dynamic slice's starts).
+    unview: Callable[..., Any] | None = None
     # Ops holding regions (``Kind.CONTROL``): their shape rule reads the regions too, and their
     # reference runs the regions' blocks. ``shape_rule`` and ``reference`` are then unused.
     region_rule: RegionRule | None = None

@@ -1,0 +1,202 @@
+"""Dynamic slices: a window of static size at a start known only when the program runs (the loop
+counter, a computed index): JAX's ``lax.dynamic_slice`` and ``lax.dynamic_update_slice``.
+
+``dynamic_slice(x, *starts, sizes)`` reads the window of shape ``sizes`` whose corner is at
+``starts`` (one 0-d integer operand per axis of ``x``); ``dynamic_update_slice(x, update, *starts)``
+is ``x`` with that window (of ``update``'s shape) replaced. As in JAX, each start is clamped into
+``[0, dim - size]`` so that the window always lies inside the array: a start past the end reads or
+writes the last window, a negative one the first. The scalar lowering loads each start from its
+0-d operand and clamps it in the loop body (the same text on the CPU and in CUDA kernels); an axis
+the window spans whole clamps to 0 and reads no start at all.
+
+Fusion sees both as index maps (``Kind.MOVEMENT``): a read through a dynamic slice is at an index
+computed at run time, never at the group's own index. ``dynamic_update_slice`` reads its base at
+the element it writes (every element outside the window shows through), so, like ``update_slice``,
+it may be computed over its dying base in place (``PARTIAL_UPDATES``, read by fusion's access
+records); the window itself is read at a data-dependent index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compiler.ir.core import Op, Value
+from compiler.ir.types import TensorType
+from compiler.prims import mlir as ml
+from compiler.prims import movement as mv
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, fail
+from compiler.prims.mlir import Builder
+from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, vjp_rule
+from runtime import array_ops
+
+INPUTS = frozenset({"inputs"})
+
+
+def _sizes(attrs: Mapping[str, Any]) -> tuple[int, ...]:
+    return tuple(int(v) for v in attrs["sizes"])
+
+
+def _check_starts(name: str, x: TensorType, starts: Sequence[TensorType]) -> None:
+    if len(starts) != x.rank:
+        raise fail(f"{name}: needs one start per axis of {x} ({x.rank}), got {len(starts)}")
+    for k, s in enumerate(starts):
+        if s.rank != 0 or not s.dtype.is_int:
+            raise fail(f"{name}: start {k} must be a 0-d integer array, got {s}")
+
+
+def _check_window(name: str, x: TensorType, window: Sequence[int]) -> None:
+    if len(window) != x.rank or any(not 0 <= n <= d for n, d in zip(window, x.shape, strict=True)):
+        raise fail(f"{name}: a window of shape {tuple(window)} does not fit in {x}")
+
+
+def _clamp(expr: str, hi: int) -> str:
+    return f"min(max({expr}, 0), {hi})"
+
+
+def _clamped(ctx: EmitContext, k: int, dim: int, size: int) -> str:
+    """The start read from operand ``k``, clamped so that ``size`` elements from it fit in ``dim``."""
+    return _clamp(ctx.read(k, ()), dim - size)
+
+
+# ---- dynamic_slice ---------------------------------------------------------------------------
+
+
+def _slice_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    x, *starts = types
+    _check_starts("dynamic_slice", x, starts)
+    _check_window("dynamic_slice", x, _sizes(attrs))
+    return [x.with_shape(_sizes(attrs))]
+
+
+def _slice_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    x = ctx.operand_types[0]
+    src = []
+    for axis, (i, d, n) in enumerate(zip(idx, x.shape, _sizes(ctx.attrs))):
+        src.append(i if n == d else f"{_clamped(ctx, 1 + axis, d, n)} + {i}")
+    return ctx.read(0, src)
+
+
+@vjp_rule
+def _slice_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # The window of zeros gets the cotangent back, at the same (equally clamped) starts.
+    zeros = full_like(build, 0, op.operands[0].type)
+    starts = list(op.operands[1:])
+    return (build(dynamic_update_slice, [zeros, ct, *starts], {}), *(None for _ in starts))
+
+
+def _offsets(b: Builder, op: Op, window: Sequence[int], starts: Sequence[str]) -> list[str]:
+    """The clamped starts (the last operands of ``op``, named ``starts``) as ``index`` values; a
+    literal 0 where the window spans the axis."""
+    x = op.operands[0].type
+    start_types = [v.type for v in op.operands[len(op.operands) - x.rank :]]
+    out = []
+    for d, n, start, t in zip(x.shape, window, starts, start_types, strict=True):
+        if n == d:
+            out.append("0")
+            continue
+        s = ml.emit(b, f"tensor.extract {start}[] : {t}")
+        low = ml.emit(b, f"arith.maxsi {s}, {ml.const(b, 0, t.dtype)} : {t.dtype}")
+        high = ml.emit(b, f"arith.minsi {low}, {ml.const(b, d - n, t.dtype)} : {t.dtype}")
+        out.append(ml.emit(b, f"arith.index_cast {high} : {t.dtype} to index"))
+    return out
+
+
+def _window(offsets: Sequence[str], window: Sequence[int]) -> str:
+    return f"[{', '.join(offsets)}] [{', '.join(map(str, window))}] [{', '.join('1' for _ in window)}]"
+
+
+def _slice_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
+    x, out = op.operands[0].type, op.result.type
+    offsets = _offsets(b, op, out.shape, xs[1:])
+    return ml.emit(b, f"tensor.extract_slice {xs[0]}{_window(offsets, out.shape)} : {x} to {out} {loc}")
+
+
+def _slice_unview(build: Build, base: Value, new: Value, starts: Sequence[Value]) -> Value:
+    """A write through the view ``base[window]``: the base with that window replaced."""
+    return build(dynamic_update_slice, [base, new, *starts], {})
+
+
+dynamic_slice = Primitive(
+    name="dynamic_slice",
+    kind=Kind.MOVEMENT,
+    nargs=None,
+    attrs={"sizes": AttrType.INTS},
+    shape_rule=_slice_rule,
+    reference=array_ops.dynamic_slice,
+    memory=Memory(vjp_needs=INPUTS),
+    emit=_slice_emit,
+    mlir=_slice_mlir,
+    unview=lambda build, base, new, attrs, *starts: _slice_unview(build, base, new, starts),
+    vjp=_slice_vjp,
+)
+
+# ---- dynamic_update_slice --------------------------------------------------------------------
+
+
+def _update_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    if len(types) < 2:
+        raise fail(f"dynamic_update_slice: needs a base, an update and starts, got {len(types)} operands")
+    x, update, *starts = types
+    _check_starts("dynamic_update_slice", x, starts)
+    _check_window("dynamic_update_slice", x, update.shape)
+    if update.dtype != x.dtype:
+        raise fail(f"dynamic_update_slice: the update {update} must have the base's dtype ({x})")
+    return [x]
+
+
+def _update_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    x, update = ctx.operand_types[:2]
+    if update.size == 0:
+        return ctx.read(0, idx)
+    conds, src = [], []
+    for axis, (i, d, n) in enumerate(zip(idx, x.shape, update.shape)):
+        if n == d:  # the window spans the axis
+            src.append(i)
+            continue
+        rel = f"{i} - {_clamped(ctx, 2 + axis, d, n)}"
+        conds.append(f"0 <= {rel} < {n}")
+        src.append(_clamp(rel, n - 1))  # in bounds wherever it is read: both sides are evaluated
+    new, old = ctx.read(1, src), ctx.read(0, idx)
+    return f"({new} if ({' and '.join(conds)}) else {old})" if conds else new
+
+
+@vjp_rule
+def _update_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # The base shows through everywhere except the window; the update is exactly the window.
+    update, starts = op.operands[1], list(op.operands[2:])
+    ct_base = None
+    if wanted[0]:
+        ct_base = build(dynamic_update_slice, [ct, full_like(build, 0, update.type), *starts], {})
+    ct_update = None
+    if wanted[1]:
+        ct_update = build(dynamic_slice, [ct, *starts], {"sizes": update.type.shape})
+    return (ct_base, ct_update, *(None for _ in starts))
+
+
+def _update_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
+    x, update = (v.type for v in op.operands[:2])
+    if update.size == 0:
+        return xs[0]
+    offsets = _offsets(b, op, update.shape, xs[2:])
+    where = _window(offsets, update.shape)
+    return ml.emit(b, f"tensor.insert_slice {xs[1]} into {xs[0]}{where} : {update} into {x} {loc}")
+
+
+dynamic_update_slice = Primitive(
+    name="dynamic_update_slice",
+    kind=Kind.MOVEMENT,
+    nargs=None,
+    attrs={},
+    shape_rule=_update_rule,
+    reference=array_ops.dynamic_update_slice,
+    memory=Memory(vjp_needs=INPUTS),
+    emit=_update_emit,
+    mlir=_update_mlir,
+    vjp=_update_vjp,
+)
+
+# Ops whose result is operand 0 with a window replaced: they read operand 0 only at the element they
+# write (fusion records that read at the group's own index, so the result may take the dying base's
+# buffer), and a user's ``x[...] = v`` realized by one reads the array's old value.
+PARTIAL_UPDATES = frozenset({mv.update_slice, dynamic_update_slice})

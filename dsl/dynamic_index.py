@@ -1,0 +1,137 @@
+"""Indexing with traced integer scalars: ``c[i]``, ``c[i] = v``, ``c[i] += v``, ``c[i:i + k]``
+(JAX's ``lax.dynamic_slice`` / ``lax.dynamic_update_slice``, ``compiler/prims/dynamic.py``).
+
+An index item is *dynamic* when it is a 0-d integer traced array (a loop counter, a Python int
+argument, a computed index) or a slice whose bounds are the same traced integer plus two Python
+ints (``i:i + k``, ``i - 1:i + 2``): a window whose size is known at trace time. ``ops.index_view``
+takes the static items as before, then views the dynamic axes through one ``dynamic_slice`` step;
+a write through the view goes back through that step's ``unview``, a ``dynamic_update_slice``,
+so in-place forms keep the eager program's semantics as static indices do.
+
+Out-of-range positions: an integer index wraps once if negative (``c[-1]`` is the last element, as
+in NumPy and in JAX's ``x[i]``); then every window start is clamped so that the window lies inside
+its axis, as ``lax.dynamic_slice`` clamps (NumPy would raise, which a traced index cannot do). A
+slice's start does not wrap: ``c[i:i + k]`` is ``lax.dynamic_slice(c, (i,), (k,))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Op, Value
+from compiler.ir.types import DType
+from compiler.prims import dynamic, source
+from compiler.prims import elementwise as ew
+from dsl import ops, tracing
+from dsl.array import Array
+from dsl.errors import IndexingError
+
+
+@dataclass(frozen=True)
+class Window:
+    """The part of one axis a dynamic item selects: ``size`` elements from ``start`` (a 0-d integer
+    array, clamped by the primitive); ``integer``: an integer index, whose axis the result drops."""
+
+    start: Array
+    size: int
+    integer: bool
+
+
+def is_integer(it: Any) -> bool:
+    """A traced integer scalar used as an index (NumPy treats a 0-d integer array as an integer)."""
+    return isinstance(it, Array) and it.ndim == 0 and it.ir_dtype.is_int
+
+
+def is_dynamic(it: Any) -> bool:
+    """An index item with a traced part: a traced integer, or a slice with a traced bound."""
+    if isinstance(it, slice):
+        return any(isinstance(b, Array) for b in (it.start, it.stop, it.step))
+    return is_integer(it)
+
+
+def window(it: Any, n: int) -> Window:
+    """The window of the dynamic item ``it`` on an axis of ``n`` elements."""
+    if is_integer(it):
+        wrapped = ops.where(ops.binary(ew.lt, it, 0), ops.binary(ew.add, it, n), it)
+        return Window(wrapped, 1, True)
+    if it.step is not None and not (isinstance(it.step, int | np.integer) and it.step == 1):
+        raise _slice_error(it, "a slice with a traced bound takes no step")
+    start, stop = it.start, it.stop
+    if is_integer(start) and is_integer(stop):
+        (base, low), (top, high) = _offset_form(start), _offset_form(stop)
+        if base is top and 0 <= high - low <= n:
+            return Window(start, high - low, False)
+        if base is top:
+            raise _slice_error(it, f"its {high - low} elements do not fit in an axis of {n}")
+    raise _slice_error(it, "its size must be known at trace time: write c[i:i + k] with a Python int k")
+
+
+def view(x: Array, windows: dict[int, Window]) -> Array:
+    """``x`` viewed through the windows (axis -> window) of one ``dynamic_slice`` step."""
+    zero: Array | None = None
+    starts: list[Value] = []
+    for axis in range(x.ndim):
+        if axis in windows:
+            starts.append(windows[axis].start.value)
+            continue
+        zero = zero if zero is not None else ops.constant(0, DType.i64)
+        starts.append(zero.value)  # the window spans this axis: its start clamps to 0
+    sizes = tuple(windows[a].size if a in windows else d for a, d in enumerate(x.shape))
+    shadow = x._shadow[tuple(slice(0, n) for n in sizes)]
+    return x.view(dynamic.dynamic_slice, {"sizes": sizes}, shadow, tuple(starts))
+
+
+def _offset_form(a: Array) -> tuple[Value, int]:
+    """``a`` as a traced value plus a Python int: ``i + 3`` -> (i, 3), through the additions and
+    subtractions of constants (and widening integer casts) that made it."""
+    v, offset = a.value, 0
+    while (op := _producer(v)) is not None:
+        if op.prim is ew.cast and op.operands[0].type.dtype.is_int:
+            if op.operands[0].type.dtype.itemsize > v.type.dtype.itemsize:
+                break  # a narrowing cast may wrap
+            v = op.operands[0]
+            continue
+        if op.prim not in (ew.add, ew.sub):
+            break
+        x, y = op.operands
+        if (k := _integer_constant(y)) is not None:
+            v, offset = x, offset + (k if op.prim is ew.add else -k)
+        elif (k := _integer_constant(x)) is not None and op.prim is ew.add:
+            v, offset = y, offset + k
+        else:
+            break
+    return v, offset
+
+
+def _producer(v: Value) -> Op | None:
+    """The op of the current trace that computed ``v`` (most recent first: an index's bound is
+    usually computed just before the index)."""
+    for op in reversed(tracing.current().ops):
+        if v in op.results:
+            return op
+    return None
+
+
+def _integer_constant(v: Value) -> int | None:
+    op = _producer(v)
+    if op is None or op.prim is not source.constant or v.type.rank or not v.type.dtype.is_int:
+        return None
+    return int(op.attrs["value"])
+
+
+def _slice_error(it: slice, why: str) -> IndexingError:
+    return tracing.user_error(  # type: ignore[return-value]
+        IndexingError,
+        f"slice {_describe(it)} with a traced integer: {why} (the window's start may be traced, its "
+        "size must be static, as in lax.dynamic_slice)",
+    )
+
+
+def _describe(it: slice) -> str:
+    parts = [
+        "i" if isinstance(b, Array) else "" if b is None else str(b) for b in (it.start, it.stop, it.step)
+    ]
+    return ":".join(parts if it.step is not None else parts[:2])
