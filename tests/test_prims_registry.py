@@ -312,6 +312,15 @@ IOTAS = [
     {"shape": (2, 3, 2), "dimension": 1, "dtype": F32},
 ]
 
+
+def random_bits_cases() -> list[Case]:
+    """Keys with words past 32 bits and negative (only the low 32 bits count); every edge shape."""
+    keys = [np.array([0, 42]), np.array([-1, 1 << 40]), np.array([7, -9])]
+    shapes = ((3, 4), (), (1,), (2, 1, 5), (0, 3))
+    out = [Case([keys[i % len(keys)]], {"shape": s}) for i, s in enumerate(shapes)]
+    return out + [Case([keys[1]], {"shape": (2, 3)}, through="neg")]
+
+
 DOMAINS = {
     "log": ("any",),  # negatives give NaN on both sides: NaN positions are compared
     "pow": ("small", "exponent"),  # (integer division and fmod by zero are defined: 0, as NumPy)
@@ -374,6 +383,10 @@ TABLE |= {
     "constant": Entry(
         source_cases([{"value": v} for v in CONSTANTS]),
         [([], {"value": 3.0}), ([T((1,))], {"value": np.ones(1)})],
+    ),
+    "random_bits": Entry(
+        random_bits_cases,
+        [([T((3,), I64)], {"shape": (2,)}), ([T((2,), I32)], {"shape": (2,)}), ([T((2,), I64)], {})],
     ),
     "iota": Entry(
         source_cases(IOTAS),

@@ -245,7 +245,7 @@ TABLE: dict[str, list[Case] | str] = {
 }
 TABLE |= {
     name: NOT_DIFFERENTIABLE
-    for name in "eq ne lt le gt ge and or xor not shift_left shift_right constant iota".split()
+    for name in "eq ne lt le gt ge and or xor not shift_left shift_right constant iota random_bits".split()
 }
 DIFFERENTIABLE = sorted(name for name, entry in TABLE.items() if isinstance(entry, list))
 SECOND_ORDER_REQUIRED = "exp log sin tanh mul div pow logistic matmul reduce_max broadcast slice".split()

@@ -6,10 +6,10 @@
 
 from __future__ import annotations
 
-from compiler.prims import contraction, control, dynamic, elementwise, movement, reduction, source
+from compiler.prims import contraction, control, dynamic, elementwise, movement, random, reduction, source
 from compiler.prims.base import AttrType, Kind, Memory, Primitive
 
-_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic)
+_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic, random)
 
 REGISTRY: dict[str, Primitive] = {}
 for _module in _MODULES:

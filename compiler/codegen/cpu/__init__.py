@@ -53,7 +53,7 @@ from compiler.kernel.emit import ConstantPool, indent, literal, np_type
 from compiler.kernel.ir import print_python
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import BufferRow, MemoryPlan
-from compiler.prims import vecmath
+from compiler.prims import random, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
 from runtime.intrinsics import signature_string
@@ -207,6 +207,8 @@ def _prelude(pool: ConstantPool, kernels: Iterable[Kernel], schedule: CpuSchedul
         if "fma(" in source:
             lines += _fma_binding(schedule)
         lines += ["", "", source]
+    if any(f"{random.HELPER}(" in k.text for k in kernels):  # random_bits' Threefry
+        lines += ["", "", random.helper_source("cpu")]
     if any(name in blas.GEMM_ROWS for k in kernels for name in [k.name, *(c for c, _ in k.calls)]):
         library = blas.vendor() if split_matmuls(schedule) else "openblas"  # MKL runs sequential: split only
         chosen = "" if library == "openblas" else f'"{library}"'

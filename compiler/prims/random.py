@@ -1,0 +1,219 @@
+"""``random_bits``: counter-based random numbers (Threefry-2x32, 20 rounds, as JAX's default PRNG).
+
+A key is a ``tensor<2xi64>`` holding two unsigned 32-bit words (only the low 32 bits of each element
+count): the IR has no unsigned types, and every value Threefry computes stays exact in ``int64``
+(sums of two words < 2**33, a word shifted left by at most 31 < 2**63), so both backends compute
+it with ordinary signed 64-bit arithmetic and a mask. The key words are JAX's ``key_data``.
+
+``random_bits(key) {shape}`` is a source: its element at flat (C-order) position ``n`` is
+``x0 * 2**32 + x1`` as a two's-complement ``int64``, where ``(x0, x1) = threefry2x32(key, (n >> 32,
+n & 0xFFFFFFFF))``, which is JAX's ``random_bits(key, 64, shape)`` (``jax_threefry_partitionable``,
+JAX's default since 0.5) seen as signed. Its 32-bit bits are ``x0 ^ x1`` and a split key is
+``(x0, x1)`` (``dsl/random.py`` takes them apart with ordinary integer ops). Each element depends on
+the key and its own position only, so the op is an index map for fusion (``Kind.SOURCE``, inlined
+into every reader, never stored): a dropout mask costs no pass over memory, and the backward
+recomputes it instead of keeping it. The same key gives the same bits on every backend and in any
+call order.
+
+The scalar lowering calls ``threefry2x32_bits``, written once below in plain Python and printed into
+both backends' preludes (``helper_source``): under ``numba.njit(forceinline=True)`` on the CPU and
+``cuda.jit(device=True, inline="always")`` on CUDA. The NumPy reference is written apart, with
+``uint32`` arrays that wrap by themselves, so the two check each other.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from compiler.ir.core import Op
+from compiler.ir.types import DType, TensorType
+from compiler.prims import mlir as ml
+from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
+
+KEY_TYPE = TensorType((2,), DType.i64)
+_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32's, alternating every 4 rounds
+_PARITY = 0x1BD11BDA  # Threefish's key-schedule constant
+_MASK = 0xFFFFFFFF
+
+
+# ---- the scalar helper: the text both backends' generated code calls ---------------------------
+# Plain int arithmetic on values < 2**63 (Numba types them int64; the CUDA simulator runs them as
+# Python): literals only, no module globals, so the source runs unchanged wherever it is printed.
+
+
+def threefry_rotl(x, r):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+def threefry_round(x0, x1, r):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    x0 = (x0 + x1) & 0xFFFFFFFF
+    return x0, threefry_rotl(x1, r) ^ x0
+
+
+def threefry_rounds_a(x0, x1):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    x0, x1 = threefry_round(x0, x1, 13)
+    x0, x1 = threefry_round(x0, x1, 15)
+    x0, x1 = threefry_round(x0, x1, 26)
+    return threefry_round(x0, x1, 6)
+
+
+def threefry_rounds_b(x0, x1):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    x0, x1 = threefry_round(x0, x1, 17)
+    x0, x1 = threefry_round(x0, x1, 29)
+    x0, x1 = threefry_round(x0, x1, 16)
+    return threefry_round(x0, x1, 24)
+
+
+def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Threefry-2x32 of the counter ``n`` (0 <= n < 2**63) under the key ``(k0, k1)`` (their low 32
+    bits), both output words as one int64: ``x0 * 2**32 + x1`` modulo 2**64."""
+    k0 = k0 & 0xFFFFFFFF
+    k1 = k1 & 0xFFFFFFFF
+    k2 = k0 ^ k1 ^ 0x1BD11BDA
+    x0 = ((n >> 32) + k0) & 0xFFFFFFFF
+    x1 = ((n & 0xFFFFFFFF) + k1) & 0xFFFFFFFF
+    x0, x1 = threefry_rounds_a(x0, x1)
+    x0, x1 = (x0 + k1) & 0xFFFFFFFF, (x1 + k2 + 1) & 0xFFFFFFFF
+    x0, x1 = threefry_rounds_b(x0, x1)
+    x0, x1 = (x0 + k2) & 0xFFFFFFFF, (x1 + k0 + 2) & 0xFFFFFFFF
+    x0, x1 = threefry_rounds_a(x0, x1)
+    x0, x1 = (x0 + k0) & 0xFFFFFFFF, (x1 + k1 + 3) & 0xFFFFFFFF
+    x0, x1 = threefry_rounds_b(x0, x1)
+    x0, x1 = (x0 + k1) & 0xFFFFFFFF, (x1 + k2 + 4) & 0xFFFFFFFF
+    x0, x1 = threefry_rounds_a(x0, x1)
+    x0, x1 = (x0 + k2) & 0xFFFFFFFF, (x1 + k0 + 5) & 0xFFFFFFFF
+    high = x0 - ((x0 >> 31) << 32)  # x0 as a signed word: the shift below stays within int64
+    return (high << 32) | x1
+
+
+_HELPERS = (threefry_rotl, threefry_round, threefry_rounds_a, threefry_rounds_b, threefry2x32_bits)
+HELPER = threefry2x32_bits.__name__  # the name generated code calls
+_DECORATORS = {
+    "cpu": '@numba.njit(forceinline=True, error_model="numpy")',
+    # Numba-level inlining: a device function compiled on its own would ask the driver for the
+    # device's compute capability, which compiling to PTX without a GPU has not got.
+    "cuda": '@cuda.jit(device=True, inline="always")',
+}
+
+
+def helper_source(target: str) -> str:
+    """The prelude text defining ``threefry2x32_bits`` (and its callees, first) for ``target``
+    (``"cpu"`` or ``"cuda"``): the same code under the target's decorator."""
+    blocks = []
+    for f in _HELPERS:
+        define, body = inspect.getsource(f).split("\n", 1)
+        blocks.append(f"{_DECORATORS[target]}\n{define.split('  #')[0]}\n{body}".rstrip())
+    return "\n\n\n".join(blocks)
+
+
+# ---- the NumPy reference -----------------------------------------------------------------------
+
+
+def threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 on ``uint32`` arrays (wrapping arithmetic), vectorized over the counters."""
+    k = np.asarray(key).astype(np.int64).astype(np.uint32)  # the low 32 bits of each key element
+    ks = (k[0], k[1], k[0] ^ k[1] ^ np.uint32(_PARITY))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def random_bits_reference(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    n = np.arange(math.prod(shape), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        x0, x1 = threefry2x32(key, (n >> np.uint64(32)).astype(np.uint32), n.astype(np.uint32))
+    bits = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
+    return bits.view(np.int64).reshape(tuple(shape))
+
+
+# ---- the primitive -----------------------------------------------------------------------------
+
+
+def _shape_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    (key,) = types
+    if key != KEY_TYPE:
+        raise fail(f"random_bits: the key must be a {KEY_TYPE} (two 32-bit words), got {key}")
+    shape = tuple(int(d) for d in attrs["shape"])
+    if any(d < 0 for d in shape):
+        raise fail(f"random_bits: negative dimension in shape {shape}")
+    return [TensorType(shape, DType.i64)]
+
+
+def _flat_index(shape: Sequence[int], idx: Sequence[str]) -> str:
+    """The C-order position of the element at ``idx`` (the counter)."""
+    terms = [f"{i} * {math.prod(shape[k + 1 :])}" for k, i in enumerate(idx)]
+    return " + ".join(terms) or "0"
+
+
+def _emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    k0, k1 = ctx.read(0, ["0"]), ctx.read(0, ["1"])
+    n = _flat_index(ctx.result_type.shape, idx)
+    return f"{HELPER}({k0}, {k1}, np.int64({n}))"
+
+
+def _mlir(b: ml.Builder, op: Op, xs: list[str], loc: str) -> str:
+    """A ``linalg.generic`` computing Threefry in ``i32`` (``arith`` wraps; ``shrui`` is the logical
+    shift the rotation needs) from the position's ``linalg.index``es and the key's two words."""
+    out = op.result.type
+    words = []
+    for k in range(2):
+        at = ml.emit(b, f"arith.constant {k} : index")
+        word = ml.emit(b, f"tensor.extract {xs[0]}[{at}] : {KEY_TYPE}")
+        words.append(ml.emit(b, f"arith.trunci {word} : i64 to i32"))
+
+    def body(bb: ml.Body, args: list[str], acc: str) -> str:
+        n = bb.const(0, DType.i64)
+        for k in range(out.rank):
+            index = bb.emit(f"arith.index_cast {bb.emit(f'linalg.index {k} : index')} : index to i64")
+            stride = bb.const(math.prod(out.shape[k + 1 :]), DType.i64)
+            n = bb.emit(f"arith.addi {n}, {bb.emit(f'arith.muli {index}, {stride} : i64')} : i64")
+        high = bb.emit(f"arith.shrui {n}, {bb.const(32, DType.i64)} : i64")
+        x0, x1 = _mlir_threefry(bb, words[0], words[1], bb.emit(f"arith.trunci {high} : i64 to i32"), n)
+        wide0, wide1 = (bb.emit(f"arith.extui {x} : i32 to i64") for x in (x0, x1))
+        shifted = bb.emit(f"arith.shli {wide0}, {bb.const(32, DType.i64)} : i64")
+        return bb.emit(f"arith.ori {shifted}, {wide1} : i64")
+
+    return ml.generic(b, out, [], body, loc=loc)
+
+
+def _mlir_threefry(bb: ml.Body, k0: str, k1: str, x0: str, n: str) -> tuple[str, str]:
+    """``threefry2x32`` as ``arith`` ops on ``i32`` (the same schedule as the NumPy reference)."""
+
+    def i32(op: str, a: str, b: str) -> str:
+        return bb.emit(f"arith.{op} {a}, {b} : i32")
+
+    x1 = bb.emit(f"arith.trunci {n} : i64 to i32")
+    ks = (k0, k1, i32("xori", i32("xori", k0, k1), bb.const(_PARITY, DType.i32)))
+    x0, x1 = i32("addi", x0, ks[0]), i32("addi", x1, ks[1])
+    for i in range(5):
+        for r in _ROTATIONS[i % 2]:
+            x0 = i32("addi", x0, x1)
+            left = i32("shli", x1, bb.const(r, DType.i32))
+            right = i32("shrui", x1, bb.const(32 - r, DType.i32))
+            x1 = i32("xori", i32("ori", left, right), x0)
+        x0 = i32("addi", x0, ks[(i + 1) % 3])
+        x1 = i32("addi", i32("addi", x1, ks[(i + 2) % 3]), bb.const(i + 1, DType.i32))
+    return x0, x1
+
+
+random_bits = Primitive(
+    name="random_bits",
+    kind=Kind.SOURCE,
+    nargs=1,
+    attrs={"shape": AttrType.INTS},
+    shape_rule=_shape_rule,
+    reference=random_bits_reference,
+    emit=_emit,
+    mlir=_mlir,
+    differentiable=False,
+)
