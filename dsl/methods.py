@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from dsl import nn, ops, tracing
+from dsl import nn, numpy_missing, ops, tracing
 from dsl import numpy as dnp
 from dsl.array import Array
-from dsl.errors import TraceError
+from dsl.errors import ShapeError, TraceError
 
 
 def _inplace(request: str, compute: Callable[..., Any], casting: str = "same_kind") -> Callable[..., Array]:
@@ -83,48 +83,131 @@ AUGMENTED["ior"] = ("|=", dnp.bitwise_or)
 AUGMENTED["ixor"] = ("^=", dnp.bitwise_xor)
 AUGMENTED["ilshift"] = ("<<=", dnp.left_shift)
 AUGMENTED["irshift"] = (">>=", dnp.right_shift)
+
+
+def _add_scaled(sign: int) -> Callable[..., Array]:
+    """PyTorch's ``add(y, alpha=1)`` / ``sub(y, alpha=1)``: ``x + alpha * y`` / ``x - alpha * y``."""
+
+    def compute(x: Array, y: Any, alpha: Any = 1) -> Array:
+        term = y if isinstance(alpha, (int, float)) and alpha == 1 else dnp.multiply(y, alpha)
+        return dnp.add(x, term) if sign > 0 else dnp.subtract(x, term)
+
+    return compute
+
+
+def _rsqrt(x: Any) -> Array:
+    return dnp.reciprocal(dnp.sqrt(x))
+
+
+def _frac(x: Any) -> Array:
+    """PyTorch's ``frac``: ``x - trunc(x)`` (the sign of ``x``)."""
+    return dnp.subtract(x, dnp.trunc(x))
+
+
+def _round(x: Any, decimals: int = 0) -> Array:
+    return dnp.round(x, decimals)
+
+
+# Each computes the new value; ``_inplace`` checks it fits and writes it (NumPy's same_kind casting:
+# a bool result, from a comparison or a logical op, is stored as 0 and 1 in a numeric array).
 INPLACE: dict[str, Callable[..., Array]] = {
-    "add_": dnp.add,
-    "sub_": dnp.subtract,
+    "add_": _add_scaled(1),
+    "sub_": _add_scaled(-1),
+    "subtract_": dnp.subtract,
     "mul_": dnp.multiply,
+    "multiply_": dnp.multiply,
     "div_": dnp.divide,
+    "divide_": dnp.divide,
+    "floor_divide_": dnp.floor_divide,
+    "remainder_": dnp.remainder,
+    "mod_": dnp.remainder,
     "pow_": dnp.power,
     "exp_": dnp.exp,
+    "expm1_": dnp.expm1,
     "log_": dnp.log,
+    "log1p_": dnp.log1p,
     "sqrt_": dnp.sqrt,
+    "rsqrt_": _rsqrt,
+    "reciprocal_": dnp.reciprocal,
+    "square_": dnp.square,
     "sin_": dnp.sin,
     "cos_": dnp.cos,
+    "tan_": dnp.tan,
     "tanh_": dnp.tanh,
     "abs_": dnp.abs,
     "neg_": dnp.negative,
+    "negative_": dnp.negative,
+    "sign_": dnp.sign,
+    "floor_": dnp.floor,
+    "ceil_": dnp.ceil,
+    "trunc_": dnp.trunc,
+    "frac_": _frac,
+    "round_": _round,
     "relu_": nn.relu,
     "sigmoid_": nn.sigmoid,
     "clip_": dnp.clip,
+    "clamp_": dnp.clip,
+    "nan_to_num_": dnp.nan_to_num,
+    "tril_": dnp.tril,
+    "triu_": dnp.triu,
     "scale_": _scale,
     "zero_": lambda x: _fill(x, 0),
     "fill_": _fill,
+    "logical_and_": dnp.logical_and,
+    "logical_or_": dnp.logical_or,
+    "logical_xor_": dnp.logical_xor,
+    "logical_not_": dnp.logical_not,
+    "bitwise_and_": dnp.bitwise_and,
+    "bitwise_or_": dnp.bitwise_or,
+    "bitwise_xor_": dnp.bitwise_xor,
+    "bitwise_not_": dnp.invert,
+    # comparisons in place (PyTorch's and Paddle's names): 1 where true, 0 elsewhere, in x's dtype
+    "eq_": dnp.equal,
+    "ne_": dnp.not_equal,
+    "lt_": dnp.less,
+    "le_": dnp.less_equal,
+    "gt_": dnp.greater,
+    "ge_": dnp.greater_equal,
+    "equal_": dnp.equal,
+    "not_equal_": dnp.not_equal,
+    "less_than_": dnp.less,
+    "less_equal_": dnp.less_equal,
+    "greater_than_": dnp.greater,
+    "greater_equal_": dnp.greater_equal,
 }
 
 # NumPy ufuncs and functions called on traced arrays dispatch to dsl.numpy by name.
 _UFUNC_NAMES = {"true_divide": "divide", "absolute": "abs"}
 
 
+def _not_on_traced(name: str, namespace: Any, label: str) -> TraceError:
+    why = numpy_missing.message(name, label, vars(namespace))
+    return tracing.user_error(  # type: ignore[return-value]
+        TraceError, f"numpy.{name} is not supported on traced arrays: {why}"
+    )
+
+
 def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
     fn = getattr(dnp, name, None)
-    if method != "__call__" or fn is None or kwargs:
+    if fn is None:
+        raise _not_on_traced(ufunc.__name__, dnp, "dsl.numpy")
+    if method != "__call__" or kwargs:
+        given = f"{method}" if method != "__call__" else f"keyword arguments {sorted(kwargs)}"
         raise tracing.user_error(
-            TraceError, f"numpy.{ufunc.__name__} ({method}) is not supported on traced arrays; use dsl.numpy"
+            TraceError,
+            f"numpy.{ufunc.__name__} with {given} is not supported on traced arrays; "
+            f"call dsl.numpy.{name}(...) with positional arrays",
         )
     return fn(*inputs)
 
 
 def _array_function(self: Array, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-    fn = getattr(dnp, func.__name__, None)
+    linalg = func.__module__ is not None and func.__module__.endswith("linalg")
+    namespace, label = (dnp.linalg, "dsl.numpy.linalg") if linalg else (dnp, "dsl.numpy")
+    fn = getattr(namespace, func.__name__, None)
     if fn is None:
-        raise tracing.user_error(
-            TraceError, f"numpy.{func.__name__} is not supported on traced arrays; use dsl.numpy"
-        )
+        raise _not_on_traced(func.__name__, namespace, label)
     return fn(*args, **kwargs)
 
 
@@ -167,6 +250,108 @@ def _reducer(fn: Callable[..., Array]) -> Callable[..., Array]:
     return method
 
 
+def _rebinding(request: str, compute: Callable[..., Array]) -> Callable[..., Array]:
+    """Paddle's shape-changing in-place methods (``reshape_``, ``squeeze_``, ``unsqueeze_``,
+    ``flatten_``, ``transpose_``): ``x`` itself becomes the view ``compute`` makes of it (``x``'s
+    storage, one more view step), so that writes through ``x`` still reach its base and every other
+    view of that storage, as in Paddle. No element is written. A reshape NumPy could only make as a
+    copy (of a transposed or strided ``x``) raises, as NumPy's ``x.shape = ...`` does."""
+
+    def method(self: Array, *args: Any, **kwargs: Any) -> Array:
+        view = compute(self, *args, **kwargs)
+        if view._storage is not self._storage:
+            raise tracing.user_error(
+                ShapeError,
+                f"{request}: incompatible shape for in-place modification: this array's elements are "
+                f"not laid out as a view of shape {view.shape} needs (NumPy's x.shape = ... raises here "
+                "too); use x = x.reshape(...), which copies",
+            )
+        self._steps, self._shadow, self._type = view._steps, view._shadow, view._type
+        self._view_value, self._view_version = None, -1
+        return self
+
+    method.__name__ = request
+    method.__doc__ = f"In place: ``x.{request}(...)`` gives ``x`` the new shape and returns ``x``."
+    return method
+
+
+def _unsqueeze(self: Array, axis: Any) -> Array:
+    return dnp.expand_dims(self, axis)
+
+
+def _flatten_view(self: Array, start_axis: int = 0, stop_axis: int = -1) -> Array:
+    """The axes ``start_axis`` to ``stop_axis`` (inclusive) as one (PyTorch's and Paddle's flatten)."""
+    if self.ndim == 0:
+        return ops.reshape(self, (1,))
+    (start,), (stop,) = ops.normalize_axes(start_axis, self.ndim), ops.normalize_axes(stop_axis, self.ndim)
+    if start > stop:
+        raise tracing.user_error(
+            ShapeError, f"flatten: start axis {start_axis} comes after stop axis {stop_axis}"
+        )
+    return ops.reshape(self, self.shape[:start] + (-1,) + self.shape[stop + 1 :])
+
+
+def _flatten(self: Array, start_axis: Any = 0, stop_axis: int = -1) -> Array:
+    """NumPy's ``x.flatten(order='C')`` (a copy), or PyTorch's and Paddle's ``x.flatten(start, stop)``
+    (axes ``start`` to ``stop`` as one; here a copy too, as NumPy's)."""
+    if isinstance(start_axis, str):
+        if start_axis not in ("C", "A", "K", "F"):
+            raise tracing.user_error(
+                ShapeError, f"flatten: order must be one of 'C', 'F', 'A' or 'K', not {start_axis!r}"
+            )
+        flat = dnp.ravel(ops.transpose(self) if start_axis == "F" else self)
+        return ops.new_storage(flat)
+    return ops.new_storage(_flatten_view(self, start_axis, stop_axis))
+
+
+def _permute(self: Array, *dims: Any) -> Array:
+    return _transpose(self, *dims)
+
+
+def _t(self: Array) -> Array:
+    """PyTorch's ``x.t()``: the transpose of a matrix (a vector or scalar itself)."""
+    if self.ndim > 2:
+        raise tracing.user_error(ShapeError, f"t() expects an array of at most 2 dimensions, got {self.ndim}")
+    return ops.transpose(self)
+
+
+def _expand(self: Array, *shape: Any) -> Array:
+    """PyTorch's ``x.expand(*sizes)``: a broadcast view; -1 keeps an axis's size."""
+    sizes = tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+    lead = len(sizes) - self.ndim
+    return dnp.broadcast_to(self, tuple(self.shape[i - lead] if d == -1 else d for i, d in enumerate(sizes)))
+
+
+def _variance(fn: Callable[..., Array]) -> Callable[..., Array]:
+    """``x.var()`` / ``x.std()``: NumPy's (``ddof=0`` by default); PyTorch's and Paddle's ``unbiased``
+    (and ``dim``/``keepdim``) are accepted by name."""
+
+    def method(
+        self: Array,
+        axis: Any = None,
+        dtype: Any = None,
+        ddof: float = 0,
+        keepdims: bool = False,
+        *,
+        correction: float | None = None,
+        unbiased: bool | None = None,
+        dim: Any = None,
+        keepdim: bool | None = None,
+    ) -> Array:
+        if unbiased is not None:
+            ddof = 1 if unbiased else 0
+        axis = dim if dim is not None else axis
+        keepdims = keepdim if keepdim is not None else keepdims
+        return fn(self, axis, dtype, ddof, keepdims, correction=correction)
+
+    return method
+
+
+def _fill_numpy(self: Array, value: Any) -> None:
+    """NumPy's ``x.fill(value)``: in place, returning None."""
+    self.fill_(value)  # type: ignore[attr-defined]
+
+
 def _plain_methods() -> dict[str, Any]:
     return {
         "copy_": _inplace("copy_", _copy_from, casting="unsafe"),
@@ -182,11 +367,58 @@ def _plain_methods() -> dict[str, Any]:
         "mean": _reducer(dnp.mean),
         "max": _reducer(dnp.max),
         "min": _reducer(dnp.min),
+        "any": _reducer(dnp.any),
+        "all": _reducer(dnp.all),
+        "var": _variance(dnp.var),
+        "std": _variance(dnp.std),
+        "argmax": dnp.argmax,
+        "argmin": dnp.argmin,
         "astype": dnp.astype,
         "copy": ops.new_storage,
         "clip": dnp.clip,
+        "clamp": dnp.clip,
+        "round": dnp.round,
         "ravel": dnp.ravel,
-        "flatten": lambda self: ops.new_storage(dnp.ravel(self)),
+        "flatten": _flatten,
         "squeeze": dnp.squeeze,
+        "unsqueeze": _unsqueeze,
+        "swapaxes": dnp.swapaxes,
+        "permute": _permute,
+        "t": _t,
+        "expand": _expand,
+        "flip": dnp.flip,
         "dot": dnp.dot,
+        "norm": dnp.linalg.norm,
+        "fill": _fill_numpy,
+        "scale": _scale,
+        "reshape_": _rebinding("reshape_", _reshape),
+        "squeeze_": _rebinding("squeeze_", dnp.squeeze),
+        "unsqueeze_": _rebinding("unsqueeze_", _unsqueeze),
+        "flatten_": _rebinding("flatten_", _flatten_view),
+        "transpose_": _rebinding("transpose_", _transpose),
+        "t_": _rebinding("t_", _t),
+        **{name: fn for name, fn in METHODS.items()},
     }
+
+
+# The out-of-place forms of the in-place methods and the functions PyTorch and Paddle users call as
+# methods: ``x.exp()``, ``x.add(y, alpha=2)``, ``x.logical_not()`` ...; each is its dsl.numpy function.
+METHODS: dict[str, Callable[..., Array]] = {
+    name.removesuffix("_"): fn
+    for name, fn in INPLACE.items()
+    if name not in ("zero_", "fill_", "clip_", "scale_", "round_")
+}
+METHODS.update(
+    {
+        "maximum": dnp.maximum,
+        "minimum": dnp.minimum,
+        "matmul": dnp.matmul,
+        "logaddexp": dnp.logaddexp,
+        "isnan": dnp.isnan,
+        "isinf": dnp.isinf,
+        "isfinite": dnp.isfinite,
+        "softmax": nn.softmax,
+        "log_softmax": nn.log_softmax,
+        "logsumexp": nn.logsumexp,
+    }
+)

@@ -6,6 +6,8 @@ follow NumPy.
 
 from __future__ import annotations
 
+import builtins
+import operator
 from typing import Any
 
 import numpy as np
@@ -220,8 +222,100 @@ def reciprocal(x: Any) -> Array:
     return ops.binary(ew.div, 1, x)
 
 
-def clip(x: Any, lo: Any, hi: Any) -> Array:
-    return minimum(maximum(x, lo), hi)
+def clip(
+    x: Any,
+    a_min: Any = None,
+    a_max: Any = None,
+    *,
+    min: Any = None,  # noqa: A002 (NumPy 2's and PyTorch's names)
+    max: Any = None,  # noqa: A002
+) -> Array:
+    """``np.clip``: ``minimum(maximum(x, lo), hi)``; a bound that is ``None`` is not applied (neither
+    is a copy), and ``lo > hi`` gives ``hi``, as NumPy. ``min``/``max`` are NumPy 2's keyword names."""
+    lo = a_min if a_min is not None else min
+    hi = a_max if a_max is not None else max
+    x = ops.asarray(x)
+    out = maximum(x, lo) if lo is not None else x
+    out = minimum(out, hi) if hi is not None else out
+    return out if out is not x else ops.emit_elementwise(ew.copy, [x], weak=x.weak)
+
+
+def _rint(x: Array) -> Array:
+    """Round half to even, as NumPy's ``rint``, from ``floor``: ``x - floor(x)`` is exact for every
+    float (Sterbenz; a negative ``x`` above -2**-53 may give 1.0 where a tie at odd -1 rounds up
+    alike), so comparing it with 0.5 decides. A zero result keeps ``x``'s sign (``rint(-0.4)`` is -0.0)."""
+    low = floor(x)
+    frac = subtract(x, low)
+    odd = not_equal(fmod(low, 2), 0)
+    up = logical_or(greater(frac, 0.5), logical_and(equal(frac, 0.5), odd))
+    out = where(up, add(low, 1), low)
+    return where(equal(out, 0), multiply(x, 0), out)
+
+
+def round(x: Any, decimals: int = 0) -> Array:  # noqa: A001 (NumPy's name)
+    """``np.round``: half to even at ``decimals`` digits, computed as NumPy does (``rint(x * 10**d) /
+    10**d`` in ``x``'s dtype, or ``rint(x / 10**-d) * 10**-d`` for negative ``d``); integers round only
+    for negative ``decimals``. Piecewise constant: its derivative is 0 (JAX's)."""
+    x = ops.asarray(x)
+    decimals = operator.index(decimals)
+    if not x.ir_dtype.is_float:
+        if decimals >= 0 or x.ir_dtype.is_bool:
+            return ops.emit_elementwise(ew.copy, [x], weak=x.weak)
+        return _round_integer(x, 10 ** (-decimals))
+    if decimals == 0:
+        out = _rint(x)
+    elif decimals > 0:
+        out = divide(_rint(multiply(x, 10.0**decimals)), 10.0**decimals)
+    else:
+        out = multiply(_rint(divide(x, 10.0**-decimals)), 10.0**-decimals)
+    return ops.unary(ew.stop_gradient, out)
+
+
+around = round
+
+
+def rint(x: Any) -> Array:
+    x = ops.asarray(x)
+    return ops.unary(ew.stop_gradient, _rint(x if x.ir_dtype.is_float else ops.cast(x, ops.DType.f64)))
+
+
+def _round_integer(x: Array, step: int) -> Array:
+    """Integers to the nearest multiple of ``step`` (a power of ten), ties to the even multiple."""
+    if step > np.iinfo(x.dtype).max:
+        return zeros_like(x)
+    q = np.asarray(step, x.dtype)
+    rest = remainder(x, q)  # in [0, step)
+    low = subtract(x, rest)
+    tie = logical_and(equal(multiply(rest, 2), q), not_equal(remainder(floor_divide(low, q), 2), 0))
+    return where(logical_or(greater(multiply(rest, 2), q), tie), add(low, q), low)
+
+
+def isnan(x: Any) -> Array:
+    x = ops.asarray(x)
+    return not_equal(x, x) if x.ir_dtype.is_float else full(x.shape, False, bool_)
+
+
+def isinf(x: Any) -> Array:
+    x = ops.asarray(x)
+    return equal(abs(x), np.inf) if x.ir_dtype.is_float else full(x.shape, False, bool_)
+
+
+def isfinite(x: Any) -> Array:
+    x = ops.asarray(x)
+    return less(abs(x), np.inf) if x.ir_dtype.is_float else full(x.shape, True, bool_)
+
+
+def nan_to_num(x: Any, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Array:
+    """``np.nan_to_num`` (a new array): NaN to ``nan``, infinities to ``posinf``/``neginf`` (the
+    dtype's largest finite values by default)."""
+    x = ops.asarray(x)
+    if not x.ir_dtype.is_float:
+        return ops.emit_elementwise(ew.copy, [x], weak=x.weak)
+    big = float(np.finfo(x.dtype).max)
+    hi = big if posinf is None else posinf
+    lo = -big if neginf is None else neginf
+    out = where(isnan(x), nan, x)
+    return where(equal(out, np.inf), hi, where(equal(out, -np.inf), lo, out))
 
 
 # ---- transcendental (ints are computed in float64, as in NumPy) -------------------------------------
@@ -263,6 +357,17 @@ def tanh(x: Any) -> Array:
     return ops.unary(ew.tanh, x, float_only=True)
 
 
+def logaddexp(x: Any, y: Any) -> Array:
+    """``log(exp(x) + exp(y))`` without overflow: ``max(x, y) + log1p(exp(-|x - y|))``. Equal
+    arguments take a gap of 0 (two equal infinities give themselves, not ``inf - inf``), which also
+    gives each the derivative 1/2 there (maximum's tie rule; the gap's is 0)."""
+    dtype = ops.result_dtype(x, y)
+    dtype = dtype if dtype.is_float else ops.DType.f64
+    a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
+    gap = where(equal(a, b), 0, subtract(a, b))
+    return add(maximum(a, b), log1p(exp(negative(abs(gap)))))
+
+
 # ---- comparison and logic ------------------------------------------------------------------------
 
 
@@ -270,7 +375,7 @@ def _compare(prim: Primitive, x: Any, y: Any) -> Array:
     """NumPy 2 compares a Python int with an integer array exactly, also outside the array's range
     (``int32_array < 2**40`` is all True, no OverflowError): such a comparison runs in int64."""
     dtype = ops.result_dtype(x, y)
-    if dtype is DType.i32 and any(_may_exceed_int32(v) for v in (x, y)):
+    if dtype is DType.i32 and builtins.any(_may_exceed_int32(v) for v in (x, y)):
         dtype = DType.i64
     return ops.binary(prim, x, y, dtype)
 
@@ -389,7 +494,7 @@ def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool)
     """A reduction NumPy gives no identity (max, min): reducing an empty axis raises, as in NumPy,
     instead of returning the IR reducer's identity (-inf for max)."""
     x = ops.asarray(x)
-    if any(x.shape[a] == 0 for a in ops.normalize_axes(axis, x.ndim)):
+    if builtins.any(x.shape[a] == 0 for a in ops.normalize_axes(axis, x.ndim)):
         raise tracing.user_error(
             ShapeError, f"zero-size array to reduction operation {ufunc} which has no identity"
         )
@@ -405,6 +510,21 @@ def min(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A00
 
 
 amax, amin = max, min
+
+
+def any(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether any element is true (nonzero): ``or`` over the axes; False over an empty axis."""
+    return ops.reduce(reduction.reduce_max, ops.cast(ops.asarray(x), ops.DType.i1), axis, keepdims)
+
+
+def all(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
+    """Whether every element is true (nonzero): ``and`` over the axes; True over an empty axis."""
+    return ops.reduce(reduction.reduce_min, ops.cast(ops.asarray(x), ops.DType.i1), axis, keepdims)
+
+
+def count_nonzero(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
+    return ops.sum(not_equal(x, 0), axis, keepdims)
+
 
 # ---- linear algebra ---------------------------------------------------------------------------------
 
@@ -500,3 +620,42 @@ def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Array:
 
 def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Array:
     return ops.arange(start, stop, step, dtype)
+
+
+empty, empty_like = zeros, zeros_like  # no uninitialized memory in a compiled function: zeros will do
+
+# NumPy 2's array-API names.
+concat, permute_dims, pow = concatenate, transpose, power  # noqa: A001
+
+inf, nan, pi, e, newaxis = np.inf, np.nan, np.pi, np.e, None
+
+
+# ---- more of NumPy, in modules of their own (they build on the functions above) -------------------
+
+from dsl import numpy_linalg as linalg  # noqa: E402, F401
+from dsl import numpy_missing  # noqa: E402
+from dsl.numpy_shapes import (  # noqa: E402, F401
+    array_split,
+    eye,
+    flip,
+    fliplr,
+    flipud,
+    hstack,
+    identity,
+    moveaxis,
+    outer,
+    pad,
+    split,
+    swapaxes,
+    tril,
+    triu,
+    vstack,
+)
+from dsl.numpy_stats import argmax, argmin, std, var  # noqa: E402, F401
+
+
+def __getattr__(name: str) -> Any:
+    """``dnp.foo`` for a NumPy function dslc lacks: an AttributeError naming it and what to use."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'dsl.numpy' has no attribute {name!r}")
+    raise AttributeError(numpy_missing.message(name, "dsl.numpy", globals()))
