@@ -9,7 +9,7 @@ blocks that enclose it (as MLIR's ``scf`` regions do): values a body closes over
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -160,7 +160,7 @@ def _walk(block: Block) -> Iterator[Op]:
             yield from _walk(region)
 
 
-def clone_ops(ops: Iterable[Op], mapping: dict[Value, Value]) -> list[Op]:
+def clone_ops(ops: Iterable[Op], mapping: MutableMapping[Value, Value]) -> list[Op]:
     """Copies of ``ops`` reading ``mapping[v]`` for each value ``v`` it maps (values it does not map
     are read as they are), with new result values and, in their regions, new block arguments: the
     copy is new SSA (a loop unrolled twice defines each value twice). ``mapping`` gains every value
@@ -175,7 +175,7 @@ def clone_ops(ops: Iterable[Op], mapping: dict[Value, Value]) -> list[Op]:
     return out
 
 
-def _clone_block(block: Block, mapping: dict[Value, Value]) -> Block:
+def _clone_block(block: Block, mapping: MutableMapping[Value, Value]) -> Block:
     args = tuple(Value(a.type) for a in block.args)
     mapping.update(zip(block.args, args, strict=True))
     ops = tuple(clone_ops(block.ops, mapping))

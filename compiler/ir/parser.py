@@ -233,6 +233,7 @@ class _Parser(TokenStream):
         tok = self.expect_kind("value", "a block argument like %0: tensor<i64>")
         self.expect(":", " after the block argument's name")
         value = Value(self.type()[0])
+        self.optional_loc()  # mlir-opt gives block arguments locations; the IR keeps none
         self.define(tok, [value])
         return value
 

@@ -21,6 +21,9 @@ is the ``TransformError`` JAX raises for reverse mode through ``while_loop``.
 
 from __future__ import annotations
 
+from collections import ChainMap
+from collections.abc import MutableMapping
+
 import numpy as np
 
 from compiler.ir.core import Block, Function, Op, Value, clone_ops
@@ -55,15 +58,16 @@ class _Unroller:
     def __init__(self, func: Function, for_grad: bool) -> None:
         self.for_grad = for_grad
         self.producer = {r: op for op in func.walk() for r in op.results}  # to read constant bounds
+        self.counters: dict[Value, int] = {}  # the constant counters of unrolled loops (inner bounds)
         self.out: list[Op] = []
 
-    def block_ops(self, ops: tuple[Op, ...], mapping: dict[Value, Value]) -> list[Op]:
+    def block_ops(self, ops: tuple[Op, ...], mapping: MutableMapping[Value, Value]) -> list[Op]:
         """The straight-line form of ``ops`` (``mapping``: values already replaced, gains the rest)."""
         saved, self.out = self.out, []
         for op in ops:
             operands = [mapping.get(v, v) for v in op.operands]
             if op.prim in CONTROL:
-                results = self.unroll(op, operands)
+                results = self.unroll(op, operands, mapping)
                 mapping.update(zip(op.results, results, strict=True))
             else:
                 self.out += clone_ops([op], mapping)
@@ -75,19 +79,20 @@ class _Unroller:
         self.out.append(op)
         return op.result
 
-    def inline(self, block: Block, args: list[Value]) -> list[Value]:
-        """``block``'s ops once more, its arguments bound to ``args``; returns what it yields."""
-        mapping = dict(zip(block.args, args, strict=True))
+    def inline(self, block: Block, args: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
+        """``block``'s ops once more, its arguments bound to ``args`` and the values it reads from
+        above replaced as ``outer`` says; returns what it yields."""
+        mapping = ChainMap(dict(zip(block.args, args, strict=True)), outer)
         self.out += self.block_ops(block.ops, mapping)
         return [mapping.get(v, v) for v in block.results]
 
-    def unroll(self, op: Op, operands: list[Value]) -> list[Value]:
+    def unroll(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
         if op.prim is control.for_loop:
-            return self.for_loop(op, operands)
+            return self.for_loop(op, operands, outer)
         if op.prim is control.scan:
-            return self.scan(op, operands)
+            return self.scan(op, operands, outer)
         if op.prim is control.if_:
-            return self.if_(op, operands)
+            return self.if_(op, operands, outer)
         if self.for_grad:
             raise _transform_error()(
                 f"{op.loc}: reverse-mode differentiation does not work through dsl.while_loop (its trip "
@@ -100,7 +105,9 @@ class _Unroller:
             "static trip count"
         )
 
-    def constant_bound(self, op: Op, value: Value) -> int:
+    def constant_bound(self, op: Op, value: Value, mapped: Value) -> int:
+        if mapped in self.counters:  # an enclosing loop's counter, unrolled: a triangular loop
+            return self.counters[mapped]
         producer = self.producer.get(value)
         if producer is None or producer.prim is not source.constant:
             raise _transform_error()(
@@ -110,15 +117,18 @@ class _Unroller:
             )
         return int(np.asarray(producer.attrs["value"]))
 
-    def for_loop(self, op: Op, operands: list[Value]) -> list[Value]:
-        lower, upper = (self.constant_bound(op, v) for v in op.operands[:2])
+    def for_loop(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
+        lower, upper = (
+            self.constant_bound(op, v, m) for v, m in zip(op.operands[:2], operands, strict=False)
+        )
         carries = operands[2:]
         for i in range(lower, upper):
             counter = self.emit(source.constant, [], {"value": np.array(i, np.int64)}, op.loc)
-            carries = self.inline(op.regions[0], [counter, *carries])
+            self.counters[counter] = i
+            carries = self.inline(op.regions[0], [counter, *carries], outer)
         return carries
 
-    def scan(self, op: Op, operands: list[Value]) -> list[Value]:
+    def scan(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
         n, length = int(op.attrs["carries"]), int(op.attrs["length"])
         carries, xs = operands[:n], operands[n:]
         body = op.regions[0]
@@ -126,7 +136,7 @@ class _Unroller:
         steps = range(length - 1, -1, -1) if op.attrs["reverse"] else range(length)
         for t in steps:
             x_rows = [self.row(x, t, op) for x in xs]
-            out = self.inline(body, [*carries, *x_rows])
+            out = self.inline(body, [*carries, *x_rows], outer)
             carries = out[:n]
             for k, y in enumerate(out[n:]):
                 rows[k].append(self.emit(movement.reshape, [y], {"shape": (1, *y.type.shape)}, op.loc))
@@ -151,10 +161,10 @@ class _Unroller:
         sliced = self.emit(movement.slice_, [x], {"start": start, "limit": limit, "stride": strides}, op.loc)
         return self.emit(movement.reshape, [sliced], {"shape": shape[1:]}, op.loc)
 
-    def if_(self, op: Op, operands: list[Value]) -> list[Value]:
+    def if_(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
         pred, *args = operands
-        then = self.inline(op.regions[0], args)
-        else_ = self.inline(op.regions[1], args)
+        then = self.inline(op.regions[0], args, outer)
+        else_ = self.inline(op.regions[1], args, outer)
         out = []
         for a, b in zip(then, else_, strict=True):
             p = pred

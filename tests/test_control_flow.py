@@ -1,0 +1,296 @@
+"""dsl.fori_loop / scan / while_loop / cond against jax.lax: values and gradients (float64), pytrees of
+carries, the IR they trace to (one region op, a size independent of the trip count), the reference
+interpreter on that IR, and the errors at the user's line.
+
+Compiled code sees the loops unrolled for now (compiler/passes/regions_unroll.py); the interpreter
+runs the region ops themselves, so both paths are checked against JAX.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+from compiler.interpreter import interpret
+from compiler.prims import control
+from dsl.compile import trace_function
+
+jax.config.update("jax_enable_x64", True)
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((4, 4)) * 0.4
+X = RNG.standard_normal((3, 4))
+XS = RNG.standard_normal((5, 3, 4))
+
+
+def close(got, want, rtol: float = 1e-10) -> None:
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=1e-12)
+
+
+def interpreted(fn, *args):
+    """``fn`` traced, then its traced IR (region ops and all) run by the reference interpreter."""
+    traced = trace_function(fn, args).func
+    return interpret(traced, [np.asarray(a) for a in args])
+
+
+# ---- the programs, written once for both libraries ---------------------------------------------
+
+
+def rnn(lax, np_, w, x):
+    """fori_loop with a pytree carry and the counter used in the body."""
+
+    def body(i, carry):
+        h, total = carry
+        h = np_.tanh(h @ w + 0.1 * i)
+        return h, total + (h * h).sum()
+
+    h, total = lax.fori_loop(0, 4, body, (x, 0.0))
+    return total + h.sum()
+
+
+def scan_rnn(lax, np_, w, xs):
+    """scan over a sequence: carry h, output per-step sums; dict carry and tuple ys."""
+
+    def step(carry, x):
+        h = np_.tanh(carry["h"] @ w + x)
+        return {"h": h, "n": carry["n"] + 1.0}, (h.sum(axis=1), h[0])
+
+    carry, (sums, firsts) = lax.scan(step, {"h": np_.zeros((3, 4)), "n": 0.0}, xs)
+    return (sums * sums).sum() + firsts.sum() + carry["h"].sum() * carry["n"]
+
+
+def scan_reverse(lax, np_, w, xs):
+    def step(c, x):
+        c = c * 0.5 + x @ w
+        return c, c.mean()
+
+    c, ys = lax.scan(step, np_.ones((3, 4)), xs, reverse=True)
+    return (ys * np_.arange(5.0)).sum() + c.sum()
+
+
+def branch(lax, np_, w, x):
+    def big(a, b):
+        return a @ b, a.sum()
+
+    def small(a, b):
+        return a * 2.0 - 1.0, (a * b[0]).sum()
+
+    m, s = lax.cond(x.sum() > 0.0, big, small, x, w)
+    n, t = lax.cond(x.sum() <= 0.0, big, small, x, w)
+    return (m * m).sum() + s + (n * np_.sin(n)).sum() * t
+
+
+LOSSES = {
+    "fori_loop": (rnn, X),
+    "scan": (scan_rnn, XS),
+    "scan_reverse": (scan_reverse, XS),
+    "cond": (branch, X),
+}
+
+
+def dsl_fn(program):
+    return lambda w, x: program(dsl, dnp, w, x)
+
+
+def jax_fn(program):
+    return lambda w, x: program(jax.lax, jnp, w, x)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_values_against_jax(name: str) -> None:
+    program, x = LOSSES[name]
+    want = jax_fn(program)(W, x)
+    close(dsl.compile(dsl_fn(program))(W, x), want)
+    close(interpreted(dsl_fn(program), W, x)[0], want)
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_gradients_against_jax(name: str) -> None:
+    program, x = LOSSES[name]
+    want = jax.grad(jax_fn(program), argnums=(0, 1))(W, x)
+    close(dsl.grad(dsl_fn(program), argnums=(0, 1))(W, x), want)
+
+
+def test_second_order_through_a_loop_against_jax() -> None:
+    def f(lax, np_, w):
+        return lax.fori_loop(0, 3, lambda i, c: np_.sin(c) * w, w).sum()
+
+    want = jax.hessian(lambda w: f(jax.lax, jnp, w))(X[0])
+    close(dsl.hessian(lambda w: f(dsl, dnp, w))(X[0]), want)
+
+
+def test_grad_inside_a_compiled_function() -> None:
+    program, x = LOSSES["fori_loop"]
+    inner = dsl.grad(dsl_fn(program))
+
+    @dsl.compile
+    def outer(w, x):
+        return inner(w, x) * 2.0
+
+    close(outer(W, x), 2.0 * np.asarray(jax.grad(jax_fn(program))(W, x)))
+
+
+def test_while_loop_in_the_interpreter_and_its_compile_error() -> None:
+    def f(x):
+        return dsl.while_loop(lambda c: c[1] < 50.0, lambda c: (c[0] + 1, c[1] * 2.0 + c[0]), (0, x.sum()))
+
+    x = np.array([0.5, 1.0])
+    want = jax.lax.while_loop(lambda c: c[1] < 50.0, lambda c: (c[0] + 1, c[1] * 2.0 + c[0]), (0, x.sum()))
+    close(interpreted(f, x), want)
+    line = inspect.getsourcelines(f)[1] + 1
+    with pytest.raises(
+        dsl.TransformError, match=rf"test_control_flow.py:{line}: dsl.while_loop is not compiled"
+    ):
+        dsl.compile(f)(x)
+
+
+def test_reverse_mode_through_while_loop_raises() -> None:
+    def f(x):
+        return dsl.while_loop(lambda c: c.sum() < 10.0, lambda c: c * 2.0, x).sum()
+
+    with pytest.raises(
+        dsl.TransformError, match="reverse-mode differentiation does not work through dsl.while_loop"
+    ):
+        dsl.grad(f)(np.ones(3))
+
+
+def test_traced_trip_count_runs_in_the_interpreter() -> None:
+    def f(x, n):
+        return dsl.fori_loop(0, n, lambda i, c: c * 2.0 + i, x)
+
+    x = np.arange(3.0)
+    close(interpreted(f, x, 4), jax.lax.fori_loop(0, 4, lambda i, c: c * 2.0 + i, x))
+    with pytest.raises(dsl.TransformError, match="trip count computed at run time"):
+        dsl.compile(f)(x, 4)
+
+
+def test_static_trip_count_argument_compiles() -> None:
+    f = dsl.compile(lambda x, n: dsl.fori_loop(1, n, lambda i, c: c * 2.0 + i, x), static_argnums=1)
+    close(f(np.arange(3.0), 5), jax.lax.fori_loop(1, 5, lambda i, c: c * 2.0 + i, np.arange(3.0)))
+
+
+def test_nested_loops_with_a_triangular_trip_count() -> None:
+    def f(lax, x):
+        def outer(i, c):
+            return lax.fori_loop(0, i, lambda j, d: d * 0.5 + j, c) + 1.0
+
+        return lax.fori_loop(0, 4, outer, x)
+
+    close(dsl.compile(lambda x: f(dsl, x))(X), f(jax.lax, X))
+
+
+def test_loop_ir_does_not_grow_with_the_trip_count() -> None:
+    def traced(n):
+        fn = lambda x: dsl.fori_loop(0, n, lambda i, c: dnp.tanh(c @ W), x)  # noqa: E731
+        return trace_function(fn, (X,)).func
+
+    small, large = traced(10), traced(1000)
+    assert len(list(small.walk())) == len(list(large.walk()))
+    assert [op.prim for op in large.ops].count(control.for_loop) == 1
+
+
+def test_scan_with_length_and_no_xs() -> None:
+    def f(lax, x):
+        return lax.scan(lambda c, _: (c * 1.5, c.sum()), x, None, length=3)
+
+    close(dsl.compile(lambda x: f(dsl, x))(X), f(jax.lax, X))
+    close(interpreted(lambda x: f(dsl, x), X), f(jax.lax, X))
+
+
+def test_cond_with_integer_predicate_and_closure() -> None:
+    def f(lax, x, k):
+        return lax.cond(k, lambda: x * 2.0, lambda: x - 1.0)
+
+    for k in (0, 3):
+        close(dsl.compile(lambda x, k: f(dsl, x, k))(X, k), f(jax.lax, X, k))
+
+
+# ---- errors at the user's line ------------------------------------------------------------------
+
+
+def _line_of(fn, text: str) -> int:
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_a_carry_that_changes_type_names_the_line_and_both_types() -> None:
+    def f(x):
+        return dsl.fori_loop(0, 3, lambda i, c: c.sum(), x)  # the carry loses its shape
+
+    line = _line_of(f, "c.sum()")
+    with pytest.raises(
+        dsl.TraceError, match=rf"test_control_flow.py:{line}: .*from tensor<3x4xf64> to tensor<f64>"
+    ):
+        dsl.compile(f)(X)
+
+
+def test_a_carry_that_changes_dtype() -> None:
+    def f(x):
+        return dsl.scan(lambda c, r: (c + r, r), 0, x)  # int carry, float rows
+
+    with pytest.raises(
+        dsl.TraceError, match=r"from tensor<i64> to tensor<4xf64>|from tensor<i64> to tensor<f64>"
+    ):
+        dsl.compile(f)(X)
+
+
+def test_python_if_on_a_traced_value_inside_a_body() -> None:
+    def f(x):
+        def body(i, c):
+            if c.sum() > 0:  # Python control flow on a traced value
+                return c
+            return -c
+
+        return dsl.fori_loop(0, 2, body, x)
+
+    line = _line_of(f, "if c.sum()")
+    with pytest.raises(dsl.TraceError, match=rf"test_control_flow.py:{line}: bool\(\)"):
+        dsl.compile(f)(X)
+
+
+def test_branches_of_different_types() -> None:
+    def f(x):
+        return dsl.cond(x.sum() > 0, lambda: x, lambda: x.sum())
+
+    line = _line_of(f, "dsl.cond")
+    with pytest.raises(dsl.TraceError, match=rf"test_control_flow.py:{line}: cond: true_fun and false_fun"):
+        dsl.compile(f)(X)
+
+
+def test_a_value_leaking_out_of_a_body() -> None:
+    def f(x):
+        seen = []
+
+        def body(i, c):
+            seen.append(c * 2.0)
+            return c + 1.0
+
+        y = dsl.fori_loop(0, 2, body, x)
+        return y + seen[0]
+
+    line = _line_of(f, "y + seen[0]")
+    with pytest.raises(
+        dsl.TraceError, match=rf"test_control_flow.py:{line}: this reads an array computed inside"
+    ):
+        dsl.compile(f)(X)
+
+
+def test_while_cond_must_return_a_bool_scalar() -> None:
+    with pytest.raises(
+        dsl.TraceError, match=r"cond_fun must return a bool scalar \(tensor<i1>\), got tensor<4xi1>"
+    ):
+        dsl.compile(lambda x: dsl.while_loop(lambda c: c > 0, lambda c: c - 1.0, x[0]))(X)
+
+
+def test_scan_rows_of_different_lengths() -> None:
+    with pytest.raises(dsl.TraceError, match="same leading axis"):
+        dsl.compile(lambda a, b: dsl.scan(lambda c, r: (c, r), 0.0, (a, b)))(XS, X)
