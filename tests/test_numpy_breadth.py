@@ -207,3 +207,371 @@ def test_boolean_mask_read_explains_the_shape_and_suggests_where() -> None:
         dsl.TraceError, match=rf"{HERE}:\d+: x\[mask\] .* not known at trace time.*numpy.where"
     ):
         f(np.arange(4.0))
+
+
+# ---- gradients against central differences (float64) -------------------------------------------------
+
+
+def _numeric_grad(f: Any, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        g[i] = (f(up) - f(down)) / (2 * eps)
+    return g
+
+
+# name -> (a scalar function of one float64 array, written with dsl.numpy, and with NumPy; its argument)
+GRADS: dict[str, tuple[Any, Any, np.ndarray]] = {
+    "var": (lambda x: dnp.var(x, axis=0, ddof=1).sum(), lambda x: np.var(x, axis=0, ddof=1).sum(), M34),
+    "std": (
+        lambda x: (dnp.std(x, axis=1) * np.arange(3)).sum(),
+        lambda x: (np.std(x, axis=1) * np.arange(3)).sum(),
+        M34,
+    ),
+    "logaddexp": (
+        lambda x: dnp.logaddexp(x, x[::-1] * 2).sum(),
+        lambda x: np.logaddexp(x, x[::-1] * 2).sum(),
+        V6,
+    ),
+    "norm": (dnp.linalg.norm, np.linalg.norm, M34),
+    "norm_axis": (lambda x: dnp.linalg.norm(x, axis=0).sum(), lambda x: np.linalg.norm(x, axis=0).sum(), M34),
+    "norm_3": (lambda x: dnp.linalg.norm(x, 3), lambda x: np.linalg.norm(x, 3), V6),
+    "norm_inf_mat": (lambda x: dnp.linalg.norm(x, np.inf), lambda x: np.linalg.norm(x, np.inf), M34),
+    "pad": (
+        lambda x: (dnp.pad(x, W, constant_values=2.0) ** 2).sum(),
+        lambda x: (np.pad(x, W, constant_values=2.0) ** 2).sum(),
+        M34,
+    ),
+    "pad_reflect": (
+        lambda x: (dnp.pad(x, W, "reflect") ** 3).sum(),
+        lambda x: (np.pad(x, W, "reflect") ** 3).sum(),
+        M34,
+    ),
+    "split": (
+        lambda x: (dnp.split(x, 2, 1)[0] * dnp.split(x, 2, 1)[1]).sum(),
+        lambda x: (np.split(x, 2, 1)[0] * np.split(x, 2, 1)[1]).sum(),
+        M34,
+    ),
+    "clip_one_sided": (
+        lambda x: (dnp.clip(x, None, 0.3) ** 2).sum(),
+        lambda x: (np.clip(x, None, 0.3) ** 2).sum(),
+        M34,
+    ),
+    "round_is_flat": (lambda x: (dnp.round(x * 3) * x).sum(), lambda x: (np.round(x * 3) * x).sum(), M34),
+    "tril_flip": (
+        lambda x: (dnp.tril(x) * dnp.flip(x)).sum(),
+        lambda x: (np.tril(x) * np.flip(x)).sum(),
+        M34,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_gradient_against_finite_differences(name: str) -> None:
+    fn, ref, x = GRADS[name]
+    got = dsl.grad(fn)(x)
+    np.testing.assert_allclose(got, _numeric_grad(ref, x), rtol=1e-6, atol=1e-7)
+
+
+def test_logaddexp_derivative_at_ties_is_one_half() -> None:
+    got = dsl.grad(lambda x, y: dnp.logaddexp(x, y).sum(), argnums=(0, 1))(V6, V6.copy())
+    np.testing.assert_allclose(got, (np.full(6, 0.5), np.full(6, 0.5)))
+
+
+# ---- the CPU backend: one program of many functions -----------------------------------------------------
+
+
+def test_cpu_backend_agrees_with_numpy() -> None:
+    def program(x, e, i):
+        return (
+            dnp.var(x, 1, ddof=1),
+            x.std(),
+            dnp.argmax(x, 0),
+            dnp.argmin(e),
+            dnp.linalg.norm(x, axis=1, keepdims=True),
+            dnp.linalg.norm(x, 1),
+            dnp.logaddexp(e, e[::-1]),
+            dnp.pad(x, W, constant_values=((1, 2), (3, 4))),
+            dnp.pad(x, W, "reflect"),
+            *dnp.split(x, [1, 3], axis=1),
+            dnp.clip(i, min=-2),
+            dnp.isnan(e),
+            dnp.isinf(e),
+            dnp.isfinite(e),
+            dnp.round(x * 7, 1),
+            dnp.tril(x, 1),
+            x.argmax(axis=1, keepdims=True),
+        )
+
+    def reference(x, e, i):
+        return (
+            np.var(x, 1, ddof=1),
+            x.std(),
+            np.argmax(x, 0),
+            np.argmin(e),
+            np.linalg.norm(x, axis=1, keepdims=True),
+            np.linalg.norm(x, 1),
+            np.logaddexp(e, e[::-1]),
+            np.pad(x, W, constant_values=((1, 2), (3, 4))),
+            np.pad(x, W, "reflect"),
+            *np.split(x, [1, 3], axis=1),
+            np.clip(i, min=-2),
+            np.isnan(e),
+            np.isinf(e),
+            np.isfinite(e),
+            np.round(x * 7, 1),
+            np.tril(x, 1),
+            x.argmax(axis=1, keepdims=True),
+        )
+
+    args = (M34, EDGE, I34)
+    with np.errstate(all="ignore"):
+        assert_same(dsl.compile(program)(*args), reference(*args), rtol=1e-12)
+
+
+# ---- array methods ------------------------------------------------------------------------------------
+
+P34 = np.abs(M34) + 0.5
+
+# name -> (a call of methods on a traced array, the same in NumPy)
+METHOD_CASES: dict[str, tuple[Any, Any]] = {
+    "exp log sqrt": (
+        lambda x: (x.exp(), x.log(), x.sqrt(), x.log1p(), x.expm1()),
+        lambda x: (np.exp(x), np.log(x), np.sqrt(x), np.log1p(x), np.expm1(x)),
+    ),
+    "tanh abs neg sign": (
+        lambda x: (x.tanh(), (-x).abs(), x.neg(), x.sign(), x.negative()),
+        lambda x: (np.tanh(x), np.abs(-x), -x, np.sign(x), -x),
+    ),
+    "rsqrt reciprocal square": (
+        lambda x: (x.rsqrt(), x.reciprocal(), x.square()),
+        lambda x: (1 / np.sqrt(x), 1 / x, x * x),
+    ),
+    "floor ceil trunc frac round": (
+        lambda x: (x.floor(), x.ceil(), x.trunc(), (x * -3).frac(), x.round(1)),
+        lambda x: (np.floor(x), np.ceil(x), np.trunc(x), (x * -3) - np.trunc(x * -3), np.round(x, 1)),
+    ),
+    "scale": (
+        lambda x: (x.scale(2.0), x.scale(2.0, bias=1.0), x.scale(3.0, 1.0, bias_after_scale=False)),
+        lambda x: (x * 2, x * 2 + 1, (x + 1) * 3),
+    ),
+    "add sub alpha": (
+        lambda x: (x.add(x, alpha=2), x.sub(1.0, alpha=3), x.mul(x), x.div(2)),
+        lambda x: (3 * x, x - 3, x * x, x / 2),
+    ),
+    "pow maximum matmul": (
+        lambda x: (x.pow(2), x.maximum(1.0), x.matmul(x.T)),
+        lambda x: (x**2, np.maximum(x, 1.0), x @ x.T),
+    ),
+    "clip clamp": (
+        lambda x: (x.clip(1.0), x.clamp(max=1.0), x.clip(min=0.7, max=1.2)),
+        lambda x: (np.clip(x, 1.0, None), np.clip(x, None, 1.0), np.clip(x, 0.7, 1.2)),
+    ),
+    "var std numpy": (
+        lambda x: (x.var(), x.std(axis=0), x.var(1, ddof=1, keepdims=True)),
+        lambda x: (x.var(), x.std(axis=0), x.var(1, ddof=1, keepdims=True)),
+    ),
+    "var std torch": (
+        lambda x: (x.var(unbiased=True), x.std(dim=1, keepdim=True)),
+        lambda x: (x.var(ddof=1), x.std(axis=1, keepdims=True)),
+    ),
+    "argmax any all": (
+        lambda x: (x.argmax(), x.argmin(axis=0), (x > 1).any(axis=1), (x > 0).all()),
+        lambda x: (x.argmax(), x.argmin(axis=0), (x > 1).any(axis=1), (x > 0).all()),
+    ),
+    "unsqueeze squeeze": (
+        lambda x: (x.unsqueeze(0), x.unsqueeze(-1).squeeze(-1), x[None].squeeze()),
+        lambda x: (x[None], x, x),
+    ),
+    "flatten": (
+        lambda x: (x.flatten(), x.flatten("F"), x[None].flatten(1), x.reshape(1, 3, 4).flatten(0, 1)),
+        lambda x: (x.flatten(), x.flatten("F"), x.reshape(1, 12), x.reshape(3, 4)),
+    ),
+    "permute t expand flip": (
+        lambda x: (x.permute(1, 0), x.t(), x[:1].expand(3, -1), x.flip(0), x.swapaxes(0, 1)),
+        lambda x: (x.T, x.T, np.broadcast_to(x[:1], (3, 4)), x[::-1], x.T),
+    ),
+    "comparisons logical": (
+        lambda x: (
+            x.eq(x),
+            x.lt(1.0),
+            x.greater_than(1.0),
+            (x > 1).logical_not(),
+            (x > 1).logical_and(x < 2),
+        ),
+        lambda x: (x == x, x < 1.0, x > 1.0, ~(x > 1), (x > 1) & (x < 2)),
+    ),
+    "isnan nan_to_num norm": (
+        lambda x: (x.isnan(), x.isfinite(), x.nan_to_num(), x.norm()),
+        lambda x: (np.isnan(x), np.isfinite(x), x, np.linalg.norm(x)),
+    ),
+    "tril softmax": (lambda x: (x.tril(), x.triu(1)), lambda x: (np.tril(x), np.triu(x, 1))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(METHOD_CASES))
+def test_method_forms_against_numpy(name: str) -> None:
+    fn, ref = METHOD_CASES[name]
+    assert_same(interpret_fn(fn, P34), ref(P34), rtol=1e-12)
+
+
+# ---- in-place methods: NumPy's eager semantics through a strided view -------------------------------------
+
+B = rng.standard_normal((2, 2)) + 3.0  # broadcasts against the (2, 2) view y[1:, ::2]
+
+# name -> (method, arguments, keyword arguments, the view's new value in NumPy)
+INPLACE_CASES: dict[str, tuple[str, tuple, dict, Any]] = {
+    "add_ alpha": ("add_", (B,), {"alpha": 2}, lambda v: v + 2 * B),
+    "sub_ alpha": ("sub_", (B,), {"alpha": 0.5}, lambda v: v - 0.5 * B),
+    "subtract_": ("subtract_", (B,), {}, lambda v: v - B),
+    "multiply_": ("multiply_", (B,), {}, lambda v: v * B),
+    "divide_": ("divide_", (B,), {}, lambda v: v / B),
+    "floor_divide_": ("floor_divide_", (0.3,), {}, lambda v: v // 0.3),
+    "remainder_": ("remainder_", (0.3,), {}, lambda v: v % 0.3),
+    "rsqrt_": ("rsqrt_", (), {}, lambda v: 1 / np.sqrt(v)),
+    "reciprocal_": ("reciprocal_", (), {}, lambda v: 1 / v),
+    "square_": ("square_", (), {}, np.square),
+    "floor_": ("floor_", (), {}, np.floor),
+    "ceil_": ("ceil_", (), {}, np.ceil),
+    "trunc_": ("trunc_", (), {}, np.trunc),
+    "round_": ("round_", (), {}, np.round),
+    "round_ decimals": ("round_", (1,), {}, lambda v: np.round(v, 1)),
+    "frac_": ("frac_", (), {}, lambda v: v - np.trunc(v)),
+    "exp_": ("exp_", (), {}, np.exp),
+    "log1p_": ("log1p_", (), {}, np.log1p),
+    "sign_": ("sign_", (), {}, np.sign),
+    "clamp_": ("clamp_", (1.0, 2.0), {}, lambda v: np.clip(v, 1.0, 2.0)),
+    "clip_ min": ("clip_", (), {"min": 1.2}, lambda v: np.clip(v, 1.2, None)),
+    "clip_ max": ("clip_", (), {"max": 1.2}, lambda v: np.clip(v, None, 1.2)),
+    "clamp_ max": ("clamp_", (None, 1.0), {}, lambda v: np.minimum(v, 1.0)),
+    "scale_": ("scale_", (2.0,), {"bias": 1.0, "bias_after_scale": False}, lambda v: (v + 1) * 2),
+    "tril_": ("tril_", (), {}, np.tril),
+    "nan_to_num_": ("nan_to_num_", (), {}, np.nan_to_num),
+    "gt_": ("gt_", (1.5,), {}, lambda v: (v > 1.5).astype(v.dtype)),
+    "less_equal_": ("less_equal_", (1.5,), {}, lambda v: (v <= 1.5).astype(v.dtype)),
+    "logical_not_": ("logical_not_", (), {}, lambda v: np.logical_not(v).astype(v.dtype)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INPLACE_CASES))
+def test_inplace_method_through_a_view_matches_numpy(name: str) -> None:
+    method, args, kwargs, ref = INPLACE_CASES[name]
+
+    def program(x):
+        y = x * 1.0
+        v = y[1:, ::2]
+        assert getattr(v, method)(*args, **kwargs) is v
+        return y, v, v * 1.0  # the view, and a value read after the write
+
+    y = P34 * 1.0
+    v = y[1:, ::2]
+    with np.errstate(all="ignore"):
+        v[...] = ref(v.copy())
+    assert_same(interpret_fn(program, P34), (y, v, v), rtol=1e-12)
+
+
+def test_inplace_methods_on_the_cpu_write_the_caller_array_and_are_reported() -> None:
+    def step(p, g):
+        p.sub_(g, alpha=0.1)
+        p[0].clip_(max=0.0)
+        p[1:].multiply_(2.0)
+        p.round_(3)
+        return p.sum()
+
+    p, g = M34.copy(), P34.copy()
+    want = M34 - 0.1 * P34
+    want[0] = np.minimum(want[0], 0.0)
+    want[1:] *= 2.0
+    want = np.round(want, 3)
+    compiled = dsl.compile(step)
+    np.testing.assert_allclose(compiled(p, g), want.sum())
+    np.testing.assert_array_equal(p, want)
+    report = compiled.lower(M34.copy(), g).explain_inplace()
+    for request in ("sub_", "clip_", "multiply_", "round_"):
+        assert request in report
+
+
+def test_shape_changing_inplace_methods_rebind_the_shape_and_keep_the_storage() -> None:
+    def program(x):
+        y = x * 1.0
+        v = y[1:]  # rows 1 and 2: a view of y
+        assert v.reshape_((4, 2)) is v and v.shape == (4, 2)
+        v[0] = 100.0  # reaches y[1, :2]
+        assert v.unsqueeze_(0) is v and v.shape == (1, 4, 2)
+        assert v.squeeze_() is v and v.shape == (4, 2)
+        assert v.flatten_() is v and v.shape == (8,)
+        v += 1.0
+        w = y[:1]
+        w.transpose_((1, 0))
+        w[-1] = -5.0
+        return y, v, w
+
+    y = M34 * 1.0
+    v = y[1:]
+    v.shape = (4, 2)
+    v[0] = 100.0
+    v.shape = (8,)
+    v += 1.0
+    w = y[:1].T
+    w[-1] = -5.0
+    assert_same(interpret_fn(program, M34), (y, v, w), rtol=1e-12)
+    assert_same(dsl.compile(program)(M34), (y, v, w), rtol=1e-12)
+
+
+def test_reshape_inplace_of_a_transposed_array_raises_as_numpy_shape_assignment() -> None:
+    f = dsl.compile(lambda x: (x * 1.0).T.reshape_(12))
+    with pytest.raises(dsl.ShapeError, match=rf"{HERE}:\d+: reshape_: incompatible shape for in-place"):
+        f(M34)
+
+
+# ---- errors that teach ------------------------------------------------------------------------------------
+
+
+def test_a_missing_dsl_numpy_function_names_it_and_the_alternative() -> None:
+    with pytest.raises(AttributeError, match=r"dsl.numpy has no function 'einsum': .*dsl.numpy.matmul"):
+        dnp.einsum  # noqa: B018
+    with pytest.raises(AttributeError, match=r"'argmaxx'; did you mean dsl.numpy.argmax"):
+        dnp.argmaxx  # noqa: B018
+    with pytest.raises(
+        AttributeError, match=r"dsl.numpy.linalg has no function 'svd': matrix factorizations"
+    ):
+        dnp.linalg.svd  # noqa: B018
+    assert not hasattr(dnp, "sort") and hasattr(dnp, "var")
+
+
+@pytest.mark.parametrize(
+    ("call", "phrase"),
+    [
+        (
+            lambda x: np.einsum("ij->j", x),
+            r"numpy.einsum is not supported on traced arrays: .*'einsum': write",
+        ),
+        (lambda x: np.sort(x), r"numpy.sort .*'sort': sorting is not supported"),
+        (lambda x: np.linalg.svd(x), r"numpy.svd .*dsl.numpy.linalg has no function 'svd'"),
+        (lambda x: np.nonzero(x), r"numpy.nonzero .*shape depends on the values.*where"),
+        (lambda x: np.arcsin(x), r"numpy.arcsin .*did you mean dsl.numpy.sin"),
+        (lambda x: np.add.reduce(x), r"numpy.add with reduce is not supported.*dsl.numpy.add"),
+    ],
+)
+def test_numpy_functions_on_traced_arrays_name_the_alternative(call: Any, phrase: str) -> None:
+    with pytest.raises(dsl.TraceError, match=rf"{HERE}:\d+: {phrase}"):
+        dsl.compile(call)(M34)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "phrase"),
+    [
+        (lambda x: dnp.argmax(x[:0], axis=0), dsl.ShapeError, "attempt to get argmax of an empty sequence"),
+        (lambda x: dnp.pad(x, 1, "median"), dsl.ShapeError, "mode 'median' is not supported"),
+        (lambda x: dnp.pad(x, -1), dsl.ShapeError, "negative values"),
+        (lambda x: dnp.pad(x, 5, "reflect"), dsl.ShapeError, "pads at most 2 elements"),
+        (lambda x: dnp.linalg.norm(x, 2), dsl.ShapeError, "needs singular values"),
+        (lambda x: dnp.split(x, 5, axis=1), dsl.ShapeError, "does not result in an equal division"),
+        (lambda x: x.astype(np.int32).rsqrt_(), dsl.ShapeError, "float64 result into a int32"),
+    ],
+)
+def test_clear_errors(call: Any, error: type[Exception], phrase: str) -> None:
+    with pytest.raises(error, match=rf"{HERE}:\d+: .*{re.escape(phrase)}"):
+        dsl.compile(call)(M34)
