@@ -8,10 +8,11 @@ takes the static items as before, then views the dynamic axes through one ``dyna
 a write through the view goes back through that step's ``unview``, a ``dynamic_update_slice``,
 so in-place forms keep the eager program's semantics as static indices do.
 
-Out-of-range positions: an integer index wraps once if negative (``c[-1]`` is the last element, as
-in NumPy and in JAX's ``x[i]``); then every window start is clamped so that the window lies inside
-its axis, as ``lax.dynamic_slice`` clamps (NumPy would raise, which a traced index cannot do). A
-slice's start does not wrap: ``c[i:i + k]`` is ``lax.dynamic_slice(c, (i,), (k,))``.
+Out-of-range positions, as ``lax.dynamic_slice`` and ``lax.dynamic_update_slice`` treat them: a
+negative start wraps once (``c[-1]`` is the last element, as in NumPy; ``c[-3:-1]`` the two before
+it), then the start is clamped so that the window lies inside its axis (the primitive's clamp; NumPy
+would raise, which a traced index cannot do). ``c[i:i + k]`` is ``lax.dynamic_slice(c, (i,), (k,))``
+and ``c[i] = v`` writes the clamped window (where JAX's ``c.at[i].set(v)`` would drop the write).
 """
 
 from __future__ import annotations
@@ -55,18 +56,22 @@ def is_dynamic(it: Any) -> bool:
 def window(it: Any, n: int) -> Window:
     """The window of the dynamic item ``it`` on an axis of ``n`` elements."""
     if is_integer(it):
-        wrapped = ops.where(ops.binary(ew.lt, it, 0), ops.binary(ew.add, it, n), it)
-        return Window(wrapped, 1, True)
+        return Window(_wrapped(it, n), 1, True)
     if it.step is not None and not (isinstance(it.step, int | np.integer) and it.step == 1):
         raise _slice_error(it, "a slice with a traced bound takes no step")
     start, stop = it.start, it.stop
     if is_integer(start) and is_integer(stop):
         (base, low), (top, high) = _offset_form(start), _offset_form(stop)
         if base is top and 0 <= high - low <= n:
-            return Window(start, high - low, False)
+            return Window(_wrapped(start, n), high - low, False)
         if base is top:
             raise _slice_error(it, f"its {high - low} elements do not fit in an axis of {n}")
     raise _slice_error(it, "its size must be known at trace time: write c[i:i + k] with a Python int k")
+
+
+def _wrapped(i: Array, n: int) -> Array:
+    """``i + n`` where ``i`` is negative (``lax.dynamic_slice``'s ``allow_negative_indices``)."""
+    return ops.where(ops.binary(ew.lt, i, 0), ops.binary(ew.add, i, n), i)
 
 
 def view(x: Array, windows: dict[int, Window]) -> Array:

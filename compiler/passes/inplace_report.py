@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.ir.verify import WRITEBACK
 from compiler.passes.fuse import FusionPlan
-from compiler.prims import movement as mv
+from compiler.prims import dynamic as dyn
 
 if TYPE_CHECKING:
     from compiler.passes.plan import MemoryPlan
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 INPLACE_ATTR = "dsl.inplace"
 # Requests that write a source into the array (``dsl/methods.py``, ``Array.__setitem__``): the ops
 # computing the written value read the source, not the array; only an op putting it into part of the
-# base (``update_slice``) reads the array's old value.
+# base (``update_slice``, ``dynamic_update_slice``: ``PARTIAL_UPDATES``) reads the array's old value.
 WRITES_A_SOURCE = frozenset({"setitem", "copy_", "fill_", "zero_"})
 
 
@@ -138,7 +138,7 @@ def _reads_old(op: Op) -> bool:
     if not op.operands:
         return False
     if str(op.attrs[INPLACE_ATTR]) in WRITES_A_SOURCE:
-        return op.prim is mv.update_slice
+        return op.prim in dyn.PARTIAL_UPDATES
     return True
 
 

@@ -5,9 +5,10 @@ counter, a computed index): JAX's ``lax.dynamic_slice`` and ``lax.dynamic_update
 ``starts`` (one 0-d integer operand per axis of ``x``); ``dynamic_update_slice(x, update, *starts)``
 is ``x`` with that window (of ``update``'s shape) replaced. As in JAX, each start is clamped into
 ``[0, dim - size]`` so that the window always lies inside the array: a start past the end reads or
-writes the last window, a negative one the first. The scalar lowering loads each start from its
-0-d operand and clamps it in the loop body (the same text on the CPU and in CUDA kernels); an axis
-the window spans whole clamps to 0 and reads no start at all.
+writes the last window, a negative one the first (the primitive is XLA's: ``lax.dynamic_slice``'s
+wrapping of negative starts is the frontend's, ``dsl/dynamic_index.py``). The scalar lowering loads
+each start from its 0-d operand and clamps it in the loop body (the same text on the CPU and in CUDA
+kernels); an axis the window spans whole clamps to 0 and reads no start at all.
 
 Fusion sees both as index maps (``Kind.MOVEMENT``): a read through a dynamic slice is at an index
 computed at run time, never at the group's own index. ``dynamic_update_slice`` reads its base at
