@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from test_ir_regions import region_functions
 
 from compiler.ir.core import UNKNOWN_LOC, Block, Function, Location, Op, Value, attr_key
 from compiler.ir.parser import parse_function, parse_module
@@ -203,6 +204,7 @@ ROUND_TRIP_CASES: dict[str, list[Function]] = {
     "empty-function": [_empty_function()],
     "arg-names-and-locs-with-gaps": [_gap_in_names()],
     "several-functions": [_chain(), one_op_function("matmul", (T(2, 3), T(3, 4)), {}), _empty_function()],
+    "regions": region_functions(),  # for, while, if, scan (nested)
 }
 
 

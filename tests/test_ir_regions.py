@@ -7,10 +7,11 @@ checks that mlir-opt accepts them and that its own printing parses back).
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
-from mlir_tools import check_with_mlir_opt
-from test_mlir_export import mlir_opt
+from mlir_tools import check_with_mlir_opt, mlir_opt_or_skip
 
 from compiler.codegen.mlir_export import ONE_SHOT_BUFFERIZE, export_module
 from compiler.interpreter import interpret
@@ -29,6 +30,15 @@ MAT = TensorType((3, 4), DType.f64)
 I64 = TensorType((), DType.i64)
 F64 = TensorType((), DType.f64)
 BOOL = TensorType((), DType.i1)
+
+
+def mlir_opt(text: str, *flags: str) -> str:
+    """Plain ``mlir-opt`` (no unregistered dialect) on ``text``; its output, asserting success."""
+    proc = subprocess.run(
+        [mlir_opt_or_skip(), *flags], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, f"mlir-opt {' '.join(flags)} failed:\n{proc.stderr}\n--- input ---\n{text}"
+    return proc.stdout
 
 
 def op(name: str, *operands: Value, regions: tuple[Block, ...] = (), **attrs: object) -> Op:
@@ -99,7 +109,9 @@ def scan_function(reverse: bool = False) -> Function:
     y = op("mul", inner.result, row)
     body = Block((c, row), (add, inner, y), (add.result, y.result))
     loop = op("scan", init, xs, carries=1, length=3, reverse=reverse, regions=(body,))
-    return Function("scan_loop", Block((init, xs, lo, hi), (loop,), loop.results))
+    return Function(
+        "scan_reverse" if reverse else "scan_loop", Block((init, xs, lo, hi), (loop,), loop.results)
+    )
 
 
 def region_functions() -> list[Function]:
