@@ -39,10 +39,14 @@ def _function(
     func: Function, params: list[Value], ops: list[Op], results: list[Value], names: list[str]
 ) -> Function:
     """``func`` with extra parameters (after its own), ops and results (before its write-backs)."""
-    where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
     body = Block(func.params + tuple(params), tuple(func.ops) + tuple(ops), tuple(results))
-    locs = func.arg_locs + tuple(where for _ in params)
-    return Function(func.name, body, func.arg_names + tuple(names), dict(func.attrs), locs)
+    arg_names = func.arg_names + tuple(names) if func.arg_names else ()
+    locs = func.arg_locs + tuple(func.arg_locs[0] for _ in params) if func.arg_locs else ()
+    return Function(func.name, body, arg_names, dict(func.attrs), locs)
+
+
+def _name(func: Function, i: int) -> str:
+    return func.arg_names[i] if i < len(func.arg_names) else f"arg{i}"
 
 
 def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
@@ -72,7 +76,7 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
         for k in moved:
             t = Value(func.params[wrt[k]].type)
             params.append(t)
-            names.append(f"tangent_{func.arg_names[wrt[k]]}")
+            names.append(f"tangent_{_name(func, wrt[k])}")
             c = cotangents[k]
             if c is not None:
                 seeded[c] = second(ew.add, [seeded[c], t]) if c in seeded else t
