@@ -9,7 +9,7 @@ def f(x, w):
 """
 
 from dsl import methods as _methods
-from dsl import nn, numpy
+from dsl import nn, numpy, random
 from dsl.array import Array
 from dsl.compile import CallError, Compiled, Lowered, compile
 from dsl.control import cond, fori_loop, scan, while_loop
@@ -72,4 +72,5 @@ __all__ = [
     "int64",
     "nn",
     "numpy",
+    "random",
 ]

@@ -9,6 +9,7 @@ from compiler.prims import elementwise as ew
 from dsl import numpy as dnp
 from dsl import ops
 from dsl.array import Array
+from dsl.random import dropout as dropout  # dsl.nn.dropout(key, x, rate)
 
 
 def relu(x: Any) -> Array:

@@ -1,0 +1,67 @@
+"""dsl.random on ``target="cuda"``: the same key gives the same bits as the NumPy reference and the CPU
+backend, bit for bit (integer math and exact float steps), fused into its readers; dropout's
+gradient. Tiny shapes: the simulator runs every thread in Python."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dsl
+import dsl.numpy as dnp
+from compiler.prims.random import random_bits_reference
+
+KEY = dsl.random.key(1234)
+
+
+def both(fn, *args):
+    on_gpu = dsl.compile(fn, target="cuda")(*args)
+    on_cpu = dsl.compile(fn, target="cpu")(*args)
+    return on_gpu, on_cpu
+
+
+def test_bits_and_split_are_the_reference() -> None:
+    gpu, cpu = both(lambda k: (dsl.random.bits(k, (3, 5)), dsl.random.split(k, 3)), KEY)
+    wide = random_bits_reference(KEY, (3, 5)).view(np.uint64)
+    want_bits = ((wide >> np.uint64(32)) ^ (wide & np.uint64(0xFFFFFFFF))).astype(np.int64)
+    for bits, keys in (gpu, cpu):
+        np.testing.assert_array_equal(bits, want_bits)
+        np.testing.assert_array_equal(keys, dsl.random.split(KEY, 3))
+
+
+def test_uniform_bernoulli_dropout_bit_identical_to_cpu() -> None:
+    x = np.linspace(-1, 1, 24, dtype=np.float32).reshape(4, 6)
+
+    def draws(k, x):
+        a, b, c = dsl.random.split(k, 3)
+        return (
+            dsl.random.uniform(a, (4, 6)),
+            dsl.random.uniform(b, (5,), dtype=np.float64),
+            dsl.random.bernoulli(c, 0.5, (7,)),
+            dsl.nn.dropout(k, x, 0.5),
+        )
+
+    gpu, cpu = both(draws, KEY, x)
+    for g, c in zip(gpu, cpu, strict=True):
+        assert g.dtype == c.dtype
+        np.testing.assert_array_equal(g, c)
+    wide = random_bits_reference(dsl.random.split(KEY, 3)[0], (4, 6)).view(np.uint64)
+    mantissa = ((wide >> np.uint64(32)) ^ (wide & np.uint64(0xFFFFFFFF))) >> np.uint64(9)
+    np.testing.assert_array_equal(gpu[0], mantissa.astype(np.float32) * np.float32(2.0**-23))
+
+
+def test_normal_matches_cpu() -> None:
+    gpu, cpu = both(lambda k: dsl.random.normal(k, (16,)), KEY)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-6, atol=1e-6)  # libdevice's log1p vs the CPU's
+
+
+def test_dropout_gradient() -> None:
+    x = np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4)
+
+    def loss(x, k):
+        return (dnp.tanh(dsl.nn.dropout(k, x, 0.25)) * 2.0).sum()
+
+    gpu, cpu = both(dsl.grad(loss), x, KEY)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-6, atol=1e-6)
+    assert np.count_nonzero(gpu) == np.count_nonzero(
+        dsl.compile(lambda k, x: dsl.nn.dropout(k, x, 0.25))(KEY, x)
+    )
