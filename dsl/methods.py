@@ -149,6 +149,8 @@ INPLACE: dict[str, Callable[..., Array]] = {
     "clamp_": dnp.clip,
     "nan_to_num_": dnp.nan_to_num,
     "tril_": dnp.tril,
+    "cumsum_": dnp.cumsum,
+    "cumprod_": dnp.cumprod,
     "triu_": dnp.triu,
     "scale_": _scale,
     "zero_": lambda x: _fill(x, 0),
@@ -373,6 +375,8 @@ def _plain_methods() -> dict[str, Any]:
         "std": _variance(dnp.std),
         "argmax": dnp.argmax,
         "argmin": dnp.argmin,
+        "cumsum": dnp.cumsum,
+        "cumprod": dnp.cumprod,
         "astype": dnp.astype,
         "copy": ops.new_storage,
         "clip": dnp.clip,
@@ -406,7 +410,7 @@ def _plain_methods() -> dict[str, Any]:
 METHODS: dict[str, Callable[..., Array]] = {
     name.removesuffix("_"): fn
     for name, fn in INPLACE.items()
-    if name not in ("zero_", "fill_", "clip_", "scale_", "round_")
+    if name not in ("zero_", "fill_", "clip_", "scale_", "round_", "cumsum_", "cumprod_")
 }
 METHODS.update(
     {

@@ -129,6 +129,21 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
         lambda x: (np.any(x > 8), np.all(x < 9, axis=0), np.any(x[:0])),
         (I34,),
     ),
+    "cumsum": (dnp.cumsum, np.cumsum, (M34,)),
+    "cumsum_axis": (
+        lambda x: dnp.cumsum(x, axis=1),
+        lambda x: np.cumsum(x, axis=1),
+        (rng.standard_normal((3, 37)),),
+    ),
+    "cumsum_int32": (lambda x: dnp.cumsum(x, 0), lambda x: np.cumsum(x, 0), (I34,)),
+    "cumsum_bool_dtype": (
+        lambda x: (dnp.cumsum(x > 0, -1), dnp.cumsum(x, 0, dtype=np.float32)),
+        lambda x: (np.cumsum(x > 0, -1), np.cumsum(x, 0, dtype=np.float32)),
+        (I34,),
+    ),
+    "cumsum_one": (lambda x: dnp.cumsum(x[:, :1], 1), lambda x: np.cumsum(x[:, :1], 1), (M34,)),
+    "cumprod": (lambda x: dnp.cumprod(x, axis=0), lambda x: np.cumprod(x, axis=0), (M34,)),
+    "cumprod_int": (dnp.cumprod, np.cumprod, (I34 % 3 + 1,)),
     "count_nonzero": (lambda x: dnp.count_nonzero(x, axis=1), lambda x: np.count_nonzero(x, axis=1), (I34,)),
     "flip": (lambda x: dnp.flip(x, 1), lambda x: np.flip(x, 1), (M34,)),
     "flip_all": (dnp.flip, np.flip, (M34,)),
@@ -260,6 +275,12 @@ GRADS: dict[str, tuple[Any, Any, np.ndarray]] = {
         M34,
     ),
     "round_is_flat": (lambda x: (dnp.round(x * 3) * x).sum(), lambda x: (np.round(x * 3) * x).sum(), M34),
+    "cumsum": (lambda x: (dnp.cumsum(x, 1) ** 2).sum(), lambda x: (np.cumsum(x, 1) ** 2).sum(), M34),
+    "cumprod_with_a_zero": (
+        lambda x: (dnp.cumprod(x * np.array([1.0, 0.0, 1.0, 1.0, 1.0, 1.0])) * np.arange(6)).sum(),
+        lambda x: (np.cumprod(x * np.array([1.0, 0.0, 1.0, 1.0, 1.0, 1.0])) * np.arange(6)).sum(),
+        V6,
+    ),
     "tril_flip": (
         lambda x: (dnp.tril(x) * dnp.flip(x)).sum(),
         lambda x: (np.tril(x) * np.flip(x)).sum(),
@@ -303,6 +324,8 @@ def test_cpu_backend_agrees_with_numpy() -> None:
             dnp.round(x * 7, 1),
             dnp.tril(x, 1),
             x.argmax(axis=1, keepdims=True),
+            dnp.cumsum(x, 1),
+            x.cumprod(0),
         )
 
     def reference(x, e, i):
@@ -324,6 +347,8 @@ def test_cpu_backend_agrees_with_numpy() -> None:
             np.round(x * 7, 1),
             np.tril(x, 1),
             x.argmax(axis=1, keepdims=True),
+            np.cumsum(x, 1),
+            x.cumprod(0),
         )
 
     args = (M34, EDGE, I34)
@@ -378,8 +403,22 @@ METHOD_CASES: dict[str, tuple[Any, Any]] = {
         lambda x: (x.var(ddof=1), x.std(axis=1, keepdims=True)),
     ),
     "argmax any all": (
-        lambda x: (x.argmax(), x.argmin(axis=0), (x > 1).any(axis=1), (x > 0).all()),
-        lambda x: (x.argmax(), x.argmin(axis=0), (x > 1).any(axis=1), (x > 0).all()),
+        lambda x: (
+            x.argmax(),
+            x.argmin(axis=0),
+            (x > 1).any(axis=1),
+            (x > 0).all(),
+            x.cumsum(1),
+            x.cumprod(),
+        ),
+        lambda x: (
+            x.argmax(),
+            x.argmin(axis=0),
+            (x > 1).any(axis=1),
+            (x > 0).all(),
+            x.cumsum(1),
+            x.cumprod(),
+        ),
     ),
     "unsqueeze squeeze": (
         lambda x: (x.unsqueeze(0), x.unsqueeze(-1).squeeze(-1), x[None].squeeze()),
@@ -436,6 +475,7 @@ INPLACE_CASES: dict[str, tuple[str, tuple, dict, Any]] = {
     "floor_": ("floor_", (), {}, np.floor),
     "ceil_": ("ceil_", (), {}, np.ceil),
     "trunc_": ("trunc_", (), {}, np.trunc),
+    "cumsum_": ("cumsum_", (1,), {}, lambda v: np.cumsum(v, 1)),
     "round_": ("round_", (), {}, np.round),
     "round_ decimals": ("round_", (1,), {}, lambda v: np.round(v, 1)),
     "frac_": ("frac_", (), {}, lambda v: v - np.trunc(v)),
