@@ -304,56 +304,61 @@ def test_logaddexp_derivative_at_ties_is_one_half() -> None:
 # ---- the CPU backend: one program of many functions -----------------------------------------------------
 
 
+BREADTH_ARGS = (M34, EDGE, I34)
+
+
+def breadth_program(x, e, i):
+    return (
+        dnp.var(x, 1, ddof=1),
+        x.std(),
+        dnp.argmax(x, 0),
+        dnp.argmin(e),
+        dnp.linalg.norm(x, axis=1, keepdims=True),
+        dnp.linalg.norm(x, 1),
+        dnp.logaddexp(e, e[::-1]),
+        dnp.pad(x, W, constant_values=((1, 2), (3, 4))),
+        dnp.pad(x, W, "reflect"),
+        *dnp.split(x, [1, 3], axis=1),
+        dnp.clip(i, min=-2),
+        dnp.isnan(e),
+        dnp.isinf(e),
+        dnp.isfinite(e),
+        dnp.round(x * 7, 1),
+        dnp.tril(x, 1),
+        x.argmax(axis=1, keepdims=True),
+        dnp.cumsum(x, 1),
+        x.cumprod(0),
+    )
+
+
+def breadth_reference(x, e, i):
+    return (
+        np.var(x, 1, ddof=1),
+        x.std(),
+        np.argmax(x, 0),
+        np.argmin(e),
+        np.linalg.norm(x, axis=1, keepdims=True),
+        np.linalg.norm(x, 1),
+        np.logaddexp(e, e[::-1]),
+        np.pad(x, W, constant_values=((1, 2), (3, 4))),
+        np.pad(x, W, "reflect"),
+        *np.split(x, [1, 3], axis=1),
+        np.clip(i, min=-2),
+        np.isnan(e),
+        np.isinf(e),
+        np.isfinite(e),
+        np.round(x * 7, 1),
+        np.tril(x, 1),
+        x.argmax(axis=1, keepdims=True),
+        np.cumsum(x, 1),
+        x.cumprod(0),
+    )
+
+
 def test_cpu_backend_agrees_with_numpy() -> None:
-    def program(x, e, i):
-        return (
-            dnp.var(x, 1, ddof=1),
-            x.std(),
-            dnp.argmax(x, 0),
-            dnp.argmin(e),
-            dnp.linalg.norm(x, axis=1, keepdims=True),
-            dnp.linalg.norm(x, 1),
-            dnp.logaddexp(e, e[::-1]),
-            dnp.pad(x, W, constant_values=((1, 2), (3, 4))),
-            dnp.pad(x, W, "reflect"),
-            *dnp.split(x, [1, 3], axis=1),
-            dnp.clip(i, min=-2),
-            dnp.isnan(e),
-            dnp.isinf(e),
-            dnp.isfinite(e),
-            dnp.round(x * 7, 1),
-            dnp.tril(x, 1),
-            x.argmax(axis=1, keepdims=True),
-            dnp.cumsum(x, 1),
-            x.cumprod(0),
-        )
-
-    def reference(x, e, i):
-        return (
-            np.var(x, 1, ddof=1),
-            x.std(),
-            np.argmax(x, 0),
-            np.argmin(e),
-            np.linalg.norm(x, axis=1, keepdims=True),
-            np.linalg.norm(x, 1),
-            np.logaddexp(e, e[::-1]),
-            np.pad(x, W, constant_values=((1, 2), (3, 4))),
-            np.pad(x, W, "reflect"),
-            *np.split(x, [1, 3], axis=1),
-            np.clip(i, min=-2),
-            np.isnan(e),
-            np.isinf(e),
-            np.isfinite(e),
-            np.round(x * 7, 1),
-            np.tril(x, 1),
-            x.argmax(axis=1, keepdims=True),
-            np.cumsum(x, 1),
-            x.cumprod(0),
-        )
-
-    args = (M34, EDGE, I34)
+    args = BREADTH_ARGS
     with np.errstate(all="ignore"):
-        assert_same(dsl.compile(program)(*args), reference(*args), rtol=1e-12)
+        assert_same(dsl.compile(breadth_program)(*args), breadth_reference(*args), rtol=1e-12)
 
 
 # ---- array methods ------------------------------------------------------------------------------------
