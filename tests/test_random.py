@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from cuda_ptx import PTX_AVAILABLE, PTX_UNAVAILABLE, check_ptx
 
 import dsl
 import dsl.numpy as dnp
@@ -242,3 +243,19 @@ def test_dropout_is_one_kernel_and_the_mask_is_never_stored() -> None:
     assert all(
         op.result not in plan.materialized for g in plan.groups for op in g.ops if op.prim is random_bits
     )
+
+
+@pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)
+def test_cuda_kernels_compile_to_ptx() -> None:
+    """Draws fused into CUDA kernels (a loop, a reduction's prologue, a softmax row band) compile
+    for sm_80 and sm_90: the Threefry helper is inlined, so no device-function call needs a driver."""
+
+    def loss(x, w, key):
+        k1, k2 = dsl.random.split(key)
+        h = dsl.nn.dropout(k1, dsl.nn.softmax(x @ w, axis=-1), 0.1)
+        return (h * dsl.random.normal(k2, h.shape)).sum() + dsl.random.uniform(key, (7,), np.float64).sum()
+
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((256, 64), np.float32), rng.standard_normal((64, 128), np.float32)
+    func = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)), target="cpu").lower(x, w, dsl.random.key(0))
+    assert check_ptx(func._program.stages["optimized"], "dropout after softmax") >= 2
