@@ -16,6 +16,7 @@ from cuda_ptx import PTX_AVAILABLE, PTX_UNAVAILABLE, check_ptx
 
 import dsl
 import dsl.numpy as dnp
+from compiler.interpreter import interpret
 from compiler.passes.fuse import fuse
 from compiler.pipeline import Options, run_passes
 from compiler.prims.random import random_bits, random_bits_reference, threefry2x32, threefry2x32_bits
@@ -259,3 +260,38 @@ def test_cuda_kernels_compile_to_ptx() -> None:
     x, w = rng.standard_normal((256, 64), np.float32), rng.standard_normal((64, 128), np.float32)
     func = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)), target="cpu").lower(x, w, dsl.random.key(0))
     assert check_ptx(func._program.stages["optimized"], "dropout after softmax") >= 2
+
+
+def test_draws_inside_row_bands_and_reductions_match_the_interpreter() -> None:
+    """A dropout after a softmax (a row band on the CPU), a normal draw in a reduction's prologue,
+    forward and backward: the compiled program against the reference interpreter, exactly where no
+    float rounding differs (the masks) and to float tolerance elsewhere."""
+
+    def loss(x, w, key):
+        k1, k2 = dsl.random.split(key)
+        h = dsl.nn.dropout(k1, dsl.nn.softmax(x @ w, axis=-1), 0.3)
+        return (h * dsl.random.normal(k2, h.shape)).sum()
+
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((64, 16), np.float32), rng.standard_normal((16, 128), np.float32)
+    args = (x, w, dsl.random.key(4))
+    fn = dsl.value_and_grad(loss, argnums=(0, 1))
+    value, (gx, gw) = dsl.compile(fn)(*args)
+    want = interpret(dsl.compile(fn)._trace(args)[0], list(args))
+    np.testing.assert_allclose(value, want[0], rtol=1e-4)
+    np.testing.assert_allclose(gx, want[1], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(gw, want[2], rtol=1e-4, atol=1e-5)
+
+
+def test_forward_mode_through_dropout() -> None:
+    """jvp and jacfwd see the mask as a constant: the tangent is t * keep / (1 - rate)."""
+    key, rate = dsl.random.key(1), 0.5
+    x, t = np.linspace(-1, 1, 10, dtype=np.float32), np.ones(10, np.float32)
+
+    def f(x):
+        return dsl.nn.dropout(key, x, rate) * 3.0
+
+    keep = np.asarray(jax.random.bernoulli(jax_key(1), jnp.float32(1 - rate), x.shape))
+    out, tangent = dsl.jvp(f, (x,), (t,))
+    np.testing.assert_allclose(tangent, np.where(keep, 3.0 / (1 - rate), 0.0))
+    np.testing.assert_allclose(dsl.jacfwd(f)(x), np.diag(np.where(keep, 3.0 / (1 - rate), 0.0)))
