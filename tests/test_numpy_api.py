@@ -105,6 +105,38 @@ CASES = {
     "astype": (lambda x: x.astype(dnp.int64), lambda x: x.astype(np.int64), (A23 * 3,)),
     "bool_cast": (lambda x: dnp.asarray(x, dnp.bool_), lambda x: x.astype(np.bool_), (I23,)),
     "numpy_ufunc_dispatch": (lambda x: np.exp(x) + np.sum(x), lambda x: np.exp(x) + np.sum(x), (A23,)),
+    # "More of NumPy" (tests/test_numpy_breadth.py has their edge cases and gradients)
+    "argmax": (lambda x: dnp.argmax(x, axis=1), lambda x: np.argmax(x, axis=1), (A23,)),
+    "argmin": (dnp.argmin, np.argmin, (D34,)),
+    "cumsum": (lambda x: dnp.cumsum(x, axis=1), lambda x: np.cumsum(x, axis=1), (D34,)),
+    "cumprod": (dnp.cumprod, np.cumprod, (I23,)),
+    "var": (lambda x: dnp.var(x, axis=0, ddof=1), lambda x: np.var(x, axis=0, ddof=1), (D34,)),
+    "std": (dnp.std, np.std, (A23,)),
+    "clip": (lambda x: dnp.clip(x, None, 0.5), lambda x: np.clip(x, None, 0.5), (A23,)),
+    "pad": (lambda x: dnp.pad(x, ((1, 0), (0, 2))), lambda x: np.pad(x, ((1, 0), (0, 2))), (A23,)),
+    "split": (
+        lambda x: dnp.stack(dnp.split(x, 2, axis=1)),
+        lambda x: np.stack(np.split(x, 2, axis=1)),
+        (D34,),
+    ),
+    "logaddexp": (dnp.logaddexp, np.logaddexp, (D34, D34[::-1] * 10)),
+    "linalg.norm": (lambda x: dnp.linalg.norm(x, axis=1), lambda x: np.linalg.norm(x, axis=1), (D34,)),
+    "bitwise_and": (dnp.bitwise_and, np.bitwise_and, (I23, np.int32(6))),
+    "bitwise_or": (dnp.bitwise_or, np.bitwise_or, (I23, I23[::-1])),
+    "bitwise_xor": (dnp.bitwise_xor, np.bitwise_xor, (BOOL, BOOL[::-1])),
+    "invert": (dnp.invert, np.invert, (I23,)),
+    "left_shift": (dnp.left_shift, np.left_shift, (I23, np.int32(2))),
+    "right_shift": (dnp.right_shift, np.right_shift, (I23, np.int32(1))),
+    "floor": (dnp.floor, np.floor, (D34 * 3,)),
+    "ceil": (dnp.ceil, np.ceil, (A23 * 3,)),
+    "round": (lambda x: dnp.round(x * 10), lambda x: np.round(x * 10), (D34,)),
+    "floor_divide": (dnp.floor_divide, np.floor_divide, (D34, 0.7)),
+    "remainder": (dnp.remainder, np.remainder, (I23, np.int32(4))),
+    "mod": (dnp.mod, np.mod, (D34, -0.7)),
+    "fmod": (dnp.fmod, np.fmod, (D34, 0.7)),
+    "isnan": (dnp.isnan, np.isnan, (np.array([0.0, np.nan, np.inf]),)),
+    "isinf": (dnp.isinf, np.isinf, (np.array([0.0, np.nan, -np.inf]),)),
+    "isfinite": (dnp.isfinite, np.isfinite, (np.array([0.0, np.nan, np.inf]),)),
 }
 
 NN_CASES = {
@@ -132,6 +164,21 @@ API_FUNCTIONS = (
     "matmul dot transpose reshape expand_dims squeeze broadcast_to concatenate stack zeros ones full "
     "zeros_like ones_like arange float32 float64 int32 int64 bool_"
 ).split()
+
+
+# api.md's "More of NumPy" (einsum, take and take_along_axis are listed where their primitives are tested)
+MORE_API_FUNCTIONS = (
+    "argmax argmin cumsum cumprod var std clip pad split logaddexp linalg.norm bitwise_and bitwise_or "
+    "bitwise_xor invert left_shift right_shift floor ceil round floor_divide remainder mod fmod isnan isinf "
+    "isfinite"
+).split()
+
+
+def test_more_api_functions_exist_and_have_a_case() -> None:
+    for name in MORE_API_FUNCTIONS:
+        namespace, _, attr = name.rpartition(".")
+        assert hasattr(getattr(dnp, namespace) if namespace else dnp, attr), f"dsl.numpy lacks {name}"
+        assert name in CASES, f"no test case for dsl.numpy.{name}"
 
 
 def test_every_api_function_exists_and_has_a_case() -> None:
