@@ -5,15 +5,16 @@ axes) and of any layout (C order, Fortran order, or a reversed every-other-eleme
 array), and a sequence of steps covering every primitive kind: bounded elementwise unary ops,
 broadcasting binary ops (floor division, remainder and fmod unbounded), comparisons with ``where``
 and counted masks (bool, int64 and casts), reductions, matmul, concatenate/stack, ``arange`` and
-``full`` sources, copies, views (strided slices with ``None``, transposes, reshapes, read-only
-``broadcast_to``) and writes through them (``v[idx] = e`` with leading unit dimensions on ``e``,
-``v += e``), and in-place methods. Three programs in four are float64, a quarter of them with
-special inputs (signed zeros, infinities, NaN, subnormals); the fourth is int32/int64 with bitwise
-ops, shifts (past the width too), floor division and remainders by zero and by negatives, and now
-and then a Python int out of int32's range. A step NumPy refuses (a write into a read-only view, a
-max of nothing, an out-of-range int) ends the program: dslc must refuse it too (``EXPECTED_ERRORS``).
-A program is a list of plain step tuples; ``run_steps`` executes it on a *backend* (NumPy, or
-dsl.numpy plus the in-place methods), so the same closure runs eagerly in NumPy and traced in dslc.
+``full`` sources, random ops (a dropout, uniform noise), copies, views (strided slices with
+``None``, transposes, reshapes, read-only ``broadcast_to``) and writes through them (``v[idx] = e``
+with leading unit dimensions on ``e``, ``v += e``), and in-place methods. Three programs in four are
+float64, a quarter of them with special inputs (signed zeros, infinities, NaN, subnormals); the
+fourth is int32/int64 with bitwise ops, shifts (past the width too), floor division and remainders
+by zero and by negatives, and now and then a Python int out of int32's range. A step NumPy refuses
+(a write into a read-only view, a max of nothing, an out-of-range int) ends the program: dslc must
+refuse it too (``EXPECTED_ERRORS``). A program is a list of plain step tuples; ``run_steps``
+executes it on a *backend* (NumPy, or dsl.numpy plus the in-place methods), so the same closure runs
+eagerly in NumPy and traced in dslc.
 
 Every program (``test_random_programs``) is checked, results and final input contents alike:
 
@@ -107,6 +108,7 @@ from compiler.interpreter import interpret
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
 from compiler.pipeline import Options, run_passes
+from compiler.prims.random import random_bits_reference
 from dsl import pytree
 
 EXAMPLES = int(os.environ.get("DSL_FUZZ_EXAMPLES", "800"))
@@ -124,6 +126,26 @@ RTOL = 1e-9
 GRAD_RTOL = 1e-5
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+FUZZ_KEY = dsl.random.key(2026)  # random ops: a dropout mask and uniform noise, from one key
+
+
+def _np_random_bits(shape: tuple[int, ...]) -> np.ndarray:
+    """``random_bits`` of FUZZ_KEY as uint64 (the primitive's NumPy reference, itself checked
+    against JAX in tests/test_random.py)."""
+    return random_bits_reference(FUZZ_KEY, shape).view(np.uint64)
+
+
+def _np_dropout(v: Any) -> Any:
+    """dsl.nn.dropout(FUZZ_KEY, v, 0.25): float32 uniforms from 23 of the 32 bits, kept below 0.75."""
+    wide = _np_random_bits(np.shape(v))
+    bits = (wide >> np.uint64(32)) ^ (wide & np.uint64(0xFFFFFFFF))
+    keep = (bits >> np.uint64(9)).astype(np.float32) * np.float32(2.0**-23) < np.float32(0.75)
+    return np.where(keep, np.divide(v, 0.75), 0.0)
+
+
+def _np_noise(v: Any) -> Any:
+    """v + dsl.random.uniform(FUZZ_KEY, v.shape, float64): 52 random mantissa bits."""
+    return v + (_np_random_bits(np.shape(v)) >> np.uint64(12)).astype(np.float64) * 2.0**-52
 
 
 def _np_gelu(v: Any) -> Any:
@@ -150,6 +172,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "sign": np.sign,
     "negative": np.negative,
     "relu": lambda v: np.maximum(v, 0.0),
+    "dropout": _np_dropout,
+    "noise": _np_noise,
     "invert": operator.invert,
     "add": np.add,
     "multiply": np.multiply,
@@ -221,6 +245,8 @@ DSL: dict[str, Callable[..., Any]] = {
     "sign": dnp.sign,
     "negative": dnp.negative,
     "relu": dnn.relu,
+    "dropout": lambda v: dnn.dropout(FUZZ_KEY, v, 0.25),
+    "noise": lambda v: v + dsl.random.uniform(FUZZ_KEY, v.shape, np.float64),
     "invert": operator.invert,
     "add": dnp.add,
     "multiply": dnp.multiply,
@@ -274,7 +300,7 @@ DSL: dict[str, Callable[..., Any]] = {
 }
 UNARY = (
     "exp", "expm1", "log", "log1p", "sqrt", "reciprocal", "tan", "sigmoid", "gelu",
-    "sin", "cos", "tanh", "abs", "square", "sign", "negative", "relu",
+    "sin", "cos", "tanh", "abs", "square", "sign", "negative", "relu", "dropout", "noise",
 )  # fmt: skip
 # floor_divide, remainder and fmod unbounded: a divisor near (or, among special inputs, at) zero.
 BINARY = (
