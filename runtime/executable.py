@@ -83,7 +83,12 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
 
 def _may_raise_midway(driver: Callable[..., Any]) -> bool:
     """Whether the driver can raise after it started writing: nopython code with NumPy's error model
-    cannot (no bounds checks, no Python calls); object-mode kernels and plain Python drivers can."""
+    cannot (no bounds checks, no Python calls); object-mode kernels and plain Python drivers can,
+    unless the driver says otherwise (a big program's table driver: Python around native code,
+    ``raises_midway`` false when it calls no NumPy kernel)."""
+    says = getattr(driver, "raises_midway", None)
+    if isinstance(says, bool) and not numba.config.DISABLE_JIT:  # type: ignore[attr-defined]
+        return says
     py_func = getattr(driver, "py_func", None)
     if py_func is None:  # not a Numba dispatcher (NUMBA_DISABLE_JIT): any line may raise
         return True

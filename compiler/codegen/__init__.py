@@ -64,7 +64,7 @@ def _cpu_executable(program: Compilation, generated: CpuProgram) -> Executable:
             module,
             generated.kernel_slots,
             generated.kernel_weights,
-            generated.entry,
+            generated.compiled_entry,
             generated.entry_signature,
         ),
     )
