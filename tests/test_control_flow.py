@@ -294,3 +294,20 @@ def test_while_cond_must_return_a_bool_scalar() -> None:
 def test_scan_rows_of_different_lengths() -> None:
     with pytest.raises(dsl.TraceError, match="same leading axis"):
         dsl.compile(lambda a, b: dsl.scan(lambda c, r: (c, r), 0.0, (a, b)))(XS, X)
+
+
+def test_the_counter_indexes_the_carry() -> None:
+    """``c[i] = ...`` with the loop counter (a dynamic update of the carry), values and gradient."""
+
+    def f(lax, x):
+        def body(i, c):
+            if lax is dsl:
+                c[i] = c[i] * 2.0 + c[i - 1]
+                return c
+            return c.at[i].set(c[i] * 2.0 + c[i - 1])
+
+        return lax.fori_loop(1, 4, body, x * 1.0)
+
+    x = np.arange(5.0)
+    close(dsl.compile(lambda x: f(dsl, x))(x), f(jax.lax, x))
+    close(dsl.grad(lambda x: f(dsl, x).sum())(x), jax.grad(lambda x: f(jax.lax, x).sum())(x))
