@@ -82,7 +82,7 @@ PRIM_CASES: dict[str, list[Case]] = {
     "dynamic_slice": [((T(4, 5), T(dtype=I64), T(dtype=I32)), {"sizes": (2, 5)})],
     "dynamic_update_slice": [((T(4, 5, dtype=I1), T(2, 5, dtype=I1), T(dtype=I32), T(dtype=I64)), {})],
     "constant": [((), {"value": np.arange(6, dtype=np.float32).reshape(2, 3)})],
-    "random_bits": [((T(2, dtype=I64),), {"shape": (3, 2)}), ((T(2, dtype=I64),), {"shape": ()})],
+    "random_bits": [((T(2, dtype=I64),), {"shape": (3, 2)}), ((T(3, 2, dtype=I64),), {"shape": (2,)})],
     "iota": [
         ((), {"shape": (4, 2), "dimension": 1, "dtype": I64}),
         ((), {"shape": (3,), "dimension": 0, "dtype": F32}),

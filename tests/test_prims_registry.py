@@ -318,6 +318,8 @@ def random_bits_cases() -> list[Case]:
     keys = [np.array([0, 42]), np.array([-1, 1 << 40]), np.array([7, -9])]
     shapes = ((3, 4), (), (1,), (2, 1, 5), (0, 3))
     out = [Case([keys[i % len(keys)]], {"shape": s}) for i, s in enumerate(shapes)]
+    batched = np.stack([keys[0], keys[1], keys[2]])  # a key per row (vmap over keys)
+    out += [Case([batched], {"shape": (2, 2)}), Case([batched.reshape(3, 1, 2)], {"shape": ()})]
     return out + [Case([keys[1]], {"shape": (2, 3)}, through="neg")]
 
 
@@ -386,7 +388,8 @@ TABLE |= {
     ),
     "random_bits": Entry(
         random_bits_cases,
-        [([T((3,), I64)], {"shape": (2,)}), ([T((2,), I32)], {"shape": (2,)}), ([T((2,), I64)], {})],
+        [([T((3,), I64)], {"shape": (2,)}), ([T((2,), I32)], {"shape": (2,)}), ([T((2,), I64)], {})]
+        + [([T((), I64)], {"shape": (2,)}), ([T((2, 3), I64)], {"shape": ()})],
     ),
     "iota": Entry(
         source_cases(IOTAS),

@@ -8,11 +8,12 @@ it with ordinary signed 64-bit arithmetic and a mask. The key words are JAX's ``
 ``random_bits(key) {shape}`` is a source: its element at flat (C-order) position ``n`` is
 ``x0 * 2**32 + x1`` as a two's-complement ``int64``, where ``(x0, x1) = threefry2x32(key, (n >> 32,
 n & 0xFFFFFFFF))``, which is JAX's ``random_bits(key, 64, shape)`` (``jax_threefry_partitionable``,
-JAX's default since 0.5) seen as signed. Its 32-bit bits are ``x0 ^ x1`` and a split key is
+JAX's default since 0.5) seen as signed. Keys of shape ``(..., 2)`` draw ``shape`` for each key,
+stacked in front (``vmap`` over keys). Its 32-bit bits are ``x0 ^ x1`` and a split key is
 ``(x0, x1)`` (``dsl/random.py`` takes them apart with ordinary integer ops). Each element depends on
 the key and its own position only, so the op is an index map for fusion (``Kind.SOURCE``, inlined
-into every reader, never stored): a dropout mask costs no pass over memory, and the backward
-recomputes it instead of keeping it. The same key gives the same bits on every backend and in any
+into every reader, never stored): drawing costs no pass over memory of its own (a dropout is one
+loop over its input). The same key gives the same bits on every backend and in any
 call order.
 
 The scalar lowering calls ``threefry2x32_bits``, written once below in plain Python and printed into
@@ -129,11 +130,16 @@ def threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.nd
 
 
 def random_bits_reference(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The bits of ``shape`` for each key of ``key`` (``(..., 2)``): shape ``key.shape[:-1] + shape``."""
+    key, shape = np.asarray(key), tuple(shape)
     n = np.arange(math.prod(shape), dtype=np.uint64)
+    hi, lo = (n >> np.uint64(32)).astype(np.uint32), n.astype(np.uint32)
+    out = np.empty((math.prod(key.shape[:-1]), n.size), np.uint64)
     with np.errstate(over="ignore"):
-        x0, x1 = threefry2x32(key, (n >> np.uint64(32)).astype(np.uint32), n.astype(np.uint32))
-    bits = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
-    return bits.view(np.int64).reshape(tuple(shape))
+        for row, k in zip(out, key.reshape(-1, 2)):
+            x0, x1 = threefry2x32(k, hi, lo)
+            row[:] = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
+    return out.view(np.int64).reshape(key.shape[:-1] + shape)
 
 
 # ---- the primitive -----------------------------------------------------------------------------
@@ -141,12 +147,14 @@ def random_bits_reference(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
 
 def _shape_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
     (key,) = types
-    if key != KEY_TYPE:
-        raise fail(f"random_bits: the key must be a {KEY_TYPE} (two 32-bit words), got {key}")
+    if key.dtype is not DType.i64 or key.shape[-1:] != (2,):
+        raise fail(
+            f"random_bits: the key must be a {KEY_TYPE} (two 32-bit words), or keys (..., 2), got {key}"
+        )
     shape = tuple(int(d) for d in attrs["shape"])
     if any(d < 0 for d in shape):
         raise fail(f"random_bits: negative dimension in shape {shape}")
-    return [TensorType(shape, DType.i64)]
+    return [TensorType(key.shape[:-1] + shape, DType.i64)]
 
 
 def _flat_index(shape: Sequence[int], idx: Sequence[str]) -> str:
@@ -156,24 +164,28 @@ def _flat_index(shape: Sequence[int], idx: Sequence[str]) -> str:
 
 
 def _emit(ctx: EmitContext, idx: Sequence[str]) -> str:
-    k0, k1 = ctx.read(0, ["0"]), ctx.read(0, ["1"])
-    n = _flat_index(ctx.result_type.shape, idx)
+    keys = ctx.operand_types[0].rank - 1  # leading axes that pick a key (vmap over keys)
+    k0, k1 = (ctx.read(0, [*idx[:keys], word]) for word in ("0", "1"))
+    n = _flat_index(ctx.result_type.shape[keys:], idx[keys:])
     return f"{HELPER}({k0}, {k1}, np.int64({n}))"
 
 
 def _mlir(b: ml.Builder, op: Op, xs: list[str], loc: str) -> str:
     """A ``linalg.generic`` computing Threefry in ``i32`` (``arith`` wraps; ``shrui`` is the logical
     shift the rotation needs) from the position's ``linalg.index``es and the key's two words."""
-    out = op.result.type
-    words = []
-    for k in range(2):
-        at = ml.emit(b, f"arith.constant {k} : index")
-        word = ml.emit(b, f"tensor.extract {xs[0]}[{at}] : {KEY_TYPE}")
-        words.append(ml.emit(b, f"arith.trunci {word} : i64 to i32"))
+    out, key = op.result.type, op.operands[0].type
+    keys = key.rank - 1  # leading axes that pick a key
 
     def body(bb: ml.Body, args: list[str], acc: str) -> str:
+        at = [bb.emit(f"linalg.index {k} : index") for k in range(keys)]
+        words = []
+        for word in range(2):
+            where = ", ".join([*at, bb.emit(f"arith.constant {word} : index")])
+            words.append(
+                bb.emit(f"arith.trunci {bb.emit(f'tensor.extract {xs[0]}[{where}] : {key}')} : i64 to i32")
+            )
         n = bb.const(0, DType.i64)
-        for k in range(out.rank):
+        for k in range(keys, out.rank):
             index = bb.emit(f"arith.index_cast {bb.emit(f'linalg.index {k} : index')} : index to i64")
             stride = bb.const(math.prod(out.shape[k + 1 :]), DType.i64)
             n = bb.emit(f"arith.addi {n}, {bb.emit(f'arith.muli {index}, {stride} : i64')} : i64")
