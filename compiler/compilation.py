@@ -121,8 +121,7 @@ class Target:
     name: str
     bands: bool
     numpy_kernel: Callable[[Options], Callable[[Group], bool]] | None = None
-    # its kernel-level passes (``compiler/kernel/``), looked up when they run; None: its printer
-    # still builds its kernels from the fusion plan itself (CUDA)
+    # its kernel-level passes (``compiler/kernel/``), looked up when they run
     kernel_passes: Callable[[], KernelPasses] | None = None
     row_max: int | None = None
 
@@ -141,6 +140,12 @@ def _cpu_kernels() -> KernelPasses:
     return KernelPasses(build_kernels, form_regions)
 
 
+def _cuda_kernels() -> KernelPasses:
+    from compiler.kernel.cuda.build import build_kernels, plan_scratch
+
+    return KernelPasses(build_kernels, scratch=plan_scratch)
+
+
 @dataclass(frozen=True)
 class KernelPasses:
     """A target's ``kernels`` pass (a planned program's kernels as kernel IR: ``build(func, fusion,
@@ -148,14 +153,16 @@ class KernelPasses:
     and the memory plan they then follow)."""
 
     build: Callable[..., Any]
-    regions: Callable[..., tuple[Any, MemoryPlan]]
+    regions: Callable[..., tuple[Any, MemoryPlan]] | None = None
+    # ``scratch(func, fusion, plan, kernels, options)``: the kernels' global scratch placed in the plan
+    scratch: Callable[..., tuple[Any, MemoryPlan]] | None = None
 
 
-# The CUDA printer (compiler/codegen/cuda/bands.py) keeps a row of each value a band keeps per row
+# The CUDA kernels (compiler/kernel/cuda/bands.py) keep a row of each value a band keeps per row
 # in the block's shared memory: rows of up to 4096 elements (16 KiB of float32) join a band.
 TARGETS = {
     "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel, kernel_passes=_cpu_kernels),
-    "cuda": Target("cuda", bands=True, row_max=4096),
+    "cuda": Target("cuda", bands=True, row_max=4096, kernel_passes=_cuda_kernels),
 }
 
 

@@ -65,7 +65,29 @@ def planner(options: Options) -> Planner:
         options.recompute,
         options.pack_by_size,
         bands,
+        functools.partial(_kernel_plan, options) if _scores_kernels(target) else None,
     )
+
+
+def _scores_kernels(target: Target) -> bool:
+    """Whether remat and schedule score a candidate's plan after the target's kernel passes: where
+    they add scratch to it (CUDA; the transformer block's schedule then finds an order whose plan
+    holds its scratch: 13.1 MB instead of 15.2). The CPU's ``regions`` pass only shrinks slots, and
+    building the CPU's kernels for every candidate made the pipeline 1.2-2.8x slower on the suite
+    (``benchmarks/results/notes.md``, 2026-11-25), so the CPU scores the plan before it."""
+    return target.kernel_passes is not None and target.kernel_passes().scratch is not None
+
+
+def _kernel_plan(options: Options, func: Function, fusion: Any, plan: MemoryPlan) -> MemoryPlan:
+    """The plan the target's kernel passes (``kernels``, ``regions``, ``scratch``) make of ``plan``."""
+    passes = TARGETS[options.target].kernel_passes
+    assert passes is not None
+    steps = passes()
+    kernels = steps.build(func, fusion, plan, options)
+    for step in (steps.regions, steps.scratch):
+        if step is not None:
+            kernels, plan = step(func, fusion, plan, kernels, options)
+    return plan
 
 
 def _no_numpy_kernels(group: Any) -> bool:
@@ -160,14 +182,30 @@ def _kernels(c: Compilation) -> Compilation:
 def _regions(c: Compilation) -> Compilation:
     plan: MemoryPlan = _needs(c, "plan", "regions")
     passes = TARGETS[c.options.target].kernel_passes
-    if passes is None or c.kernels is None:
+    regions = passes().regions if passes is not None else None
+    if regions is None or c.kernels is None:
         return c
     assert c.fusion is not None
-    kernels, resized = passes().regions(c.func, c.fusion, plan, c.kernels, c.options)
+    kernels, resized = regions(c.func, c.fusion, plan, c.kernels, c.options)
     if resized is plan:
         return replace(c, kernels=kernels)
     return replace(
         c, kernels=kernels, plan=resized, printed=annotate(c.func, c.fusion, resized, bufferized=False)
+    )
+
+
+def _scratch(c: Compilation) -> Compilation:
+    plan: MemoryPlan = _needs(c, "plan", "scratch")
+    passes = TARGETS[c.options.target].kernel_passes
+    scratch = passes().scratch if passes is not None else None
+    if scratch is None or c.kernels is None:
+        return c
+    assert c.fusion is not None
+    kernels, placed = scratch(c.func, c.fusion, plan, c.kernels, c.options)
+    if placed is plan:
+        return replace(c, kernels=kernels)
+    return replace(
+        c, kernels=kernels, plan=placed, printed=annotate(c.func, c.fusion, placed, bufferized=False)
     )
 
 
@@ -215,8 +253,8 @@ PASSES: tuple[Pass, ...] = (
         "kernels",
         "kernels",
         _kernels,
-        "each kernel as kernel IR (compiler/kernel/): loop nests, reductions, bands, parallel loops "
-        "on the runtime's threads, equal kernels shared (targets with kernel passes: the CPU)",
+        "each kernel as kernel IR (compiler/kernel/): loop nests or grid-stride loops, reductions "
+        "with a strategy, bands, parallel loops, equal kernels shared",
     ),
     Pass(
         "regions",
@@ -224,6 +262,13 @@ PASSES: tuple[Pass, ...] = (
         _regions,
         "run kernels that read row i only to write row i block of rows by block (row-block regions); "
         "their own buffers hold one block per thread (dsl.stored_as)",
+    ),
+    Pass(
+        "scratch",
+        "scratch",
+        _scratch,
+        "give the kernels' global scratch (partial results, rows past shared memory) arena offsets "
+        "while their kernel runs (dsl.scratch)",
     ),
     Pass(
         "bufferize",

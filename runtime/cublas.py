@@ -1,7 +1,7 @@
 """cuBLAS for the float matmuls of CUDA programs, through ``ctypes`` (no binding package).
 
 A generated CUDA module launches every matmul through the launcher that ``matmul_launcher`` wraps
-around its own shared-memory kernel (``compiler/codegen/cuda/matmul.py``), with the kernel's argument list:
+around its own shared-memory kernel (``compiler/kernel/cuda/matmul.py``), with the kernel's argument list:
 operand buffers, ``alpha``/``beta``, sizes, the operands' row and column strides and batch walks.
 Where cuBLAS can do that matmul it runs ``cublas<S|D>gemm`` (``...StridedBatched`` for batches) on
 the program's stream instead; otherwise the kernel runs. cuBLAS is used when:
@@ -150,7 +150,7 @@ class Call(NamedTuple):
 
 def gemm_calls(*sizes: int) -> list[Call] | None:
     """The cuBLAS calls doing a matmul given as the generated kernel's size parameters (``nb, m, k,
-    n``, the operands' strides and batch walks: ``compiler/codegen/cuda/matmul.py``), or ``None`` where
+    n``, the operands' strides and batch walks: ``compiler/kernel/cuda/matmul.py``), or ``None`` where
     cuBLAS cannot (no BLAS matrix, or batch walks that no run of strided batches covers)."""
     nb, m, k, n, sa_i, sa_p, sb_p, sb_j, *rest = sizes
     a_walk, b_walk, (so_i, so_j), o_walk = rest[0:3], rest[3:6], rest[6:8], rest[8:11]

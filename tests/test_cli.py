@@ -147,6 +147,7 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
     headers = re.findall(r"// -----// IR Dump After (.*) //----- //", out)
     assert headers == [
         "trace (traced)",
+        "unroll_regions (unrolled)",
         "functionalize (functional)",
         "autodiff (grad)",
         "simplify (simplified)",
@@ -157,6 +158,7 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
         "plan (planned)",
         "kernels (kernels)",
         "regions (regions)",
+        "scratch (scratch)",
         "bufferize (bufferized)",
     ]
 

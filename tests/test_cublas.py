@@ -1,6 +1,6 @@
 """The cuBLAS mapping of CUDA matmuls (``runtime/cublas.py``), checked without a GPU: the calls that
 ``gemm_calls`` plans are run by a NumPy model of cuBLAS's column-major gemm and compared with the
-generated kernel's own indexing (``compiler/codegen/cuda/matmul.py``) on random layouts: transposed
+generated kernel's own indexing (``compiler/kernel/cuda/matmul.py``) on random layouts: transposed
 operands, padded rows, batches that are strided, broadcast or split over two axes, an in-place
 accumulation. On a GPU the same mapping runs for real in the CUDA suite (``tests/cuda_sim``)."""
 

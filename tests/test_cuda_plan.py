@@ -1,5 +1,5 @@
 """The memory plan for ``target="cuda"``, made on a machine without a GPU: row fusion keeps layer
-norm's and softmax + cross-entropy's rows in a block (``compiler/codegen/cuda/bands.py``), so no
+norm's and softmax + cross-entropy's rows in a block (``compiler/kernel/cuda/bands.py``), so no
 full-size intermediate is planned (the suite's sizes, ``benchmarks/suite_programs.py``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
+from compiler.kernel.cuda.sizes import GPU
 from compiler.pipeline import option_defaults
 
 RNG = np.random.default_rng(3)
@@ -47,11 +48,31 @@ def planned(name: str, row_fusion: bool):
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_rows_stay_in_a_block(name: str) -> None:
+    """No value of the program gets more than a few rows; the kernels' scratch (the band's
+    partial column sums: one float64 row per block, ``GPU.BANDB`` blocks) is in the plan too."""
     plan, source = planned(name, row_fusion=True)
     full = PROGRAMS[name][1][0].nbytes  # one 4096-row array
+    row64 = full // 4096 * 2  # one row in float64
     assert "_rows(" in source
-    assert all(row.bytes < full // 64 for row in plan.buffers), str(plan)
-    assert plan.peak_bytes <= 64 * 1024, str(plan)
+    values = [row for row in plan.buffers if row.scratch_of is None]
+    scratch = [row for row in plan.buffers if row.scratch_of is not None]
+    assert all(row.bytes < full // 64 for row in values), str(plan)
+    assert all(row.bytes <= GPU.BANDB * row64 for row in scratch), str(plan)
+    assert plan.peak_bytes <= 64 * 1024 + sum(row.bytes for row in scratch), str(plan)
+    bind = source.split("def bind(")[1].split("def run(")[0]
+    assert "cuda.device_array" not in bind  # scratch: views of the arena
+
+
+def test_scratch_is_planned_beside_the_values_live_with_it() -> None:
+    """The scratch pass places each kernel's scratch where no value live during its kernel is:
+    the sanitizer's overlap check holds for the plan with scratch, and the arena covers it."""
+    from compiler.passes.plan import check_no_overlap
+
+    plan, _ = planned("layer norm", row_fusion=True)
+    scratch = [row for row in plan.buffers if row.scratch_of is not None]
+    assert len(scratch) == 3, str(plan)  # the loss's partials, and gamma's and beta's partial sums
+    check_no_overlap(plan)
+    assert plan.peak_bytes >= max(row.offset + row.bytes for row in scratch)
 
 
 def test_without_row_fusion_layer_norm_plans_full_size_intermediates() -> None:

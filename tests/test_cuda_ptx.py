@@ -88,7 +88,7 @@ def test_training_programs_at_size() -> None:
 
 
 def _band_programs() -> list[tuple[str, object, tuple[np.ndarray, ...]]]:
-    """Programs whose CUDA plan has bands, one per band kernel form (``compiler/codegen/cuda/bands.py``)."""
+    """Programs whose CUDA plan has bands, one per band kernel form (``compiler/kernel/cuda/bands.py``)."""
 
     def layer_norm_loss(x, g, b, r):
         mu = x.mean(axis=-1, keepdims=True)

@@ -1,5 +1,5 @@
 """The kernel level: what fused groups become once scheduled (``ir.py``: the kernel IR), and the
-passes over it. ``cpu/`` builds the CPU target's kernels from a planned program (``build.py``:
-the ``kernels`` pass; ``regions.py``: the ``regions`` pass), which ``compiler/codegen/cpu/``
-prints. The CUDA printer (``compiler/codegen/cuda/``) still builds its kernels from the fusion plan
-itself."""
+passes over it, per target. ``cpu/`` builds the CPU's kernels from a planned program (``build.py``:
+the ``kernels`` pass; ``regions.py``: the ``regions`` pass), which ``compiler/codegen/cpu/`` prints;
+``cuda/`` builds the CUDA target's (``build.py``: the ``kernels`` and ``scratch`` passes), which
+``compiler/codegen/cuda/`` prints."""

@@ -106,7 +106,9 @@ class OpContext:
         return literal(value, dtype)
 
     def global_array(self, value: np.ndarray) -> str:
-        return self._builder.pool.add(value)
+        name = self._builder.pool.add(value)
+        self._builder.constants[name] = None
+        return name
 
 
 class BodyBuilder:
@@ -121,6 +123,7 @@ class BodyBuilder:
         # the lines that load an element of a value (not computed inline): line position -> the
         # value and the index it is read at (the kernel IR's record of the line's read)
         self.loads: dict[int, tuple[Value, tuple[str, ...]]] = {}
+        self.constants: dict[str, None] = {}  # the pool's arrays the body reads, in first-use order
         self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
         self._index_memo: dict[str, str] = {}
         self._temps: set[str] = set()

@@ -10,8 +10,14 @@ expression per axis). Questions a pass must answer about a kernel (is this a fla
 may its parallel loop run as chunks, does a member of a row-block region touch only the rows of its
 block) are answered from these records and the loop structure, never from generated source.
 
+A GPU kernel's IR says how its work is spread over the device: a loop whose ``start`` and ``step``
+are thread or block coordinates (a grid-stride loop: ``start`` ``cuda.grid(1)``, ``step``
+``cuda.gridsize(1)``), ``Alloc``s in the block's shared memory, ``Barrier``s, and ``BlockReduce``:
+the combine of one value per thread over a block's threads, whose ``strategy`` the printer spells.
+
 Backends print the IR: ``print_python`` here writes Numba-Python (the CPU's ``njit`` kernels; the
-statements' text is Python on both targets).
+statements' text is Python on both targets); ``compiler/codegen/cuda/printer.py`` writes the CUDA
+kernels' bodies.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from compiler.ir.types import DType
+from compiler.prims.base import Reducer
 
 
 @dataclass(frozen=True)
@@ -42,8 +49,9 @@ class Line:
 
 @dataclass
 class For:
-    """``for var in range(start, stop)``; ``parallel``: iterations are independent (distinct
-    iterations write distinct elements), so a backend may run them on threads."""
+    """``for var in range(start, stop, step)``; ``parallel``: iterations are independent (distinct
+    iterations write distinct elements), so a backend may run them on threads. On a GPU, ``start``
+    and ``step`` spread the iterations over threads or blocks (a grid-stride loop)."""
 
     var: str
     stop: int | str
@@ -53,8 +61,11 @@ class For:
     # a flat loop over an iteration space: its index is used only as the position in flat views of
     # arrays of the iteration's shape (``View``s of ``stop`` elements), so a chunk of it may slice them
     flat: bool = False
+    step: int | str = 1
 
     def range_text(self) -> str:
+        if self.step != 1:
+            return f"range({self.start}, {self.stop}, {self.step})"
         return f"range({self.stop})" if self.start == 0 else f"range({self.start}, {self.stop})"
 
 
@@ -68,15 +79,41 @@ class If:
 
 @dataclass
 class Alloc:
-    """Scratch of the kernel: ``name = np.empty(shape, dtype)``."""
+    """Scratch of the kernel: ``name = np.empty(shape, dtype)``; ``shared``: an array in a GPU
+    block's shared memory (its extents constants of the module)."""
 
     name: str
-    shape: tuple[int, ...]
+    shape: tuple[int | str, ...]
     dtype: DType
+    shared: bool = False
 
     @property
     def shape_text(self) -> str:
         return f"({self.shape[0]},)" if len(self.shape) == 1 else "(" + ", ".join(map(str, self.shape)) + ")"
+
+
+@dataclass
+class Barrier:
+    """Every thread of a GPU block waits here until all have arrived (their earlier stores to the
+    block's shared memory are then visible to each other)."""
+
+
+@dataclass
+class BlockReduce:
+    """Combine ``acc`` of ``width`` consecutive threads of a GPU block into the first one's slot of
+    the shared array ``sm`` (each thread's slot: ``tid``; ``lane``: its place among the ``width``),
+    in a fixed order (the same bits every run), with ``reducer``'s combine in ``dtype``.
+    ``strategy``: how the printer combines them ("tree": halving steps through shared memory).
+    ``prefix`` names its temporaries (a band member's own)."""
+
+    acc: str
+    sm: str
+    lane: str
+    width: str
+    dtype: DType
+    reducer: Reducer
+    prefix: str = ""
+    strategy: str = "tree"
 
 
 @dataclass
@@ -92,7 +129,7 @@ class View:
     row: str | None = None
 
 
-Stmt = Line | For | If | Alloc | View
+Stmt = Line | For | If | Alloc | View | Barrier | BlockReduce
 
 
 @dataclass
@@ -137,6 +174,18 @@ def uses(body: Sequence[Stmt], name: str) -> bool:
     return False
 
 
+def texts(body: Sequence[Stmt]) -> Iterator[str]:
+    """The scalar expressions of ``body``: statements' text, loop bounds, conditions (for the
+    identifiers a body mentions: ``emit.mentions``)."""
+    for s in walk(body):
+        if isinstance(s, Line):
+            yield s.text
+        elif isinstance(s, For):
+            yield from (str(e) for e in (s.start, s.stop, s.step))
+        elif isinstance(s, If):
+            yield s.cond
+
+
 def np_type(dtype: DType) -> str:
     return f"np.{dtype.np.name}"
 
@@ -157,8 +206,10 @@ def print_python(body: Sequence[Stmt], depth: int = 0) -> list[str]:
             out += print_python(s.body, depth + 1)
         elif isinstance(s, Alloc):
             out.append(f"{pad}{s.name} = np.empty({s.shape_text if s.shape else '()'}, {np_type(s.dtype)})")
-        else:
+        elif isinstance(s, View):
             out.append(pad + view_text(s))
+        else:
+            raise TypeError(f"{type(s).__name__} is a GPU statement: the CPU printer has no form of it")
     return out
 
 

@@ -80,6 +80,11 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan, bufferized: b
         ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
     marks = {BUFFERIZED: True} if bufferized else {}
     fattrs = {**func.attrs, **marks, "dsl.arena_bytes": plan.peak_bytes}
+    scratch = [
+        f"{r.name}: {r.bytes} bytes at {r.offset} ({r.scratch_of})" for r in plan.buffers if r.scratch_of
+    ]
+    if scratch:  # the kernels' own scratch (the scratch pass): rows of the plan that are no value
+        fattrs["dsl.scratch"] = "; ".join(scratch)
     return func.replace_body(Block(func.params, tuple(ops), func.results), attrs=fattrs)
 
 

@@ -39,11 +39,12 @@ from __future__ import annotations
 import bisect
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from compiler.ir.core import Function, Value
+from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
 from compiler.passes.inplace_report import InplaceDecision, InplaceRequest, find_requests, report_requests
@@ -63,6 +64,8 @@ class BufferRow:
     param: int | None = None  # index of the donated argument whose memory holds it
     # Not the value's size: what the code stores of it, and where (``resize_slots``).
     stored_as: str | None = None
+    # Scratch of a kernel, not a value of the program (``place_scratch``): the kernel's name.
+    scratch_of: str | None = None
 
 
 @dataclass
@@ -140,9 +143,10 @@ def plan_buffers(
 class Planner:
     """The kernel passes as the pipeline runs them for one target and set of options: ``fuse`` ->
     ``bands`` (the rows pass: ``rows.form_bands`` with the target's roles, or None where the target
-    prints no bands or row fusion is off) -> ``plan_buffers``. The pipeline's ``fuse``, ``rows`` and
-    ``plan`` passes call its steps, and ``remat`` and ``schedule`` score their candidates with
-    ``peak``, so they optimize the plan that ships."""
+    prints no bands or row fusion is off) -> ``plan_buffers`` -> ``finish`` (the target's kernel
+    passes' changes to the plan: row-block regions' resized slots, the kernels' scratch). The
+    pipeline's ``fuse``, ``rows`` and ``plan`` passes call its steps, and ``remat`` and ``schedule``
+    score their candidates with ``peak``, so they optimize the plan that ships."""
 
     inplace: bool = True
     donate_argnums: tuple[int, ...] = ()
@@ -150,6 +154,7 @@ class Planner:
     recompute: bool = True
     pack_by_size: bool | None = None  # None: DSL_NO_PACK_BY_SIZE decides
     bands: Callable[[Function, FusionPlan], None] | None = None
+    finish: Callable[[Function, FusionPlan, MemoryPlan], MemoryPlan] | None = None
 
     def fuse(self, func: Function) -> FusionPlan:
         return fuse(func, self.contract_transposes, self.recompute)
@@ -165,7 +170,8 @@ class Planner:
         """Fusion (with bands) and memory plan of optimized IR, as the pipeline would make them."""
         fusion = self.fuse(func)
         self.form_bands(func, fusion)
-        return fusion, self.plan_buffers(func, fusion)
+        plan = self.plan_buffers(func, fusion)
+        return fusion, plan if self.finish is None else self.finish(func, fusion, plan)
 
     def peak(self, func: Function) -> int:
         """The arena the shipped plan of ``func`` needs."""
@@ -420,6 +426,30 @@ def resize_slots(plan: MemoryPlan, slots: dict[int, tuple[int, str]]) -> None:
     plan.offsets = {r.value: r.offset for r in arena}
     plan.peak_bytes = max((r.offset + align(r.bytes) for r in arena), default=0)
     report_requests(plan)
+
+
+def place_scratch(plan: MemoryPlan, needs: list[tuple[str, str, int, DType, tuple[int, int]]]) -> MemoryPlan:
+    """A copy of ``plan`` with the kernels' global scratch in the arena: each need ``(name, kernel,
+    bytes, dtype, live)`` (a split reduction's partials, a band's rows past shared memory) is live
+    while its kernel runs and gets the best-fitting gap among the rows live at the same time (else
+    the top of the arena), largest first, like the values' blocks (``repack_by_size``). Scratch
+    that no value needs at the same time costs no arena at all."""
+    if not needs:
+        return plan
+    rows = [replace(r) for r in plan.buffers]
+    placed = [r for r in rows if r.param is None]
+    for name, kernel, nbytes, dtype, live in sorted(needs, key=lambda n: (-n[2], n[0])):
+        busy = [r for r in placed if r.live[0] <= live[1] and live[0] <= r.live[1]]
+        busy.sort(key=lambda r: r.offset)
+        offsets = np.array([r.offset for r in busy], dtype=np.int64)
+        sizes = np.array([align(r.bytes) for r in busy], dtype=np.int64)
+        offset = _best_gap(offsets, sizes, align(nbytes))
+        value = Value(TensorType((nbytes // dtype.itemsize,), dtype))
+        row = BufferRow(name, value, nbytes, offset, live, scratch_of=kernel)
+        rows.append(row)
+        placed.append(row)
+    peak = max((r.offset + align(r.bytes) for r in placed), default=0)
+    return replace(plan, buffers=rows, peak_bytes=max(plan.peak_bytes, peak))
 
 
 def check_no_overlap(plan: MemoryPlan) -> None:

@@ -1,4 +1,4 @@
-"""Row fusion on ``target="cuda"`` (``compiler/codegen/cuda/bands.py``) in the simulator, with bands on
+"""Row fusion on ``target="cuda"`` (``compiler/kernel/cuda/bands.py``) in the simulator, with bands on
 and off (``row_fusion``), against NumPy: layer norm and softmax + cross-entropy forward and backward,
 a band with a tail, reductions over axis 0 (partials per block, combined in block order), a row
 reduction that keeps an inner axis, local rows wider than a block (TPB is 8 here) and narrow rows
@@ -11,7 +11,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
-from compiler.codegen.cuda import bands
+from compiler.kernel.cuda import bands
 from compiler.pipeline import option_defaults
 
 RNG = np.random.default_rng(7)

@@ -1,27 +1,14 @@
-"""CUDA code generation: one ``numba.cuda.jit`` kernel per fusion group and a host driver.
+"""CUDA code generation: print the ``kernels`` pass's CUDA kernels (``compiler/kernel/cuda/``) as
+``numba.cuda.jit`` functions, and a host driver.
 
-The same fusion plan, memory plan and scalar lowerings (``prim.emit`` through ``BodyBuilder``) as
-the CPU backend; only the scaffolding differs:
-
-- every device buffer is *flat* (1-D, C order): kernels index ``x[i0 * 4 + i1]`` with strides known
-  at compile time, so the driver never reshapes, and a read at the group's own index of a value of
-  the group's shape is simply ``x[g]``;
-- LOOP groups are grid-stride loops over the flat iteration space; the multi-dimensional index
-  ``i0, i1, ...`` is computed from ``g`` only where some read needs it (a broadcast, a transpose...);
-- REDUCE groups: a small reduced extent is a serial loop per output element (one thread each);
-  a large one gets a block per output element and a shared-memory tree; a large reduction into few
-  outputs is split in two passes (fixed chunks -> partials -> a tree per output); one that keeps the
-  innermost axis (a bias gradient) gives each warp consecutive outputs, so it reads whole row
-  segments, in chunks -> partials -> an in-order combine per output. There are no
-  atomics, so every reduction is deterministic: the same inputs give bit-identical results;
-- CONTRACT groups: a matmul tiled through shared memory with a register tile per thread, batched
-  over ``blockIdx.z``, one kernel per dtype shared by every matmul; float matmuls are launched
-  through ``runtime.cublas.matmul_launcher``, which runs cuBLAS instead where it can (a GPU with
-  libcublas, BLAS-compatible strides: ``runtime/cublas.py``);
-- a band of the ``rows`` pass (consecutive LOOP/REDUCE groups over the same rows) is one kernel,
-  its rows resident in a block (``bands.py``);
-- constant arrays are copied to the device once and passed as kernel arguments (no 64 KiB
-  constant-memory limit).
+The kernels pass decided everything a kernel does: every device buffer is *flat* (1-D, C order), so
+kernels index ``x[i0 * 4 + i1]`` with strides known at compile time and the driver never reshapes;
+LOOP groups are grid-stride loops; each reduction has its strategy (a thread or a block per output,
+two passes, columns side by side: ``kernel/cuda/loops.py``); a band of the ``rows`` pass is one
+kernel with its rows resident in a block (``kernel/cuda/bands.py``); matmuls are one shared kernel
+per dtype, launched through ``runtime.cublas.matmul_launcher`` (cuBLAS where it can). The ``scratch``
+pass placed every kernel's global scratch in the arena. There are no atomics, so every reduction is
+deterministic. Constant arrays are copied to the device once and passed as kernel arguments.
 
 Kernels call no other jitted function (helpers are inlined as text), so ``numba.cuda.compile_ptx``
 compiles each of them without a driver. The module's ``bind(arena, stream)`` carves the arena
@@ -30,35 +17,36 @@ kernels in order on ``stream`` and returns the (flat) results. Every launch goes
 ``runtime.cuda_launch.fast_launch``, which after the first launch flattens only the arguments that
 changed (the arena views never do).
 
-Launch sizes come from the module constants ``TPB`` (threads per block), ``MAXB`` (blocks of a
-grid-stride launch) and ``TILE`` (matmul tile), smaller under the CUDA simulator
-(``NUMBA_ENABLE_CUDASIM=1``), where every thread is a Python thread.
-
-The package: ``prelude.py`` (the module text every program starts with), ``kernel.py`` (the kernel
-record, flat indexing, a group's ``KernelSpec``, the block tree), ``loops.py`` (LOOP and REDUCE
-groups), ``matmul.py`` (CONTRACT groups), ``bands.py`` (row-fused bands), ``driver.py``
-(``bind``/``run``), and this file, which prints a program.
+The package: ``prelude.py`` (the module text every program starts with), ``printer.py`` (a kernel's
+text), ``driver.py`` (``bind``/``run``), and this file, which prints a program.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.common import caller_allocated, program_facts, py_name
-from compiler.codegen.cuda.bands import band_kernel
+from compiler.codegen.common import caller_allocated, program_facts
 from compiler.codegen.cuda.driver import ENTRY, driver
-from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, linear, numba_type, unflatten
-from compiler.codegen.cuda.loops import loop_kernel, reduce_kernel
-from compiler.codegen.cuda.matmul import matmul_kernel
 from compiler.codegen.cuda.prelude import PRELUDE
+from compiler.codegen.cuda.printer import kernel_text
 from compiler.ir.core import Function
-from compiler.ir.types import TensorType
+from compiler.ir.types import DType, TensorType
+from compiler.kernel.cuda.build import CudaKernels, build_kernels, plan_scratch
+from compiler.kernel.cuda.records import CudaKernel
 from compiler.kernel.emit import ConstantPool
-from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.fuse import FusionPlan
 from compiler.passes.plan import MemoryPlan
+
+
+@dataclass
+class PrintedKernel:
+    """A kernel of the module: its name, text and argument types (``(dtype, ndim)``, the PTX signature)."""
+
+    name: str
+    text: str
+    arg_types: list[tuple[DType, int]]
 
 
 @dataclass
@@ -66,56 +54,55 @@ class CudaProgram:
     source: str
     constants: dict[str, np.ndarray]
     entry: str
-    kernels: list[CudaKernel]  # every kernel of the module, in launch order
+    kernels: list[PrintedKernel]  # every kernel of the module, in launch order
     n_results: int
     writeback: tuple[int, ...]
     arena_bytes: int
     direct_writeback: tuple[int, ...]
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the runtime allocates and passes in, in driver order
+    plan: MemoryPlan  # the plan the module follows (with the kernels' scratch)
 
 
 def generate_cuda(
-    func: Function, fusion: FusionPlan, plan: MemoryPlan, sanitize: bool = False
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    kernels: CudaKernels | None = None,
+    sanitize: bool = False,
 ) -> CudaProgram:
-    names = {v: py_name(n) for v, n in fusion.names.items()}
-    pool = ConstantPool()
-    kernels: dict[Group, CudaKernel] = {}
-    for group in fusion.groups:
-        band = fusion.band_of.get(group)
-        if band is not None:  # one kernel for the band, where its first member would run
-            if group is band.groups[0]:
-                kernels[group] = band_kernel(band, names, pool)
-            continue
-        kernel = _WRITERS[group.kind](KernelSpec(group, names, pool))
-        if kernel is not None:
-            kernels[group] = kernel
+    """The module of a program planned for CUDA: the ``kernels`` and ``scratch`` passes' kernels
+    (run here for a program planned without them) and ``plan``, the memory plan they follow."""
+    if kernels is None:
+        kernels, plan = plan_scratch(func, fusion, plan, build_kernels(func, fusion, plan, None), None)
     outs = caller_allocated(func, plan)
-    host = driver(func, fusion, plan, kernels, names, outs, pool, sanitize)
-    every = list({k.name: k for top in kernels.values() for k in (top, *top.follow)}.values())
-    libraries = [_library_import(k) for k in every if k.shared]
+    host = driver(func, fusion, plan, kernels, outs, sanitize)
+    every = kernels.every()
+    texts = {k.name: kernel_text(k) for k in every}
+    libraries = [_library_import(k, texts[k.name]) for k in every if k.shared]
     if libraries:
         libraries.insert(0, "from runtime.module_cache import load_module as _load_module  # noqa: E402\n")
     if every:
         libraries.insert(0, "from runtime.cuda_launch import fast_launch as _fast_launch  # noqa: E402\n")
     if any(k.wrapper for k in every):
         libraries.insert(0, "from runtime.cublas import matmul_launcher as _matmul_launcher  # noqa: E402\n")
-    own = [k.text for k in every if not k.shared]
-    parts = [PRELUDE, "\n".join(libraries), _constants(pool), *own, host]
+    own = [texts[k.name] for k in every if not k.shared]
+    parts = [PRELUDE, "\n".join(libraries), _constants(kernels.pool), *own, host]
     return CudaProgram(
         source="\n\n\n".join(p for p in parts if p) + "\n",
-        constants=dict(pool.arrays),
+        constants=dict(kernels.pool.arrays),
         entry=ENTRY,
-        kernels=every,
+        kernels=[PrintedKernel(k.name, texts[k.name], k.arg_types) for k in every],
+        plan=plan,
         **program_facts(func, plan, outs),
     )
 
 
-def _library_import(kernel: CudaKernel) -> str:
+def _library_import(kernel: CudaKernel, text: str) -> str:
     """A shared kernel lives in a module of its own (PRELUDE + its text, content-addressed in the
     module cache): every program that uses it gets the same dispatcher, compiled once per process
     and cached on disk across processes."""
-    source = PRELUDE + "\n\n\n" + kernel.text + "\n"
+    source = PRELUDE + "\n\n\n" + text + "\n"
     return f"{kernel.name} = _load_module({source!r}, {{}}).{kernel.name}"
 
 
@@ -126,20 +113,4 @@ def _constants(pool: ConstantPool) -> str:
     return "\n".join(lines + [f'    {name} = _constants["{name}"]' for name in pool.arrays])
 
 
-_WRITERS: dict[GroupKind, Callable[[KernelSpec], CudaKernel | None]] = {
-    GroupKind.LOOP: loop_kernel,
-    GroupKind.REDUCE: reduce_kernel,
-    GroupKind.CONTRACT: matmul_kernel,
-}
-
-
-__all__ = [
-    "ENTRY",
-    "CudaKernel",
-    "CudaProgram",
-    "KernelSpec",
-    "generate_cuda",
-    "linear",
-    "numba_type",
-    "unflatten",
-]
+__all__ = ["ENTRY", "CudaProgram", "PrintedKernel", "generate_cuda"]

@@ -5,11 +5,12 @@ kernels in order."""
 from __future__ import annotations
 
 from compiler.codegen.common import allocations, poison_after, poison_value, returned
-from compiler.codegen.cuda.kernel import CudaKernel
+from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
-from compiler.kernel.emit import ConstantPool, indent, literal, np_type
-from compiler.passes.fuse import FusionPlan, Group
+from compiler.kernel.cuda.build import CudaKernels
+from compiler.kernel.emit import indent, literal, np_type
+from compiler.passes.fuse import FusionPlan
 from compiler.passes.plan import MemoryPlan
 
 ENTRY = "bind"
@@ -23,14 +24,13 @@ def driver(
     func: Function,
     fusion: FusionPlan,
     plan: MemoryPlan,
-    kernels: dict[Group, CudaKernel],
-    names: dict[Value, str],
+    program: CudaKernels,
     outs: list[Value],
-    pool: ConstantPool,
     sanitize: bool,
 ) -> str:
-    """``bind(arena, stream)``: arena views, device constants, scratch and launchers, once;
-    returns ``run(outs..., params...)`` launching every kernel in order."""
+    """``bind(arena, stream)``: arena views (the kernels' scratch among them), device constants and
+    launchers, once; returns ``run(outs..., params...)`` launching every kernel in order."""
+    names, pool, kernels = program.names, program.pool, program.kernels
     arg_names = [names[p] for p in func.params]
     setup: list[str] = []
     body: list[str] = []
@@ -53,11 +53,12 @@ def driver(
                 body.append(f"{name} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
         top = kernels.get(group)
         for kernel in (top, *top.follow) if top is not None else ():
-            for scratch, size, dtype in kernel.scratch:
-                setup.append(f"{scratch} = cuda.device_array({size}, {np_type(dtype)}, stream=stream)")
+            for s in kernel.scratch:
+                assert s.offset >= 0, f"{s.name}: scratch not placed (the scratch pass)"
+                setup.append(f"{s.name} = {_flat_view('arena', s.offset, s.nbytes, s.dtype)}")
             launcher = f"L{launchers}"
             launchers += 1
-            configured = f"_fast_launch({kernel.name}{kernel.launch})"  # runtime/cuda_launch.py
+            configured = f"_fast_launch({kernel.name}{launch_text(kernel)})"  # runtime/cuda_launch.py
             if kernel.wrapper:
                 configured = f"{kernel.wrapper}({configured}, stream)"
             setup.append(f"{launcher} = {configured}")

@@ -4,6 +4,7 @@ helpers, and the small kernels and functions the driver uses (``_grid``, ``_dup`
 
 from __future__ import annotations
 
+from compiler.kernel.cuda.sizes import GPU, MEANING, SIM, LaunchSizes
 from compiler.prims.elementwise import SCALAR_HELPERS
 from compiler.prims.random import helper_source as random_helper_source
 
@@ -17,16 +18,10 @@ import numpy as np
 from numba import cuda
 
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-TPB = 8 if SIM else 256  # threads per block of loops and reductions (a power of two)
-MAXB = 2 if SIM else 8192  # blocks of a grid-stride launch
-BANDB = 2 if SIM else 256  # blocks of a band kernel that keeps partial results per block
-COLS = 4 if SIM else 32  # column reductions: outputs per block (one warp's consecutive columns)...
-LANES = 2 if SIM else 8  # ... and threads per output in a block (rows lane, lane + LANES, ...)
+{sizes}
 SLOTS = COLS * LANES  # (a shared array's size must be one constant)
-TILE = 4 if SIM else 16  # matmul threads per block edge; each computes MICRO x MICRO outputs
 MICRO = 4
 BT = TILE * MICRO  # matmul block tile edge
-MAXG = 2 if SIM else 65535  # blocks along y and z
 
 if SIM:  # the simulator runs kernels as Python, where math.log(-1) raises and a GPU returns NaN
     from types import SimpleNamespace
@@ -67,7 +62,11 @@ def _dup(x, stream):
 def _fill(x, value):
     for g in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
         x[g] = value'''
-PRELUDE = _PRELUDE.replace(
+_SIZES = "\n".join(  # (compiler/kernel/cuda/sizes.py: their meaning)
+    f"{name} = {getattr(SIM, name)} if SIM else {getattr(GPU, name)}  # {MEANING[name]}"
+    for name in LaunchSizes.__dataclass_fields__
+)
+PRELUDE = _PRELUDE.replace("{sizes}", _SIZES).replace(
     "{helpers}", "\n".join(f"{name} = {spelling['cuda']}" for name, spelling in SCALAR_HELPERS.items())
 )
 PRELUDE += "\n\n\n" + random_helper_source("cuda")  # random_bits' Threefry: a device function, inlined

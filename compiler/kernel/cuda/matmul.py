@@ -1,11 +1,13 @@
-"""CONTRACT groups: one shared matmul kernel per dtype, tiled through shared memory with a register
-tile per thread; float matmuls launch through ``runtime.cublas.matmul_launcher`` (cuBLAS where it can)."""
+"""CONTRACT groups: one shared matmul kernel per dtype (strategy "matmul"), tiled through shared
+memory with a register tile per thread; float matmuls launch through
+``runtime.cublas.matmul_launcher`` (cuBLAS where it can)."""
 
 from __future__ import annotations
 
-from compiler.codegen.cuda.kernel import CudaKernel, KernelSpec, kernel, numba_type
 from compiler.ir.types import DType
-from compiler.kernel.emit import indent, literal, typed
+from compiler.kernel.cuda.records import CudaKernel, KernelSpec, Launch, kernel
+from compiler.kernel.emit import literal, typed
+from compiler.kernel.ir import Access, Alloc, Barrier, For, If, Line, Stmt
 from compiler.passes.fuse import OperandView, accumulation, matmul_views
 from compiler.prims.contraction import matmul_dims
 
@@ -17,7 +19,7 @@ def matmul_kernel(spec: KernelSpec) -> CudaKernel | None:
     that dtype is the same compiled code. TILE x TILE threads compute a (TILE*MICRO)^2 block tile,
     each thread a MICRO x MICRO register tile (rows ``ty + TILE*i``, columns ``tx + TILE*j``, so
     shared-memory reads and global writes are contiguous across a warp), over K in steps of TILE
-    staged through shared memory. The unrolled register tile is written out as text."""
+    staged through shared memory. The register tile is unrolled."""
     root = spec.group.root
     out = root.result
     if out.type.size == 0:
@@ -28,70 +30,92 @@ def matmul_kernel(spec: KernelSpec) -> CudaKernel | None:
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     r = range(MICRO)
-    shared = numba_type(dtype)
-    loads = []
+    a_at = Access("a", ("abase + gi * sa_i + gp * sa_p",))
+    b_at = Access("b", ("bbase + gp * sb_p + gj * sb_j",))
+    loads: list[Stmt] = []
     for e in r:  # a (BT x TILE) slice of A and a (TILE x BT) slice of B: MICRO elements per thread
         loads += [
-            f"e = tid + {e} * TILE * TILE",
-            "ra = e // TILE",
-            "ca = e % TILE",
-            "gi = row0 + ra",
-            "gp = p0 + ca",
-            f"sa[ca, ra] = a[abase + gi * sa_i + gp * sa_p] if gi < m and gp < k else {zero}",
-            "rb = e // BT",
-            "cb = e % BT",
-            "gp = p0 + rb",
-            "gj = col0 + cb",
-            f"sb[rb, cb] = b[bbase + gp * sb_p + gj * sb_j] if gp < k and gj < n else {zero}",
+            Line(f"e = tid + {e} * TILE * TILE"),
+            Line("ra = e // TILE"),
+            Line("ca = e % TILE"),
+            Line("gi = row0 + ra"),
+            Line("gp = p0 + ca"),
+            Line(
+                f"sa[ca, ra] = a[{a_at.index[0]}] if gi < m and gp < k else {zero}",
+                (a_at,),
+                (Access("sa", ("ca", "ra")),),
+            ),
+            Line("rb = e // BT"),
+            Line("cb = e % BT"),
+            Line("gp = p0 + rb"),
+            Line("gj = col0 + cb"),
+            Line(
+                f"sb[rb, cb] = b[{b_at.index[0]}] if gp < k and gj < n else {zero}",
+                (b_at,),
+                (Access("sb", ("rb", "cb")),),
+            ),
         ]
-    step = [f"x{i} = sa[q, ty + {i} * TILE]" for i in r] + [f"y{j} = sb[q, tx + {j} * TILE]" for j in r]
+    step: list[Stmt] = [
+        Line(f"x{i} = sa[q, ty + {i} * TILE]", (Access("sa", ("q", f"ty + {i} * TILE")),)) for i in r
+    ]
+    step += [Line(f"y{j} = sb[q, tx + {j} * TILE]", (Access("sb", ("q", f"tx + {j} * TILE")),)) for j in r]
     step += [
-        f"c{i}{j} = {typed(reducer.combine(f'c{i}{j}', typed(f'x{i} * y{j}', dtype)), dtype)}"
+        Line(f"c{i}{j} = {typed(reducer.combine(f'c{i}{j}', typed(f'x{i} * y{j}', dtype)), dtype)}")
         for i in r
         for j in r
     ]
-    stores = []
+    o_at = Access("o", ("oi",))
+    stores: list[Stmt] = []
     for i in r:
-        stores += [f"gi = row0 + ty + {i} * TILE"]
+        stores.append(Line(f"gi = row0 + ty + {i} * TILE"))
         for j in r:
+            result = f"alpha * c{i}{j} if beta == 0 else alpha * c{i}{j} + beta * cin[oi]"
             stores += [
-                f"gj = col0 + tx + {j} * TILE",
-                "if gi < m and gj < n:",
-                "    oi = obase + gi * so_i + gj * so_j",
-                f"    o[oi] = alpha * c{i}{j} if beta == 0 else alpha * c{i}{j} + beta * cin[oi]",
+                Line(f"gj = col0 + tx + {j} * TILE"),
+                If(
+                    "gi < m and gj < n",
+                    [
+                        Line("oi = obase + gi * so_i + gj * so_j"),
+                        Line(f"o[oi] = {result}", (Access("cin", ("oi",)),), (o_at,)),
+                    ],
+                ),
             ]
     identity = literal(reducer.identity(dtype), dtype)
-    tile = [
-        "row0 = bi * BT",
-        "col0 = bj * BT",
-        *(f"c{i}{j} = {identity}" for i in r for j in r),
-        "for p0 in range(0, k, TILE):",
-        *indent(
-            [*loads, "cuda.syncthreads()", "for q in range(TILE):", *indent(step, 1), "cuda.syncthreads()"], 1
-        ),
+    tile: list[Stmt] = [
+        Line("row0 = bi * BT"),
+        Line("col0 = bj * BT"),
+        *(Line(f"c{i}{j} = {identity}") for i in r for j in r),
+        For("p0", "k", [*loads, Barrier(), For("q", "TILE", step), Barrier()], step="TILE"),
         *stores,
     ]
-    lines = [
-        f"sa = cuda.shared.array((TILE, BT), {shared})",
-        f"sb = cuda.shared.array((TILE, BT), {shared})",
-        "tx = cuda.threadIdx.x",
-        "ty = cuda.threadIdx.y",
-        "tid = ty * TILE + tx",
-        "for t in range(cuda.blockIdx.z, nb, cuda.gridDim.z):",
-        "    abase = (t // a_in) * a_so + (t % a_in) * a_si",
-        "    bbase = (t // b_in) * b_so + (t % b_in) * b_si",
-        "    obase = (t // o_in) * o_so + (t % o_in) * o_si",
-        "    for bi in range(cuda.blockIdx.y, (m + BT - 1) // BT, cuda.gridDim.y):",
-        "        for bj in range(cuda.blockIdx.x, (n + BT - 1) // BT, cuda.gridDim.x):",
-        *indent(tile, 3),
+    batch: list[Stmt] = [
+        Line("abase = (t // a_in) * a_so + (t % a_in) * a_si"),
+        Line("bbase = (t // b_in) * b_so + (t % b_in) * b_si"),
+        Line("obase = (t // o_in) * o_so + (t % o_in) * o_si"),
+        For(
+            "bi",
+            "(m + BT - 1) // BT",
+            [For("bj", "(n + BT - 1) // BT", tile, "cuda.blockIdx.x", True, step="cuda.gridDim.x")],
+            "cuda.blockIdx.y",
+            True,
+            step="cuda.gridDim.y",
+        ),
+    ]
+    body: list[Stmt] = [
+        Alloc("sa", ("TILE", "BT"), dtype, shared=True),
+        Alloc("sb", ("TILE", "BT"), dtype, shared=True),
+        Line("tx = cuda.threadIdx.x"),
+        Line("ty = cuda.threadIdx.y"),
+        Line("tid = ty * TILE + tx"),
+        For("t", "nb", batch, "cuda.blockIdx.z", True, step="cuda.gridDim.z"),
     ]
     tiles_m, tiles_n = f"(({m} + BT - 1) // BT)", f"(({n} + BT - 1) // BT)"
-    launch = f"[(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG)), (TILE, TILE), stream]"
+    launch = Launch(f"(min({tiles_n}, MAXG), min({tiles_m}, MAXG), min({nb}, MAXG))", "(TILE, TILE)")
     name = f"_{root.prim.name}_{dtype}"
     params = ["a", "b", "o", "cin", "alpha", "beta", "nb", "m", "k", "n", "sa_i", "sa_p", "sb_p", "sb_j"]
     params += ["a_in", "a_so", "a_si", "b_in", "b_so", "b_si", "so_i", "so_j", "o_in", "o_so", "o_si"]
     types = [(dtype, 1)] * 4 + [(dtype, 0)] * 2 + [(DType.i64, 0)] * 19
-    shared_kernel = kernel(name, params, types, lines, launch)
+    shared_kernel = kernel(name, params, types, body, launch, "matmul")
     shared_kernel.shared = True
     if dtype in (DType.f32, DType.f64):  # cuBLAS where it can (runtime/cublas.py), else this kernel
         shared_kernel.wrapper = "_matmul_launcher"

@@ -1,0 +1,78 @@
+"""The CUDA printer of the kernel IR: a ``CudaKernel`` as the text of a ``numba.cuda.jit`` function
+(a band's launch constants before it). Loops print as Python ``range`` loops whose start and step
+are thread and block coordinates; a ``BlockReduce`` of strategy "tree" as halving steps through
+shared memory."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from compiler.ir.types import DType
+from compiler.kernel.cuda.records import CudaKernel
+from compiler.kernel.emit import typed
+from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+
+
+def numba_type(dtype: DType) -> str:
+    """The Numba scalar type (of shared arrays), as generated code spells it."""
+    return "numba.boolean" if dtype.is_bool else f"numba.{dtype.np.name}"
+
+
+def kernel_text(kernel: CudaKernel) -> str:
+    header = ["@cuda.jit(cache=not SIM)", f"def {kernel.name}({', '.join(kernel.ir.params)}):"]
+    text = "\n".join(header + (print_cuda(kernel.ir.body, 1) or ["    pass"]))
+    if kernel.constants:  # read by the kernel as compile-time constants
+        text = "\n".join(f"{name} = {expr}" for name, expr in kernel.constants) + "\n\n\n" + text
+    return text
+
+
+def launch_text(kernel: CudaKernel) -> str:
+    return f"[{kernel.launch.grid}, {kernel.launch.block}, stream]"
+
+
+def print_cuda(body: Sequence[Stmt], depth: int = 0) -> list[str]:
+    pad = "    " * depth
+    out: list[str] = []
+    for s in body:
+        if isinstance(s, Line):
+            out.append(pad + s.text)
+        elif isinstance(s, For):
+            out.append(f"{pad}for {s.var} in {s.range_text()}:")
+            out += print_cuda(s.body, depth + 1) or [pad + "    pass"]
+        elif isinstance(s, If):
+            out.append(f"{pad}if {s.cond}:")
+            out += print_cuda(s.body, depth + 1)
+        elif isinstance(s, Alloc):
+            if not s.shared:
+                raise TypeError(
+                    f"{s.name}: a CUDA kernel allocates only shared memory (its scratch is planned)"
+                )
+            shape = str(s.shape[0]) if len(s.shape) == 1 else "(" + ", ".join(map(str, s.shape)) + ")"
+            out.append(f"{pad}{s.name} = cuda.shared.array({shape}, {numba_type(s.dtype)})")
+        elif isinstance(s, Barrier):
+            out.append(pad + "cuda.syncthreads()")
+        elif isinstance(s, BlockReduce):
+            out += [pad + line for line in _tree(s)]
+        else:
+            raise TypeError(f"{type(s).__name__}: no CUDA form")
+    return out
+
+
+def _tree(r: BlockReduce) -> list[str]:
+    """Halving steps: the first ``s`` lanes of ``width`` combine their slot with the slot ``s``
+    above, ``s`` = width/2, width/4 ... 1, a barrier after each: a fixed order."""
+    if r.strategy != "tree":
+        raise ValueError(f"block reduce strategy {r.strategy!r}: the CUDA printer knows 'tree'")
+    mine, theirs = f"{r.prefix}mine", f"{r.prefix}theirs"
+    return [
+        f"{r.sm}[tid] = {r.acc}",
+        "cuda.syncthreads()",
+        f"s = {r.width} // 2",
+        "while s > 0:",
+        f"    if {r.lane} < s:",
+        f"        {mine} = {r.sm}[tid]",
+        f"        {theirs} = {r.sm}[tid + s]",
+        f"        {r.sm}[tid] = {typed(r.reducer.combine(mine, theirs), r.dtype)}",
+        "    cuda.syncthreads()",
+        "    s //= 2",
+    ]

@@ -1,0 +1,418 @@
+"""Band kernels (strategy "rows"): consecutive loop and reduction groups over the same rows
+(``Band``, made by the ``rows`` pass, ``compiler/passes/rows.py``) run as one CUDA kernel, row by row.
+
+A block of ``CT x RT`` threads (``TPB`` in all) takes ``RT`` rows at a time; each row's ``CT`` threads
+stride over its elements (``CT``: the widest member's row rounded up to a power of two, at most
+``TPB``, so narrow rows share a block). Blocks stride over the rows. For each row, every member's
+code runs in member order, then a ``Barrier``: a member may read any element of the row that an
+earlier member wrote, and a member may store its result over an operand the earlier members read
+(``Band.aligned``).
+
+- A LOOP member: the row's threads stride over its elements (a row of one element: every thread
+  computes it, one stores it).
+- A row reduction into one value per row: each thread accumulates its elements, a ``BlockReduce``
+  over the row's threads combines them, and every thread reads the result (a broadcast). One that
+  keeps inner axes gives each thread whole outputs, a serial loop each.
+- A reduction over axis 0 (a column sum, a loss): each block keeps a partial result per row slot
+  over the rows it takes, in row order: a register per thread for a full reduction (combined by a
+  block reduce after the rows), else an element per output, owned by one thread. A follow kernel
+  (``CudaKernel.follow``) combines the partials in block order: no atomics, the same bits each run.
+- Values the band keeps per row (``Band.local``) have no buffer: a row of one element is a
+  register of every thread; a longer one a row of shared memory per row slot of the block (or,
+  past ``SHARED_BYTES`` for the band, a row of global scratch per slot).
+- Tails (``Band.tail``) run after the band as their own loop kernels, in member order with the
+  partials' combines (a tail reads only values from before the band or combined after it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from compiler.ir.core import Value
+from compiler.ir.types import DType
+from compiler.kernel.cuda.loops import combine, grid_loop, loop_kernel
+from compiler.kernel.cuda.records import (
+    Builder,
+    CudaKernel,
+    KernelSpec,
+    Launch,
+    Place,
+    Scratch,
+    body_stmts,
+    index_stmts,
+    kernel,
+    linear,
+    store,
+    text,
+    unflatten,
+)
+from compiler.kernel.cuda.sizes import GPU, SIM, LaunchSizes
+from compiler.kernel.emit import ROW, ConstantPool, literal, typed
+from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+from compiler.passes.fuse import Band, Group, GroupKind
+from compiler.prims.base import Reducer
+
+SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
+
+
+@dataclass
+class _Code:
+    """A band kernel's statements before its rows, for each row, and after them; its scratch
+    and the kernels that follow it."""
+
+    before: list[Stmt] = field(default_factory=list)
+    row: list[Stmt] = field(default_factory=list)
+    after: list[Stmt] = field(default_factory=list)
+    scratch: list[Scratch] = field(default_factory=list)
+    follow: list[CudaKernel] = field(default_factory=list)
+    trees: set[DType] = field(default_factory=set)  # accumulator dtypes of the shared-memory trees
+    builders: list[Builder] = field(default_factory=list)
+
+
+@dataclass
+class _Store:
+    """A row of ``size`` elements per row slot of a block (``ty``): a shared array, or a slice of
+    a global scratch array per block and slot."""
+
+    name: str
+    size: int
+    dtype: DType
+    shared: bool
+
+    def at(self, kernel: str, offset: str) -> Access:
+        slot = "ty" if self.shared else f"(cuda.blockIdx.x * {kernel}_RT + ty)"
+        return Access(self.name, (f"{slot} * {self.size} + {offset}",))
+
+
+@dataclass
+class _Band:
+    band: Band
+    names: dict[Value, str]
+    pool: ConstantPool
+    name: str
+    stores: dict[Value, _Store]  # rows of local values and of partial results (a reduction's root)
+
+    @property
+    def ct(self) -> str:
+        return f"{self.name}_CT"
+
+    def ref(self, v: Value, at: tuple[str, ...]) -> Place:
+        """The element of a local value at ``at``, a register or its row store (``at``: this row)."""
+        assert at[:1] == (ROW,), f"{self.names[v]}: a band reads its rows only at the current row"
+        row = v.type.shape[1:]
+        if math.prod(row) == 1:
+            return f"{self.names[v]}_r"
+        return self.stores[v].at(self.name, linear(at[1:], row))
+
+    def builder(self, group: Group, j: int, flat: str | None, code: _Code) -> Builder:
+        """A member's body builder: local values from registers and row stores, the rest from flat
+        buffers (``flat``: the flat position of the member's own index, where one is at hand)."""
+        shape = group.shape
+        idx = tuple(f"i{d}" for d in range(len(shape)))
+
+        def locate(v: Value, at: tuple[str, ...]) -> Place:
+            if v in self.band.local:
+                return self.ref(v, at)
+            if flat is not None and at == idx and v.type.shape == shape:
+                return Access(self.names[v], (flat,))
+            return Access(self.names[v], (linear(at, v.type.shape),))
+
+        builder = Builder({op.result: op for op in group.ops}, locate, self.pool, prefix=f"m{j}_")
+        code.builders.append(builder)
+        return builder
+
+    def store(self, v: Value, idx: tuple[str, ...], value: str, flat: str | None) -> Line:
+        if v in self.band.local:
+            return store(self.ref(v, idx), value)
+        return store(Access(self.names[v], (flat or linear(idx, v.type.shape),)), value)
+
+
+def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> CudaKernel:
+    """The kernel of ``band`` (launched where its first member would run), its follow kernels
+    (combines of partial results, tails) attached."""
+    name = f"k{band.groups[0].index}_rows"
+    members = [g for g in band.groups if g not in band.tail]
+    width = max(_spread(g) for g in members)
+    ct = 1 << max(width - 1, 0).bit_length()
+    partials = any(0 in g.reduced_axes for g in members)
+    # (threads per row, rows per block, blocks) on a GPU; scratch is sized for the larger of a GPU's
+    # launch and the simulator's (which may take more blocks of fewer rows)
+    launches = [_launch(sizes, ct, band.rows, partials) for sizes in (GPU, SIM)]
+    rt = launches[0][1]
+    blocks = max(b for _, _, b in launches)
+    slots = max(r * b for _, r, b in launches)
+    stores = _stores(band, names, name, rt)
+    bk = _Band(band, names, pool, name, stores)
+    code = _Code()
+    for v, row_store in stores.items():  # local rows past the shared memory: global scratch per block
+        if v in band.local and not row_store.shared:
+            code.scratch.append(Scratch(row_store.name, slots * row_store.size, row_store.dtype))
+    for v in sorted((v for v in band.local if math.prod(v.type.shape[1:]) == 1), key=lambda v: names[v]):
+        code.before.append(Line(f"{names[v]}_r = {literal(0, v.type.dtype)}"))  # typed on every path
+    for j, group in enumerate(band.groups):
+        if group in band.tail:
+            tail = loop_kernel(KernelSpec(group, names, pool))
+            code.follow += [tail] if tail is not None else []
+            continue
+        if group.kind is GroupKind.LOOP:
+            _loop_member(bk, j, group, code)
+        elif 0 in group.reduced_axes:
+            _partial_member(bk, j, group, code, blocks, slots)
+        else:
+            _row_reduction(bk, j, group, code)
+        code.row.append(Barrier())  # later members may read any element of the row
+    rows = band.rows
+    shared = sorted({(s.size, s.dtype, s.name) for s in stores.values() if s.shared}, key=lambda s: s[2])
+    body: list[Stmt] = [
+        Line("tx = cuda.threadIdx.x"),
+        Line("ty = cuda.threadIdx.y"),
+        Line(f"tid = ty * {name}_CT + tx"),
+        *(Alloc(f"sm_{t.np.name}", ("TPB",), t, shared=True) for t in sorted(code.trees, key=str)),
+        *(Alloc(s, (f"{name}_S{size}",), t, shared=True) for size, t, s in shared),
+        *code.before,
+        For(
+            "r0",
+            rows,
+            [Line(f"{ROW} = r0 + ty"), Line(f"live = {ROW} < {rows}"), *code.row],
+            f"cuda.blockIdx.x * {name}_RT",
+            True,
+            step=f"cuda.gridDim.x * {name}_RT",
+        ),
+        *code.after,
+    ]
+    buffers: dict[str, Value] = {}
+    for g in members:
+        buffers.update((names[v], v) for v in g.inputs + g.outputs if v not in band.local)
+    launch = Launch(f"{name}_G", f"({name}_CT, {name}_RT)")
+    spec = KernelSpec(band.groups[0], names, pool)
+    top = spec.define(body, list(buffers.values()), launch, "rows", code.builders, code.scratch, name)
+    top.constants = [  # the launch shape, read by the kernels as compile-time constants
+        (f"{name}_CT", f"min(TPB, {min(ct, GPU.TPB)})"),
+        (f"{name}_RT", f"TPB // {name}_CT"),
+        (
+            f"{name}_G",
+            f"max(1, min(({rows} + {name}_RT - 1) // {name}_RT, {'BANDB' if partials else 'MAXB'}))",
+        ),
+        *sorted({(f"{name}_S{size}", f"{name}_RT * {size}") for size, _, _ in shared}),
+    ]
+    top.follow = code.follow
+    return top
+
+
+def _launch(sizes: LaunchSizes, ct: int, rows: int, partials: bool) -> tuple[int, int, int]:
+    """A band kernel's (threads per row, rows per block, blocks) under ``sizes`` (as the module's
+    ``_CT``, ``_RT`` and ``_G`` constants compute them)."""
+    ct = min(sizes.TPB, ct)
+    rt = sizes.TPB // ct
+    return ct, rt, max(1, min(-(-rows // rt), sizes.BANDB if partials else sizes.MAXB))
+
+
+def _spread(group: Group) -> int:
+    """How many elements of a row a member's threads stride over."""
+    row = math.prod(group.shape[1:])
+    if group.kind is GroupKind.LOOP:
+        return row
+    axes = group.reduced_axes
+    kept = math.prod(e for d, e in enumerate(group.shape) if d not in axes and d > 0)
+    return row if kept == 1 else kept
+
+
+def _stores(band: Band, names: dict[Value, str], kernel: str, slots: int) -> dict[Value, _Store]:
+    """Row stores for the band's local rows and its partial results per output element: in shared
+    memory while the band's fit in ``SHARED_BYTES`` (``slots`` rows per block on a GPU), else in
+    global scratch. Partials first: every row updates them."""
+    wanted: list[tuple[Value, str, int, DType]] = []
+    for g in band.groups:
+        kept = [e for d, e in enumerate(g.shape) if d not in g.reduced_axes and d > 0]
+        if g not in band.tail and 0 in g.reduced_axes and math.prod(kept) > 1:
+            reducer = g.root.prim.reducer
+            assert reducer is not None, f"{g.root.prim.name} has no reducer"
+            wide = reducer.accumulator(g.root.result.type.dtype)
+            wanted.append((g.root.result, f"{kernel}_p{g.index}", math.prod(kept), wide))
+    for v in sorted(band.local, key=lambda v: names[v]):
+        if math.prod(v.type.shape[1:]) > 1:
+            wanted.append((v, f"{names[v]}_row", math.prod(v.type.shape[1:]), v.type.dtype))
+    stores = {}
+    room = SHARED_BYTES
+    for v, name, size, dtype in wanted:
+        nbytes = slots * size * dtype.itemsize
+        shared = nbytes <= room
+        room -= nbytes if shared else 0
+        stores[v] = _Store(f"{name}_s" if shared else name, size, dtype, shared)
+    return stores
+
+
+def _row_loop(bk: _Band, count: int, var: str, body: list[Stmt]) -> list[Stmt]:
+    """``body`` for ``var`` in the row's threads' share of ``range(count)``, on live rows."""
+    return [If("live", [For(var, count, body, "tx", True, step=bk.ct)])]
+
+
+def _row_index(group: Group, var: str, body: list[Stmt]) -> list[Stmt]:
+    """The index statements of the row position ``var`` (and its flat position ``g``) ``body`` needs."""
+    shape = group.shape
+    width = math.prod(shape[1:])
+    position = unflatten(var, [f"i{d}" for d in range(1, len(shape))], shape[1:])
+    flat = ("g", ROW if width == 1 else f"{ROW} * {width} + {var}")
+    return index_stmts(body, [*position, flat])
+
+
+def _loop_member(bk: _Band, j: int, group: Group, code: _Code) -> None:
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    builder = bk.builder(group, j, "g", code)
+    width = math.prod(group.shape[1:])
+    values = [builder.value_at(v, idx) for v in group.outputs]
+    stores = [bk.store(v, idx, t, "g") for v, t in zip(group.outputs, values, strict=True)]
+    lines = body_stmts(builder)
+    if width == 1:  # every thread computes the row's one element (its registers); one stores it
+        kept = [s for v, s in zip(group.outputs, stores, strict=True) if v in bk.band.local]
+        stored: list[Stmt] = [s for v, s in zip(group.outputs, stores, strict=True) if v not in bk.band.local]
+        body = [*lines, *kept, *([If("tx == 0", stored)] if stored else [])]
+        code.row.append(If("live", [*_row_index(group, "c", body), *body]))
+        return
+    body = [*lines, *stores]
+    code.row += _row_loop(bk, width, "c", [*_row_index(group, "c", body), *body])
+
+
+def _reduction(bk: _Band, j: int, group: Group, flat: str | None, code: _Code) -> tuple[list[Stmt], Reducer]:
+    """A reduction member's body: the statements that evaluate the reduced value (``m{j}_x``) and
+    store the prologue values the group also stores, at the member's index."""
+    root = group.root
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    builder = bk.builder(group, j, flat, code)
+    target = builder.value_at(root.operands[0], idx)
+    extra_values = [(v, builder.value_at(v, idx)) for v in group.outputs if v is not root.result]
+    extra = [bk.store(v, idx, t, flat) for v, t in extra_values]
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    wide = reducer.accumulator(root.result.type.dtype)
+    return [*body_stmts(builder), *extra, Line(f"m{j}_x = {typed(target, wide)}")], reducer
+
+
+def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
+    """A reduction of trailing axes: a block reduce per row, or a serial loop per output it keeps."""
+    shape, out = group.shape, group.root.result
+    split = min(group.reduced_axes, default=len(shape))
+    kept, n_red = math.prod(shape[1:split]), math.prod(shape[split:])
+    dtype = out.type.dtype
+    inner, reducer = _reduction(bk, j, group, "g" if kept == 1 else None, code)
+    wide = reducer.accumulator(dtype)
+    acc = f"m{j}_acc"
+    inner.append(combine(reducer, acc, f"m{j}_x", wide))
+    identity = literal(reducer.identity(dtype), wide)
+    if kept == 1:  # a block reduce over the row's threads; every thread reads the result
+        code.trees.add(wide)
+        sm = f"sm_{wide.np.name}"
+        result = typed(f"{sm}[tid - tx]", dtype)
+        first = Access(sm, ("tid - tx",))
+        if out in bk.band.local:
+            broadcast: list[Stmt] = [Line(f"{bk.names[out]}_r = {result}", (first,))]
+        else:
+            written = Access(bk.names[out], (ROW,))
+            broadcast = [If("live and tx == 0", [Line(f"{text(written)} = {result}", (first,), (written,))])]
+        code.row += [
+            Line(f"{acc} = {identity}"),
+            *_row_loop(bk, n_red, "c", [*_row_index(group, "c", inner), *inner]),
+            BlockReduce(acc, sm, "tx", bk.ct, wide, reducer, f"m{j}_"),
+            *broadcast,
+        ]
+        return
+    kept_ix = unflatten("o", [f"i{d}" for d in range(1, split)], shape[1:split])
+    red_ix = unflatten("r", [f"i{d}" for d in range(split, len(shape))], shape[split:])
+    o_idx = (ROW, *(f"i{d}" for d in range(1, split)))
+    value = typed(acc, dtype)
+    if out in bk.band.local:
+        result_store = bk.store(out, o_idx, value, None)
+    else:
+        result_store = store(Access(bk.names[out], (f"{ROW} * {kept} + o",)), value)
+    per_o = [
+        *index_stmts(inner, kept_ix),
+        Line(f"{acc} = {identity}"),
+        For("r", n_red, [*index_stmts(inner, red_ix), *inner]),
+        result_store,
+    ]
+    code.row += _row_loop(bk, kept, "o", per_o)
+
+
+def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, row_slots: int) -> None:
+    """A reduction over axis 0: partial results per block over its rows, combined after the band."""
+    shape, out, axes = group.shape, group.root.result, group.reduced_axes
+    dtype = out.type.dtype
+    kept_dims = [d for d in range(1, len(shape)) if d not in axes]
+    red_dims = [d for d in range(1, len(shape)) if d in axes]
+    kept, n_red = math.prod(shape[d] for d in kept_dims), math.prod(shape[d] for d in red_dims)
+    part = f"{bk.name}_p{group.index}"
+    acc = f"m{j}_acc"
+    if kept == 1:  # a full reduction: a register per thread, a block reduce after the rows
+        inner, reducer = _reduction(bk, j, group, "g", code)
+        wide = reducer.accumulator(dtype)
+        inner.append(combine(reducer, acc, f"m{j}_x", wide))
+        code.trees.add(wide)
+        sm = f"sm_{wide.np.name}"
+        code.before.append(Line(f"{acc} = {literal(reducer.identity(dtype), wide)}"))
+        code.row += _row_loop(bk, math.prod(shape[1:]), "c", [*_row_index(group, "c", inner), *inner])
+        flushed = Access(part, ("cuda.blockIdx.x",))
+        code.after += [
+            BlockReduce(acc, sm, "tid", "TPB", wide, reducer, f"m{j}_"),
+            If("tid == 0", [store(flushed, f"{sm}[0]")]),
+            Barrier(),
+        ]
+        slots, gpu_slots = f"{bk.name}_G", blocks
+    else:  # an element per output, owned by the thread that takes it in every row
+        inner, reducer = _reduction(bk, j, group, None, code)
+        wide = reducer.accumulator(dtype)
+        inner.append(combine(reducer, acc, f"m{j}_x", wide))
+        row_store = bk.stores[out]
+        mine = row_store.at(bk.name, "o")
+        kept_ix = unflatten("o", [f"i{d}" for d in kept_dims], [shape[d] for d in kept_dims])
+        red_ix = unflatten("r", [f"i{d}" for d in red_dims], [shape[d] for d in red_dims])
+        per_r = [*index_stmts(inner, red_ix), *inner]
+        per_o = [
+            *index_stmts(inner, kept_ix),
+            Line(f"{acc} = {text(mine)}", (mine,)),
+            *([For("r", n_red, per_r)] if n_red > 1 else per_r),
+            store(mine, acc),
+        ]
+        identity = literal(reducer.identity(dtype), wide)
+        code.before.append(For("o", kept, [store(mine, identity)], "tx", True, step=bk.ct))
+        code.row += _row_loop(bk, kept, "o", per_o)
+        if row_store.shared:  # flushed to the partials' scratch, slot (block, ty)
+            flushed = Access(part, (f"(cuda.blockIdx.x * {bk.name}_RT + ty) * {kept} + o",))
+            code.after.append(
+                For(
+                    "o",
+                    kept,
+                    [Line(f"{text(flushed)} = {text(mine)}", (mine,), (flushed,))],
+                    "tx",
+                    True,
+                    step=bk.ct,
+                )
+            )
+        slots, gpu_slots = f"{bk.name}_G * {bk.name}_RT", row_slots
+    code.scratch.append(Scratch(part, gpu_slots * kept, wide))
+    code.follow.append(_combine_partials(bk, group, part, slots, kept, wide, reducer))
+
+
+def _combine_partials(
+    bk: _Band, group: Group, part: str, slots: str, kept: int, wide: DType, reducer: Reducer
+) -> CudaKernel:
+    """A thread per output combines its partials in slot order (blocks in order: deterministic)."""
+    out = group.root.result
+    dtype = out.type.dtype
+    o_name = bk.names[out]
+    x = Access(part, (f"q * {kept} + o",))
+    body = [
+        grid_loop(
+            "o",
+            kept,
+            [
+                Line(f"acc = {literal(reducer.identity(dtype), wide)}"),
+                For("q", slots, [Line(f"x = {text(x)}", (x,)), combine(reducer, "acc", "x", wide)]),
+                store(Access(o_name, ("o",)), typed("acc", dtype)),
+            ],
+        )
+    ]
+    name = f"{bk.name}_combine{group.index}"
+    return kernel(
+        name, [part, o_name], [(wide, 1), (dtype, 1)], body, Launch(f"_grid({kept})", "TPB"), "combine"
+    )

@@ -1,0 +1,77 @@
+"""The ``kernels`` and ``scratch`` passes for the CUDA target: every fusion group (or band) of a
+planned program as a ``CudaKernel`` (``loops.py``, ``bands.py``, ``matmul.py``), and the kernels'
+global scratch placed in the memory plan (``plan.place_scratch``), so the arena the plan reports
+is all the memory a call uses besides its arguments and results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.ir.core import Function, Value
+from compiler.kernel.cuda.bands import band_kernel
+from compiler.kernel.cuda.loops import loop_kernel, reduce_kernel
+from compiler.kernel.cuda.matmul import matmul_kernel
+from compiler.kernel.cuda.records import CudaKernel, KernelSpec
+from compiler.kernel.emit import ConstantPool, py_name
+from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.plan import MemoryPlan, place_scratch
+
+
+@dataclass
+class CudaKernels:
+    """The kernels of a program for CUDA, by the group where each is launched (a band's at its
+    first member's group), with the names of the buffers and the module's constants."""
+
+    names: dict[Value, str]
+    pool: ConstantPool
+    kernels: dict[Group, CudaKernel]
+
+    def every(self) -> list[CudaKernel]:
+        """Every kernel of the module once, in launch order (a shared kernel once)."""
+        tops = self.kernels.values()
+        return list({k.name: k for top in tops for k in (top, *top.follow)}.values())
+
+
+def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options: Any) -> CudaKernels:
+    """The ``kernels`` pass for CUDA: each group's (or band's) kernel."""
+    names = {v: py_name(n) for v, n in fusion.names.items()}
+    pool = ConstantPool()
+    kernels: dict[Group, CudaKernel] = {}
+    for group in fusion.groups:
+        band = fusion.band_of.get(group)
+        if band is not None:  # one kernel for the band, where its first member would run
+            if group is band.groups[0]:
+                kernels[group] = band_kernel(band, names, pool)
+            continue
+        kernel = _WRITERS[group.kind](KernelSpec(group, names, pool))
+        if kernel is not None:
+            kernels[group] = kernel
+    return CudaKernels(names, pool, kernels)
+
+
+def plan_scratch(
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, program: CudaKernels, options: Any
+) -> tuple[CudaKernels, MemoryPlan]:
+    """The ``scratch`` pass for CUDA: each kernel's scratch (and its follow kernels') a row of the
+    memory plan, live while the group it runs at is (``fusion.time``); the scratch learns its offset."""
+    needs = []
+    by_name = {}
+    for group, top in program.kernels.items():
+        for k in (top, *top.follow):
+            for s in k.scratch:
+                needs.append((s.name, k.name, s.nbytes, s.dtype, fusion.time(group)))
+                by_name[s.name] = s
+    planned = place_scratch(plan, needs)
+    for row in planned.buffers:
+        if row.scratch_of is not None:
+            by_name[row.name].offset = row.offset
+    return program, planned
+
+
+_WRITERS: dict[GroupKind, Callable[[KernelSpec], CudaKernel | None]] = {
+    GroupKind.LOOP: loop_kernel,
+    GroupKind.REDUCE: reduce_kernel,
+    GroupKind.CONTRACT: matmul_kernel,
+}

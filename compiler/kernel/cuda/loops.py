@@ -1,0 +1,276 @@
+"""LOOP and REDUCE groups as CUDA kernels (kernel IR): a grid-stride loop over the flat iteration
+space; a reduction with a strategy chosen by its shape: "serial" (a thread per output, a serial
+loop), "block" (a block per output and a ``BlockReduce``), "split" (two passes: chunks -> partials
+-> a block per output) or, keeping the innermost axis, "column" (warps over consecutive outputs,
+``column_reduce``). No atomics: every order is fixed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from compiler.ir.types import DType
+from compiler.kernel.cuda.records import (
+    Access,
+    CudaKernel,
+    KernelSpec,
+    Launch,
+    Scratch,
+    body_stmts,
+    index_stmts,
+    kernel,
+    linear,
+    store,
+    unflatten,
+)
+from compiler.kernel.emit import literal, typed
+from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+from compiler.prims.base import Reducer
+
+BLOCK_REDUCE_MIN = 128  # reduced extents at least this big get a block (and a tree) per output
+SPLIT_MIN = 1 << 16  # ... and at least this big, into fewer outputs than SPLIT_OUTPUTS, two passes
+SPLIT_OUTPUTS = 64
+SPLIT_CHUNK = 1 << 13  # elements per partial in a split reduction
+COLUMN_CHUNK = 256  # reduced positions per partial in a reduction that keeps the innermost axis
+
+
+def grid_loop(var: str, stop: int | str, body: list[Stmt], flat: bool = False) -> For:
+    """``for var in range(stop)``, its iterations spread over every thread of the grid."""
+    return For(var, stop, body, "cuda.grid(1)", True, flat, step="cuda.gridsize(1)")
+
+
+def block_loop(var: str, stop: int | str, body: list[Stmt]) -> For:
+    """``for var in range(stop)``, an iteration per block (a block's threads share it)."""
+    return For(var, stop, body, "cuda.blockIdx.x", True, step="cuda.gridDim.x")
+
+
+def loop_kernel(spec: KernelSpec) -> CudaKernel | None:
+    shape = spec.group.shape
+    size = math.prod(shape)
+    if size == 0:
+        return None
+    idx = tuple(f"i{d}" for d in range(len(shape)))
+    builder = spec.builder("g")
+    values = [builder.value_at(v, idx) for v in spec.group.outputs]
+    stores = [
+        store(Access(spec.names[v], ("g",)), t) for v, t in zip(spec.group.outputs, values, strict=True)
+    ]
+    body = [*body_stmts(builder), *stores]
+    loop = grid_loop("g", size, [*index_stmts(body, unflatten("g", idx, shape)), *body], flat=True)
+    return spec.define([loop], spec.buffers, Launch(f"_grid({size})", "TPB"), "loop", [builder])
+
+
+def combine(reducer: Reducer, acc: str, x: str, wide: DType, reads: tuple[Access, ...] = ()) -> Line:
+    return Line(f"{acc} = {typed(reducer.combine(acc, x), wide)}", reads)
+
+
+def tree(acc: str, wide: DType, reducer: Reducer) -> Stmt:
+    """The block's ``acc`` values combined into ``sm[0]`` (a thread per slot of ``sm``)."""
+    return BlockReduce(acc, "sm", "tid", "cuda.blockDim.x", wide, reducer)
+
+
+def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
+    root = spec.group.root
+    out = root.result
+    if out.type.size == 0:
+        return None
+    shape = spec.group.shape
+    axes = {int(a) for a in root.attrs["axes"]}
+    kept = [d for d in range(len(shape)) if d not in axes]
+    red = [d for d in range(len(shape)) if d in axes]
+    n_out = math.prod(shape[d] for d in kept)
+    n_red = math.prod(shape[d] for d in red)
+    trailing = red == list(range(len(kept), len(shape)))  # the flat position is o * n_red + r
+    builder = spec.builder("g" if trailing else None)
+    idx = tuple(f"i{d}" for d in range(len(shape)))
+    target = builder.value_at(root.operands[0], idx)
+    extra = [v for v in spec.group.outputs if v is not out]  # prologue values stored as well
+    extra_values = [builder.value_at(v, idx) for v in extra]
+    stores = [
+        store(Access(spec.names[v], (linear(idx, shape),)), t)
+        for v, t in zip(extra, extra_values, strict=True)
+    ]
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no reducer"
+    dtype = out.type.dtype
+    wide = reducer.accumulator(dtype)  # partial results, shared memory and scratch (f32 sums: f64)
+    identity = literal(reducer.identity(dtype), wide)
+
+    inner = [
+        *body_stmts(builder),
+        *stores,
+        combine(reducer, "acc", target if wide is dtype else typed(target, wide), wide),
+    ]
+    kept_ix = unflatten("o", [f"i{d}" for d in kept], [shape[d] for d in kept])
+    red_ix = unflatten("r", [f"i{d}" for d in red], [shape[d] for d in red])
+    flat = [("g", f"o * {n_red} + r" if n_out > 1 else "r")] if trailing else []
+
+    def accumulate(stop: int | str, start: int | str = 0, step: int | str = 1) -> list[Stmt]:
+        per_r = [*index_stmts(inner, red_ix + flat), *inner]
+        return [Line(f"acc = {identity}"), For("r", stop, per_r, start, step=step)]
+
+    o_index = index_stmts(inner, kept_ix)
+    o_name = spec.names[out]
+    result = store(Access(o_name, ("o",)), typed("acc", dtype))
+    if n_red < BLOCK_REDUCE_MIN:  # one thread per output element, a serial loop
+        loop = grid_loop("o", n_out, [*o_index, *accumulate(n_red), result])
+        return spec.define([loop], spec.buffers, Launch(f"_grid({n_out})", "TPB"), "serial", [builder])
+    if kept and kept[-1] == len(shape) - 1 and shape[-1] >= 8:  # the innermost axis kept: side by side
+        return column_reduce(spec, o_index, accumulate, builder, n_out, n_red)
+    shared: list[Stmt] = [Alloc("sm", ("TPB",), wide, shared=True), Line("tid = cuda.threadIdx.x")]
+    first_slot = store(Access(o_name, ("o",)), typed("sm[0]", dtype))  # the tree's result
+    if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS:  # a block per output element
+        per_o = [
+            *o_index,
+            *accumulate(n_red, "tid", "cuda.blockDim.x"),
+            tree("acc", wide, reducer),
+            If("tid == 0", [first_slot]),
+            Barrier(),
+        ]
+        body = [*shared, block_loop("o", n_out, per_o)]
+        launch = Launch(f"max(1, min({n_out}, MAXB))", "TPB")
+        return spec.define(body, spec.buffers, launch, "block", [builder])
+    # Two passes: fixed chunks of the reduced extent into partials, then each output in order.
+    chunks = -(-n_red // SPLIT_CHUNK)
+    part = Scratch(f"{spec.kernel_name}_part", n_out * chunks, wide)
+    per_q = [
+        Line(f"o = q // {chunks}"),
+        Line(f"c = q % {chunks}"),
+        *o_index,
+        *accumulate(f"min((c + 1) * {SPLIT_CHUNK}, {n_red})", f"c * {SPLIT_CHUNK} + tid", "TPB"),
+        tree("acc", wide, reducer),
+        If("tid == 0", [store(Access(part.name, ("q",)), "sm[0]")]),
+        Barrier(),
+    ]
+    first = spec.define(
+        [*shared, block_loop("q", n_out * chunks, per_q)],
+        spec.group.inputs + extra,
+        Launch(f"max(1, min({n_out * chunks}, MAXB))", "TPB"),
+        "split",
+        [builder],
+        scratch=[part],
+        name=f"{spec.kernel_name}_1",
+    )
+    x = Access(part.name, (f"o * {chunks} + c",))
+    finish = [  # a block per output: threads take fixed chunks, then the tree (a fixed order)
+        *shared,
+        block_loop(
+            "o",
+            n_out,
+            [
+                Line(f"acc = {identity}"),
+                For(
+                    "c",
+                    chunks,
+                    [Line(f"x = {part.name}[{x.index[0]}]", (x,)), combine(reducer, "acc", "x", wide)],
+                    "tid",
+                    step="cuda.blockDim.x",
+                ),
+                tree("acc", wide, reducer),
+                If("tid == 0", [first_slot]),
+                Barrier(),
+            ],
+        ),
+    ]
+    launch = Launch(f"max(1, min({n_out}, MAXB))", "TPB")
+    second = kernel(
+        f"{spec.kernel_name}_2", [part.name, o_name], [(wide, 1), (dtype, 1)], finish, launch, "split"
+    )
+    first.follow.append(second)
+    return first
+
+
+def column_reduce(
+    spec: KernelSpec,
+    o_index: list[Stmt],
+    accumulate: Callable[..., list[Stmt]],
+    builder: object,
+    n_out: int,
+    n_red: int,
+) -> CudaKernel:
+    """A reduction that keeps the innermost axis (a bias gradient: the sum over a batch's rows).
+    A block of ``COLS x LANES`` threads takes ``COLS`` consecutive outputs and ``COLUMN_CHUNK``
+    reduced positions: each warp reads whole consecutive row segments (a block per output would read
+    one element per row, a sector each). Lane ``y`` of a column takes positions ``y, y + LANES...``
+    of the chunk; the lanes are combined in order into a partial per (chunk, output), and a second
+    kernel combines each output's partials in chunk order: a fixed order, deterministic."""
+    out = spec.group.root.result
+    dtype = out.type.dtype
+    reducer = spec.group.root.prim.reducer
+    assert reducer is not None, f"{spec.group.root.prim.name} has no reducer"
+    wide = reducer.accumulator(dtype)  # of the partials, as in reduce_kernel
+    identity = literal(reducer.identity(dtype), wide)
+    chunks = -(-n_red // COLUMN_CHUNK)
+    tiles = f"(({n_out} + COLS - 1) // COLS)"
+    part = Scratch(f"{spec.kernel_name}_part", n_out * chunks, wide)
+    lane = Access("sm", ("y * COLS + tx",))
+    partial = Access(part.name, (f"c * {n_out} + o",))
+    per_q: list[Stmt] = [
+        Line(f"c = q // {tiles}"),
+        Line(f"o = (q % {tiles}) * COLS + tx"),
+        Line(f"acc = {identity}"),
+        If(
+            f"o < {n_out}",
+            [
+                *o_index,
+                *accumulate(f"min((c + 1) * {COLUMN_CHUNK}, {n_red})", f"c * {COLUMN_CHUNK} + ty", "LANES"),
+            ],
+        ),
+        store(Access("sm", ("ty * COLS + tx",)), "acc"),
+        Barrier(),
+        If(
+            f"ty == 0 and o < {n_out}",
+            [
+                For(
+                    "y",
+                    "LANES",
+                    [Line(f"x = sm[{lane.index[0]}]", (lane,)), combine(reducer, "acc", "x", wide)],
+                    1,
+                ),
+                store(partial, "acc"),
+            ],
+        ),
+        Barrier(),
+    ]
+    body: list[Stmt] = [
+        Alloc("sm", ("SLOTS",), wide, shared=True),
+        Line("tx = cuda.threadIdx.x"),
+        Line("ty = cuda.threadIdx.y"),
+        block_loop("q", f"{tiles} * {chunks}", per_q),
+    ]
+    launch = Launch(f"max(1, min({tiles} * {chunks}, MAXB))", "(COLS, LANES)")
+    extra = [v for v in spec.group.outputs if v is not out]
+    first = spec.define(
+        body,
+        spec.group.inputs + extra,
+        launch,
+        "column",
+        [builder],  # type: ignore[list-item]
+        scratch=[part],
+        name=f"{spec.kernel_name}_1",
+    )
+    o_name = spec.names[out]
+    finish = [  # a thread per output: its partials in chunk order (consecutive outputs side by side)
+        grid_loop(
+            "o",
+            n_out,
+            [
+                Line(f"acc = {identity}"),
+                For(
+                    "c",
+                    chunks,
+                    [
+                        Line(f"x = {part.name}[{partial.index[0]}]", (partial,)),
+                        combine(reducer, "acc", "x", wide),
+                    ],
+                ),
+                store(Access(o_name, ("o",)), typed("acc", dtype)),
+            ],
+        )
+    ]
+    launch = Launch(f"_grid({n_out})", "TPB")
+    second = kernel(
+        f"{spec.kernel_name}_2", [part.name, o_name], [(wide, 1), (dtype, 1)], finish, launch, "column"
+    )
+    first.follow.append(second)
+    return first
