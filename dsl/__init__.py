@@ -11,6 +11,7 @@ def f(x, w):
 from dsl import methods as _methods
 from dsl import nn, numpy, random
 from dsl.array import Array
+from dsl.batching import vmap
 from dsl.compile import CallError, Compiled, Lowered, compile
 from dsl.control import cond, fori_loop, scan, while_loop
 from dsl.errors import (
@@ -61,6 +62,7 @@ __all__ = [
     "stop_gradient",
     "value_and_grad",
     "vjp",
+    "vmap",
     "compile",
     "cond",
     "fori_loop",

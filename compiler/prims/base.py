@@ -144,6 +144,10 @@ class Primitive:
     # reference runs the regions' blocks. ``shape_rule`` and ``reference`` are then unused.
     region_rule: RegionRule | None = None
     region_reference: RegionReference | None = None
+    # ``batch(build, op, operands, batched, size) -> Value``: ``op`` applied to ``operands``, those
+    # marked in ``batched`` with a leading batch axis of ``size`` (``vmap``); the result has one.
+    # None: the rule of the primitive's kind (elementwise, reduction: ``compiler/batching.py``).
+    batch: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:
         return f"<prim {self.name}>"

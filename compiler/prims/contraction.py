@@ -16,6 +16,7 @@ from compiler.ir.types import TensorType
 from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims.base import Build, Kind, Memory, Primitive, Reducer, fail
+from compiler.prims.batch_helpers import all_batched
 from compiler.prims.vjp_helpers import Cotangents, Wanted, vjp_rule
 
 
@@ -51,6 +52,19 @@ def _matmul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     return (ct_a, ct_b)
 
 
+def _matmul_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    """A batched input times a shared matrix is one matmul with the batch folded into its rows
+    (``[B, ..., m, k] @ [k, n]``); otherwise the shared side is broadcast and the batch is one more
+    batch axis."""
+    a, b = operands
+    if batched == (True, False) and b.type.rank == 2:
+        rows = int(np.prod(a.type.shape[:-1], dtype=np.int64))
+        flat = build(mv.reshape, [a], {"shape": (rows, a.type.shape[-1])})
+        out = build(matmul, [flat, b], {})
+        return build(mv.reshape, [out], {"shape": a.type.shape[:-1] + b.type.shape[-1:]})
+    return build(matmul, all_batched(build, operands, batched, size), {})
+
+
 matmul = Primitive(
     name="matmul",
     kind=Kind.CONTRACTION,
@@ -62,4 +76,5 @@ matmul = Primitive(
     reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD, reassociable=True),
     mlir=ml.matmul,
     vjp=_matmul_vjp,
+    batch=_matmul_batch,
 )

@@ -19,6 +19,7 @@ from compiler.prims import elementwise as ew
 from compiler.prims import mlir as ml
 from compiler.prims import reduction as red
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, fail
+from compiler.prims.batch_helpers import all_batched, shifted, with_batch
 from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, own_attrs, vjp_rule
 from runtime import array_ops
 
@@ -67,6 +68,15 @@ def _broadcast_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangent
     return (summed if summed.type.shape == x.shape else build(reshape, [summed], {"shape": x.shape}),)
 
 
+def _broadcast_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    """Broadcasting aligns trailing axes: the batch axis first moves to the front of the new axes."""
+    (x,) = operands
+    shape = _ints(op.attrs, "shape")
+    lead = (1,) * (len(shape) - x.type.rank + 1)
+    x = build(reshape, [x], {"shape": (size,) + lead + x.type.shape[1:]})
+    return build(broadcast, [x], {"shape": (size,) + shape})
+
+
 # A view a user can make (``dnp.broadcast_to``) but never write through: it has no ``unview``, so
 # ``dsl.array`` makes its views read-only (as NumPy's, whose stretched elements share memory).
 broadcast = Primitive(
@@ -79,6 +89,7 @@ broadcast = Primitive(
     emit=_broadcast_emit,
     mlir=ml.broadcast,
     vjp=_broadcast_vjp,
+    batch=_broadcast_batch,
 )
 
 # ---- reshape ---------------------------------------------------------------------------------
@@ -168,7 +179,12 @@ reshape = Primitive(
     mlir=ml.reshape,
     unview=lambda build, base, new, attrs: _reshape_unview(build, base, new),
     vjp=_reshape_vjp,
+    batch=lambda build, op, operands, batched, size: _reshape_batch(build, op, operands, size),
 )
+
+
+def _reshape_batch(build: Build, op: Op, operands: Sequence[Value], size: int) -> Value:
+    return build(reshape, operands, {"shape": shifted(op.attrs, "shape", size)})
 
 
 def _reshape_unview(build: Build, base: Any, new: Any) -> Any:
@@ -210,7 +226,12 @@ transpose = Primitive(
     mlir=ml.transpose,
     unview=lambda build, base, new, attrs: _transpose_unview(build, new, attrs),
     vjp=_transpose_vjp,
+    batch=lambda build, op, operands, batched, size: _transpose_batch(build, op, operands),
 )
+
+
+def _transpose_batch(build: Build, op: Op, operands: Sequence[Value]) -> Value:
+    return build(transpose, operands, {"perm": (0,) + tuple(p + 1 for p in _ints(op.attrs, "perm"))})
 
 
 def _transpose_unview(build: Build, new: Any, attrs: Mapping[str, Any]) -> Any:
@@ -285,6 +306,7 @@ slice_ = Primitive(
     mlir=ml.slice_,
     unview=lambda build, base, new, attrs: _slice_unview(build, base, new, attrs),
     vjp=_slice_vjp,
+    batch=lambda build, op, operands, batched, size: _slice_batch(build, op, operands, size),
 )
 
 # ---- pad (constant padding; low/high >= 0) ---------------------------------------------------
@@ -332,6 +354,26 @@ def _pad_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     return (inner if wanted[0] else None, ct_value)
 
 
+def _pad_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    """A per-example padding value pads with zero, then selects it into the padded border."""
+    x = with_batch(build, operands[0], batched[0], size)
+    attrs = {"low": shifted(op.attrs, "low", 0), "high": shifted(op.attrs, "high", 0)}
+    if not batched[1]:
+        return build(pad, [x, operands[1]], attrs)
+    zero, one = (full_like(build, v, operands[1].type.with_shape(())) for v in (0, 1))
+    body = build(pad, [x, zero], attrs)
+    inside = build(pad, [full_like(build, 1, x.type), zero], attrs)
+    shape = body.type.shape
+    value = build(
+        broadcast,
+        [build(reshape, [operands[1]], {"shape": (size,) + (1,) * (len(shape) - 1)})],
+        {"shape": shape},
+    )
+    return build(
+        ew.select, [build(ew.eq, [inside, build(broadcast, [one], {"shape": shape})], {}), body, value], {}
+    )
+
+
 pad = Primitive(
     name="pad",
     kind=Kind.MOVEMENT,
@@ -342,6 +384,7 @@ pad = Primitive(
     emit=_pad_emit,
     mlir=ml.pad,
     vjp=_pad_vjp,
+    batch=_pad_batch,
 )
 
 # ---- concatenate -----------------------------------------------------------------------------
@@ -409,6 +452,7 @@ concatenate = Primitive(
     emit=_concat_emit,
     mlir=ml.concatenate,
     vjp=_concat_vjp,
+    batch=lambda build, op, operands, batched, size: _concat_batch(build, op, operands, batched, size),
 )
 
 # ---- update_slice: the base with the region ``base[start:limit:stride]`` replaced -------------
@@ -465,4 +509,27 @@ update_slice = Primitive(
     emit=_update_emit,
     mlir=ml.update_slice,
     vjp=_update_vjp,
+    batch=lambda build, op, operands, batched, size: _update_batch(build, op, operands, batched, size),
 )
+
+
+def _batched_slice(attrs: Mapping[str, Any], size: int) -> dict[str, Any]:
+    """A slice's attributes with the whole leading batch axis in front."""
+    return {
+        "start": shifted(attrs, "start", 0),
+        "limit": shifted(attrs, "limit", size),
+        "stride": shifted(attrs, "stride", 1),
+    }
+
+
+def _slice_batch(build: Build, op: Op, operands: Sequence[Value], size: int) -> Value:
+    return build(slice_, operands, _batched_slice(op.attrs, size))
+
+
+def _concat_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    axis = int(op.attrs["axis"]) + 1
+    return build(concatenate, all_batched(build, operands, batched, size), {"axis": axis})
+
+
+def _update_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    return build(update_slice, all_batched(build, operands, batched, size), _batched_slice(op.attrs, size))
