@@ -8,9 +8,9 @@ takes the static items as before, then views the dynamic axes through one ``dyna
 a write through the view goes back through that step's ``unview``, a ``dynamic_update_slice``,
 so in-place forms keep the eager program's semantics as static indices do.
 
-Out-of-range positions, as ``lax.dynamic_slice`` and ``lax.dynamic_update_slice`` treat them: a
-negative start wraps once (``c[-1]`` is the last element, as in NumPy; ``c[-3:-1]`` the two before
-it), then the start is clamped so that the window lies inside its axis (the primitive's clamp; NumPy
+Out-of-range positions are the primitives', as ``lax.dynamic_slice`` and ``dynamic_update_slice``
+treat them: a negative start counts from the end once (``c[-1]`` is the last element, as in NumPy;
+``c[-3:-1]`` the two before it), then it is clamped so that the window lies inside its axis (NumPy
 would raise, which a traced index cannot do). ``c[i:i + k]`` is ``lax.dynamic_slice(c, (i,), (k,))``
 and ``c[i] = v`` writes the clamped window (where JAX's ``c.at[i].set(v)`` would drop the write).
 """
@@ -56,22 +56,16 @@ def is_dynamic(it: Any) -> bool:
 def window(it: Any, n: int) -> Window:
     """The window of the dynamic item ``it`` on an axis of ``n`` elements."""
     if is_integer(it):
-        return Window(_wrapped(it, n), 1, True)
+        return Window(it, 1, True)
     if it.step is not None and not (isinstance(it.step, int | np.integer) and it.step == 1):
         raise _slice_error(it, "a slice with a traced bound takes no step")
     start, stop = it.start, it.stop
-    if is_integer(start) and is_integer(stop):
-        (base, low), (top, high) = _offset_form(start), _offset_form(stop)
-        if base is top and 0 <= high - low <= n:
-            return Window(_wrapped(start, n), high - low, False)
-        if base is top:
-            raise _slice_error(it, f"its {high - low} elements do not fit in an axis of {n}")
+    size = _size(start, stop) if is_integer(start) and is_integer(stop) else None
+    if size is not None and 0 <= size <= n:
+        return Window(start, size, False)
+    if size is not None:
+        raise _slice_error(it, f"its {size} elements do not fit in an axis of {n}")
     raise _slice_error(it, "its size must be known at trace time: write c[i:i + k] with a Python int k")
-
-
-def _wrapped(i: Array, n: int) -> Array:
-    """``i + n`` where ``i`` is negative (``lax.dynamic_slice``'s ``allow_negative_indices``)."""
-    return ops.where(ops.binary(ew.lt, i, 0), ops.binary(ew.add, i, n), i)
 
 
 def view(x: Array, windows: dict[int, Window]) -> Array:
@@ -89,26 +83,38 @@ def view(x: Array, windows: dict[int, Window]) -> Array:
     return x.view(dynamic.dynamic_slice, {"sizes": sizes}, shadow, tuple(starts))
 
 
-def _offset_form(a: Array) -> tuple[Value, int]:
-    """``a`` as a traced value plus a Python int: ``i + 3`` -> (i, 3), through the additions and
-    subtractions of constants (and widening integer casts) that made it."""
-    v, offset = a.value, 0
-    while (op := _producer(v)) is not None:
-        if op.prim is ew.cast and op.operands[0].type.dtype.is_int:
-            if op.operands[0].type.dtype.itemsize > v.type.dtype.itemsize:
-                break  # a narrowing cast may wrap
-            v = op.operands[0]
-            continue
-        if op.prim not in (ew.add, ew.sub):
-            break
-        x, y = op.operands
-        if (k := _integer_constant(y)) is not None:
-            v, offset = x, offset + (k if op.prim is ew.add else -k)
-        elif (k := _integer_constant(x)) is not None and op.prim is ew.add:
-            v, offset = y, offset + k
-        else:
-            break
-    return v, offset
+def _size(start: Array, stop: Array) -> int | None:
+    """``stop - start`` when both are the same traced integer plus Python ints (``i:i + 3`` -> 3,
+    ``i - 1:i + 2`` -> 3), else ``None``."""
+    # The usual ``i:i + k``: follow ``stop`` back to ``start`` (through recent ops only).
+    v, offset = stop.value, 0
+    while v is not start.value and (step := _peeled(v)) is not None:
+        v, offset = step[0], offset + step[1]
+    if v is start.value:
+        return offset
+    base, low = start.value, 0
+    while (step := _peeled(base)) is not None:
+        base, low = step[0], low + step[1]
+    return offset - low if base is v else None
+
+
+def _peeled(v: Value) -> tuple[Value, int] | None:
+    """``v`` as ``(u, k)`` with ``v == u + k`` for a Python int ``k``, if the op that made ``v`` adds
+    or subtracts a constant (or widens an integer: ``k = 0``); else ``None``."""
+    op = _producer(v)
+    if op is None:
+        return None
+    if op.prim is ew.cast and op.operands[0].type.dtype.is_int:
+        widens = op.operands[0].type.dtype.itemsize <= v.type.dtype.itemsize  # a narrowing one may wrap
+        return (op.operands[0], 0) if widens else None
+    if op.prim not in (ew.add, ew.sub):
+        return None
+    x, y = op.operands
+    if (k := _integer_constant(y)) is not None:
+        return x, k if op.prim is ew.add else -k
+    if (k := _integer_constant(x)) is not None and op.prim is ew.add:
+        return y, k
+    return None
 
 
 def _producer(v: Value) -> Op | None:

@@ -67,6 +67,18 @@ def test_reads_against_lax_dynamic_slice(inplace: bool) -> None:
     assert REGISTRY["dynamic_slice"] in {op.prim for op in f.lower(C, 0)._program.stages["traced"].ops}
 
 
+def test_slice_bounds_are_one_traced_integer_plus_python_ints() -> None:
+    def f(c, i):
+        return c[i : i + 2], c[i - 1 : i + 2], c[1 + i : 3 + i], c[i + 1 - 1 : 2 + i], c[i : i + np.int64(2)]
+
+    def f_jax(c, i):
+        ds = lambda start, k: lax.dynamic_slice(c, (start, 0), (k, 4))  # noqa: E731
+        return ds(i, 2), ds(i - 1, 3), ds(i + 1, 2), ds(i, 2), ds(i, 2)
+
+    for i in (np.int32(1), np.int64(3), np.int32(-2), 7):
+        close(dsl.compile(f)(C, i), f_jax(C, int(i)))
+
+
 def test_integer_index_matches_jax_numpy_indexing() -> None:
     f = dsl.compile(lambda c, i: (c[i], c[:, i], c[i, -1]))
     for i in STARTS:

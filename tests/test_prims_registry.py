@@ -273,7 +273,8 @@ def dynamic_slice_cases() -> list[Case]:
     return [
         Case([data((5, 6), F32), *starts(1, 2)], {"sizes": (2, 3)}),
         Case([data((7,), I32), *starts(9)], {"sizes": (3,)}),  # past the end: the last window
-        Case([data((4, 3), I1), *starts(-2, dtype=I32), *starts(1)], {"sizes": (2, 3)}),
+        Case([data((7,), F32), *starts(-9)], {"sizes": (3,)}),  # before the start: the first
+        Case([data((4, 3), I1), *starts(-2, dtype=I32), *starts(1)], {"sizes": (2, 3)}),  # at 2
         Case([data((), F64)], {"sizes": ()}),
         Case([data((0, 3), I64), *starts(0, 1)], {"sizes": (0, 2)}),
         Case([data((6, 4), F64), *starts(3, 0)], {"sizes": (2, 4)}, through="neg"),
@@ -284,7 +285,7 @@ def dynamic_update_slice_cases() -> list[Case]:
     return [
         Case([data((4, 5), F32), data((2, 3), F32), *starts(1, 1)]),
         Case([data((7,), I32), data((3,), I32), *starts(6)]),  # clamped to 4
-        Case([data((6,), I64), data((3,), I64), *starts(-5, dtype=I32)]),  # clamped to 0
+        Case([data((6,), I64), data((3,), I64), *starts(-5, dtype=I32)]),  # from the end: at 1
         Case([data((3, 2), I1), data((0, 2), I1), *starts(1, 0)]),
         Case([data((), F64), data((), F64)]),
         Case([data((3, 3), F64), data((1, 3), F64), *starts(2, 0)], through="neg"),

@@ -3,12 +3,12 @@ counter, a computed index): JAX's ``lax.dynamic_slice`` and ``lax.dynamic_update
 
 ``dynamic_slice(x, *starts, sizes)`` reads the window of shape ``sizes`` whose corner is at
 ``starts`` (one 0-d integer operand per axis of ``x``); ``dynamic_update_slice(x, update, *starts)``
-is ``x`` with that window (of ``update``'s shape) replaced. As in JAX, each start is clamped into
-``[0, dim - size]`` so that the window always lies inside the array: a start past the end reads or
-writes the last window, a negative one the first (the primitive is XLA's: ``lax.dynamic_slice``'s
-wrapping of negative starts is the frontend's, ``dsl/dynamic_index.py``). The scalar lowering loads
-each start from its 0-d operand and clamps it in the loop body (the same text on the CPU and in CUDA
-kernels); an axis the window spans whole clamps to 0 and reads no start at all.
+is ``x`` with that window (of ``update``'s shape) replaced. As in JAX (``lax.dynamic_slice``'s
+``allow_negative_indices``, then XLA's clamp), a negative start counts from the end once (``-1`` is
+the last position), then each start is clamped into ``[0, dim - size]`` so that the window always
+lies inside the array: a start past either end reads or writes the window at that end. The scalar
+lowering loads each start from its 0-d operand and wraps and clamps it in the loop body (the same
+text on the CPU and in CUDA kernels); an axis the window spans whole starts at 0 and reads no start.
 
 Fusion sees both as index maps (``Kind.MOVEMENT``): a read through a dynamic slice is at an index
 computed at run time, never at the group's own index. ``dynamic_update_slice`` reads its base at
@@ -56,8 +56,10 @@ def _clamp(expr: str, hi: int) -> str:
 
 
 def _clamped(ctx: EmitContext, k: int, dim: int, size: int) -> str:
-    """The start read from operand ``k``, clamped so that ``size`` elements from it fit in ``dim``."""
-    return _clamp(ctx.read(k, ()), dim - size)
+    """The start read from operand ``k``, wrapped once if negative, then clamped so that ``size``
+    elements from it fit in ``dim`` (``runtime.array_ops.window``)."""
+    s = ctx.read(k, ())
+    return _clamp(f"({s} + {dim} if {s} < 0 else {s})", dim - size)
 
 
 # ---- dynamic_slice ---------------------------------------------------------------------------
@@ -87,8 +89,8 @@ def _slice_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 
 def _offsets(b: Builder, op: Op, window: Sequence[int], starts: Sequence[str]) -> list[str]:
-    """The clamped starts (the last operands of ``op``, named ``starts``) as ``index`` values; a
-    literal 0 where the window spans the axis."""
+    """The wrapped and clamped starts (the last operands of ``op``, named ``starts``) as ``index``
+    values; a literal 0 where the window spans the axis."""
     x = op.operands[0].type
     start_types = [v.type for v in op.operands[len(op.operands) - x.rank :]]
     out = []
@@ -96,10 +98,14 @@ def _offsets(b: Builder, op: Op, window: Sequence[int], starts: Sequence[str]) -
         if n == d:
             out.append("0")
             continue
-        s = ml.emit(b, f"tensor.extract {start}[] : {t}")
-        low = ml.emit(b, f"arith.maxsi {s}, {ml.const(b, 0, t.dtype)} : {t.dtype}")
-        high = ml.emit(b, f"arith.minsi {low}, {ml.const(b, d - n, t.dtype)} : {t.dtype}")
-        out.append(ml.emit(b, f"arith.index_cast {high} : {t.dtype} to index"))
+        i = t.dtype
+        s, zero = ml.emit(b, f"tensor.extract {start}[] : {t}"), ml.const(b, 0, i)
+        negative = ml.emit(b, f"arith.cmpi slt, {s}, {zero} : {i}")
+        from_end = ml.emit(b, f"arith.addi {s}, {ml.const(b, d, i)} : {i}")
+        wrapped = ml.emit(b, f"arith.select {negative}, {from_end}, {s} : {i}")
+        low = ml.emit(b, f"arith.maxsi {wrapped}, {zero} : {i}")
+        high = ml.emit(b, f"arith.minsi {low}, {ml.const(b, d - n, i)} : {i}")
+        out.append(ml.emit(b, f"arith.index_cast {high} : {i} to index"))
     return out
 
 
