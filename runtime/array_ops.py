@@ -159,4 +159,3 @@ def iota(shape: Sequence[int], dimension: int, dtype: np.dtype) -> np.ndarray:
     view = [1] * len(shape)
     view[dimension] = shape[dimension]
     return np.broadcast_to(line.reshape(view), shape)
-
