@@ -90,6 +90,8 @@ def sweep(
     ``wrt`` value (a parameter, or any value the ops read: forward mode transposes a sweep by
     differentiating it w.r.t. its seeds, compiler/forward.py) for the cotangents ``seeds`` of
     values the ops compute; None for a symbolic zero."""
+    if any(op.regions for op in ops):  # a body's reads are no operands: it would differentiate to zero
+        raise DSLError("internal: a loop or branch reached autodiff; unroll_regions must run first")
     needs = _needs(ops, wrt)
     ct: dict[Value, Value] = {}
     for v, seed in seeds.items():

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 from compiler.autodiff import _Builder, sweep
 from compiler.ir.core import Block, Function, Location, Op, Value
+from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import elementwise as ew
 
 
@@ -58,6 +59,7 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     results, then per set one tangent per public result (a zero for an integer result), then its
     write-backs.
     """
+    func = unroll_regions(func)  # loops and branches as straight-line IR, for now
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
     first = _Builder()
@@ -96,6 +98,7 @@ def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     params, one cotangent param per entry of each set, in order; its results are its public results,
     then per set one cotangent per ``wrt`` param, then its write-backs.
     """
+    func = unroll_regions(func, for_grad=True)  # loops and branches as straight-line IR, for now
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
     build = _Builder()

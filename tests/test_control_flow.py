@@ -311,3 +311,19 @@ def test_the_counter_indexes_the_carry() -> None:
     x = np.arange(5.0)
     close(dsl.compile(lambda x: f(dsl, x))(x), f(jax.lax, x))
     close(dsl.grad(lambda x: f(dsl, x).sum())(x), jax.grad(lambda x: f(jax.lax, x).sum())(x))
+
+
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_jvp_against_jax(name: str) -> None:
+    """Forward mode through the loops (it was a silent zero tangent while jvp saw the region ops)."""
+    program, x = LOSSES[name]
+    tw, tx = RNG.standard_normal(W.shape), RNG.standard_normal(x.shape)
+    want = jax.jvp(jax_fn(program), (W, x), (tw, tx))
+    close(dsl.jvp(dsl_fn(program), (W, x), (tw, tx)), want)
+
+
+def test_jacrev_through_a_body_that_closes_over_the_argument() -> None:
+    def f(lax, np_, w):
+        return lax.fori_loop(0, 3, lambda i, c: np_.sin(c * w), np_.ones(4))
+
+    close(dsl.jacrev(lambda w: f(dsl, dnp, w))(X[0]), jax.jacrev(lambda w: f(jax.lax, jnp, w))(X[0]))
