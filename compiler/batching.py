@@ -103,7 +103,7 @@ def batch_function(func: Function, batched: Sequence[bool], size: int) -> tuple[
         if op.regions or len(op.results) != 1:
             raise DSLError(f"{op.loc}: vmap cannot batch {op.prim.mlir_name} yet (it holds regions)")
         operands = [new.get(v, v) for v in op.operands]
-        flags = [v in new for v in op.operands]
+        flags = tuple(v in new for v in op.operands)
         rule = op.prim.batch or KIND_RULES.get(op.prim.kind) or _unrolled
         build.loc = op.loc
         out = rule(build, op, operands, flags, size)

@@ -1,0 +1,187 @@
+"""``dsl.vmap``: every batching rule against the unbatched primitive, example by example (from the vjp
+rules' table of cases), and the transform against ``jax.vmap`` in float64: in_axes and out_axes,
+per-example MLPs, gradients and per-example Hessians (``vmap(jacfwd(jacrev(u)))``), in-place programs,
+the per-example fallback of a primitive without a rule, and the errors."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from test_vjp_rules import DIFFERENTIABLE, cases_of, forward, program
+
+import dsl
+import dsl.numpy as dnp
+from compiler.batching import batch_function
+from compiler.interpreter import interpret
+from compiler.ir.verify import verify
+
+jax.config.update("jax_enable_x64", True)
+rng = np.random.default_rng(31)
+BATCH = 3
+
+
+def close(got, want, rtol=1e-10):
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(g, np.asarray(w), rtol=rtol, atol=rtol)
+
+
+# ---- every rule, example by example -----------------------------------------------------------
+
+
+def _examples(a: np.ndarray) -> np.ndarray:
+    """``BATCH`` examples like ``a``: ``a`` and perturbations of it (same dtype, same domain)."""
+    if a.dtype.kind != "f":
+        return np.stack([a] * BATCH)
+    return np.stack([a * (1.0 + 0.1 * k) for k in range(BATCH)]).astype(a.dtype)
+
+
+@pytest.mark.parametrize("name", DIFFERENTIABLE)
+def test_batching_rule_of_every_primitive_matches_it_per_example(name: str) -> None:
+    """Each operand batched alone, and all of them: the batched op's example ``b`` is the op on the
+    operands' example ``b`` (the shared ones as they are)."""
+    for i, case in enumerate(cases_of(name)):
+        params, ops, out = forward(name, case)
+        func = program(params, ops, [out])
+        n = len(params)
+        for batched in [[k == j for k in range(n)] for j in range(n)] + [[True] * n]:
+            bfunc, flags = batch_function(func, batched, BATCH)
+            verify(bfunc)
+            assert flags == [True]
+            args = [_examples(a) if b else a for a, b in zip(case.operands, batched)]
+            (got,) = interpret(bfunc, args)
+            for e in range(BATCH):
+                (want,) = interpret(func, [a[e] if b else a for a, b in zip(args, batched)])
+                np.testing.assert_array_equal(got[e], want, err_msg=f"{name} case {i} batched {batched}")
+
+
+# ---- against jax.vmap ---------------------------------------------------------------------------
+
+
+def test_in_axes_and_out_axes_as_in_jax() -> None:
+    def f(x, y):
+        z = dnp.exp(x)[:, None] * y
+        return z.sum(axis=0), x[::-1], dnp.maximum(x, 0.0).max()
+
+    def fj(x, y):
+        z = jnp.exp(x)[:, None] * y
+        return z.sum(axis=0), x[::-1], jnp.maximum(x, 0.0).max()
+
+    x, y = rng.standard_normal((4, 5)), rng.standard_normal((4, 2))
+    close(dsl.vmap(f, in_axes=(1, None))(x, y), jax.vmap(fj, in_axes=(1, None))(x, y))
+    ys = rng.standard_normal((5, 4, 2))
+    close(
+        dsl.vmap(f, in_axes=(1, 0), out_axes=(1, 0, 0))(x, ys),
+        jax.vmap(fj, in_axes=(1, 0), out_axes=(1, 0, 0))(x, ys),
+    )
+    # a pytree argument with a per-leaf spec; a result that does not depend on the mapped axis
+    p = {"a": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+
+    def g(p, s):
+        return p["a"] @ p["b"] * s, p["b"].sum()
+
+    def gj(p, s):
+        return p["a"] @ p["b"] * s, p["b"].sum()
+
+    axes = ({"a": 0, "b": None}, None)
+    close(dsl.vmap(g, in_axes=axes)(p, 2.0), jax.vmap(gj, in_axes=axes)(p, 2.0))
+
+
+def _mlp(params, x):
+    h = x
+    for w, b in params:
+        h = dnp.tanh(h @ w + b)
+    return h.sum()
+
+
+def _mlp_jax(params, x):
+    h = x
+    for w, b in params:
+        h = jnp.tanh(h @ w + b)
+    return h.sum()
+
+
+def _params(sizes):
+    return [
+        (rng.standard_normal((m, n)) / np.sqrt(m), rng.standard_normal(n)) for m, n in zip(sizes, sizes[1:])
+    ]
+
+
+def test_per_example_values_gradients_and_hessians() -> None:
+    params, xs = _params([3, 6, 6, 1]), rng.standard_normal((5, 3))
+
+    def u(x):
+        return _mlp(params, x)
+
+    def uj(x):
+        return _mlp_jax(params, x)
+
+    close(dsl.vmap(u)(xs), jax.vmap(uj)(xs))
+    close(dsl.vmap(dsl.grad(u))(xs), jax.vmap(jax.grad(uj))(xs))
+    hessians = dsl.vmap(dsl.jacfwd(dsl.jacrev(u)))(xs)
+    assert hessians.shape == (5, 3, 3)
+    close(hessians, jax.vmap(jax.jacfwd(jax.jacrev(uj)))(xs))
+
+
+def test_batched_matmul_keeps_one_product_with_the_shared_weight() -> None:
+    """A batch of rows times a shared weight is one matmul over all the rows, not one per example."""
+    params, xs = _params([3, 8, 1]), rng.standard_normal((100, 3))
+    text = dsl.vmap(lambda x: _mlp(params, x)).lower(xs).ir("optimized")
+    assert text.count('"dsl.matmul"') == 2
+    assert "tensor<100x3xf64>, tensor<3x8xf64>" in text
+
+
+def test_grad_of_vmap_and_softmax_rows() -> None:
+    params, xs = _params([3, 4, 1]), rng.standard_normal((6, 3))
+
+    def total(params, xs):
+        return dsl.vmap(lambda x: _mlp(params, x))(xs).sum()
+
+    def total_jax(params, xs):
+        return jax.vmap(lambda x: _mlp_jax(params, x))(xs).sum()
+
+    close(dsl.grad(total)(params, xs), jax.grad(total_jax)(params, xs))
+    logits = rng.standard_normal((4, 7))
+    close(dsl.vmap(dsl.nn.softmax)(logits), jax.vmap(jax.nn.softmax)(logits))
+
+
+def test_in_place_programs_under_vmap() -> None:
+    def f(x, counts):
+        y = x.copy()
+        y[1:] += x[:-1]  # a write through a view
+        counts += 1  # a mapped argument modified in place: the caller's array is updated
+        return dnp.tanh(y)
+
+    x, counts = rng.standard_normal((4, 3)), np.zeros(4, np.int64)
+    x0 = x.copy()
+    want = np.tanh(np.concatenate([x[:, :1], x[:, 1:] + x[:, :-1]], axis=1))
+    close(dsl.vmap(f)(x, counts), want)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(counts, np.ones(4))
+
+
+def test_a_primitive_without_a_rule_runs_once_per_example() -> None:
+    keys = np.stack([dsl.random.key(k) for k in range(3)])
+
+    def draw(key):
+        return dsl.random.uniform(key, (2,), dtype=dsl.float64)
+
+    got = dsl.vmap(draw)(keys)
+    want = np.stack([dsl.compile(draw)(k) for k in keys])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_vmap_errors() -> None:
+    x = rng.standard_normal((3, 2))
+    with pytest.raises(dsl.ShapeError, match="inconsistent sizes"):
+        dsl.vmap(lambda a, b: a + b)(x, rng.standard_normal((4, 2)))
+    with pytest.raises(dsl.TransformError, match="at least one mapped argument"):
+        dsl.vmap(lambda a: a * 2.0, in_axes=None)(x)
+    with pytest.raises(dsl.TransformError, match="out_axes is None"):
+        dsl.vmap(lambda a: a * 2.0, out_axes=None)(x)
+    with pytest.raises(dsl.TransformError, match="in_axes has 1 entries"):
+        dsl.vmap(lambda a, b: a + b, in_axes=(0,))(x, x)
