@@ -110,7 +110,7 @@ class Trace:
         ``request``; if ``value`` existed before the request, record an explicit marked copy."""
         for i in range(len(self.ops) - 1, since - 1, -1):
             op = self.ops[i]
-            if op.results[0] is value:
+            if op.results and op.results[0] is value and not op.regions:  # a loop's result: copied
                 attrs = {**op.attrs, **self._request_attrs(request)}
                 self.ops[i] = Op(op.prim, op.operands, attrs, op.results, op.loc)
                 return value
