@@ -159,3 +159,39 @@ def iota(shape: Sequence[int], dimension: int, dtype: np.dtype) -> np.ndarray:
     view = [1] * len(shape)
     view[dimension] = shape[dimension]
     return np.broadcast_to(line.reshape(view), shape)
+
+
+# ---- random bits ---------------------------------------------------------------------------------
+
+THREEFRY_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32's, alternating every 4 rounds
+THREEFRY_PARITY = 0x1BD11BDA  # Threefish's key-schedule constant
+
+
+def threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Threefry-2x32 (20 rounds) of the counters ``(x0, x1)`` (``uint32`` arrays, wrapping arithmetic)
+    under ``key``'s two words (the low 32 bits of each element)."""
+    k = np.asarray(key).astype(np.int64).astype(np.uint32)
+    ks = (k[0], k[1], k[0] ^ k[1] ^ np.uint32(THREEFRY_PARITY))
+    x0, x1 = x0 + ks[0], x1 + ks[1]
+    for i in range(5):
+        for r in THREEFRY_ROTATIONS[i % 2]:
+            x0 = x0 + x1
+            x1 = ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))) ^ x0
+        x0 = x0 + ks[(i + 1) % 3]
+        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
+    return x0, x1
+
+
+def random_bits(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
+    """The primitive ``random_bits`` (compiler/prims/random.py): for each key of ``key`` (``(..., 2)``),
+    the counter ``n`` of each C-order position of ``shape`` gives ``x0 * 2**32 + x1`` as ``int64``,
+    where ``(x0, x1) = threefry2x32(key, (n >> 32, n & 0xFFFFFFFF))``; shape ``key.shape[:-1] + shape``."""
+    key, shape = np.asarray(key), tuple(shape)
+    n = np.arange(int(np.prod(shape)), dtype=np.uint64)
+    hi, lo = (n >> np.uint64(32)).astype(np.uint32), n.astype(np.uint32)
+    out = np.empty((int(np.prod(key.shape[:-1])), n.size), np.uint64)
+    with np.errstate(over="ignore"):
+        for row, k in zip(out, key.reshape(-1, 2)):
+            x0, x1 = threefry2x32(k, hi, lo)
+            row[:] = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
+    return out.view(np.int64).reshape(key.shape[:-1] + shape)

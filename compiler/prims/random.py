@@ -18,8 +18,8 @@ call order.
 
 The scalar lowering calls ``threefry2x32_bits``, written once below in plain Python and printed into
 both backends' preludes (``helper_source``): under ``numba.njit(forceinline=True)`` on the CPU and
-``cuda.jit(device=True, inline="always")`` on CUDA. The NumPy reference is written apart, with
-``uint32`` arrays that wrap by themselves, so the two check each other.
+``cuda.jit(device=True, inline="always")`` on CUDA. The NumPy reference (``runtime/array_ops.py``) is
+written apart, with ``uint32`` arrays that wrap by themselves, so the two check each other.
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
 from compiler.ir.core import Op
 from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, EmitContext, Kind, Primitive, fail
+from runtime.array_ops import THREEFRY_PARITY, THREEFRY_ROTATIONS
+from runtime.array_ops import random_bits as random_bits_reference
+from runtime.array_ops import threefry2x32 as threefry2x32
 
 KEY_TYPE = TensorType((2,), DType.i64)
-_ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))  # Threefry-2x32's, alternating every 4 rounds
-_PARITY = 0x1BD11BDA  # Threefish's key-schedule constant
-_MASK = 0xFFFFFFFF
 
 
 # ---- the scalar helper: the text both backends' generated code calls ---------------------------
@@ -112,36 +110,6 @@ def helper_source(target: str) -> str:
     return "\n\n\n".join(blocks)
 
 
-# ---- the NumPy reference -----------------------------------------------------------------------
-
-
-def threefry2x32(key: np.ndarray, x0: np.ndarray, x1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Threefry-2x32 on ``uint32`` arrays (wrapping arithmetic), vectorized over the counters."""
-    k = np.asarray(key).astype(np.int64).astype(np.uint32)  # the low 32 bits of each key element
-    ks = (k[0], k[1], k[0] ^ k[1] ^ np.uint32(_PARITY))
-    x0, x1 = x0 + ks[0], x1 + ks[1]
-    for i in range(5):
-        for r in _ROTATIONS[i % 2]:
-            x0 = x0 + x1
-            x1 = ((x1 << np.uint32(r)) | (x1 >> np.uint32(32 - r))) ^ x0
-        x0 = x0 + ks[(i + 1) % 3]
-        x1 = x1 + ks[(i + 2) % 3] + np.uint32(i + 1)
-    return x0, x1
-
-
-def random_bits_reference(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
-    """The bits of ``shape`` for each key of ``key`` (``(..., 2)``): shape ``key.shape[:-1] + shape``."""
-    key, shape = np.asarray(key), tuple(shape)
-    n = np.arange(math.prod(shape), dtype=np.uint64)
-    hi, lo = (n >> np.uint64(32)).astype(np.uint32), n.astype(np.uint32)
-    out = np.empty((math.prod(key.shape[:-1]), n.size), np.uint64)
-    with np.errstate(over="ignore"):
-        for row, k in zip(out, key.reshape(-1, 2)):
-            x0, x1 = threefry2x32(k, hi, lo)
-            row[:] = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
-    return out.view(np.int64).reshape(key.shape[:-1] + shape)
-
-
 # ---- the primitive -----------------------------------------------------------------------------
 
 
@@ -205,10 +173,10 @@ def _mlir_threefry(bb: ml.Body, k0: str, k1: str, x0: str, n: str) -> tuple[str,
         return bb.emit(f"arith.{op} {a}, {b} : i32")
 
     x1 = bb.emit(f"arith.trunci {n} : i64 to i32")
-    ks = (k0, k1, i32("xori", i32("xori", k0, k1), bb.const(_PARITY, DType.i32)))
+    ks = (k0, k1, i32("xori", i32("xori", k0, k1), bb.const(THREEFRY_PARITY, DType.i32)))
     x0, x1 = i32("addi", x0, ks[0]), i32("addi", x1, ks[1])
     for i in range(5):
-        for r in _ROTATIONS[i % 2]:
+        for r in THREEFRY_ROTATIONS[i % 2]:
             x0 = i32("addi", x0, x1)
             left = i32("shli", x1, bb.const(r, DType.i32))
             right = i32("shrui", x1, bb.const(32 - r, DType.i32))
