@@ -159,6 +159,13 @@ class Array:
                 "share memory; write into a copy instead (.copy())",
             )
         trace = tracing.current()
+        if not trace.owns(storage.value):  # dsl/control.py: a loop's body writes only its carries
+            raise tracing.user_error(
+                TraceError,
+                f"{request} writes into an array from outside the body of a loop or branch being traced "
+                "(or, after it, into one made inside it): a body changes arrays only through what it "
+                "returns; make the array part of the carry (or an operand of dsl.cond)",
+            )
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]
         for prim, attrs, operands in self._steps[:-1]:

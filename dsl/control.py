@@ -49,6 +49,7 @@ class _Body:
         with tracing.tracing() as inner:
             inner.strict = outer.strict
             inner.sealed = outer.sealed  # what enclosing bodies sealed stays sealed in here
+            inner.local = set(self.values)
             out = self.fn(*args)
             leaves, treedef = _leaves(out)
             results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here

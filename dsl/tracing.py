@@ -76,6 +76,8 @@ class Trace:
         # the values defined inside the loop and branch bodies recorded here (``dsl/control.py``):
         # no op of this trace may read one
         self.sealed: set[Value] = set()
+        # in the trace of a body: the values defined in it (its block arguments, its ops' results)
+        self.local: set[Value] | None = None
 
     def emit(
         self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None
@@ -103,7 +105,18 @@ class Trace:
         except DSLError as err:
             raise type(err)(f"{loc}: {err}") from None
         self.ops.append(op)
+        if self.local is not None:
+            self.local.update(op.results)
         return op
+
+    def owns(self, value: Value) -> bool:
+        """Whether ``value`` may be written over here: not a value of an enclosing block seen from a
+        body (a body changes arrays only through what it returns), nor one sealed in a body."""
+        if value in self.sealed:
+            return False
+        if self.local is None or value in self.local:
+            return True
+        return any(value in op.results for op in self.ops)  # ops appended without emit (inlined)
 
     def mark_inplace(self, value: Value, request: str, since: int) -> Value:
         """Mark the op (recorded after ``since``) that computed ``value`` as the user's in-place

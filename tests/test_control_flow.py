@@ -327,3 +327,21 @@ def test_jacrev_through_a_body_that_closes_over_the_argument() -> None:
         return lax.fori_loop(0, 3, lambda i, c: np_.sin(c * w), np_.ones(4))
 
     close(dsl.jacrev(lambda w: f(dsl, dnp, w))(X[0]), jax.jacrev(lambda w: f(jax.lax, jnp, w))(X[0]))
+
+
+def test_a_body_writing_into_an_array_from_outside_it() -> None:
+    """A mutated argument (or a buffer) written inside a body: the error at the writing line (the
+    write-back of the argument used to fail with a KeyError in the compiler)."""
+
+    def f(x, out):
+        def body(i, c):
+            out[0] = c.sum()
+            return c * 2.0
+
+        return dsl.fori_loop(0, 2, body, x).sum()
+
+    line = _line_of(f, "out[0] = c.sum()")
+    with pytest.raises(
+        dsl.TraceError, match=rf"test_control_flow.py:{line}: setitem writes into an array from"
+    ):
+        dsl.compile(f)(np.ones(3), np.zeros(3))
