@@ -16,8 +16,7 @@ _DATA_SHAPE = (
 _FACTORIZATION = "matrix factorizations are not supported; dsl.numpy.linalg has norm"
 
 ALTERNATIVES: dict[str, str] = {
-    "einsum": "write the contraction with dsl.numpy.matmul, transpose, reshape and sum",
-    "tensordot": "dsl.numpy.matmul (or dot) with transpose and reshape",
+    "tensordot": "dsl.numpy.einsum, or dsl.numpy.matmul (or dot) with transpose and reshape",
     "inner": "dsl.numpy.matmul(a, b.T), or dsl.numpy.sum(a * b, axis=-1)",
     "vdot": "dsl.numpy.sum(a * b)",
     "kron": "dsl.numpy.outer and reshape",
