@@ -107,6 +107,8 @@ def batch_function(func: Function, batched: Sequence[bool], size: int) -> tuple[
         rule = op.prim.batch or KIND_RULES.get(op.prim.kind) or _unrolled
         build.loc = op.loc
         out = rule(build, op, operands, flags, size)
+        if out is None:  # the rule has no batched form for these operands (per-example starts)
+            out = _unrolled(build, op, operands, flags, size)
         expected = TensorType((size,) + op.result.type.shape, op.result.type.dtype)
         assert out.type == expected, f"{op.prim.name} batching rule: {out.type}, expected {expected}"
         new[op.result] = out

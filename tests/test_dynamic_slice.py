@@ -242,6 +242,32 @@ def test_second_order_through_a_dynamic_slice() -> None:
         close(dsl.compile(dsl.hessian(f))(x, i), jax.hessian(f_jax)(x, i), rtol=1e-10)
 
 
+def test_vmap_with_shared_and_per_example_starts() -> None:
+    """A shared start batches into one window over the batch axis; per-example starts run the
+    window once per example (no primitive reads a window per example)."""
+
+    def f(c, i, v):
+        c = c * 1.0
+        c[i] += v
+        return c[i : i + 2].sum(axis=0)
+
+    def f_jax(c, i, v):
+        j = at(i, c.shape[0])
+        c = lax.dynamic_update_slice(c, lax.dynamic_slice(c, (j, 0), (1, 4)) + v, (j, 0))
+        return lax.dynamic_slice(c, (i, 0), (2, 4)).sum(axis=0)
+
+    cs, vs, starts = RNG.standard_normal((3, 5, 4)), RNG.standard_normal((3, 4)), np.array([1, -1, 7])
+    close(
+        dsl.vmap(f, in_axes=(0, None, 0))(cs, np.int64(3), vs), jax.vmap(lambda c, v: f_jax(c, 3, v))(cs, vs)
+    )
+    want = np.stack([f_jax(c, int(i), v) for c, i, v in zip(cs, starts, vs, strict=True)])
+    close(dsl.vmap(f)(cs, starts, vs), want)
+    close(
+        dsl.vmap(f, in_axes=(None, 0, None))(cs[0], starts, vs[0]),
+        np.stack([f_jax(cs[0], int(i), vs[0]) for i in starts]),
+    )
+
+
 # ---- loops, errors, export ------------------------------------------------------------------------
 
 

@@ -146,7 +146,8 @@ class Primitive:
     region_reference: RegionReference | None = None
     # ``batch(build, op, operands, batched, size) -> Value``: ``op`` applied to ``operands``, those
     # marked in ``batched`` with a leading batch axis of ``size`` (``vmap``); the result has one.
-    # None: the rule of the primitive's kind (elementwise, reduction: ``compiler/batching.py``).
+    # None: the rule of the primitive's kind (elementwise, reduction: ``compiler/batching.py``). A rule
+    # returning None has no batched form for those operands: the op then runs once per example.
     batch: Callable[..., Any] | None = None
 
     def __repr__(self) -> str:

@@ -23,12 +23,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from compiler.ir.core import Op, Value
-from compiler.ir.types import TensorType
+from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, fail
+from compiler.prims.batch_helpers import with_batch
 from compiler.prims.mlir import Builder
-from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, vjp_rule
+from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, scalar, vjp_rule
 from runtime import array_ops
 
 INPUTS = frozenset({"inputs"})
@@ -124,6 +125,18 @@ def _slice_unview(build: Build, base: Value, new: Value, starts: Sequence[Value]
     return build(dynamic_update_slice, [base, new, *starts], {})
 
 
+def _slice_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value | None:
+    """The window over the whole batch axis, when every example's window is at the same starts
+    (``None`` for per-example starts: no primitive reads a window per example, the op runs per
+    example)."""
+    x, *starts = operands
+    if any(batched[1:]):
+        return None
+    x = with_batch(build, x, batched[0], size)
+    sizes = (size, *_sizes(op.attrs))
+    return build(dynamic_slice, [x, scalar(build, 0, DType.i64), *starts], {"sizes": sizes})
+
+
 dynamic_slice = Primitive(
     name="dynamic_slice",
     kind=Kind.MOVEMENT,
@@ -136,6 +149,7 @@ dynamic_slice = Primitive(
     mlir=_slice_mlir,
     unview=lambda build, base, new, attrs, *starts: _slice_unview(build, base, new, starts),
     vjp=_slice_vjp,
+    batch=_slice_batch,
 )
 
 # ---- dynamic_update_slice --------------------------------------------------------------------
@@ -190,6 +204,17 @@ def _update_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     return ml.emit(b, f"tensor.insert_slice {xs[1]} into {xs[0]}{where} : {update} into {x} {loc}")
 
 
+def _update_batch(
+    build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int
+) -> Value | None:
+    """The base and the update over the whole batch axis, at starts shared by every example."""
+    x, update, *starts = operands
+    if any(batched[2:]):
+        return None
+    parts = [with_batch(build, v, b, size) for v, b in ((x, batched[0]), (update, batched[1]))]
+    return build(dynamic_update_slice, [*parts, scalar(build, 0, DType.i64), *starts], {})
+
+
 dynamic_update_slice = Primitive(
     name="dynamic_update_slice",
     kind=Kind.MOVEMENT,
@@ -201,6 +226,7 @@ dynamic_update_slice = Primitive(
     emit=_update_emit,
     mlir=_update_mlir,
     vjp=_update_vjp,
+    batch=_update_batch,
 )
 
 # Ops whose result is operand 0 with a window replaced: they read operand 0 only at the element they
