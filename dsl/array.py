@@ -228,8 +228,8 @@ class Array:
         return tracing.user_error(  # type: ignore[return-value]
             TraceError,
             f"{what} needs the value of a traced array ({self._type}), which is not known at trace time; "
-            "use dsl.numpy.where for data-dependent choices, or pass the value as a static argument "
-            "(static_argnums)",
+            "use dsl.numpy.where or dsl.cond for data-dependent choices, dsl.while_loop or dsl.fori_loop "
+            "for data-dependent loops, or pass the value as a static argument (static_argnums)",
         )
 
     def __bool__(self) -> bool:
