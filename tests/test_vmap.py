@@ -112,7 +112,7 @@ def _params(sizes):
 
 
 def test_per_example_values_gradients_and_hessians() -> None:
-    params, xs = _params([3, 6, 6, 1]), rng.standard_normal((5, 3))
+    params, xs = _params([3, 4, 1]), rng.standard_normal((5, 3))
 
     def u(x):
         return _mlp(params, x)
