@@ -102,9 +102,10 @@ def argmin(x: Any, axis: int | None = None, *, keepdims: bool = False) -> Array:
 def _scan(x: Array, axis: int, combine: Any, identity: int) -> Array:
     """The inclusive scan of ``x`` along ``axis`` in ceil(log2 n) steps (Hillis and Steele): step ``k``
     combines every element with the one ``2**k`` before it (a slice padded with ``identity``). O(n log n)
-    work, no primitive of its own; the rows pass runs all steps of a row in one kernel on row buffers
-    (the measurements are in docs/architecture.md). Its gradient is the reverse scan, through pad and
-    slice's vjps. A dedicated scan primitive would be O(n)."""
+    work, no primitive of its own; the rows pass runs all steps of a row in one kernel on row buffers,
+    so intermediates stay in cache. Its gradient is the reverse scan, through pad and slice's vjps.
+    A dedicated scan primitive would be O(n) (a long axis pays log2 n passes: about 4x NumPy's
+    np.cumsum at n = 10**6 on the CPU)."""
     n = x.shape[axis]
     out = x
     step = 1
