@@ -2,11 +2,13 @@
 
     python benchmarks/compile_scaling.py                    # every program, writes the record
     python benchmarks/compile_scaling.py --only mlp --no-record
+    python benchmarks/compile_scaling.py --driver one --no-record   # every program's one-function driver
 
 Each program runs in a new process with empty ``DSL_CACHE_DIR`` and ``NUMBA_CACHE_DIR`` (so the
 runtime's own functions, ``gemm_rows`` and ``parallel_for``, are compiled too), and reports:
 
-- ops: the traced program's operations (what the user's unrolled Python wrote);
+- ops: the operations of the optimized program (the gradient's backward included), what the
+  fusion and the code generator start from;
 - kernels: the kernel calls of the generated driver; driver: its form (``one``: one njit function,
   ``table``: a native loop over a table of steps, ``compiler/codegen/cpu/steps.py``);
 - trace s: tracing the Python function; passes s: every pass (``run_pipeline``); codegen s:
@@ -84,14 +86,18 @@ def build(kind: str, size: int) -> tuple[Any, tuple[Any, ...]]:
     return dsl.compile(chain), (rng.standard_normal((64, 64)).astype(np.float32),)
 
 
-def child(name: str) -> None:
-    """One program's cold first call, phase by phase, as a line of JSON."""
+def child(name: str, form: str) -> None:
+    """One program's cold first call, phase by phase, as a line of JSON; ``form``: the driver
+    (``auto``: as the code generator chooses)."""
     import faulthandler
 
     faulthandler.dump_traceback_later(900, exit=True)  # a hang shows where, in the error below
+    import importlib
+
     import compiler.codegen as codegen
     import compiler.pipeline as pipeline
-    import dsl.compile
+
+    compiling = importlib.import_module("dsl.compile")  # (the package's ``dsl.compile`` is the decorator)
 
     spent = {"passes": 0.0, "codegen": 0.0, "numba": 0.0}
     started: list[float] = []
@@ -111,13 +117,17 @@ def child(name: str) -> None:
     codegen.generate = timed("codegen", codegen.generate)  # type: ignore[assignment]
     codegen.prepare = timed("numba", codegen.prepare)  # type: ignore[assignment]
     codegen.load_module = timed("numba", codegen.load_module)  # type: ignore[assignment]
-    compile_function = dsl.compile.compile_function
+    compile_function = compiling.compile_function
 
     def marked(*args: Any) -> Any:
         started.append(time.perf_counter())  # tracing ends here
         return compile_function(*args)
 
-    dsl.compile.compile_function = marked  # type: ignore[assignment]
+    compiling.compile_function = marked
+    if form != "auto":
+        from compiler.codegen.cpu import steps
+
+        steps.TABLE_STEPS = steps.TABLE_ARRAYS = -1 if form == "table" else 1 << 30
     kind, size = PROGRAMS[name]
     f, args = build(kind, size)
     t0 = time.perf_counter()
@@ -131,7 +141,7 @@ def child(name: str) -> None:
         calls.append(time.perf_counter() - t0)
     lowered = f.lower(*args)
     source = lowered.source()
-    ops = sum(1 for line in lowered.ir("traced").splitlines() if '"dsl.' in line)
+    ops = sum(1 for line in lowered.ir("optimized").splitlines() if '"dsl.' in line)
     driver = "table" if "def run_steps(" in source else "one"
     kernels = source.count("call_kernel(kernel_table[") if driver == "one" else _table_steps(f)
     print(
@@ -159,10 +169,10 @@ def _table_steps(f: Any) -> int:
     return int(entry.program.generated.constants[STEPS].shape[0])
 
 
-def run(name: str) -> dict[str, Any]:
+def run(name: str, form: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="dslc-scaling-") as cache:
         env = dict(os.environ, DSL_CACHE_DIR=cache, NUMBA_CACHE_DIR=os.path.join(cache, "numba"))
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", name]
+        cmd = [sys.executable, os.path.abspath(__file__), "--child", name, "--driver", form]
         out = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{name} failed:\n{out.stderr[-6000:]}")
@@ -195,27 +205,30 @@ def markdown(result: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", default="", help="program names (substring match, comma-separated)")
+    parser.add_argument("--only", default="", help="program names or kinds (mlp, chain), comma-separated")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--driver", default="auto", choices=("auto", "one", "table"), help="driver form")
     parser.add_argument("--no-record", action="store_true", help="print only; leave the record alone")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "compile_scaling.md"))
     args = parser.parse_args()
     if args.child:
-        child(args.child)
+        child(args.child, args.driver)
         return
     wanted = [w for w in args.only.split(",") if w]
-    names = [n for n in PROGRAMS if not wanted or any(w in n for w in wanted)]
+    names = [n for n in PROGRAMS if not wanted or any(w in (n, n.split()[0]) for w in wanted)]
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "load": " ".join(open("/proc/loadavg").read().split()[:3])
         if os.path.exists("/proc/loadavg")
         else "?",
-        "command": "python benchmarks/compile_scaling.py" + f" --only {args.only}" * bool(args.only),
+        "command": "python benchmarks/compile_scaling.py"
+        + f" --only {args.only}" * bool(args.only)
+        + f" --driver {args.driver}" * (args.driver != "auto"),
         "programs": {},
     }
     for name in names:
-        result["programs"][name] = r = run(name)
+        result["programs"][name] = r = run(name, args.driver)
         print(
             f"{name:10s} ops {r['ops']:5d} kernels {r['kernels']:5d} {r['driver']:5s} "
             f"trace {r['trace_s']:5.2f} s  passes {r['passes_s']:6.2f} s  codegen {r['codegen_s']:5.2f} s  "

@@ -17,6 +17,7 @@ import dsl
 import dsl.nn
 import dsl.numpy as dnp
 from compiler.codegen.cpu import steps
+from compiler.passes import rows
 
 rng = np.random.default_rng(7)
 
@@ -238,3 +239,26 @@ def test_table_driver_snapshots_written_arguments_only_around_numpy_kernels() ->
         f(_copy((params,))[0], x, 0.1)
     (entry,) = f._cache.values()
     assert entry.run.direct and entry.run.driver.raises_midway is False and not entry.run._guarded
+
+
+def test_a_long_run_of_row_local_steps_is_bands_of_bounded_size() -> None:
+    """40 unrolled row normalizations: bands of at most ``BAND_MAX_GROUPS`` groups, the equal ones
+    one function (one kernel growing with the program took 47 s to compile at this size)."""
+
+    def normalize(x: Any) -> Any:
+        for _ in range(40):
+            x = dnp.tanh(x * 0.9 + 0.1)
+            x = x - x.mean(axis=1, keepdims=True) * 0.5
+        return x
+
+    x = rng.standard_normal((64, 32))
+    f = dsl.compile(normalize)
+    lowered = f.lower(x)
+    bands = lowered._program.compilation.fusion.bands
+    assert len(bands) >= 5 and all(len(b.groups) <= rows.BAND_MAX_GROUPS for b in bands)
+    assert lowered.source().count("@numba.njit") <= 4  # a band kernel or two, the last one, the driver
+    want = x
+    for _ in range(40):
+        want = np.tanh(want * 0.9 + 0.1)
+        want = want - want.mean(axis=1, keepdims=True) * 0.5
+    np.testing.assert_allclose(f(x), want, rtol=1e-12, atol=1e-12)

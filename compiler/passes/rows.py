@@ -53,6 +53,11 @@ ROW = "i0"  # the loop variable of a group's leading axis (``emit.ROW``): the ro
 PARALLEL_MIN_ELEMENTS = 1 << 16
 REDUCE_CHUNKS = 16
 PARTIALS_MAX_ELEMENTS = 1 << 20
+# A band holds at most this many groups: a longer run of row-local groups (an unrolled loop of row
+# normalizations) becomes several bands, each a kernel of bounded size, and equal ones one shared
+# function, instead of one kernel whose compile grows with the program (40 unrolled steps: one
+# 36,000-character kernel, 47 s to compile; benchmarks/results/compile_scaling.md).
+BAND_MAX_GROUPS = 16
 
 
 def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int | None = None) -> str | None:
@@ -117,7 +122,8 @@ def form_bands(
             _close(current, bands)
             current = None
             continue
-        if current is None or current.rows != rows or not _may_join(current, g, reads):
+        full = current is not None and len(current.groups) >= BAND_MAX_GROUPS
+        if current is None or full or current.rows != rows or not _may_join(current, g, reads):
             _close(current, bands)
             current = Band([], rows)
         current.groups.append(g)
