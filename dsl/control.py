@@ -95,14 +95,45 @@ def _bound(x: Any, name: str) -> Array:
     return a if a.ir_dtype is DType.i64 else ops.emit(elementwise.cast, [a], {"dtype": DType.i64})
 
 
+def _rank(d: DType) -> int:
+    return 0 if d.is_bool else 1 if d.is_int else 2
+
+
+def _promoted(init: list[Array], tree: Any, treedef: Any, out: Sequence[Array]) -> list[Array] | None:
+    """JAX's promotion of weak initial carries: a leaf made from a Python scalar whose body result has
+    its shape and a dtype of its kind or wider starts in that dtype (``0.0`` summing float32 arrays
+    carries a float32), then the body is traced again. None when no leaf changes."""
+    if treedef != tree:
+        return None
+    changed, new = False, []
+    for a, b in zip(init, out, strict=True):
+        if (
+            a.weak
+            and a.shape == b.shape
+            and a.ir_dtype != b.ir_dtype
+            and _rank(a.ir_dtype) <= _rank(b.ir_dtype)
+        ):
+            a, changed = ops.emit(elementwise.cast, [a], {"dtype": b.ir_dtype}, weak=b.weak), True
+        new.append(a)
+    return new if changed else None
+
+
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """``body_fun(i, carry) -> carry`` for ``i`` in ``range(lower, upper)``; returns the last carry.
     The counter is a weak integer scalar, as a Python loop's ``i`` is: ``c + i`` keeps ``c``'s dtype."""
     lo, hi = _bound(lower, "lower"), _bound(upper, "upper")
     init, tree = _leaves(init_val)
+
+    def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+        body = _Body(body_fun, [control.INDEX, *(a.type for a in init)], [True, *(a.weak for a in init)])
+        return body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
+
+    block, treedef, out = traced(init)
+    promoted = _promoted(init, tree, treedef, out)
+    if promoted is not None:
+        init = promoted
+        block, treedef, out = traced(init)
     types = [a.type for a in init]
-    body = _Body(body_fun, [control.INDEX, *types], [True, *(a.weak for a in init)])
-    block, treedef, out = body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
     _check_carry("fori_loop's body_fun", types, tree, treedef, out)
     op = _emit(control.for_loop, [lo.value, hi.value, *(a.value for a in init)], {}, (block,))
     return pytree.unflatten(tree, [Array.fresh(r, a.weak) for r, a in zip(op.results, init, strict=True)])
@@ -112,7 +143,18 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     """``while cond_fun(carry): carry = body_fun(carry)``; returns the last carry. Not differentiable
     in reverse mode (as in JAX): the trip count is known only at run time."""
     init, tree = _leaves(init_val)
+
+    def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+        body = _Body(body_fun, [a.type for a in init], [a.weak for a in init])
+        return body.trace(pytree.unflatten(tree, body.args))
+
+    body_block, treedef, out = traced(init)
+    promoted = _promoted(init, tree, treedef, out)
+    if promoted is not None:
+        init = promoted
+        body_block, treedef, out = traced(init)
     types, weak = [a.type for a in init], [a.weak for a in init]
+    _check_carry("while_loop's body_fun", types, tree, treedef, out)
     cond = _Body(cond_fun, types, weak)
     cond_block, cond_tree, flag = cond.trace(pytree.unflatten(tree, cond.args))
     if cond_tree != pytree.LEAF or flag[0].type != control.PRED:
@@ -120,9 +162,6 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
         raise tracing.user_error(
             TraceError, f"while_loop's cond_fun must return a bool scalar ({control.PRED}), got {got}"
         )
-    body = _Body(body_fun, types, weak)
-    body_block, treedef, out = body.trace(pytree.unflatten(tree, body.args))
-    _check_carry("while_loop's body_fun", types, tree, treedef, out)
     op = _emit(control.while_loop, [a.value for a in init], {}, (cond_block, body_block))
     return pytree.unflatten(tree, [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=True)])
 
@@ -178,15 +217,29 @@ def scan(
     if length is None and not lengths:
         raise tracing.user_error(TraceError, "scan: pass length= when xs is None (or has no leaves)")
     n = int(length) if length is not None else lengths.pop()
-    types = [a.type for a in carries]
     row_types = [TensorType(a.shape[1:], a.ir_dtype) for a in x_leaves]
-    body = _Body(f, types + row_types, [a.weak for a in carries] + [False] * len(x_leaves))
-    carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
-    block, treedef, out = body.trace(pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args))
-    if treedef[0] != "tuple" or len(treedef[1]) != 2:
-        raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
+
+    def traced(carries: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+        types = [a.type for a in carries]
+        body = _Body(f, types + row_types, [a.weak for a in carries] + [False] * len(x_leaves))
+        carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
+        block, treedef, out = body.trace(
+            pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args)
+        )
+        if treedef[0] != "tuple" or len(treedef[1]) != 2:
+            raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
+        return block, treedef, out
+
+    block, treedef, out = traced(carries)
     carry_tree, y_tree = treedef[1]
     carry_count = _count_leaves(carry_tree)
+    promoted = _promoted(carries, tree, carry_tree, out[:carry_count])
+    if promoted is not None:
+        carries = promoted
+        block, treedef, out = traced(carries)
+        carry_tree, y_tree = treedef[1]
+        carry_count = _count_leaves(carry_tree)
+    types = [a.type for a in carries]
     _check_carry("scan's f", types, tree, carry_tree, out[:carry_count])
     attrs = {"carries": len(carries), "length": n, "reverse": bool(reverse)}
     op = _emit(control.scan, [a.value for a in carries + x_leaves], attrs, (block,))

@@ -345,3 +345,23 @@ def test_a_body_writing_into_an_array_from_outside_it() -> None:
         dsl.TraceError, match=rf"test_control_flow.py:{line}: setitem writes into an array from"
     ):
         dsl.compile(f)(np.ones(3), np.zeros(3))
+
+
+def test_a_python_scalar_carry_takes_the_dtype_the_body_gives_it() -> None:
+    """JAX's weak-type promotion: ``0.0`` accumulating float32 values is a float32 carry, ``0``
+    accumulating float32 rows too (the body is traced again with the promoted carry)."""
+    x = np.arange(4, dtype=np.float32)
+
+    def f(lax, x):
+        total = lax.fori_loop(0, 3, lambda i, c: c + x.sum(), 0.0)
+        c, ys = lax.scan(lambda c, r: (c + r, c * 2), 0, x)
+        return total, c, ys
+
+    jax.config.update("jax_enable_x64", False)  # float32 stays float32 in JAX only without x64
+    try:
+        want = f(jax.lax, x)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    got = dsl.compile(lambda x: f(dsl, x))(x)
+    assert [np.asarray(g).dtype for g in got] == [np.float32] * 3
+    close(got, want)
