@@ -295,3 +295,21 @@ def test_forward_mode_through_dropout() -> None:
     out, tangent = dsl.jvp(f, (x,), (t,))
     np.testing.assert_allclose(tangent, np.where(keep, 3.0 / (1 - rate), 0.0))
     np.testing.assert_allclose(dsl.jacfwd(f)(x), np.diag(np.where(keep, 3.0 / (1 - rate), 0.0)))
+
+
+def test_vmap_over_keys_is_one_draw_per_call() -> None:
+    """random_bits' batching rule: a batch of keys is one op over keys of shape (B, 2), not one op
+    per example (which compiler/batching.py refuses past 64 examples)."""
+    keys = dsl.random.split(dsl.random.key(8), 100)
+
+    def draw(key, x):
+        return dsl.random.uniform(key, (3,)) + dsl.nn.dropout(key, x, 0.5)
+
+    x = np.ones(3, np.float32)
+    got = dsl.vmap(draw, in_axes=(0, None))(keys, x)
+    want = np.stack([dsl.compile(draw)(k, x) for k in keys[:5]])
+    np.testing.assert_array_equal(got[:5], want)
+    assert len({tuple(row) for row in got}) == 100  # every example its own numbers
+    traced = dsl.compile(dsl.vmap(draw, in_axes=(0, None)))._trace((keys, x))[0]
+    draws = [op for op in traced.ops if op.prim is random_bits]
+    assert len(draws) == 2 and all(op.result.type.shape == (100, 3) for op in draws)  # uniform, dropout

@@ -186,6 +186,11 @@ def _mlir_threefry(bb: ml.Body, k0: str, k1: str, x0: str, n: str) -> tuple[str,
     return x0, x1
 
 
+def _batch(build: Any, op: Op, operands: Sequence[Any], batched: Sequence[bool], size: int) -> Any:
+    """vmap over keys: the key's leading batch axis is one more key axis, one draw per key."""
+    return build(random_bits, operands, {"shape": op.attrs["shape"]})
+
+
 random_bits = Primitive(
     name="random_bits",
     kind=Kind.SOURCE,
@@ -196,4 +201,5 @@ random_bits = Primitive(
     emit=_emit,
     mlir=_mlir,
     differentiable=False,
+    batch=_batch,
 )
