@@ -34,7 +34,8 @@ is inlined:
 1. a movement or source op into *every* group that reads it. Recomputing an index map or a literal
    costs index arithmetic only, and its operands are charged the recomputation through their own
    access keys; so a broadcast read by two reductions needs no full-size buffer (its small operand
-   may);
+   may). A random draw (``random_bits``) is recomputed the same way: its Threefry rounds are
+   integer arithmetic on its position and a two-word key, and a draw is never stored;
 2. an elementwise op read by one group only, when inlining does not recompute it (evaluations <=
    its element count). An expensive value read at many indices (``exp(c)`` feeding a broadcast,
    both sides of a ``concatenate``) is therefore materialized;

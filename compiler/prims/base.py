@@ -28,7 +28,7 @@ class Kind(enum.Enum):
     REDUCTION = "reduction"  # folds some axes of one operand with an associative combiner
     MOVEMENT = "movement"  # moves or selects elements without arithmetic (reshape, slice, ...)
     CONTRACTION = "contraction"  # matmul
-    SOURCE = "source"  # no tensor operands: constant, iota
+    SOURCE = "source"  # a function of the position (and of a small key): constant, iota, random_bits
     CONTROL = "control"  # holds regions: loops and branches (compiler/prims/control.py)
 
 
