@@ -118,6 +118,26 @@ def _promoted(init: list[Array], tree: Any, treedef: Any, out: Sequence[Array]) 
     return new if changed else None
 
 
+def _promote_branches(blocks: list[Block], then_out: list[Array], else_out: list[Array]) -> list[Block]:
+    """JAX's promotion of weak branch results: where one branch returns a Python scalar (weak) and the
+    other an array of its shape and of its kind or wider, the weak one is cast to the other's dtype
+    (a cast op added to the end of its block)."""
+    ops_of = [list(b.ops) for b in blocks]
+    results = [list(b.results) for b in blocks]
+    for k, (a, b) in enumerate(zip(then_out, else_out, strict=True)):
+        if a.shape != b.shape or a.ir_dtype == b.ir_dtype:
+            continue
+        for side, (weak, strong) in enumerate(((a, b), (b, a))):
+            if weak.weak and _rank(weak.ir_dtype) <= _rank(strong.ir_dtype):
+                cast = Op.create(
+                    elementwise.cast, [results[side][k]], {"dtype": strong.ir_dtype}, tracing.user_location()
+                )
+                ops_of[side].append(cast)
+                results[side][k] = cast.result
+                break
+    return [Block(b.args, tuple(o), tuple(r)) for b, o, r in zip(blocks, ops_of, results, strict=True)]
+
+
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_val: Any) -> Any:
     """``body_fun(i, carry) -> carry`` for ``i`` in ``range(lower, upper)``; returns the last carry.
     The counter is a weak integer scalar, as a Python loop's ``i`` is: ``c + i`` keeps ``c``'s dtype."""
@@ -183,7 +203,9 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
         blocks.append(block)
         outs.append((treedef, out))
     (then_tree, then_out), (else_tree, else_out) = outs
-    then_types, else_types = [a.type for a in then_out], [a.type for a in else_out]
+    if then_tree == else_tree:
+        blocks = _promote_branches(blocks, then_out, else_out)
+    then_types, else_types = [v.type for v in blocks[0].results], [v.type for v in blocks[1].results]
     if then_tree != else_tree or then_types != else_types:
         then_shown, else_shown = (
             pytree.unflatten(then_tree, then_types),

@@ -355,7 +355,8 @@ def test_a_python_scalar_carry_takes_the_dtype_the_body_gives_it() -> None:
     def f(lax, x):
         total = lax.fori_loop(0, 3, lambda i, c: c + x.sum(), 0.0)
         c, ys = lax.scan(lambda c, r: (c + r, c * 2), 0, x)
-        return total, c, ys
+        picked = lax.cond(total > 1, lambda: total * 2, lambda: 1.0)  # a weak branch result
+        return total, c, ys, picked
 
     jax.config.update("jax_enable_x64", False)  # float32 stays float32 in JAX only without x64
     try:
@@ -363,5 +364,5 @@ def test_a_python_scalar_carry_takes_the_dtype_the_body_gives_it() -> None:
     finally:
         jax.config.update("jax_enable_x64", True)
     got = dsl.compile(lambda x: f(dsl, x))(x)
-    assert [np.asarray(g).dtype for g in got] == [np.float32] * 3
+    assert [np.asarray(g).dtype for g in got] == [np.float32] * 4
     close(got, want)
