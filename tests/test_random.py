@@ -313,3 +313,16 @@ def test_vmap_over_keys_is_one_draw_per_call() -> None:
     traced = dsl.compile(dsl.vmap(draw, in_axes=(0, None)))._trace((keys, x))[0]
     draws = [op for op in traced.ops if op.prim is random_bits]
     assert len(draws) == 2 and all(op.result.type.shape == (100, 3) for op in draws)  # uniform, dropout
+
+
+def test_bernoulli_with_an_array_of_probabilities() -> None:
+    """p's dtype chooses the uniforms (float64 here), p broadcasts to the shape, as JAX."""
+    p = np.array([[0.1], [0.5], [0.9]])
+    key = dsl.random.key(12)
+    got = dsl.compile(lambda k, p: dsl.random.bernoulli(k, p, (3, 400)))(key, p)
+    np.testing.assert_array_equal(got, jax.random.bernoulli(jax_key(12), p, (3, 400)))
+    np.testing.assert_allclose(got.mean(axis=1), [0.1, 0.5, 0.9], atol=0.08)
+    same = dsl.compile(lambda k, p: dsl.random.bernoulli(k, p))(key, np.full((2, 3), 0.5, np.float32))
+    assert same.shape == (2, 3) and same.dtype == np.bool_
+    with pytest.raises(dsl.ShapeError, match="does not broadcast"):
+        dsl.compile(lambda k, p: dsl.random.bernoulli(k, p, (4,)))(key, p)
