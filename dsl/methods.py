@@ -195,10 +195,10 @@ def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwar
     if fn is None:
         raise _not_on_traced(ufunc.__name__, dnp, "dsl.numpy")
     if method != "__call__" or kwargs:
-        given = f"{method}" if method != "__call__" else f"keyword arguments {sorted(kwargs)}"
+        given = method if method != "__call__" else f"with keyword arguments {sorted(kwargs)}"
         raise tracing.user_error(
             TraceError,
-            f"numpy.{ufunc.__name__} with {given} is not supported on traced arrays; "
+            f"numpy.{ufunc.__name__} ({given}) is not supported on traced arrays; "
             f"call dsl.numpy.{name}(...) with positional arrays",
         )
     return fn(*inputs)
