@@ -137,6 +137,11 @@ CASES = {
     "isnan": (dnp.isnan, np.isnan, (np.array([0.0, np.nan, np.inf]),)),
     "isinf": (dnp.isinf, np.isinf, (np.array([0.0, np.nan, -np.inf]),)),
     "isfinite": (dnp.isfinite, np.isfinite, (np.array([0.0, np.nan, np.inf]),)),
+    "einsum": (
+        lambda x, y: dnp.einsum("ij,kj->ik", x, y),
+        lambda x, y: np.einsum("ij,kj->ik", x, y),
+        (A23, P23),
+    ),
 }
 
 NN_CASES = {
@@ -166,9 +171,9 @@ API_FUNCTIONS = (
 ).split()
 
 
-# api.md's "More of NumPy" (einsum, take and take_along_axis are listed where their primitives are tested)
+# api.md's "More of NumPy" (take and take_along_axis are listed where their primitives are tested)
 MORE_API_FUNCTIONS = (
-    "argmax argmin cumsum cumprod var std clip pad split logaddexp linalg.norm bitwise_and bitwise_or "
+    "einsum argmax argmin cumsum cumprod var std clip pad split logaddexp linalg.norm bitwise_and bitwise_or "
     "bitwise_xor invert left_shift right_shift floor ceil round floor_divide remainder mod fmod isnan isinf "
     "isfinite"
 ).split()
