@@ -10,6 +10,7 @@ values: integer tuples, NumPy dtypes, arrays.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import erf as erf  # a reference as it is
@@ -195,3 +196,36 @@ def random_bits(key: np.ndarray, shape: Sequence[int]) -> np.ndarray:
             x0, x1 = threefry2x32(k, hi, lo)
             row[:] = (x0.astype(np.uint64) << np.uint64(32)) | x1.astype(np.uint64)
     return out.view(np.int64).reshape(key.shape[:-1] + shape)
+
+
+def clamped_indices(idx: np.ndarray, n: int) -> np.ndarray:
+    """Positions ``idx`` on an axis of ``n`` elements as ``compiler/prims/gather.py`` reads them: a
+    negative index counts from the end once (NumPy), then it is clamped into ``[0, n - 1]`` (JAX)."""
+    i = idx.astype(np.int64)
+    return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
+
+
+def gather(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return np.take(x, clamped_indices(idx, x.shape[axis]), axis=axis)
+
+
+def _scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, combine: Any) -> np.ndarray:
+    """``x`` with the updates ``v`` combined into it at positions ``idx`` of ``axis``, one update
+    after the other in ``idx``'s row-major order (the CPU kernel's order, and the CUDA kernel's per
+    element)."""
+    out = x.copy()
+    flat = clamped_indices(idx, x.shape[axis]).reshape(-1)
+    updates = v.reshape(x.shape[:axis] + (flat.size,) + x.shape[axis + 1 :])
+    lead = (slice(None),) * axis
+    for u, j in enumerate(flat):
+        at = lead + (int(j),)
+        out[at] = combine(out[at], updates[lead + (u,)])
+    return out
+
+
+def scatter_add(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return _scatter(x, v, idx, axis, lambda old, new: old + new)
+
+
+def scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return _scatter(x, v, idx, axis, lambda old, new: new)

@@ -81,6 +81,9 @@ PRIM_CASES: dict[str, list[Case]] = {
     "update_slice": [((T(4, 2, dtype=I64), T(2, 2, dtype=I64)), SLICE)],
     "dynamic_slice": [((T(4, 5), T(dtype=I64), T(dtype=I32)), {"sizes": (2, 5)})],
     "dynamic_update_slice": [((T(4, 5, dtype=I1), T(2, 5, dtype=I1), T(dtype=I32), T(dtype=I64)), {})],
+    "gather": [((T(4, 5), T(2, 3, dtype=I32)), {"axis": 1}), ((T(3, dtype=I1), T(dtype=I64)), {"axis": 0})],
+    "scatter_add": [((T(4, 5), T(4, 2, 3), T(2, 3, dtype=I32)), {"axis": 1})],
+    "scatter": [((T(4, 5, dtype=I64), T(2, 5, dtype=I64), T(2, dtype=I64)), {"axis": 0})],
     "constant": [((), {"value": np.arange(6, dtype=np.float32).reshape(2, 3)})],
     "random_bits": [((T(2, dtype=I64),), {"shape": (3, 2)}), ((T(3, 2, dtype=I64),), {"shape": (2,)})],
     "iota": [

@@ -292,6 +292,49 @@ def dynamic_update_slice_cases() -> list[Case]:
     ]
 
 
+def ints(values: Any, dtype: DType = I64) -> np.ndarray:
+    return np.asarray(values, dtype.np)
+
+
+def gather_cases() -> list[Case]:
+    """Negative indices wrap once, out-of-range ones clamp (both ends); repeated; multi-axis and 0-d
+    index arrays; an empty one."""
+    return [
+        Case([data((5, 3), F32), ints([4, 0, -1, 9, -7, 2, 2])], {"axis": 0}),
+        Case([data((2, 6), I32), ints([[1, 5], [-2, 0]], I32)], {"axis": 1}),
+        Case([data((4, 2, 3), F64), ints(3)], {"axis": 1}),
+        Case([data((3,), I1), ints([2, 2, 0])], {"axis": 0}),
+        Case([data((3, 4), I64), ints(np.zeros((0,), np.int64))], {"axis": 0}),
+        Case([data((6, 2), F64), ints([5, 1, 1])], {"axis": 0}, through="neg"),
+    ]
+
+
+def scatter_cases(bools: bool) -> Callable[[], list[Case]]:
+    """Repeated indices (accumulated or the last kept), negative and out-of-range ones, an axis past
+    the first, a 0-d and an empty index array, a dying base (``through``: computed in place)."""
+
+    def cases() -> list[Case]:
+        out = [
+            Case([data((5, 3), F32), data((6, 3), F32), ints([4, 0, -1, 9, 4, 4])], {"axis": 0}),
+            Case([data((2, 6), I32), data((2, 2, 2), I32), ints([[1, 5], [-2, 1]], I32)], {"axis": 1}),
+            Case([data((4, 3), F64), data((4,), F64), ints(-8)], {"axis": 1}),
+            Case([data((3, 4), I64), data((0, 4), I64), ints(np.zeros((0,), np.int64))], {"axis": 0}),
+            Case([data((6, 2), F64), data((3, 2), F64), ints([5, 1, 1])], {"axis": 0}, through="neg"),
+        ]
+        if bools:
+            out.append(Case([data((3,), I1), data((4,), I1), ints([2, 0, 2, 1])], {"axis": 0}))
+        return out
+
+    return cases
+
+
+SCATTER_BAD = [
+    ([T((4, 3)), T((2, 3)), T((3,), I64)], {"axis": 0}),  # updates of the wrong shape
+    ([T((4, 3)), T((2, 3)), T((2,), F32)], {"axis": 0}),  # float indices
+    ([T((4, 3)), T((2, 3), F64), T((2,), I64)], {"axis": 0}),  # updates of another dtype
+    ([T((4, 3)), T((4, 2)), T((2,), I64)], {"axis": 2}),
+]
+
 CONSTANTS = [
     np.arange(12, dtype=np.float32).reshape(3, 4) / 3,
     np.full((2, 2), 1.5),
@@ -383,6 +426,16 @@ TABLE |= {
             ([T((4,)), T((2,))], {}),
         ],
     ),
+    "gather": Entry(
+        gather_cases,
+        [
+            ([T((4, 3)), T((2,), F32)], {"axis": 0}),
+            ([T((4, 3)), T((2,), I64)], {"axis": 2}),
+            ([T((0, 3)), T((2,), I64)], {"axis": 0}),
+        ],
+    ),
+    "scatter_add": Entry(scatter_cases(bools=False), SCATTER_BAD),
+    "scatter": Entry(scatter_cases(bools=True), SCATTER_BAD),
     "constant": Entry(
         source_cases([{"value": v} for v in CONSTANTS]),
         [([], {"value": 3.0}), ([T((1,))], {"value": np.ones(1)})],

@@ -242,6 +242,19 @@ TABLE: dict[str, list[Case] | str] = {
         Case([normal(), normal()]),
         Case([normal(3), normal(1, 3), np.array(1), np.array(0)], broadcast={0: (3, 3)}),
     ],
+    "gather": [
+        Case([normal(5, 3), np.array([4, 0, -1, 9, 2, 2])], {"axis": 0}),  # repeated, wrapped, clamped
+        Case([normal(2, 6), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+        Case([normal(4, 3), np.array(1)], {"axis": 1}),
+    ],
+    "scatter_add": [
+        Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
+        Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+    ],
+    "scatter": [  # repeated indices: only the last update of each element shows (and gets a cotangent)
+        Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
+        Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+    ],
 }
 TABLE |= {
     name: NOT_DIFFERENTIABLE

@@ -9,6 +9,8 @@ Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
 - ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
   (the prologue) are inlined.
+- ``SCATTER``: a scatter (``compiler/prims/gather.py``); reads materialized operands, combines its
+  updates into a copy of its base (or into the base itself, in place) in a kernel of its own form.
 - ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or strided views of
   them (``contract_transposes``, the default): a chain of transposes and reshapes that only matmuls
   read, whose result is a strided view of its source buffer with one unit stride in the last two
@@ -87,6 +89,7 @@ class GroupKind(enum.Enum):
     LOOP = "loop"
     REDUCE = "reduce"
     CONTRACT = "contract"
+    SCATTER = "scatter"
 
 
 _GROUP_OF_KIND = {
@@ -95,7 +98,9 @@ _GROUP_OF_KIND = {
     Kind.SOURCE: GroupKind.LOOP,
     Kind.REDUCTION: GroupKind.REDUCE,
     Kind.CONTRACTION: GroupKind.CONTRACT,
+    Kind.SCATTER: GroupKind.SCATTER,
 }
+_INLINING = frozenset({GroupKind.LOOP, GroupKind.REDUCE})  # groups whose producers may be inlined
 _INLINABLE = frozenset({Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.SOURCE})
 _INDEX_MAPS = frozenset({Kind.MOVEMENT, Kind.SOURCE})
 
@@ -421,7 +426,7 @@ class _Fuser:
         ):
             return list(reads), False  # a strided view for BLAS: no copy, no buffer
         inlinable = value not in self.returned and all(
-            g.kind is not GroupKind.CONTRACT and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
+            g.kind in _INLINING and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
         )
         if inlinable and op.prim.kind in _INDEX_MAPS:
             return list(reads), False
@@ -432,7 +437,7 @@ class _Fuser:
             if sum(keys.values()) <= value.type.size:
                 return [group], False
         first = min(reads, key=lambda g: g.root_pos)
-        if first.kind is not GroupKind.CONTRACT and set(reads[first]) == {IDENTITY}:
+        if first.kind in _INLINING and set(reads[first]) == {IDENTITY}:
             return [first], True
         return [], False
 
@@ -472,12 +477,15 @@ class _Fuser:
         """Charge the operands of ``op`` with the reads ``group`` makes of them."""
         if group.kind is GroupKind.CONTRACT:
             own, same_index = {IDENTITY: 0}, True  # CONTRACT groups never inline: numbers unused
+        elif group.kind is GroupKind.SCATTER:  # reads its base at the element it writes, the rest not
+            own, same_index = {IDENTITY: 0}, False
         elif group.kind is GroupKind.REDUCE and op is group.root:
             own, same_index = {IDENTITY: op.operands[0].type.size}, True  # operand's own index space
         else:
             own = self.reads[op.result][group]
             same_index = op.prim.kind is Kind.ELEMENTWISE  # reads its operands at its own index
-        base_at_own = op.prim in dyn.PARTIAL_UPDATES  # reads its base at the element it writes
+        # reads its base at the element it writes
+        base_at_own = op.prim in dyn.PARTIAL_UPDATES or op.prim.kind is Kind.SCATTER
         for k, operand in enumerate(op.operands):
             at_own = same_index or (base_at_own and k == 0)
             moved = dict(own) if at_own else {key + ((pos, k),): n for key, n in own.items()}

@@ -66,7 +66,11 @@ def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int 
     partial result per chunk of rows within ``PARTIALS_MAX_ELEMENTS``; ``TAIL`` for a small loop nest
     that can run serially after a band's loop; else None. ``row_max``: the target's longest row
     (elements after the leading axis; CUDA keeps a band's rows in a block's shared memory)."""
-    if group.kind is GroupKind.CONTRACT or math.prod(group.shape) == 0 or numpy_kernel(group):
+    if (
+        group.kind not in (GroupKind.LOOP, GroupKind.REDUCE)
+        or math.prod(group.shape) == 0
+        or numpy_kernel(group)
+    ):
         return None
     if row_max is not None and math.prod(group.shape[1:]) > row_max:
         return None

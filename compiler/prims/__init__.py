@@ -6,10 +6,20 @@
 
 from __future__ import annotations
 
-from compiler.prims import contraction, control, dynamic, elementwise, movement, random, reduction, source
+from compiler.prims import (
+    contraction,
+    control,
+    dynamic,
+    elementwise,
+    gather,
+    movement,
+    random,
+    reduction,
+    source,
+)
 from compiler.prims.base import AttrType, Kind, Memory, Primitive
 
-_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic, random)
+_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic, random, gather)
 
 REGISTRY: dict[str, Primitive] = {}
 for _module in _MODULES:
@@ -29,6 +39,7 @@ MOVEMENT = by_kind(Kind.MOVEMENT)
 CONTRACTIONS = by_kind(Kind.CONTRACTION)
 SOURCES = by_kind(Kind.SOURCE)
 CONTROL = by_kind(Kind.CONTROL)  # ops holding regions: loops and branches
+SCATTERS = by_kind(Kind.SCATTER)  # updates at data-dependent positions: kernels of their own
 
 
 __all__ = [

@@ -1,0 +1,272 @@
+"""Gather and scatter along one axis: NumPy's ``np.take`` and its transposes (JAX's ``x.at[idx]``).
+
+``gather(x, idx, axis=a)`` reads ``x`` at the integer positions ``idx`` along axis ``a``: the result
+has shape ``x.shape[:a] + idx.shape + x.shape[a + 1:]``, element ``[p, j, q]`` being
+``x[p, idx[j], q]``. ``scatter_add(x, idx, v, axis=a)`` is ``x`` with each update ``v[p, j, q]``
+added at ``[p, idx[j], q]``, one after the other in ``idx``'s row-major order (repeated positions
+accumulate, as ``x.at[idx].add(v)`` in JAX and ``np.add.at``); ``scatter(x, idx, v, axis=a)``
+writes them instead (repeated positions keep the last update in that order, as NumPy's
+``x[idx] = v`` does in practice). NumPy's multi-array indexing (``x[i, j]``) is a gather over the
+indexed axes merged into one (``dsl/gather.py``).
+
+Bounds (``runtime.array_ops.clamped_indices``, the same text on every backend): a negative index
+counts from the end once (NumPy), then it is clamped into the axis (JAX's gather and the XLA
+clamp: a compiled program cannot raise). A scatter at an out-of-range index therefore writes the
+end element (JAX would drop the update: ``mode="drop"``); docs/semantics.md says so.
+
+Fusion: a gather is an index map (``Kind.MOVEMENT``) like ``dynamic_slice``, inlined into its
+readers; its position is computed at run time from the index array. A scatter is ``Kind.SCATTER``:
+it roots a kernel of its own (``compiler/kernel/*/scatter.py``) that reads materialized operands,
+and it may be computed over its dying base in place. How an update combines with the element it
+lands on is the scatter's ``reducer.combine`` (``+`` for ``scatter_add``; the update itself for
+``scatter``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from compiler.ir.core import Op, Value
+from compiler.ir.types import DType, TensorType
+from compiler.prims import elementwise as ew
+from compiler.prims import mlir as ml
+from compiler.prims import movement as mv
+from compiler.prims import source
+from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reducer, fail
+from compiler.prims.mlir import Body, Builder
+from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, vjp_rule
+from runtime import array_ops
+
+INPUTS = frozenset({"inputs"})
+
+
+def _axis(attrs: Mapping[str, Any]) -> int:
+    return int(attrs["axis"])
+
+
+def gathered_shape(x: TensorType, idx: TensorType, axis: int) -> tuple[int, ...]:
+    return x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
+
+
+def _check(name: str, x: TensorType, idx: TensorType, axis: int) -> None:
+    if not 0 <= axis < x.rank:
+        raise fail(f"{name}: axis {axis} is out of range for {x}")
+    if not idx.dtype.is_int:
+        raise fail(f"{name}: the indices must be integers, got {idx}")
+    if x.shape[axis] == 0 and idx.size > 0:
+        raise fail(f"{name}: cannot index axis {axis} of {x}: it is empty")
+
+
+def clamped(i: str, n: int) -> str:
+    """Index ``i`` (a name safe to repeat) on an axis of ``n``: wrapped once if negative, clamped."""
+    return f"min(max(({i} + {n} if {i} < 0 else {i}), 0), {n - 1})"
+
+
+def split_index(idx: Sequence[str], axis: int, k: int) -> tuple[list[str], list[str], list[str]]:
+    """An index of the gathered shape as (leading axes, the index array's ``k`` axes, trailing)."""
+    return list(idx[:axis]), list(idx[axis : axis + k]), list(idx[axis + k :])
+
+
+# ---- gather ----------------------------------------------------------------------------------
+
+
+def _gather_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+    x, idx = types
+    _check("gather", x, idx, _axis(attrs))
+    return [x.with_shape(gathered_shape(x, idx, _axis(attrs)))]
+
+
+def _gather_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
+    x, it = ctx.operand_types
+    axis = _axis(ctx.attrs)
+    lead, at, trail = split_index(idx, axis, it.rank)
+    i = ctx.read(1, at)
+    return ctx.read(0, [*lead, clamped(i, x.shape[axis]), *trail])
+
+
+@vjp_rule
+def _gather_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # every read element gets its cotangents back, summed where an index repeats
+    x, idx = op.operands
+    zeros = full_like(build, 0, x.type)
+    return (build(scatter_add, [zeros, ct, idx], {"axis": _axis(op.attrs)}), None)
+
+
+def _mlir_index(b: Body, i: str, t: DType, n: int) -> str:
+    """``clamped`` in ``arith`` ops, as an ``index``."""
+    zero = b.const(0, t)
+    negative = b.emit(f"arith.cmpi slt, {i}, {zero} : {t}")
+    from_end = b.emit(f"arith.addi {i}, {b.const(n, t)} : {t}")
+    wrapped = b.emit(f"arith.select {negative}, {from_end}, {i} : {t}")
+    low = b.emit(f"arith.maxsi {wrapped}, {zero} : {t}")
+    high = b.emit(f"arith.minsi {low}, {b.const(max(n - 1, 0), t)} : {t}")
+    return b.emit(f"arith.index_cast {high} : {t} to index")
+
+
+def _gather_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
+    """A ``linalg.generic`` over the result reading the index array at its axes, then
+    ``tensor.extract`` of ``x`` at the clamped position."""
+    x, it = (v.type for v in op.operands)
+    out, axis = op.result.type, _axis(op.attrs)
+    idx_map = ml.affine_map(out.rank, [f"d{axis + j}" for j in range(it.rank)])
+
+    def body(bb: Body, args: list[str], acc: str) -> str:
+        dims = [bb.emit(f"linalg.index {d} : index") for d in range(out.rank)]
+        lead, _, trail = split_index(dims, axis, it.rank)
+        at = _mlir_index(bb, args[0], it.dtype, x.shape[axis])
+        where = ", ".join([*lead, at, *trail])
+        return bb.emit(f"tensor.extract {xs[0]}[{where}] : {x}")
+
+    return ml.generic(b, out, [(xs[1], it, idx_map)], body, loc=loc)
+
+
+def _gather_unview(build: Build, base: Value, new: Value, attrs: Mapping[str, Any], idx: Value) -> Value:
+    """A write through ``x[idx]``: the base with the written elements put back (NumPy: the last)."""
+    return build(scatter, [base, new, idx], {"axis": _axis(attrs)})
+
+
+gather = Primitive(
+    name="gather",
+    kind=Kind.MOVEMENT,
+    nargs=2,
+    attrs={"axis": AttrType.INT},
+    shape_rule=_gather_rule,
+    reference=array_ops.gather,
+    memory=Memory(vjp_needs=INPUTS),
+    emit=_gather_emit,
+    mlir=_gather_mlir,
+    unview=_gather_unview,
+    vjp=_gather_vjp,
+)
+
+# ---- scatters ----------------------------------------------------------------------------------
+
+
+def _scatter_rule(name: str) -> Any:
+    def rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[TensorType]:
+        x, v, idx = types
+        axis = _axis(attrs)
+        _check(name, x, idx, axis)
+        want = gathered_shape(x, idx, axis)
+        if v.shape != want or v.dtype != x.dtype:
+            raise fail(f"{name}: the updates must be {x.with_shape(want)} (x {x}, indices {idx}), got {v}")
+        return [x]
+
+    return rule
+
+
+def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
+    """A loop nest (``scf.for``) over the updates in row-major order carrying the result tensor:
+    each step extracts the index, the update and the element it lands on, combines them and
+    inserts the result (the kernels' order)."""
+    x, v, it = (val.type for val in op.operands)
+    axis = _axis(op.attrs)
+    reducer = op.prim.reducer
+    assert reducer is not None
+    if v.size == 0:
+        return xs[0]
+    c0, c1 = ml.emit(b, "arith.constant 0 : index"), ml.emit(b, "arith.constant 1 : index")
+    acc, ivs, results = xs[0], [], []
+    for d in v.shape:
+        iv, carried, stop = b.fresh(), b.fresh(), ml.emit(b, f"arith.constant {d} : index")
+        name = b.fresh()
+        b.lines.append(
+            f"{name} = scf.for {iv} = {c0} to {stop} step {c1} iter_args({carried} = {acc}) -> ({x}) {{"
+        )
+        ivs.append(iv)
+        results.append(name)
+        acc = carried
+    body = Body(b.fresh)
+    lead, at, trail = split_index(ivs, axis, it.rank)
+    i = body.emit(f"tensor.extract {xs[2]}[{', '.join(at)}] : {it}")
+    where = ", ".join([*lead, _mlir_index(body, i, it.dtype, x.shape[axis]), *trail])
+    new = body.emit(f"tensor.extract {xs[1]}[{', '.join(ivs)}] : {v}")
+    old = body.emit(f"tensor.extract {acc}[{where}] : {x}")
+    value = reducer.mlir_combine(body, [new, old], [x.dtype, x.dtype], x.dtype, op.attrs)
+    inserted = body.emit(f"tensor.insert {value} into {acc}[{where}] : {x}")
+    b.lines += body.lines
+    inner = inserted
+    for name in reversed(results):
+        b.lines.append(f"scf.yield {inner} : {x}")
+        b.lines.append("}")
+        inner = name
+    b.lines[-1] = f"}} {loc}".rstrip()
+    return results[0]
+
+
+@vjp_rule
+def _scatter_add_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # x shows through with every update added on: both get the cotangent, the updates at their
+    # (equally clamped) positions
+    attrs = {"axis": _axis(op.attrs)}
+    return (ct, build(gather, [ct, op.operands[2]], attrs) if wanted[1] else None, None)
+
+
+@vjp_rule
+def _scatter_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """The written elements of ``x`` are overwritten (zero cotangent there); of updates landing on
+    the same element only the last written shows (it gets the cotangent, the others zero): the
+    winner of each element is found by scattering the updates' own positions (an iota) the same
+    way and reading them back."""
+    x, v, idx = op.operands
+    attrs = {"axis": _axis(op.attrs)}
+    ct_x = build(scatter, [ct, full_like(build, 0, v.type), idx], attrs) if wanted[0] else None
+    ct_v = None
+    if wanted[1]:
+        ids = build(source.iota, [], {"shape": (idx.type.size,), "dimension": 0, "dtype": DType.i64})
+        if idx.type.shape != (idx.type.size,):
+            ids = build(mv.reshape, [ids], {"shape": idx.type.shape})
+        nobody = full_like(build, -1, TensorType((x.type.shape[attrs["axis"]],), DType.i64))
+        won = build(scatter, [nobody, ids, idx], {"axis": 0})
+        mine = build(ew.eq, [build(gather, [won, idx], {"axis": 0}), ids], {})
+        ct_v = _masked(build, mine, build(gather, [ct, idx], attrs), attrs["axis"])
+    return (ct_x, ct_v, None)
+
+
+def _masked(build: Build, mine: Value, values: Value, axis: int) -> Value:
+    """``values`` (the gathered shape) where ``mine`` (the index array's shape, at ``axis``) holds,
+    else zero."""
+    shape = values.type.shape
+    k = mine.type.rank
+    lifted = (1,) * axis + mine.type.shape + (1,) * (len(shape) - axis - k)
+    mask = build(mv.reshape, [mine], {"shape": lifted})
+    mask = build(mv.broadcast, [mask], {"shape": shape})
+    return build(ew.select, [mask, values, full_like(build, 0, values.type)], {})
+
+
+def _set_combine(acc: str, x: str) -> str:
+    return x
+
+
+def _set_mlir(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
+    return xs[0]  # (the update, then the element it replaces)
+
+
+scatter_add = Primitive(
+    name="scatter_add",
+    kind=Kind.SCATTER,
+    nargs=3,
+    attrs={"axis": AttrType.INT},
+    shape_rule=_scatter_rule("scatter_add"),
+    reference=array_ops.scatter_add,
+    memory=Memory(vjp_needs=INPUTS),
+    reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD),
+    mlir=_scatter_mlir,
+    vjp=_scatter_add_vjp,
+)
+
+scatter = Primitive(
+    name="scatter",
+    kind=Kind.SCATTER,
+    nargs=3,
+    attrs={"axis": AttrType.INT},
+    shape_rule=_scatter_rule("scatter"),
+    reference=array_ops.scatter,
+    memory=Memory(vjp_needs=INPUTS),
+    reducer=Reducer(_set_combine, lambda d: 0, mlir_combine=_set_mlir),
+    mlir=_scatter_mlir,
+    vjp=_scatter_vjp,
+)
+
+SCATTERS = frozenset({scatter_add, scatter})
