@@ -129,6 +129,10 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
     x = ops.asarray(array)
     widths = _widths(pad_width, x.ndim)
     if mode == "constant":
+        if isinstance(constant_values, Array):  # a traced value: one for every side
+            if constant_values.ndim:
+                raise tracing.user_error(ShapeError, "pad: a traced constant_values must be a scalar (0-d)")
+            return _pad_constant(x, widths, [(constant_values, constant_values)] * x.ndim)
         return _pad_constant(x, widths, _pairs(constant_values, x.ndim, "constant_values"))
     if mode not in ("edge", "wrap", "reflect", "symmetric"):
         raise tracing.user_error(

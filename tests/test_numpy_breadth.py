@@ -81,6 +81,11 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
         lambda x: np.pad(x, W, constant_values=((1, 2), (3, 4))),
         (M34,),
     ),
+    "pad_traced_value": (
+        lambda x: dnp.pad(x, W, constant_values=x.max()),
+        lambda x: np.pad(x, W, constant_values=x.max()),
+        (M34,),
+    ),
     "pad_edge": (lambda x: dnp.pad(x, W, "edge"), lambda x: np.pad(x, W, "edge"), (M34,)),
     "pad_wrap": (lambda x: dnp.pad(x, W, "wrap"), lambda x: np.pad(x, W, "wrap"), (M34,)),
     "pad_reflect": (lambda x: dnp.pad(x, W, "reflect"), lambda x: np.pad(x, W, "reflect"), (M34,)),
