@@ -137,7 +137,7 @@ def _sizes(text: str, inputs: Sequence[Labels], shapes: Sequence[tuple[int, ...]
                 raise _error(
                     text, f"index {_name(label)!r} has size {seen} in one operand and {n} in operand {k}"
                 )
-            sizes[label] = max(seen, n) if 1 in (seen, n) else n
+            sizes[label] = n if seen == 1 else seen  # 1 broadcasts to any size, 0 included
     return sizes
 
 

@@ -81,6 +81,7 @@ CASES: list[tuple[str, tuple[Any, ...]]] = [
     ("ab,bc,cd,de,ef->af", (r(2, 3), r(3, 4), r(4, 5), r(5, 6), r(6, 2))),
     ("i,i,j,j->", (r(3), r(3), r(4), r(4))),  # two disjoint groups: an outer product of scalars
     ("ij,jk", (r(2, 0), r(0, 4))),
+    ("ij,jk", (r(2, 1), r(0, 4))),  # a size-1 axis broadcast against an empty one
 ]
 
 
