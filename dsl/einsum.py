@@ -215,13 +215,10 @@ def optimal_path(sets: Sequence[frozenset[int]], output: frozenset[int], sizes: 
     best: dict[frozenset[int], tuple[int, Any]] = {frozenset([k]): (0, k) for k in range(n)}
     for size in range(2, n + 1):
         for members in itertools.combinations(range(n), size):
-            group = frozenset(members)
-            first = min(group)  # each split once: the part holding the first member on the left
-            for left_size in range(1, size):
-                for left_members in itertools.combinations(sorted(group), left_size):
-                    left = frozenset(left_members)
-                    if first not in left:
-                        continue
+            group, first, rest = frozenset(members), members[0], members[1:]
+            for left_size in range(size - 1):  # each split once: the first member on the left
+                for others in itertools.combinations(rest, left_size):
+                    left = frozenset((first, *others))
                     right = group - left
                     step = _flops([labels_of(left), labels_of(right)], labels_of(group), sizes)
                     cost = best[left][0] + best[right][0] + step
@@ -267,6 +264,8 @@ def _path(
 
 @dataclass
 class Term:
+    """An operand on the way: its array and the label of each of its axes."""
+
     array: Array
     labels: Labels
 
