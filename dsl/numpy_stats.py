@@ -104,8 +104,9 @@ def _scan(x: Array, axis: int, combine: Any, identity: int) -> Array:
     combines every element with the one ``2**k`` before it (a slice padded with ``identity``). O(n log n)
     work, no primitive of its own; the rows pass runs all steps of a row in one kernel on row buffers,
     so intermediates stay in cache. Its gradient is the reverse scan, through pad and slice's vjps.
-    A dedicated scan primitive would be O(n) (a long axis pays log2 n passes: about 4x NumPy's
-    np.cumsum at n = 10**6 on the CPU)."""
+    A dedicated scan primitive would be O(n): a long axis pays log2 n passes (float64 on the 2-core
+    CPU against np.cumsum: 6.9x at one row of 10**6, 2.0x at 256 rows of 1024, 0.77x at 16384 rows
+    of 64)."""
     n = x.shape[axis]
     out = x
     step = 1
