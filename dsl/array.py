@@ -252,10 +252,17 @@ class Array:
 
     # ---- indexing ----------------------------------------------------------------------------
 
+    @property
+    def at(self) -> _gather.At:
+        """JAX's functional updates: ``x.at[idx].set(v)``, ``.add(v)``, ``.get()``."""
+        return _gather.At(self)
+
     def __getitem__(self, index: object) -> Array:
         return _ops.getitem(self, index)
 
     def __setitem__(self, index: object, value: object) -> None:
+        if _gather.is_mask(index):  # x[mask] = v: a where
+            return _gather.mask_write(self, index, value)
         since = len(tracing.current().ops)
         target = _ops.index_view(self, index)
         source = _ops.asarray(value)
@@ -271,6 +278,7 @@ class Array:
         target.write(new.value, "setitem", since)
 
 
+from dsl import gather as _gather  # noqa: E402  (x.at, x[mask] = v: dsl/gather.py)
 from dsl import ops as _ops  # noqa: E402  (ops builds on Array; Array's methods call ops)
 
 __all__ = ["Array", "Storage"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dsl import nn, numpy_missing, ops, tracing
+from dsl import gather, nn, numpy_missing, ops, tracing
 from dsl import numpy as dnp
 from dsl.array import Array
 from dsl.errors import ShapeError, TraceError
@@ -176,6 +176,7 @@ INPLACE: dict[str, Callable[..., Array]] = {
     "less_equal_": dnp.less_equal,
     "greater_than_": dnp.greater,
     "greater_equal_": dnp.greater_equal,
+    "masked_fill_": gather.masked_fill,
 }
 
 # NumPy ufuncs and functions called on traced arrays dispatch to dsl.numpy by name.
@@ -401,6 +402,10 @@ def _plain_methods() -> dict[str, Any]:
         "flatten_": _rebinding("flatten_", _flatten_view),
         "transpose_": _rebinding("transpose_", _transpose),
         "t_": _rebinding("t_", _t),
+        "index_add_": gather.index_add_,
+        "scatter_": gather.scatter_,
+        "index_add": lambda x, *a, **k: gather.index_add_(ops.new_storage(x), *a, **k),
+        "scatter": lambda x, *a, **k: gather.scatter_(ops.new_storage(x), *a, **k),
         **{name: fn for name, fn in METHODS.items()},
     }
 

@@ -635,6 +635,7 @@ inf, nan, pi, e, newaxis = np.inf, np.nan, np.pi, np.e, None
 from dsl import numpy_linalg as linalg  # noqa: E402, F401
 from dsl import numpy_missing  # noqa: E402
 from dsl.einsum import einsum  # noqa: E402, F401
+from dsl.gather import put_along_axis, take, take_along_axis  # noqa: E402, F401
 from dsl.numpy_shapes import (  # noqa: E402, F401
     array_split,
     eye,

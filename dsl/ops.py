@@ -17,7 +17,7 @@ import numpy as np
 from compiler.ir.types import DType, is_supported_numpy_dtype
 from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
-from dsl import dynamic_index, layout, tracing
+from dsl import dynamic_index, gather, layout, tracing
 from dsl.array import Array, Storage, argument_shadow, argument_strides
 from dsl.errors import IndexingError, ShapeError, TraceError
 
@@ -341,10 +341,11 @@ def _index_items(x: Array, index: Any) -> list[Any]:
                     "which is not known at trace time (arrays have static shapes); keep the shape with "
                     "dsl.numpy.where(mask, x, 0), or reduce it: dsl.numpy.sum(dsl.numpy.where(mask, x, 0))",
                 )
-            kind = "a traced array (gather)" if isinstance(it, Array) else type(it).__name__
+            kind = f"a traced {it.dtype} array" if isinstance(it, Array) else type(it).__name__
             raise tracing.user_error(
                 IndexingError,
-                f"only integers, slices (`:`), ellipsis (`...`) and None are valid indices; got {kind}",
+                f"only integers, slices (`:`), ellipsis (`...`), None and integer or boolean arrays "
+                f"are valid indices; got {kind}",
             )
     if builtins.sum(it is Ellipsis for it in items) > 1:
         raise tracing.user_error(IndexingError, "an index can only have a single ellipsis ('...')")
@@ -364,6 +365,8 @@ def _index_items(x: Array, index: Any) -> list[Any]:
 
 def index_view(x: Array, index: Any) -> Array:
     """The view ``x[index]`` (also when NumPy would return a scalar copy: setitem writes through it)."""
+    if gather.has_index_arrays(index):  # advanced indexing: a gather, written back by a scatter
+        return gather.gather_view(x, index)
     items = _index_items(x, index)
     start, limit, stride, shape, slices = [], [], [], [], []
     windows: dict[int, dynamic_index.Window] = {}  # axes indexed by traced integers
@@ -424,6 +427,8 @@ def selects_element(x: Array, index: Any) -> bool:
 
 
 def getitem(x: Array, index: Any) -> Array:
+    if gather.has_index_arrays(index):
+        return gather.getitem(x, index)
     view = index_view(x, index)
     items = index if isinstance(index, tuple) else (index,)
     # NumPy returns a scalar for one element, and indexes with a 0-d integer array as with an

@@ -85,8 +85,8 @@ TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("float index", lambda x: x[1.0], (A4,), Index, "got float"),
     ("too many indices", lambda x: x[0, 0], (A4,), Index, "too many indices"),
     ("two ellipses", lambda x: x[..., ...], (A4,), Index, "single ellipsis"),
-    ("traced index", lambda x: x[x], (A4,), Index, "traced array (gather)"),
-    ("list index", lambda x: x[[0, 1]], (A4,), Index, "got list"),
+    ("float array index", lambda x: x[x], (A4,), Index, "got a traced float64 array"),
+    ("float list index", lambda x: x[[0.5, 1]], (A4,), Index, "got list"),
     ("setitem shapes", lambda x, y: x.__setitem__(slice(0, 2), y), (A4, np.ones(3)), Shape, "(3,)"),
     ("setitem out of range", lambda x: x.__setitem__(7, 1.0), (A4,), Index, "index 7"),
     # values not known at trace time

@@ -1,0 +1,325 @@
+"""Indexing with integer arrays and writing through it (``dsl/gather.py`` on the ``gather``,
+``scatter`` and ``scatter_add`` primitives of ``compiler/prims/gather.py``): reads against NumPy,
+writes against NumPy and JAX's ``.at[]``, gradients against JAX in float64, repeated, negative and
+out-of-range indices (wrapped once, then clamped), in-place on and off, a scatter into a dying array
+computed in place, the errors, and two small training programs (integer-label cross-entropy and an
+embedding lookup).
+
+The primitives themselves are in the registry tables (``tests/test_prims_registry.py``,
+``tests/test_vjp_rules.py``, PTX and the CUDA simulator); whole programs on the CUDA backend are in
+``tests/cuda_sim/sim_gather_scatter.py``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+jax.config.update("jax_enable_x64", True)
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((5, 4))
+IDX = np.array([3, 0, -1, 3, 9, -7])  # repeated, negative, past both ends
+UNIQUE = np.array([3, 0, -1])
+
+
+def clamp(i, n: int) -> np.ndarray:
+    """How dslc reads an index: wrapped once if negative (NumPy), clamped into the axis (JAX)."""
+    i = np.asarray(i)
+    return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+
+
+def close(got, want, rtol: float = 1e-12) -> None:
+    got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=1e-14)
+
+
+INPLACE = pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
+
+# ---- reads ------------------------------------------------------------------------------------
+
+
+def reads(x, i, j):
+    return (
+        x[i],
+        x[:, j],
+        x[i, 1:3],
+        x[i, j[:6]],
+        x[2, j],
+        x[np.array([[1, 2], [0, 4]])],
+        dnp.take(x, j, axis=1),
+        dnp.take(x, i),
+        dnp.take_along_axis(x, dnp.argmax(x, axis=1)[:, None], axis=1),
+    )
+
+
+@INPLACE
+def test_reads_against_numpy(inplace: bool) -> None:
+    j = np.array([1, -1, 3, 7, 0, 2])
+    got = dsl.compile(reads, inplace=inplace)(X, IDX, j)
+    ci, cj = clamp(IDX, 5), clamp(j, 4)
+    want = (
+        X[ci],
+        X[:, cj],
+        X[ci, 1:3],
+        X[ci, cj],
+        X[2, cj],
+        X[np.array([[1, 2], [0, 4]])],
+        X[:, cj],
+        X.ravel()[clamp(IDX, 20)],
+        np.take_along_axis(X, np.argmax(X, axis=1)[:, None], axis=1),
+    )
+    close(got, want)
+
+
+def test_reads_match_jax_numpy_for_in_range_indices() -> None:
+    i = np.array([3, 0, -1, 3])
+    close(dsl.compile(lambda x, i: (x[i], x[i, i]))(X, i), (jnp.asarray(X)[i], jnp.asarray(X)[i, i]))
+
+
+def test_a_read_is_a_copy() -> None:
+    def f(x, i):
+        y = x[i]
+        y += 1.0  # NumPy: x[i] is a copy, x is unchanged
+        return x, y
+
+    x, y = dsl.compile(f)(X, UNIQUE)
+    close((x, y), (X, X[clamp(UNIQUE, 5)] + 1))
+
+
+# ---- writes ------------------------------------------------------------------------------------
+
+
+def writes(x, i, v):
+    a = x.copy()
+    a[i] = v  # NumPy: one write per repeated index, the last
+    b = x.copy()
+    b[i] += 1.0  # read, add, write back: once per repeated index
+    c = x.copy()
+    c[:, i[:3]] = 0.0
+    d = x.copy()
+    d[d < 0] = 0.0  # a boolean mask: a where
+    e = x.copy()
+    e.index_add_(0, i, v)  # PyTorch: repeats accumulate
+    f = x.copy()
+    f.masked_fill_(f > 1, -1.0)
+    return a, b, c, d, e, f, x.at[i].add(v), x.at[i].set(v), x.at[i].get(), x.at[2].add(1.0)
+
+
+@INPLACE
+def test_writes_against_numpy(inplace: bool) -> None:
+    v = RNG.standard_normal((len(IDX), 4))
+    got = dsl.compile(writes, inplace=inplace)(X, IDX, v)
+    ci = clamp(IDX, 5)
+    a = X.copy()
+    for k, r in enumerate(ci):  # the last write of each row stays
+        a[r] = v[k]
+    b = X.copy()
+    b[ci] += 1.0
+    c = X.copy()
+    c[:, clamp(IDX[:3], 4)] = 0.0
+    d = np.where(X < 0, 0.0, X)
+    e = X.copy()
+    np.add.at(e, ci, v)
+    f = np.where(X > 1, -1.0, X)
+    g = X.copy()
+    g[2] += 1.0
+    close(got, (a, b, c, d, e, f, e, a, X[ci], g))
+
+
+def test_at_forms_match_jax_for_in_range_indices() -> None:
+    i, v = np.array([3, 0, 4, 3, 1]), RNG.standard_normal((5, 4))
+    got = dsl.compile(lambda x, i, v: (x.at[i].add(v), x.at[i, 2].add(v[:, 0]), x.at[:, i[:2]].add(1.0)))(
+        X, i, v
+    )
+    x = jnp.asarray(X)
+    close(got, (x.at[i].add(v), x.at[i, 2].add(v[:, 0]), x.at[:, i[:2]].add(1.0)))
+
+
+def test_scatter_and_put_along_axis_against_numpy() -> None:
+    def f(x, i, v):
+        a = x.copy()
+        a.scatter_(1, i, v)  # PyTorch: a[r, i[r, k]] = v[r, k]
+        b = x.copy()
+        dnp.put_along_axis(b, i, 7.0, axis=1)
+        return a, b, x.scatter(1, i, v, reduce="add"), x.index_add(1, i[0], v[:, :2] * 0 + 1.0)
+
+    i = np.array([[0, 2], [3, 3], [1, 0], [2, 2], [3, 1]])
+    v = RNG.standard_normal((5, 2))
+    a, b, c, e = X.copy(), X.copy(), X.copy(), X.copy()
+    for r in range(5):
+        for k in range(2):
+            a[r, i[r, k]] = v[r, k]
+            b[r, i[r, k]] = 7.0
+            c[r, i[r, k]] += v[r, k]
+    np.add.at(e, (slice(None), i[0]), 1.0)
+    close(dsl.compile(f)(X, i, v), (a, b, c, e))
+
+
+def test_write_into_an_argument_writes_the_callers_array() -> None:
+    def step(w, i, g):
+        w.index_add_(0, i, g * -0.1)
+
+    w, want = X.copy(), X.copy()
+    g = RNG.standard_normal((len(IDX), 4))
+    dsl.compile(step)(w, IDX, g)
+    np.add.at(want, clamp(IDX, 5), g * -0.1)
+    close(w, want)
+
+
+def test_scatter_into_a_dying_array_is_in_place() -> None:
+    """``c.at[i].add(v)`` of a temporary nobody reads afterwards: computed over it (no second buffer),
+    in both reference modes the same values."""
+
+    def f(x, i, v):
+        c = x @ x.T
+        c = c.at[i].add(v)
+        return c @ x
+
+    x, v = RNG.standard_normal((5, 5)), RNG.standard_normal((len(IDX), 5))
+    lowered = dsl.compile(f).lower(x, IDX, v)
+    buffers = lowered.memory_plan().buffers  # the matmul's, then the scatter's over it
+    assert len(buffers) == 2 and buffers[1].reused_from == buffers[0].name, lowered.explain_inplace()
+    want = x @ x.T
+    np.add.at(want, clamp(IDX, 5), v)
+    for inplace in (True, False):
+        close(dsl.compile(f, inplace=inplace)(x, IDX, v), want @ x, rtol=1e-10)
+
+
+# ---- gradients ---------------------------------------------------------------------------------
+
+
+def loss(x, v, i, j):
+    h = dnp.tanh(x.at[i].add(v))
+    g = h[j] * 2.0 + dnp.take_along_axis(h[:4], j[:, None] % 4, axis=1)
+    s = x.at[j[:3]].set(v[:3] * 3.0)
+    return (g**2).sum() + (s * h).sum() + dnp.take(h, j, axis=1).sum()
+
+
+def loss_jax(x, v, i, j):
+    h = jnp.tanh(x.at[i].add(v))
+    g = h[j] * 2.0 + jnp.take_along_axis(h[:4], j[:, None] % 4, axis=1)
+    s = x.at[j[:3]].set(v[:3] * 3.0)
+    return (g**2).sum() + (s * h).sum() + jnp.take(h, j, axis=1).sum()
+
+
+@INPLACE
+def test_gradients_against_jax(inplace: bool) -> None:
+    i, j = np.array([3, 0, 4, 3, 1, 3]), np.array([1, 3, 0, 2])  # in range; j unique (set)
+    v = RNG.standard_normal((6, 4))
+    grad = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)), inplace=inplace)
+    close(grad(X, v, i, j), jax.value_and_grad(loss_jax, argnums=(0, 1))(X, v, i, j), rtol=1e-10)
+
+
+def test_set_with_repeated_indices_gives_only_the_last_write_a_gradient() -> None:
+    def f(x, v, i):
+        return (x.at[i].set(v) ** 2).sum()
+
+    i, v = np.array([1, 3, 1, 1]), RNG.standard_normal((4, 4))
+    gx, gv = dsl.compile(dsl.grad(f, argnums=(0, 1)))(X, v, i)
+    want_gx = 2 * X
+    want_gx[[1, 3]] = 0.0
+    want_gv = np.zeros_like(v)
+    want_gv[[1, 3]] = 2 * v[[1, 3]]  # the last writes of rows 3 and 1
+    close((gx, gv), (want_gx, want_gv))
+
+
+def test_second_order_through_a_gather() -> None:
+    def f(x, i):
+        return (dnp.sin(x[i]) ** 2).sum()
+
+    i = np.array([0, 2, 2])
+    x = RNG.standard_normal(4)
+    h = dsl.compile(dsl.hessian(f))(x, i)
+    want = jax.hessian(lambda x: (jnp.sin(x[i]) ** 2).sum())(x)
+    close(h, want, rtol=1e-10)
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "index, message",
+    [
+        (lambda x, i: x[i > 0], "boolean mask"),
+        (lambda x, i: x[i, :, i], "separated by a slice"),
+        (lambda x, i: x.at[i].mul(2.0), r"\.set, \.add and \.get"),
+        (lambda x, i: x[i.astype(np.float64)], "only integers"),
+    ],
+)
+def test_errors_name_what_works(index, message: str) -> None:
+    with pytest.raises(dsl.DSLError, match=message):
+        dsl.compile(index)(np.zeros((3, 3, 3)), np.array([0, 1]))
+
+
+# ---- training programs -------------------------------------------------------------------------
+
+
+def cross_entropy(w, x, labels):
+    logits = x @ w
+    m = logits.max(axis=1, keepdims=True)
+    logp = logits - m - dnp.log(dnp.sum(dnp.exp(logits - m), axis=1, keepdims=True))
+    return -dnp.mean(dnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+def test_cross_entropy_with_integer_labels_matches_jax_and_trains() -> None:
+    x = RNG.standard_normal((32, 6))
+    labels = RNG.integers(0, 5, 32)
+    w = RNG.standard_normal((6, 5)) * 0.1
+
+    def ce_jax(w, x, labels):
+        logp = jax.nn.log_softmax(x @ w, axis=1)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    step = dsl.compile(dsl.value_and_grad(cross_entropy))
+    close(step(w, x, labels), jax.value_and_grad(ce_jax)(w, x, labels), rtol=1e-10)
+    losses = []
+    for _ in range(20):
+        value, g = step(w, x, labels)
+        losses.append(float(value))
+        w = w - 0.5 * g
+    assert losses[-1] < 0.8 * losses[0] and sorted(losses, reverse=True) == losses, losses
+
+
+def test_embedding_lookup_trains() -> None:
+    """Predict the next token id from an embedded token: the embedding's gradient is a scatter-add
+    of the rows' gradients (repeated tokens accumulate), applied in place by index_add_."""
+    vocab, dim, n = 7, 4, 40
+    tokens = RNG.integers(0, vocab, n)
+    targets = (tokens + 1) % vocab
+
+    def loss(emb, out, tokens, targets):
+        h = dnp.tanh(emb[tokens])
+        logits = h @ out
+        m = logits.max(axis=1, keepdims=True)
+        logp = logits - m - dnp.log(dnp.sum(dnp.exp(logits - m), axis=1, keepdims=True))
+        return -dnp.mean(dnp.take_along_axis(logp, targets[:, None], axis=1))
+
+    grad = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)))
+    emb = RNG.standard_normal((vocab, dim)) * 0.5
+    out = RNG.standard_normal((dim, vocab)) * 0.5
+    want = jax.value_and_grad(
+        lambda e, o: (
+            -jnp.mean(
+                jnp.take_along_axis(
+                    jax.nn.log_softmax(jnp.tanh(e[tokens]) @ o, axis=1), targets[:, None], axis=1
+                )
+            )
+        ),
+        argnums=(0, 1),
+    )(emb, out)
+    close(grad(emb, out, tokens, targets), want, rtol=1e-10)
+    losses = []
+    for _ in range(20):
+        value, (ge, go) = grad(emb, out, tokens, targets)
+        losses.append(float(value))
+        emb, out = emb - 1.0 * ge, out - 1.0 * go
+    assert losses[-1] < 0.8 * losses[0], losses
