@@ -1,0 +1,82 @@
+"""Indexing with integer arrays on ``target="cuda"`` in the simulator: gathers read by loops, a
+reduction and a row band; scatters (add with repeated indices, set keeping the last write, masked
+writes, index_add_ into an argument); gradients of a cross-entropy with integer labels and of an
+embedding lookup; in-place on and off; each against the CPU backend, bit for bit where the order of
+the updates decides (itself checked against NumPy and JAX in tests/test_gather_scatter.py). The
+scatter kernel is a thread per element going through the updates in order: no atomics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((5, 4))
+IDX = np.array([3, 0, -1, 3, 9, -7])  # repeated, negative, past both ends
+V = RNG.standard_normal((len(IDX), 4))
+INPLACE = pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
+
+
+def both(fn, *args, **kwargs):
+    """``fn`` compiled for CUDA and for the CPU, on copies of ``args``."""
+    on_gpu = dsl.compile(fn, target="cuda", **kwargs)(*[np.copy(a) for a in args])
+    on_cpu = dsl.compile(fn, target="cpu", **kwargs)(*[np.copy(a) for a in args])
+    return on_gpu, on_cpu
+
+
+def same(got, want, rtol: float = 0.0) -> None:
+    got, want = (got if isinstance(got, tuple) else (got,)), (want if isinstance(want, tuple) else (want,))
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.dtype, g.shape, w.dtype, w.shape)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=1e-14 if rtol else 0.0)
+
+
+def reads(x, i):
+    return x[i] * 2.0, (x[:, i % 4] ** 2).sum(axis=0), dsl.nn.softmax(x[i], axis=-1), x[i, i % 4]
+
+
+def writes(x, i, v):
+    a = x * 1.0
+    a[i] = v
+    b = x.copy()
+    b[b < 0] = 0.0
+    return a, x.at[i].add(v), b, x.at[:, i % 4].add(1.0), x.astype(np.float32).at[i].add(v.astype(np.float32))
+
+
+@INPLACE
+def test_reads_and_writes(inplace: bool) -> None:
+    same(*both(reads, X, IDX, inplace=inplace), rtol=1e-12)  # (a softmax: the backends' exp differ)
+    same(*both(writes, X, IDX, V, inplace=inplace))
+
+
+def test_index_add_into_an_argument() -> None:
+    def step(w, i, g):
+        w.index_add_(0, i, g * -0.1)
+
+    on_gpu, on_cpu = X.copy(), X.copy()
+    dsl.compile(step, target="cuda")(on_gpu, IDX, V)
+    dsl.compile(step, target="cpu")(on_cpu, IDX, V)
+    same(on_gpu, on_cpu)
+
+
+def loss(emb, out, tokens, targets):
+    h = dnp.tanh(emb[tokens])
+    logits = h @ out
+    m = logits.max(axis=1, keepdims=True)
+    logp = logits - m - dnp.log(dnp.sum(dnp.exp(logits - m), axis=1, keepdims=True))
+    return -dnp.mean(dnp.take_along_axis(logp, targets[:, None], axis=1))
+
+
+@INPLACE
+def test_gradients_of_an_embedding_and_a_cross_entropy(inplace: bool) -> None:
+    tokens = RNG.integers(0, 7, 12)
+    targets = (tokens + 1) % 7
+    emb, out = RNG.standard_normal((7, 4)), RNG.standard_normal((4, 7))
+    grad = dsl.value_and_grad(loss, argnums=(0, 1))
+    on_gpu, on_cpu = both(grad, emb, out, tokens, targets, inplace=inplace)
+    same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
