@@ -323,3 +323,25 @@ def test_embedding_lookup_trains() -> None:
         losses.append(float(value))
         emb, out = emb - 1.0 * ge, out - 1.0 * go
     assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_vmap_over_indices_arrays_and_both_against_jax() -> None:
+    """Batching rules beside the primitives: per-example index arrays (100 examples, past the
+    per-example fallback's limit) read and scatter as one op over the batch merged into the axis."""
+    table, idx = RNG.standard_normal((7, 3)), RNG.integers(0, 7, (100, 5))
+    xs, vs = RNG.standard_normal((100, 7, 3)), RNG.standard_normal((100, 5, 3))
+
+    def f(x, i, v):
+        return x[i] * 2.0, x.at[i].add(v), dnp.take(x, i % 3, axis=1)
+
+    def fj(x, i, v):
+        x = jnp.asarray(x)
+        return x[i] * 2.0, x.at[i].add(v), jnp.take(x, i % 3, axis=1)
+
+    close(
+        dsl.vmap(f, in_axes=(None, 0, 0))(table, idx, vs), jax.vmap(fj, in_axes=(None, 0, 0))(table, idx, vs)
+    )
+    close(dsl.vmap(f)(xs, idx, vs), jax.vmap(fj)(xs, idx, vs))
+    close(
+        dsl.vmap(f, in_axes=(0, None, 0))(xs, idx[0], vs), jax.vmap(fj, in_axes=(0, None, 0))(xs, idx[0], vs)
+    )

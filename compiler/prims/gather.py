@@ -34,6 +34,7 @@ from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
 from compiler.prims import source
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reducer, fail
+from compiler.prims.batch_helpers import with_batch
 from compiler.prims.mlir import Body, Builder
 from compiler.prims.vjp_helpers import Cotangents, Wanted, full_like, vjp_rule
 from runtime import array_ops
@@ -126,6 +127,68 @@ def _gather_unview(build: Build, base: Value, new: Value, attrs: Mapping[str, An
     return build(scatter, [base, new, idx], {"axis": _axis(attrs)})
 
 
+# ---- batching (vmap) ---------------------------------------------------------------------------
+
+
+def _clamped_value(build: Build, idx: Value, n: int) -> Value:
+    """``clamped`` as primitives, in int64 (an index read the way the kernels read it)."""
+    i = idx if idx.type.dtype is DType.i64 else build(ew.cast, [idx], {"dtype": DType.i64})
+    zero, end = (full_like(build, c, i.type) for c in (0, n))
+    wrapped = build(ew.select, [build(ew.lt, [i, zero], {}), build(ew.add, [i, end], {}), i], {})
+    return build(ew.min_, [build(ew.max_, [wrapped, zero], {}), full_like(build, max(n - 1, 0), i.type)], {})
+
+
+def _front(build: Build, v: Value, axis: int) -> Value:
+    """``v`` with its axis ``axis`` moved to the front."""
+    if axis == 0:
+        return v
+    perm = (axis, *(d for d in range(v.type.rank) if d != axis))
+    return build(mv.transpose, [v], {"perm": perm})
+
+
+def _per_example(build: Build, x: Value, idx: Value, axis: int, size: int) -> tuple[Value, Value]:
+    """A batched ``x`` (batch first) with the batch axis merged into its axis ``axis`` (moved next
+    to it: ``(pre, B * n, post)``), and a batched index array's positions in that merged axis
+    (example ``b``'s clamped index plus ``b * n``)."""
+    xt, n = x.type, x.type.shape[1 + axis]
+    perm = (*range(1, 1 + axis), 0, *range(1 + axis, xt.rank))
+    moved = build(mv.transpose, [x], {"perm": perm}) if axis else x
+    merged = xt.shape[1 : 1 + axis] + (size * n,) + xt.shape[2 + axis :]
+    x = build(mv.reshape, [moved], {"shape": merged})
+    it = idx.type.with_shape(idx.type.shape)
+    offsets = build(source.iota, [], {"shape": it.shape, "dimension": 0, "dtype": DType.i64})
+    step = full_like(build, n, TensorType(it.shape, DType.i64))
+    position = build(ew.add, [_clamped_value(build, idx, n), build(ew.mul, [offsets, step], {})], {})
+    return x, position
+
+
+def _gather_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    x, idx = operands
+    axis = _axis(op.attrs)
+    if not batched[1]:  # a batch of arrays read at the same positions
+        return build(gather, [x, idx], {"axis": axis + 1})
+    if not batched[0]:  # one array read at a batch of positions: the batch lands at ``axis``
+        return _front(build, build(gather, [x, idx], {"axis": axis}), axis)
+    x, position = _per_example(build, x, idx, axis, size)
+    return _front(build, build(gather, [x, position], {"axis": axis}), axis)
+
+
+def _scatter_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wanted, size: int) -> Value:
+    x, v, idx = operands
+    axis = _axis(op.attrs)
+    x = with_batch(build, x, batched[0], size)
+    v = with_batch(build, v, batched[1], size)
+    if not batched[2]:  # the same positions in every example
+        return build(op.prim, [x, v, idx], {"axis": axis + 1})
+    shape = x.type.shape
+    x, position = _per_example(build, x, idx, axis, size)
+    if axis:  # the updates' batch axis beside their index axes, as the merged axis has it
+        v = build(mv.transpose, [v], {"perm": (*range(1, 1 + axis), 0, *range(1 + axis, v.type.rank))})
+    out = build(op.prim, [x, v, position], {"axis": axis})
+    out = build(mv.reshape, [out], {"shape": shape[1 : 1 + axis] + (size,) + shape[1 + axis :]})
+    return _front(build, out, axis)
+
+
 gather = Primitive(
     name="gather",
     kind=Kind.MOVEMENT,
@@ -138,6 +201,7 @@ gather = Primitive(
     mlir=_gather_mlir,
     unview=_gather_unview,
     vjp=_gather_vjp,
+    batch=_gather_batch,
 )
 
 # ---- scatters ----------------------------------------------------------------------------------
@@ -254,6 +318,7 @@ scatter_add = Primitive(
     reducer=Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, mlir_combine=ml.ADD),
     mlir=_scatter_mlir,
     vjp=_scatter_add_vjp,
+    batch=_scatter_batch,
 )
 
 scatter = Primitive(
@@ -267,6 +332,7 @@ scatter = Primitive(
     reducer=Reducer(_set_combine, lambda d: 0, mlir_combine=_set_mlir),
     mlir=_scatter_mlir,
     vjp=_scatter_vjp,
+    batch=_scatter_batch,
 )
 
 SCATTERS = frozenset({scatter_add, scatter})
