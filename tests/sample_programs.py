@@ -51,12 +51,18 @@ def _train_mlp(m: Any, rng: np.random.Generator) -> tuple[Any, ...]:
     return (params, _f32(rng, 6, 2), _f32(rng, 6, 1), 0.1)
 
 
+def _char_model(m: Any, rng: np.random.Generator) -> tuple[Any, ...]:
+    params = m.init_params(rng, 5)
+    return (params, rng.integers(0, 5, (4, m.CONTEXT)), rng.integers(0, 5, 4), 0.5)
+
+
 # "sample:function" -> the arguments to trace it with (small shapes).
 PROGRAMS: dict[str, Callable[[Any, np.random.Generator], tuple[Any, ...]]] = {
     "mlp_forward:mlp": _mlp_forward,
     "ir_dump:normalize_rows": lambda m, rng: (_f32(rng, 3, 4), 1e-5),
     "sgd_step:sgd_step": lambda m, rng: (_f32(rng, 7), _f32(rng, 7), 0.1),
     "train_mlp:step": _train_mlp,
+    "char_model:step": _char_model,
     "hessian_mlp:d2u_dx2": _hessian_args,
     "hessian_mlp:d2u_dx2_unpruned": _hessian_args,
 }
