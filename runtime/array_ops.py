@@ -223,6 +223,22 @@ def _scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, combine: 
     return out
 
 
+def _cumulative(x: np.ndarray, axis: int, reverse: bool, scan: Any, dtype: np.dtype) -> np.ndarray:
+    """An inclusive scan of ``x`` along ``axis`` (from the end for ``reverse``), run in ``dtype`` and
+    rounded once per element to ``x``'s dtype, as the scan kernels do."""
+    x = np.flip(x, axis) if reverse else x
+    out = scan(x.astype(dtype), axis=axis).astype(x.dtype)
+    return np.flip(out, axis) if reverse else out
+
+
+def cumulative_sum(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    return _cumulative(x, axis, reverse, np.cumsum, sum_dtype(x.dtype))
+
+
+def cumulative_prod(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
+    return _cumulative(x, axis, reverse, np.cumprod, x.dtype)
+
+
 def scatter_add(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
     return _scatter(x, v, idx, axis, lambda old, new: old + new)
 

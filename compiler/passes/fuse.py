@@ -11,6 +11,9 @@ Group kinds follow the root's primitive kind:
   (the prologue) are inlined.
 - ``SCATTER``: a scatter (``compiler/prims/gather.py``); reads materialized operands, combines its
   updates into a copy of its base (or into the base itself, in place) in a kernel of its own form.
+- ``SCAN``: a cumulative sum or product (``compiler/prims/scan.py``); reads its materialized operand
+  line by line, each element before the result's element at the same position is written (so the
+  result may be stored over a dying operand).
 - ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or strided views of
   them (``contract_transposes``, the default): a chain of transposes and reshapes that only matmuls
   read, whose result is a strided view of its source buffer with one unit stride in the last two
@@ -90,6 +93,7 @@ class GroupKind(enum.Enum):
     REDUCE = "reduce"
     CONTRACT = "contract"
     SCATTER = "scatter"
+    SCAN = "scan"
 
 
 _GROUP_OF_KIND = {
@@ -99,6 +103,7 @@ _GROUP_OF_KIND = {
     Kind.REDUCTION: GroupKind.REDUCE,
     Kind.CONTRACTION: GroupKind.CONTRACT,
     Kind.SCATTER: GroupKind.SCATTER,
+    Kind.SCAN: GroupKind.SCAN,
 }
 _INLINING = frozenset({GroupKind.LOOP, GroupKind.REDUCE})  # groups whose producers may be inlined
 _INLINABLE = frozenset({Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.SOURCE})
@@ -479,6 +484,8 @@ class _Fuser:
             own, same_index = {IDENTITY: 0}, True  # CONTRACT groups never inline: numbers unused
         elif group.kind is GroupKind.SCATTER:  # reads its base at the element it writes, the rest not
             own, same_index = {IDENTITY: 0}, False
+        elif group.kind is GroupKind.SCAN:  # reads its operand at the element it writes, never inlined
+            own, same_index = {IDENTITY: 0}, True
         elif group.kind is GroupKind.REDUCE and op is group.root:
             own, same_index = {IDENTITY: op.operands[0].type.size}, True  # operand's own index space
         else:

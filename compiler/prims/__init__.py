@@ -15,11 +15,12 @@ from compiler.prims import (
     movement,
     random,
     reduction,
+    scan,
     source,
 )
 from compiler.prims.base import AttrType, Kind, Memory, Primitive
 
-_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic, random, gather)
+_MODULES = (elementwise, reduction, movement, contraction, source, control, dynamic, random, gather, scan)
 
 REGISTRY: dict[str, Primitive] = {}
 for _module in _MODULES:
@@ -40,6 +41,7 @@ CONTRACTIONS = by_kind(Kind.CONTRACTION)
 SOURCES = by_kind(Kind.SOURCE)
 CONTROL = by_kind(Kind.CONTROL)  # ops holding regions: loops and branches
 SCATTERS = by_kind(Kind.SCATTER)  # updates at data-dependent positions: kernels of their own
+SCANS = by_kind(Kind.SCAN)  # cumulative sums and products: a serial walk along one axis per line
 
 
 __all__ = [

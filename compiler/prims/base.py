@@ -29,6 +29,7 @@ class Kind(enum.Enum):
     MOVEMENT = "movement"  # moves or selects elements without arithmetic (reshape, slice, ...)
     CONTRACTION = "contraction"  # matmul
     SCATTER = "scatter"  # combines updates into a copy of operand 0 at data-dependent positions
+    SCAN = "scan"  # running combination along one axis (cumsum): a serial walk per line
     SOURCE = "source"  # a function of the position (and of a small key): constant, iota, random_bits
     CONTROL = "control"  # holds regions: loops and branches (compiler/prims/control.py)
 

@@ -20,6 +20,7 @@ from compiler.kernel.cpu.matmul import matmul_kernel
 from compiler.kernel.cpu.parallel import runtime_parallel
 from compiler.kernel.cpu.records import CpuSchedule, Kernel
 from compiler.kernel.cpu.regions import row_block_regions, storage_of
+from compiler.kernel.cpu.scan import scan_kernel
 from compiler.kernel.cpu.scatter import scatter_kernel
 from compiler.kernel.emit import ConstantPool, py_name
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
@@ -137,4 +138,5 @@ _WRITERS: dict[GroupKind, Callable[[KernelSpec], Kernel | None]] = {
     GroupKind.REDUCE: reduce_kernel,
     GroupKind.CONTRACT: matmul_kernel,
     GroupKind.SCATTER: scatter_kernel,
+    GroupKind.SCAN: scan_kernel,
 }

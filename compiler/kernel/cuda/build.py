@@ -14,6 +14,7 @@ from compiler.kernel.cuda.bands import band_kernel
 from compiler.kernel.cuda.loops import loop_kernel, reduce_kernel
 from compiler.kernel.cuda.matmul import matmul_kernel
 from compiler.kernel.cuda.records import CudaKernel, KernelSpec
+from compiler.kernel.cuda.scan import scan_kernel
 from compiler.kernel.cuda.scatter import scatter_kernel
 from compiler.kernel.emit import ConstantPool, py_name
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
@@ -76,4 +77,5 @@ _WRITERS: dict[GroupKind, Callable[[KernelSpec], CudaKernel | None]] = {
     GroupKind.REDUCE: reduce_kernel,
     GroupKind.CONTRACT: matmul_kernel,
     GroupKind.SCATTER: scatter_kernel,
+    GroupKind.SCAN: scan_kernel,
 }
