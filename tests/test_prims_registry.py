@@ -309,7 +309,7 @@ def gather_cases() -> list[Case]:
     ]
 
 
-def scatter_cases(bools: bool) -> Callable[[], list[Case]]:
+def scatter_cases(bools: bool, nans: bool = False) -> Callable[[], list[Case]]:
     """Repeated indices (accumulated or the last kept), negative and out-of-range ones, an axis past
     the first, a 0-d and an empty index array, a dying base (``through``: computed in place)."""
 
@@ -323,10 +323,37 @@ def scatter_cases(bools: bool) -> Callable[[], list[Case]]:
         ]
         if bools:
             out.append(Case([data((3,), I1), data((4,), I1), ints([2, 0, 2, 1])], {"axis": 0}))
+        if nans:  # NaN wins; signed zeros as reduce_max / reduce_min order them
+            zeros = np.array([0.0, -0.0, np.nan, 1.0, -0.0, 0.0], np.float32)
+            x = np.array([-0.0, 0.0, 2.0], np.float32)
+            out.append(Case([x, zeros, ints([0, 1, 2, 2, 0, 1])], {"axis": 0}))
         return out
 
     return cases
 
+
+def scan_cases() -> list[Case]:
+    """Every axis both ways, every accepted dtype, size-1 and empty axes, a fused producer."""
+    out = [
+        Case([data((2, 3, 4), (F32, F64, I32, I64)[k % 4])], {"axis": a, "reverse": r})
+        for k, (a, r) in enumerate((a, r) for a in range(3) for r in (False, True))
+    ]
+    out += [
+        Case([data((5,), F32)], {"axis": 0, "reverse": False}),
+        Case([data((1, 3), I64)], {"axis": 0, "reverse": True}),
+    ]
+    out += [
+        Case([data((0, 3), F32)], {"axis": 1, "reverse": False}),
+        Case([data((3, 0), F64)], {"axis": 1, "reverse": True}),
+    ]
+    return out + [Case([data((3, 5), F64)], {"axis": 1, "reverse": True}, through="neg")]
+
+
+SCAN_BAD = [
+    ([T((2, 3))], {"axis": 2, "reverse": False}),
+    ([T((2,), I1)], {"axis": 0, "reverse": False}),
+    ([T((2, 3))], {"axis": 0}),
+]
 
 SCATTER_BAD = [
     ([T((4, 3)), T((2, 3)), T((3,), I64)], {"axis": 0}),  # updates of the wrong shape
@@ -436,6 +463,11 @@ TABLE |= {
     ),
     "scatter_add": Entry(scatter_cases(bools=False), SCATTER_BAD),
     "scatter": Entry(scatter_cases(bools=True), SCATTER_BAD),
+    "cumulative_sum": Entry(scan_cases, SCAN_BAD),
+    "cumulative_prod": Entry(scan_cases, SCAN_BAD),
+    "scatter_mul": Entry(scatter_cases(bools=False), SCATTER_BAD),
+    "scatter_max": Entry(scatter_cases(bools=False, nans=True), SCATTER_BAD),
+    "scatter_min": Entry(scatter_cases(bools=False, nans=True), SCATTER_BAD),
     "constant": Entry(
         source_cases([{"value": v} for v in CONSTANTS]),
         [([], {"value": 3.0}), ([T((1,))], {"value": np.ones(1)})],

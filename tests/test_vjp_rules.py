@@ -251,9 +251,32 @@ TABLE: dict[str, list[Case] | str] = {
         Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
         Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
     ],
+    "scatter_mul": [  # the updates' cotangent assumes unique indices (JAX's rule)
+        Case([normal(5, 3), normal(3, 3), np.array([4, 0, -1])], {"axis": 0}),
+        Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 0]], np.int32)], {"axis": 1}),
+    ],
+    "scatter_max": [  # repeated indices; distinct values (no ties)
+        Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
+        Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+    ],
+    "scatter_min": [
+        Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
+        Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+    ],
     "scatter": [  # repeated indices: only the last update of each element shows (and gets a cotangent)
         Case([normal(5, 3), normal(6, 3), np.array([4, 0, -1, 9, 4, 4])], {"axis": 0}),
         Case([normal(2, 6), normal(2, 2, 2), np.array([[1, 5], [-2, 1]], np.int32)], {"axis": 1}),
+    ],
+    "cumulative_sum": [
+        Case([normal(2, 3, 4)], {"axis": a, "reverse": r}) for a in range(3) for r in (False, True)
+    ]
+    + [Case([normal(1)], {"axis": 0, "reverse": False})],
+    "cumulative_prod": [
+        Case([normal(2, 3, 4)], {"axis": a, "reverse": r}) for a in range(3) for r in (False, True)
+    ]
+    + [  # zeros: one, two (past the first every product holds it), reversed; the rule branches there
+        Case([np.array([1.5, 0.0, -0.7, 1.2, 0.0, 0.9])], {"axis": 0, "reverse": r}, second_order=False)
+        for r in (False, True)
     ],
 }
 TABLE |= {
