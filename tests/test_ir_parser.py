@@ -84,6 +84,14 @@ PRIM_CASES: dict[str, list[Case]] = {
     "gather": [((T(4, 5), T(2, 3, dtype=I32)), {"axis": 1}), ((T(3, dtype=I1), T(dtype=I64)), {"axis": 0})],
     "scatter_add": [((T(4, 5), T(4, 2, 3), T(2, 3, dtype=I32)), {"axis": 1})],
     "scatter": [((T(4, 5, dtype=I64), T(2, 5, dtype=I64), T(2, dtype=I64)), {"axis": 0})],
+    "cumulative_sum": [
+        ((T(2, 3, 4),), {"axis": 1, "reverse": False}),
+        ((T(5, dtype=I64),), {"axis": 0, "reverse": True}),
+    ],
+    "cumulative_prod": [
+        ((T(3, 2, dtype=F64),), {"axis": 0, "reverse": True}),
+        ((T(4, dtype=I32),), {"axis": 0, "reverse": False}),
+    ],
     "constant": [((), {"value": np.arange(6, dtype=np.float32).reshape(2, 3)})],
     "random_bits": [((T(2, dtype=I64),), {"shape": (3, 2)}), ((T(3, 2, dtype=I64),), {"shape": (2,)})],
     "iota": [
