@@ -40,7 +40,9 @@ is inlined:
    costs index arithmetic only, and its operands are charged the recomputation through their own
    access keys; so a broadcast read by two reductions needs no full-size buffer (its small operand
    may). A random draw (``random_bits``) is recomputed the same way: its Threefry rounds are
-   integer arithmetic on its position and a two-word key, and a draw is never stored;
+   integer arithmetic on its position and a two-word key, and a draw is never stored. An update of
+   a window that a reader reads back (``c[i] = c[i] * 2 + 1``: ``_reread_update``) is no such map:
+   it roots a group of its own, computed in place over its base's window (``kernel/window.py``);
 2. an elementwise op read by one group only, when inlining does not recompute it (evaluations <=
    its element count). An expensive value read at many indices (``exp(c)`` feeding a broadcast,
    both sides of a ``concatenate``) is therefore materialized;
@@ -234,6 +236,7 @@ class FusionPlan:
     access: dict[Value, dict[Group, frozenset[AccessKey]]] = field(default_factory=dict)
     bands: list[Band] = field(default_factory=list)  # row fusion: empty unless rows.form_bands ran
     band_of: dict[Group, Band] = field(default_factory=dict)
+    ops: list[Op] = field(default_factory=list)  # the function's, by position (access keys name them)
 
     @property
     def local(self) -> set[Value]:
@@ -258,7 +261,29 @@ class FusionPlan:
             return acc is not None and old is acc.source and old not in operands and old.type == new.type
         if not old.type.shape == new.type.shape == group.shape:
             return False
-        return self.access.get(old, {}).get(group, frozenset({IDENTITY})) <= {IDENTITY}
+        keys = self.access.get(old, {}).get(group, frozenset({IDENTITY}))
+        return all(key == IDENTITY or self.same_window(key, old, group) for key in keys)
+
+    def same_window(self, key: AccessKey, old: Value, group: Group) -> bool:
+        """``key`` reads ``old`` in the window that ``group``'s root (an update of ``old``'s window)
+        replaces, at the element it writes: through the root's update operand, elementwise ops and
+        reshapes (from the window's shape back to it: row-major, so the identity), to a slice of
+        ``old`` with the root's own window (``c[i] = c[i] * 2 + 1``, ``c[i] += v``). Elsewhere the
+        root selects its base, so a read there is never used."""
+        root = group.root
+        if root.prim not in dyn.PARTIAL_UPDATES or root.operands[0] is not old or not self.ops:
+            return False
+        if key[0] != (group.root_pos, 1) or any(k != 0 for _, k in key[1:]):
+            return False
+        *views, read = (self.ops[pos] for pos, _ in key[1:])
+        if any(op.prim is not mv.reshape for op in views) or read.operands[0] is not old:
+            return False
+        window = root.operands[1].type.shape
+        if read.prim is dyn.dynamic_slice and root.prim is dyn.dynamic_update_slice:
+            return read.result.type.shape == window and read.operands[1:] == root.operands[2:]
+        if read.prim is mv.slice_ and root.prim is mv.update_slice:
+            return all(list(read.attrs[a]) == list(root.attrs[a]) for a in ("start", "limit", "stride"))
+        return False
 
     def __str__(self) -> str:
         lines = []
@@ -343,7 +368,9 @@ class _Fuser:
             v: {g: frozenset(keys) for g, keys in by_group.items()} for v, by_group in self.reads.items()
         }
         names = value_names(self.func)
-        return FusionPlan(groups, group_of, self.materialized, dead[::-1], names, access)
+        plan = FusionPlan(groups, group_of, self.materialized, dead[::-1], names, access)
+        plan.ops = list(self.func.ops)
+        return plan
 
     def _place(self, op: Op, pos: int) -> None:
         value = op.result
@@ -433,7 +460,7 @@ class _Fuser:
         inlinable = value not in self.returned and all(
             g.kind in _INLINING and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
         )
-        if inlinable and op.prim.kind in _INDEX_MAPS:
+        if inlinable and op.prim.kind in _INDEX_MAPS and not self._reread_update(op, reads):
             return list(reads), False
         if inlinable and self.recompute and self._recomputable(op, reads):
             return list(reads), False
@@ -445,6 +472,15 @@ class _Fuser:
         if first.kind in _INLINING and set(reads[first]) == {IDENTITY}:
             return [first], True
         return [], False
+
+    @staticmethod
+    def _reread_update(op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
+        """An update of a window that a group reads other than at the element it writes (its window
+        read back: ``c[i] = c[i] * 2 + 1``): no index map to recompute in its readers. Inlined, a
+        chain of such updates (a loop's) selects through every earlier update at every element;
+        stored, each is computed over its base in place, over the window only
+        (``compiler/kernel/window.py``)."""
+        return op.prim in dyn.PARTIAL_UPDATES and any(set(keys) != {IDENTITY} for keys in reads.values())
 
     def _recomputable(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
         """Rule 3: a cheap elementwise op read at the identity index only, whose operands are buffers

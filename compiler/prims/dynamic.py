@@ -59,7 +59,13 @@ def _clamp(expr: str, hi: int) -> str:
 def _clamped(ctx: EmitContext, k: int, dim: int, size: int) -> str:
     """The start read from operand ``k``, wrapped once if negative, then clamped so that ``size``
     elements from it fit in ``dim`` (``runtime.array_ops.window``)."""
-    s = ctx.read(k, ())
+    return clamped_start(ctx.read(k, ()), dim, size)
+
+
+def clamped_start(s: str, dim: int, size: int) -> str:
+    """The start ``s`` (an expression) wrapped once if negative, then clamped so that ``size``
+    elements from it fit in ``dim`` (also the in-place window kernels' corner:
+    ``compiler/kernel/window.py``)."""
     return _clamp(f"({s} + {dim} if {s} < 0 else {s})", dim - size)
 
 

@@ -22,7 +22,9 @@ from compiler.kernel.cpu.records import CpuSchedule, Kernel
 from compiler.kernel.cpu.regions import row_block_regions, storage_of
 from compiler.kernel.cpu.scan import scan_kernel
 from compiler.kernel.cpu.scatter import scatter_kernel
+from compiler.kernel.cpu.updates import window_kernel
 from compiler.kernel.emit import ConstantPool, py_name
+from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan, resize_slots
 
@@ -51,6 +53,7 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     pool = ConstantPool()
     kernels: dict[Group, Kernel] = {}
     over = _overwrites(func, fusion, plan, names, schedule)
+    windows = window_updates(func, fusion, plan)  # in place: only the window is written
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:
@@ -59,7 +62,7 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
                 kernels[group] = band_kernel(band, {**names, **same}, pool, schedule)
             continue
         spec = KernelSpec(group, {**names, **over.get(group, {})}, pool, schedule)
-        kernel = _WRITERS[group.kind](spec)
+        kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
         if kernel is not None:
             kernels[group] = kernel
     types = {n: v.type for v, n in names.items()}

@@ -16,7 +16,9 @@ from compiler.kernel.cuda.matmul import matmul_kernel
 from compiler.kernel.cuda.records import CudaKernel, KernelSpec
 from compiler.kernel.cuda.scan import scan_kernel
 from compiler.kernel.cuda.scatter import scatter_kernel
+from compiler.kernel.cuda.updates import window_kernel
 from compiler.kernel.emit import ConstantPool, py_name
+from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan, place_scratch
 
@@ -41,13 +43,15 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     names = {v: py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool()
     kernels: dict[Group, CudaKernel] = {}
+    windows = window_updates(func, fusion, plan)  # in place: only the window is written
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:  # one kernel for the band, where its first member would run
             if group is band.groups[0]:
                 kernels[group] = band_kernel(band, names, pool)
             continue
-        kernel = _WRITERS[group.kind](KernelSpec(group, names, pool))
+        spec = KernelSpec(group, names, pool)
+        kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
         if kernel is not None:
             kernels[group] = kernel
     return CudaKernels(names, pool, kernels)
