@@ -1,0 +1,135 @@
+"""``dnp.cumsum`` / ``dnp.cumprod`` on the O(n) scan primitives (``compiler/prims/scan.py``): values
+and dtypes against NumPy 2 for each axis, ``axis=None``, ``dtype=``, the method forms, empty and
+size-1 axes; gradients (cumprod over zeros included) against JAX in float64; a program holds one
+scan op per call (no log-step composition); float32 sums rounded once per element; a scan of a
+dying temporary computed over its buffer. The primitives' own tables (each axis both ways, every
+dtype, vjp, vmap, PTX, the CUDA simulator) are in test_prims_registry.py and test_vjp_rules.py."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+jax.config.update("jax_enable_x64", True)
+RNG = np.random.default_rng(29)
+X34 = RNG.standard_normal((3, 4)).astype(np.float32)
+I23 = RNG.integers(-5, 6, size=(2, 3)).astype(np.int32)
+B5 = RNG.random(5) < 0.5
+
+
+def scans(x, i, b, e):
+    return (
+        dnp.cumsum(x, axis=0),
+        dnp.cumsum(x, axis=-1),
+        dnp.cumsum(x),  # flattened
+        dnp.cumprod(x, axis=1),
+        x.cumsum(0),
+        x.cumprod(axis=-1),
+        dnp.cumsum(i, axis=1),  # int32 -> int64
+        dnp.cumprod(i, axis=0),
+        dnp.cumsum(b),  # bool -> int64
+        dnp.cumsum(i, axis=0, dtype=np.float64),
+        dnp.cumsum(e, axis=0),  # an empty axis
+        dnp.cumprod(e, axis=1),  # a size-1 axis of an empty array
+        dnp.cumsum(x[:, :1], axis=1),  # a size-1 axis
+    )
+
+
+def reference(x, i, b, e):
+    return (
+        np.cumsum(x, axis=0),
+        np.cumsum(x, axis=-1),
+        np.cumsum(x),
+        np.cumprod(x, axis=1),
+        x.cumsum(0),
+        x.cumprod(axis=-1),
+        np.cumsum(i, axis=1),
+        np.cumprod(i, axis=0),
+        np.cumsum(b),
+        np.cumsum(i, axis=0, dtype=np.float64),
+        np.cumsum(e, axis=0),
+        np.cumprod(e, axis=1),
+        np.cumsum(x[:, :1], axis=1),
+    )
+
+
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
+def test_values_and_dtypes_against_numpy(inplace: bool) -> None:
+    args = (X34, I23, B5, np.zeros((0, 1), np.float32))
+    got = dsl.compile(scans, inplace=inplace)(*args)
+    for k, (g, w) in enumerate(zip(got, reference(*args), strict=True)):
+        assert g.shape == w.shape and g.dtype == w.dtype, (
+            f"result {k}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+        )
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6, err_msg=f"result {k}")
+
+
+def test_one_scan_op_and_no_log_steps() -> None:
+    """The log-step form it replaces padded and added ceil(log2 n) times."""
+    func = dsl.compile(lambda x: dnp.cumsum(x, axis=1)).lower(np.zeros((4, 1000), np.float32))
+    names = [op.prim.name for op in func._program.stages["optimized"].ops]
+    assert names == ["cumulative_sum"], names
+
+
+def test_float32_sums_are_rounded_once_per_element() -> None:
+    """Accumulated in float64, as the reductions: the float64 running sum rounded to float32."""
+    x = np.full(100_000, 0.1, np.float32)
+    got = dsl.compile(lambda x: dnp.cumsum(x))(x)
+    np.testing.assert_array_equal(got, np.cumsum(x.astype(np.float64)).astype(np.float32))
+
+
+def test_scan_of_a_dying_temporary_is_in_place() -> None:
+    def f(x, w):
+        return dnp.cumsum(x @ w, axis=0) * 2.0
+
+    x, w = RNG.standard_normal((6, 5)), RNG.standard_normal((5, 5))
+    lowered = dsl.compile(f).lower(x, w)
+    buffers = lowered.memory_plan().buffers  # the matmul's, then the scan's over it
+    assert any(b.reused_from == buffers[0].name for b in buffers[1:]), lowered.explain_inplace()
+    for inplace in (True, False):
+        np.testing.assert_allclose(dsl.compile(f, inplace=inplace)(x, w), np.cumsum(x @ w, 0) * 2, rtol=1e-12)
+
+
+def loss(x, u, v):
+    return (
+        (u * dnp.cumsum(x, axis=0)).sum()
+        + (v * dnp.cumprod(x, axis=1)).sum()
+        + (dnp.cumprod(x[::-1], axis=0) ** 2).sum()
+    )
+
+
+def jax_loss(x, u, v):
+    return (
+        (u * jnp.cumsum(x, axis=0)).sum()
+        + (v * jnp.cumprod(x, axis=1)).sum()
+        + (jnp.cumprod(x[::-1], axis=0) ** 2).sum()
+    )
+
+
+def test_gradients_against_jax() -> None:
+    """Rows and columns holding one zero and two zeros: cumprod's gradient is exact there."""
+    x = RNG.standard_normal((4, 5))
+    x[1, 2] = x[1, 4] = x[3, 0] = 0.0
+    x[2, 1] = 0.0
+    u, v = RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+    got = dsl.compile(dsl.grad(loss))(x, u, v)
+    want = jax.grad(jax_loss)(x, u, v)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10, atol=1e-12)
+
+
+def test_second_order_against_jax() -> None:
+    """Hessian-vector products through both scans (away from zeros)."""
+    x = RNG.uniform(0.5, 1.5, (3, 4))
+    u, v, t = (RNG.standard_normal((3, 4)) for _ in range(3))
+
+    def hvp(x, u, v, t):
+        return (dsl.grad(loss)(x, u, v) * t).sum()
+
+    got = dsl.compile(dsl.grad(hvp))(x, u, v, t)
+    want = jax.grad(lambda x: (jax.grad(jax_loss)(x, u, v) * t).sum())(x)
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10, atol=1e-12)
