@@ -1,6 +1,7 @@
 """Indexing with integer arrays and writing through it: NumPy's advanced indexing (``x[idx]``,
 ``x[i, j]``, mixed with slices), ``dnp.take``, ``dnp.take_along_axis``, ``x[idx] = v``,
-``x[idx] += v``, boolean-mask writes (``x[mask] = v``: a ``where``), JAX's ``x.at[idx].set/add/get``
+``x[idx] += v``, boolean-mask writes (``x[mask] = v``: a ``where``), JAX's ``x.at[idx].set/add/mul/
+min/max/get``
 and PyTorch's ``index_add_`` and ``masked_fill_``; all on the ``gather`` / ``scatter`` /
 ``scatter_add`` primitives (``compiler/prims/gather.py``).
 
@@ -177,28 +178,51 @@ class AtIndex:
     def get(self) -> Array:
         return self._x[self._index]
 
-    def set(self, v: Any) -> Array:
-        return self._scatter(gp.scatter, v)
+    def set(self, v: Any, **options: Any) -> Array:
+        return self._scatter(gp.scatter, v, options)
 
-    def add(self, v: Any) -> Array:
-        return self._scatter(gp.scatter_add, v)
+    def add(self, v: Any, **options: Any) -> Array:
+        return self._scatter(gp.scatter_add, v, options)
+
+    def mul(self, v: Any, **options: Any) -> Array:
+        """Every repeat multiplies (the gradient w.r.t. ``v`` assumes unique indices, as JAX's)."""
+        return self._scatter(gp.scatter_mul, v, options)
+
+    multiply = mul
+
+    def max(self, v: Any, **options: Any) -> Array:
+        return self._scatter(gp.scatter_max, v, options)
+
+    def min(self, v: Any, **options: Any) -> Array:
+        return self._scatter(gp.scatter_min, v, options)
 
     def _unsupported(self, name: str) -> Any:
         def method(*args: Any, **kwargs: Any) -> Array:
             raise tracing.user_error(
                 IndexingError,
-                f"x.at[...].{name} is not supported yet; x.at[...].set, .add and .get are (and "
-                f"dsl.numpy.where for a masked {name})",
+                f"x.at[...].{name} is not supported yet; x.at[...].set, .add, .mul, .min, .max and .get are",
             )
 
         return method
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("mul", "multiply", "min", "max", "divide", "power", "apply"):
+        if name in ("divide", "power", "apply"):
             return self._unsupported(name)
         raise AttributeError(name)
 
-    def _scatter(self, prim: Any, v: Any) -> Array:
+    def _scatter(self, prim: Any, v: Any, options: dict[str, Any]) -> Array:
+        """JAX's options: ``unique_indices`` and ``indices_are_sorted`` are hints (ignored);
+        ``mode``: out-of-range indices clamp here (JAX's ``"clip"``), so ``"drop"`` and ``"fill"``
+        raise."""
+        mode = options.pop("mode", None)
+        options.pop("unique_indices", None)
+        options.pop("indices_are_sorted", None)
+        if options or mode not in (None, "clip", "promise_in_bounds"):
+            raise tracing.user_error(
+                IndexingError,
+                f"x.at[...] takes unique_indices, indices_are_sorted and mode='clip' (indices clamp); "
+                f"got {dict(options, mode=mode) if mode else options}",
+            )
         return scatter_into(ops.new_storage(self._x), self._index, v, prim, "at")
 
 

@@ -245,3 +245,26 @@ def scatter_add(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.
 
 def scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
     return _scatter(x, v, idx, axis, lambda old, new: new)
+
+
+def _scatter_max2(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """``reduce_max``'s combine (``compiler/prims/reduction.py``): NaN wins; -0.0 below +0.0."""
+    return np.where((new > old) | (new != new), new, np.where((new == old) & (new == 0), old + new, old))
+
+
+def _scatter_min2(old: np.ndarray, new: np.ndarray) -> np.ndarray:
+    return np.where(
+        (new < old) | (new != new), new, np.where((new == old) & (new == 0), old * new * (old + new), old)
+    )
+
+
+def scatter_mul(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return _scatter(x, v, idx, axis, lambda old, new: old * new)
+
+
+def scatter_max(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return _scatter(x, v, idx, axis, _scatter_max2)
+
+
+def scatter_min(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    return _scatter(x, v, idx, axis, _scatter_min2)

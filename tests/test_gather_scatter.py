@@ -144,6 +144,33 @@ def test_at_forms_match_jax_for_in_range_indices() -> None:
     close(got, (x.at[i].add(v), x.at[i, 2].add(v[:, 0]), x.at[:, i[:2]].add(1.0)))
 
 
+def test_at_mul_min_max_match_jax_with_repeated_indices() -> None:
+    i, v = np.array([3, 0, 4, 3, 1, 3]), RNG.standard_normal((6, 4))
+    v[0, 0] = np.nan  # NaN wins in max and min
+
+    def f(x, i, v):
+        return x.at[i].mul(v), x.at[i].max(v), x.at[i].min(v), x.at[:, i[:2]].max(0.0)
+
+    x = jnp.asarray(X)
+    want = (x.at[i].mul(v), x.at[i].max(v), x.at[i].min(v), x.at[:, i[:2]].max(0.0))
+    close(dsl.compile(f)(X, i, v), want)
+
+
+@INPLACE
+def test_at_mul_min_max_gradients_against_jax(inplace: bool) -> None:
+    i, j = np.array([3, 0, 4, 3, 1, 3]), np.array([4, 0, 2])  # repeats for max/min; unique for mul
+
+    def f(x, v, np=dnp):
+        return (np.sin(x.at[i].max(v)) + x.at[i].min(v * 2.0) ** 2).sum() + (
+            x.at[j].mul(v[:3], unique_indices=True) ** 2
+        ).sum()
+
+    v = RNG.standard_normal((6, 4))
+    grad = dsl.compile(dsl.value_and_grad(f, argnums=(0, 1)), inplace=inplace)
+    want = jax.value_and_grad(lambda x, v: f(x, v, jnp), argnums=(0, 1))(X, v)
+    close(grad(X, v), want, rtol=1e-10)
+
+
 def test_scatter_and_put_along_axis_against_numpy() -> None:
     def f(x, i, v):
         a = x.copy()
@@ -251,7 +278,7 @@ def test_second_order_through_a_gather() -> None:
     [
         (lambda x, i: x[i > 0], "boolean mask"),
         (lambda x, i: x[i, :, i], "separated by a slice"),
-        (lambda x, i: x.at[i].mul(2.0), r"\.set, \.add and \.get"),
+        (lambda x, i: x.at[i].divide(2.0), r"\.set, \.add, \.mul, \.min, \.max and \.get"),
         (lambda x, i: x[i.astype(np.float64)], "only integers"),
     ],
 )

@@ -92,6 +92,9 @@ PRIM_CASES: dict[str, list[Case]] = {
         ((T(3, 2, dtype=F64),), {"axis": 0, "reverse": True}),
         ((T(4, dtype=I32),), {"axis": 0, "reverse": False}),
     ],
+    "scatter_mul": [((T(4, 5), T(4, 2), T(2, dtype=I32)), {"axis": 1})],
+    "scatter_max": [((T(4, 5, dtype=I32), T(3, 5, dtype=I32), T(3, dtype=I64)), {"axis": 0})],
+    "scatter_min": [((T(4, 5), T(3, 5), T(3, dtype=I64)), {"axis": 0})],
     "constant": [((), {"value": np.arange(6, dtype=np.float32).reshape(2, 3)})],
     "random_bits": [((T(2, dtype=I64),), {"shape": (3, 2)}), ((T(3, 2, dtype=I64),), {"shape": (2,)})],
     "iota": [

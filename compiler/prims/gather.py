@@ -32,6 +32,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.prims import elementwise as ew
 from compiler.prims import mlir as ml
 from compiler.prims import movement as mv
+from compiler.prims import reduction as _red
 from compiler.prims import source
 from compiler.prims.base import AttrType, Build, EmitContext, Kind, Memory, Primitive, Reducer, fail
 from compiler.prims.batch_helpers import with_batch
@@ -335,4 +336,80 @@ scatter = Primitive(
     batch=_scatter_batch,
 )
 
-SCATTERS = frozenset({scatter_add, scatter})
+
+@vjp_rule
+def _scatter_mul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """``x`` times the product of its updates: ``x``'s cotangent is ``ct`` times that product (the
+    same scatter of the updates into ``ct``); an update's is ``ct * x`` at its element, which is its
+    derivative when no other update lands there (JAX's rule: ``scatter_mul`` gradients assume unique
+    indices; docs/semantics.md)."""
+    x, v, idx = op.operands
+    attrs = {"axis": _axis(op.attrs)}
+    ct_x = build(scatter_mul, [ct, v, idx], attrs) if wanted[0] else None
+    ct_v = build(gather, [build(ew.mul, [ct, x], {}), idx], attrs) if wanted[1] else None
+    return (ct_x, ct_v, None)
+
+
+@vjp_rule
+def _scatter_chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    """max/min: as ``reduce_max``'s rule, the cotangent of an element is shared equally by every
+    value that attains it, the base's element and the updates landing on it alike."""
+    x, v, idx = op.operands
+    attrs = {"axis": _axis(op.attrs)}
+    dtype = x.type.dtype
+    out_at_v = build(gather, [op.result, idx], attrs)
+    x_wins = build(ew.cast, [build(ew.eq, [x, op.result], {})], {"dtype": dtype})
+    v_wins = build(ew.cast, [build(ew.eq, [v, out_at_v], {})], {"dtype": dtype})
+    count = build(scatter_add, [x_wins, v_wins, idx], attrs)
+    share = build(ew.div, [ct, count], {})
+    ct_x = build(ew.mul, [x_wins, share], {}) if wanted[0] else None
+    ct_v = build(ew.mul, [v_wins, build(gather, [share, idx], attrs)], {}) if wanted[1] else None
+    return (ct_x, ct_v, None)
+
+
+def _reducer_of(prim: Primitive) -> Reducer:
+    assert prim.reducer is not None
+    return prim.reducer
+
+
+def _combining(name: str, reference: Any, reducer: Reducer, vjp: Any, needs: frozenset[str]) -> Primitive:
+    return Primitive(
+        name=name,
+        kind=Kind.SCATTER,
+        nargs=3,
+        attrs={"axis": AttrType.INT},
+        shape_rule=_scatter_rule(name),
+        reference=reference,
+        memory=Memory(vjp_needs=needs),
+        reducer=reducer,
+        mlir=_scatter_mlir,
+        vjp=vjp,
+        batch=_scatter_batch,
+    )
+
+
+# ``x.at[idx].mul/max/min(v)``: the updates combined with ``*``, or as ``reduce_max`` / ``reduce_min``
+# combine (NaN wins; -0.0 orders below +0.0)
+scatter_mul = _combining(
+    "scatter_mul",
+    array_ops.scatter_mul,
+    Reducer(lambda acc, x: f"({acc} * {x})", lambda d: 1, mlir_combine=ml.MUL),
+    _scatter_mul_vjp,
+    INPUTS,
+)
+scatter_max = _combining(
+    "scatter_max",
+    array_ops.scatter_max,
+    _reducer_of(_red.reduce_max),
+    _scatter_chooser_vjp,
+    INPUTS | {"output"},
+)
+scatter_min = _combining(
+    "scatter_min",
+    array_ops.scatter_min,
+    _reducer_of(_red.reduce_min),
+    _scatter_chooser_vjp,
+    INPUTS | {"output"},
+)
+
+SCATTERS = frozenset({scatter_add, scatter, scatter_mul, scatter_max, scatter_min})
