@@ -45,7 +45,8 @@ def writes(x, i, v):
     a[i] = v
     b = x.copy()
     b[b < 0] = 0.0
-    return a, x.at[i].add(v), b, x.at[:, i % 4].add(1.0), x.astype(np.float32).at[i].add(v.astype(np.float32))
+    f32 = x.astype(np.float32).at[i].add(v.astype(np.float32))
+    return a, x.at[i].add(v), b, x.at[:, i % 4].add(1.0), f32, x.at[i].max(v), x.at[i].min(v), x.at[i].mul(v)
 
 
 @INPLACE
