@@ -1,0 +1,129 @@
+"""In-place window updates write only the window (issue 28, ``compiler/kernel/window.py``): an update
+of a window computed over its base's buffer loops over the window's elements, on the CPU and on
+CUDA (lowered with ``target="cuda"``: no GPU needed), read from the kernel IR; a loop's
+``c[i] = c[i] * 2 + 1`` (static and traced ``i``) is a chain of such in-place updates, not one kernel
+selecting through every earlier update at every element; values against NumPy with in-place on, off
+and under the sanitizer (which poisons dead buffers). The CUDA simulator runs the same programs in
+``tests/cuda_sim/sim_window_updates.py``."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import dsl
+from compiler.kernel.ir import For, Line, Stmt
+from compiler.prims.dynamic import PARTIAL_UPDATES
+
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((64, 16)).astype(np.float32)
+K = 4
+
+
+def rows_static(x):
+    c = x * 1.0
+    for i in range(K):
+        c[i] = c[i] * 2 + 1
+    return c
+
+
+def rows_traced(x):
+    c = x * 1.0
+
+    def body(i, c):
+        c[i] = c[i] * 2 + 1
+        return c
+
+    return dsl.fori_loop(0, K, body, c)
+
+
+def rows_want(x):
+    want = x.copy()
+    want[:K] = want[:K] * 2 + 1
+    return want
+
+
+def over_matmul(x, v, w, i):
+    """Updates of a dying matmul result (in place): a traced row, a traced band of rows added to, and
+    a strided static window."""
+    c = x @ x.T
+    c[i] = v
+    c[i : i + 2] += w
+    c[1:7:3, ::5] = 2.0 * v[:2]
+    return c @ x
+
+
+def over_matmul_want(x, v, w, i):
+    c = x @ x.T
+    n = c.shape[0]
+    c[min(max(i + n if i < 0 else i, 0), n - 1)] = v
+    lo = min(max(i + n if i < 0 else i, 0), n - 2)
+    c[lo : lo + 2] += w
+    c[1:7:3, ::5] = 2.0 * v[:2]
+    return c @ x
+
+
+def _enclosing(body: list[Stmt], outer: tuple[For, ...] = ()) -> list[tuple[For, ...]]:
+    """For each statement that stores, the loops around it."""
+    out = []
+    for s in body:
+        if isinstance(s, For):
+            out += _enclosing(s.body, (*outer, s))
+        elif isinstance(s, Line) and s.writes:
+            out.append(outer)
+    return out
+
+
+def _update_kernels(fn, args, target: str) -> list[tuple[int, int, int]]:
+    """Per update group computed over its base's own buffer: (iterations of its kernel's store, the
+    window's size, the base's size)."""
+    comp = dsl.compile(fn, target=target).lower(*args).program.compilation
+    donor = {r.value: r.reused_from for r in comp.plan.buffers}
+    out = []
+    for group, kernel in comp.kernels.kernels.items():
+        root = group.root
+        if root.prim not in PARTIAL_UPDATES or donor.get(root.result) != comp.fusion.names[root.operands[0]]:
+            continue
+        (loops,) = _enclosing(kernel.ir.body)
+        assert all(isinstance(f.stop, int) for f in loops)
+        iterations = math.prod(int(f.stop) for f in loops)
+        out.append((iterations, root.operands[1].type.size, root.result.type.size))
+    return out
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize(
+    ("fn", "args"),
+    [
+        (rows_static, (X,)),
+        (rows_traced, (X,)),
+        (over_matmul, (X[:10, :10].astype(np.float64), X[0, :10].astype(np.float64), X[:2, :10], 3)),
+    ],
+    ids=["loop-static", "loop-fori", "over-matmul"],
+)
+def test_in_place_update_kernel_loops_over_the_window(fn, args, target: str) -> None:
+    """Every update computed over its base's buffer loops over the update's elements only; a loop of
+    K ``c[i] = c[i] * 2 + 1`` has K - 2 of them (the first reads the argument, which is not ours to
+    overwrite, the last is the result, which is never planned)."""
+    found = _update_kernels(fn, [np.asarray(a) for a in args], target)
+    assert len(found) == (K - 2 if fn is not over_matmul else 1), found
+    for iterations, window, base in found:
+        assert iterations == window < base, found
+
+
+@pytest.mark.parametrize("sanitize", [False, True], ids=["plain", "sanitized"])
+@pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
+def test_values_against_numpy(inplace: bool, sanitize: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if sanitize:
+        monkeypatch.setenv("DSL_SANITIZE", "1")
+    else:
+        monkeypatch.delenv("DSL_SANITIZE", raising=False)
+    for fn in (rows_static, rows_traced):
+        np.testing.assert_array_equal(dsl.compile(fn, inplace=inplace)(X), rows_want(X))
+    x = RNG.standard_normal((10, 10))
+    v, w = RNG.standard_normal(10), RNG.standard_normal((2, 10))
+    f = dsl.compile(over_matmul, inplace=inplace)
+    for i in (3, 0, -1, 12, -20):
+        np.testing.assert_allclose(f(x, v, w, i), over_matmul_want(x, v, w, i), rtol=1e-12, atol=1e-12)
