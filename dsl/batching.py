@@ -24,6 +24,13 @@ from dsl.transforms import _inner_binder, _leaves, _options, _unwrap, inline
 
 Axis = int | None
 
+_depth = 0  # how many vmaps are tracing their function now
+
+
+def inside_vmap() -> bool:
+    """Whether a ``vmap`` is tracing its function (``jacfwd``/``jacrev`` pick their basis form by it)."""
+    return _depth > 0
+
 
 def _moved(x: Array, src: int, dst: int) -> Array:
     """``np.moveaxis(x, src, dst)`` as a transpose (nothing when the axis stays)."""
@@ -100,7 +107,12 @@ class _VmapFn:
             else pytree.unflatten(pytree.flatten(a)[1], [next(examples) for _ in pytree.flatten(a)[0]])
             for i, a in enumerate(args)
         )
-        traced = trace_function(self.f, slots, layout)
+        global _depth
+        _depth += 1
+        try:
+            traced = trace_function(self.f, slots, layout)
+        finally:
+            _depth -= 1
         func, batched = batch_function(traced.func, [a is not None for a in axes], size)
         since = len(tracing.current().ops)
         inputs = [x if a is None else _moved(x, a, 0) for x, a in zip(leaves, axes)]
