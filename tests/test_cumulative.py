@@ -76,6 +76,18 @@ def test_one_scan_op_and_no_log_steps() -> None:
     assert names == ["cumulative_sum"], names
 
 
+def test_elementwise_producers_are_computed_inside_the_scan() -> None:
+    """As a reduction's prologue: ``exp(x) * 2 + y`` (a broadcast row) gets no buffer of its own."""
+
+    def f(x, y):
+        return dnp.cumsum(dnp.exp(x) * 2 + y, axis=0)
+
+    x, y = RNG.standard_normal((5, 4)), RNG.standard_normal(4)
+    buffers = dsl.compile(f).lower(x, y).memory_plan().buffers
+    assert not buffers, buffers  # (results are not arena buffers)
+    np.testing.assert_allclose(dsl.compile(f)(x, y), np.cumsum(np.exp(x) * 2 + y, axis=0), rtol=1e-12)
+
+
 def test_float32_sums_are_rounded_once_per_element() -> None:
     """Accumulated in float64, as the reductions: the float64 running sum rounded to float32."""
     x = np.full(100_000, 0.1, np.float32)

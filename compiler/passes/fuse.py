@@ -11,9 +11,10 @@ Group kinds follow the root's primitive kind:
   (the prologue) are inlined.
 - ``SCATTER``: a scatter (``compiler/prims/gather.py``); reads materialized operands, combines its
   updates into a copy of its base (or into the base itself, in place) in a kernel of its own form.
-- ``SCAN``: a cumulative sum or product (``compiler/prims/scan.py``); reads its materialized operand
-  line by line, each element before the result's element at the same position is written (so the
-  result may be stored over a dying operand).
+- ``SCAN``: a cumulative sum or product (``compiler/prims/scan.py``); iterates over its operand's
+  shape line by line, reading each element (producers of the operand inlined, as a reduction's
+  prologue) before the result's element at the same position is written (so the result may be
+  stored over a dying operand).
 - ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or strided views of
   them (``contract_transposes``, the default): a chain of transposes and reshapes that only matmuls
   read, whose result is a strided view of its source buffer with one unit stride in the last two
@@ -33,7 +34,7 @@ reads its base at its own index, so it adds no step to the base's key; a ``dynam
 index map like any other (its index is computed at run time: never the group's own); so
 the number of element evaluations inlining costs is the sum, over the keys, of the evaluations of
 the reading op. An elementwise, movement or source op that is not a function result, whose
-readers are all LOOP or REDUCE groups reading it at no more than ``MAX_ACCESS_KEYS`` keys each,
+readers are all LOOP, REDUCE or SCAN groups reading it at no more than ``MAX_ACCESS_KEYS`` keys each,
 is inlined:
 
 1. a movement or source op into *every* group that reads it. Recomputing an index map or a literal
@@ -107,7 +108,8 @@ _GROUP_OF_KIND = {
     Kind.SCATTER: GroupKind.SCATTER,
     Kind.SCAN: GroupKind.SCAN,
 }
-_INLINING = frozenset({GroupKind.LOOP, GroupKind.REDUCE})  # groups whose producers may be inlined
+# groups whose producers may be inlined
+_INLINING = frozenset({GroupKind.LOOP, GroupKind.REDUCE, GroupKind.SCAN})
 _INLINABLE = frozenset({Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.SOURCE})
 _INDEX_MAPS = frozenset({Kind.MOVEMENT, Kind.SOURCE})
 
@@ -520,9 +522,7 @@ class _Fuser:
             own, same_index = {IDENTITY: 0}, True  # CONTRACT groups never inline: numbers unused
         elif group.kind is GroupKind.SCATTER:  # reads its base at the element it writes, the rest not
             own, same_index = {IDENTITY: 0}, False
-        elif group.kind is GroupKind.SCAN:  # reads its operand at the element it writes, never inlined
-            own, same_index = {IDENTITY: 0}, True
-        elif group.kind is GroupKind.REDUCE and op is group.root:
+        elif group.kind in (GroupKind.REDUCE, GroupKind.SCAN) and op is group.root:
             own, same_index = {IDENTITY: op.operands[0].type.size}, True  # operand's own index space
         else:
             own = self.reads[op.result][group]
