@@ -5,8 +5,16 @@ Each op that reads a batched value is rebuilt by its primitive's batching rule (
 beside its definition) or, where it has none, by the rule of its kind here: an elementwise op
 broadcasts its unbatched operands along the batch axis, a reduction shifts its axes past it. Ops that
 read no batched value are kept as they are (a weight's transpose is not repeated per example). A
-primitive with neither (a gather, a random draw with a batched key) runs once per example, sliced
-out and stacked again, up to ``UNROLL_LIMIT`` examples: correct, but its work is not batched.
+primitive with neither (a random draw with a batched key) runs once per example, sliced out and
+stacked again, up to ``UNROLL_LIMIT`` examples: correct, but its work is not batched.
+
+A loop or branch (``fori_loop``, ``scan``, ``cond``) that reads a batched value is first unrolled into
+straight-line ops (``compiler/passes/regions_unroll.py``, the lowering every compiled program gets
+for now), which are then batched one by one: a batched carry stays batched through every iteration,
+and a ``cond`` becomes both branches and a ``select`` on its (batched or shared) predicate, as JAX
+batches a ``cond`` whose predicate differs per example. A ``while_loop`` reading a batched value is
+a ``TransformError`` at the user's line (JAX runs it until every example is done; its trip count is
+known only at run time, and compiled code has no native loops yet).
 """
 
 from __future__ import annotations
@@ -14,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from compiler.ir.core import Block, Function, Location, Op, Value
+from compiler.ir.core import Block, Function, Location, Op, Value, clone_ops
 from compiler.ir.types import TensorType
+from compiler.passes.regions_unroll import _transform_error, _Unroller
+from compiler.prims import control
 from compiler.prims import movement as mv
 from compiler.prims.base import Kind, Primitive
 from compiler.prims.batch_helpers import all_batched
@@ -85,10 +95,40 @@ def _reads(op: Op) -> set[Value]:
     return seen
 
 
+def _unrolled_regions(func: Function, batched: Sequence[bool]) -> Function:
+    """``func`` with each loop or branch that reads a batched value (directly or through the values
+    computed from one) as straight-line ops; the others stay region ops."""
+    if not any(op.regions for op in func.ops):
+        return func
+    unroller = _Unroller(func, for_grad=False)
+    varying = {p for p, b in zip(func.params, batched, strict=True) if b}
+    mapping: dict[Value, Value] = {}
+    ops: list[Op] = []
+    for op in func.ops:
+        reads = _reads(op)
+        if op.regions and not reads.isdisjoint(varying):
+            if op.prim is control.while_loop:
+                raise _transform_error()(
+                    f"{op.loc}: vmap cannot batch dsl.while_loop over values that differ per example "
+                    "yet (JAX runs the loop until every example is done; its trip count is known only "
+                    "at run time); use dsl.fori_loop or dsl.scan with a static trip count"
+                )
+            ops += unroller.block_ops((op,), mapping)
+        elif reads.isdisjoint(mapping):
+            ops.append(op)
+        else:
+            ops += clone_ops([op], mapping)
+        if not reads.isdisjoint(varying):
+            varying.update(op.results)
+    results = tuple(mapping.get(v, v) for v in func.results)
+    return func.replace_body(Block(func.params, tuple(ops), results))
+
+
 def batch_function(func: Function, batched: Sequence[bool], size: int) -> tuple[Function, list[bool]]:
     """``func`` with a leading batch axis of ``size`` on each param marked in ``batched``; also which
     of its results carry the batch axis (those that depend on a batched param; the others are
     unchanged)."""
+    func = _unrolled_regions(func, batched)
     new: dict[Value, Value] = {}
     params = []
     for p, b in zip(func.params, batched, strict=True):
