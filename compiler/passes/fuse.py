@@ -508,7 +508,7 @@ class _Fuser:
 
     def _stored_anyway(self, value: Value, depth: int) -> bool:
         producer = self.producer.get(value)
-        if producer is None or producer.prim.kind in (Kind.REDUCTION, Kind.CONTRACTION):
+        if producer is None or producer.prim.kind in (Kind.REDUCTION, Kind.CONTRACTION, Kind.SCAN):
             return True
         return (
             depth > 0
