@@ -124,9 +124,11 @@ class Array:
         storage = self._storage
         if not self._steps:
             return storage.value
-        if self._view_version != storage.version:
+        trace = tracing.current()
+        # (a view first read inside a loop or branch body was derived there: outside it, that
+        # value is sealed, and the view is derived again)
+        if self._view_version != storage.version or self._view_value in trace.sealed:
             v = storage.value
-            trace = tracing.current()
             for prim, attrs, operands in self._steps:
                 v = trace.emit(prim, [v, *operands], attrs)
             self._view_value, self._view_version = v, storage.version

@@ -152,6 +152,59 @@ def _np_gelu(v: Any) -> Any:
     return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)))
 
 
+def _body(env: list[Any], B: dict, ops: tuple, c: Any, k: Any = None) -> Any:
+    """A loop's or branch's body: ``ops`` applied to the carry ``c`` (``k``: the loop counter)."""
+    for kind, *params in ops:
+        if kind == "unary":
+            c = B[params[0]](c)
+        elif kind == "binary":  # with an outer value (the body reads it from the enclosing block)
+            c = B[params[0]](c, _operand(env, params[1]))
+        elif kind == "counter":
+            c = c * 0.5 + k * 0.25
+        else:  # "inplace": a method on the carry (eager semantics inside the body)
+            B[params[0]](c)
+    return c
+
+
+def _loop(env: list[Any], B: dict, n: int, i: int, ops: tuple) -> None:
+    env.append(B["fori_loop"](0, n, lambda k, c: _body(env, B, ops, c, k), env[i]))
+
+
+def _cond(env: list[Any], B: dict, p: int, i: int, then: tuple, other: tuple) -> None:
+    # true where every element of the operand is >= 1e-3: the then branch may start with a function
+    # defined only there (BRANCH_UNARY), whose NaN or inf must not leak when the branch is not taken
+    pred = B["sum"](B["minimum"](env[i], 1e-3) - 1e-3) == 0.0 if p == i else B["sum"](env[p]) > 0.0
+    env.append(B["cond"](pred, lambda c: _body(env, B, then, c), lambda c: _body(env, B, other, c), env[i]))
+
+
+def _scan(env: list[Any], B: dict, i: int, j: int, reverse: bool) -> None:
+    def step(c: Any, x: Any) -> tuple[Any, Any]:
+        c = B["tanh"](c) * 0.5 + B["sum"](x) * 0.25
+        return c, x * 0.5 + B["sum"](c) * 0.125
+
+    c, ys = B["scan"](step, env[i], env[j], reverse=reverse)
+    env.append(c + B["sum"](ys) * 0.5)
+
+
+def _np_fori_loop(lower: int, upper: int, body: Callable[..., Any], init: Any) -> Any:
+    c = np.array(init)  # the carry is a value: a body's in-place method writes the loop's own copy
+    for k in range(lower, upper):
+        c = np.array(body(k, c))
+    return c
+
+
+def _np_cond(pred: Any, then: Callable[..., Any], other: Callable[..., Any], x: Any) -> Any:
+    return then(np.array(x)) if pred else other(np.array(x))
+
+
+def _np_scan(f: Callable[..., Any], init: Any, xs: Any, reverse: bool = False) -> tuple[Any, Any]:
+    c, ys = np.array(init), [None] * len(xs)
+    for t in reversed(range(len(xs))) if reverse else range(len(xs)):
+        c, ys[t] = f(c, xs[t])
+        c = np.array(c)
+    return c, np.stack(ys) if len(xs) else np.zeros_like(xs)
+
+
 # The same op names on both backends. Functions with a restricted domain or fast growth get a
 # bounded argument (``exp(tanh(v))``, ``log(|v| + 0.5)``) so chains stay finite and differentiable.
 NUMPY: dict[str, Callable[..., Any]] = {
@@ -226,6 +279,11 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "scale_": lambda a: np.add(np.multiply(a, 0.5, out=a), 0.25, out=a),
     "zero_": lambda a: a.fill(0.0),
     "fill_": lambda a: a.fill(-1.5),
+    "sqrt_raw": np.sqrt,
+    "log_raw": np.log,
+    "fori_loop": _np_fori_loop,
+    "cond": _np_cond,
+    "scan": _np_scan,
 }
 DSL: dict[str, Callable[..., Any]] = {
     "exp": lambda v: dnp.exp(dnp.tanh(v)),
@@ -297,6 +355,11 @@ DSL: dict[str, Callable[..., Any]] = {
     "scale_": lambda a: a.scale_(0.5, bias=0.25),
     "zero_": lambda a: a.zero_(),
     "fill_": lambda a: a.fill_(-1.5),
+    "sqrt_raw": dnp.sqrt,
+    "log_raw": dnp.log,
+    "fori_loop": dsl.fori_loop,
+    "cond": dsl.cond,
+    "scan": dsl.scan,
 }
 UNARY = (
     "exp", "expm1", "log", "log1p", "sqrt", "reciprocal", "tan", "sigmoid", "gelu",
@@ -387,6 +450,9 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
         t, B.get(op, AUGMENTED[op])(env[t], _operand(env, j))
     ),
     "method": lambda env, B, name, t, *j: B[name](env[t], *(_operand(env, k) for k in j)),
+    "loop": _loop,
+    "cond": _cond,
+    "scan": _scan,
 }
 
 
@@ -434,7 +500,32 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "setitem": lambda new, t, index, j: f"v{t}[{_fmt_index(index)}] = {_o(j)}",
     "augmented": lambda new, op, t, j: f"v{t} {op} {_o(j)}",
     "method": lambda new, name, t, *j: f"v{t}.{name}({', '.join(map(_o, j))})",
+    "loop": lambda new, n, i, ops: f"{new} = fori_loop(0, {n}, lambda k, c: {_fmt_body(ops)}, v{i})",
+    "cond": lambda new, p, i, then, other: (
+        f"{new} = cond({f'all(v{i} >= 1e-3)' if p == i else f'sum(v{p}) > 0'}, lambda c: {_fmt_body(then)}, "
+        f"lambda c: {_fmt_body(other)}, v{i})"
+    ),
+    "scan": lambda new, i, j, reverse: (
+        f"c, ys = scan(lambda c, x: (tanh(c) * 0.5 + sum(x) * 0.25, x * 0.5 + sum(c') * 0.125), v{i}, v{j}, "
+        f"reverse={reverse}); {new} = c + sum(ys) * 0.5"
+    ),
 }
+
+
+def _fmt_body(ops: tuple) -> str:
+    lines = []
+    for kind, *params in ops:
+        if kind == "unary":
+            lines.append(f"c = {params[0]}(c)")
+        elif kind == "binary":
+            lines.append(f"c = {params[0]}(c, {_o(params[1])})")
+        elif kind == "counter":
+            lines.append("c = c * 0.5 + k * 0.25")
+        else:
+            lines.append(f"c.{params[0]}()")
+    return "{" + "; ".join(lines) + "; return c}"
+
+
 CREATES = set(STEP_RUNNERS) - {"setitem", "augmented", "method"}
 
 
@@ -768,6 +859,68 @@ def gen_method(draw, env):
     return ("method", draw(st.sampled_from(METHODS)), t)
 
 
+LOOP_UNARY = ("tanh", "sin", "sigmoid", "relu", "abs", "square", "negative", "exp")
+LOOP_BINARY = ("add", "multiply", "maximum", "subtract", "divide")
+# In a branch: functions whose derivative is NaN or inf outside their domain, so the branch not taken
+# must contribute nothing to the gradient (an unrolled cond once multiplied its 0 cotangent by inf).
+BRANCH_UNARY = ("sqrt_raw", "log_raw")
+LOOP_METHODS = ("tanh_", "sin_", "relu_", "abs_", "neg_", "scale_", "clip_")
+
+
+def _float_arrays(env: list[Any]) -> list[int]:
+    return [k for k, v in enumerate(env) if np.asarray(v).dtype.kind == "f"]
+
+
+def _broadcasts_into(a: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    try:
+        return np.broadcast_shapes(a, shape) == shape
+    except ValueError:
+        return False
+
+
+def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool) -> tuple:
+    """1-3 steps that keep a carry of ``shape``: unary ops, binary ops with an outer value that
+    broadcasts into it (or a constant), the loop counter, in-place methods on it."""
+    ops = []
+    outer = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape)]
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(
+            st.sampled_from(
+                ("unary", "binary", "counter", "inplace") if counter else ("unary", "binary", "inplace")
+            )
+        )
+        if kind == "unary":
+            ops.append(("unary", draw(st.sampled_from(LOOP_UNARY))))
+        elif kind == "binary":
+            ops.append(
+                ("binary", draw(st.sampled_from(LOOP_BINARY)), draw(st.sampled_from(outer + list(CONSTANTS))))
+            )
+        elif kind == "counter":
+            ops.append(("counter",))
+        elif len(shape) >= 1:
+            ops.append(("inplace", draw(st.sampled_from(LOOP_METHODS))))
+    return tuple(ops)
+
+
+def gen_control(draw, env):
+    """A fori_loop, a cond or a scan (``dsl.fori_loop`` ... against Python loops in NumPy)."""
+    floats = _float_arrays(env)
+    if not floats:
+        return None
+    i = _pick(draw, floats)
+    shape = np.shape(env[i])
+    kind = draw(st.sampled_from(("loop", "loop", "cond", "scan")))
+    if kind == "loop":
+        return ("loop", draw(st.sampled_from((0, 1, 3))), i, _draw_body(draw, env, shape, counter=True))
+    if kind == "cond":
+        then, other = _draw_body(draw, env, shape, False), _draw_body(draw, env, shape, False)
+        if draw(st.booleans()):  # on the operand's sign: the then branch starts outside its domain
+            return ("cond", i, i, (("unary", draw(st.sampled_from(BRANCH_UNARY))), *then), other)
+        return ("cond", _pick(draw, floats), i, then, other)
+    xs = [k for k in floats if np.ndim(env[k]) >= 1]
+    return ("scan", i, draw(st.sampled_from(xs)), draw(st.booleans())) if xs else None
+
+
 GENERATORS = {
     "unary": gen_unary,
     "binary": gen_binary,
@@ -783,6 +936,7 @@ GENERATORS = {
     "setitem": gen_setitem,
     "augmented": gen_augmented,
     "method": gen_method,
+    "control": gen_control,
 }
 INT_GENERATORS = {
     "unary": gen_int_unary,
@@ -798,7 +952,10 @@ INT_GENERATORS = {
 
 # Materializing steps (matmul) and views more likely: they create buffers and odd access patterns;
 # writes too, so that a view (or what NumPy made a copy) is often written soon after it is made.
-KIND_WEIGHTS = (*GENERATORS, "matmul", "view", "view", "unary", "binary", "setitem", "augmented", "method")
+KIND_WEIGHTS = (
+    *GENERATORS,
+    *("matmul", "view", "view", "unary", "binary", "setitem", "augmented", "method", "control", "control"),
+)
 INT_KIND_WEIGHTS = (*INT_GENERATORS, "binary", "binary", "binary", "augmented")
 
 # An empty axis in about one dimension in sixteen: every reduction meets empty and size-1 axes.

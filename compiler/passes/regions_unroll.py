@@ -9,7 +9,12 @@ drivers), this pass runs first in ``PASSES`` and replaces each region op by stra
   copy reading the carries the previous one yielded; a ``scan``'s rows are ``slice``s of ``xs`` and its
   ``ys`` the ``concatenate`` of each iteration's rows (``reshape``d to one leading row each);
 - ``if``: both branches, then one ``select`` per result on the (broadcast) predicate. Both branches
-  run: this is exact for values (a branch's NaN or inf is not selected), not for cost;
+  run: this is exact for values (a branch's NaN or inf is not selected), not for cost. For
+  gradients, each branch reads its float inputs (operands and the values it reads from above)
+  through ``select(pred, x, stop_gradient(x))`` (the else branch: ``select(pred, stop_gradient(x),
+  x)``): the same value, but a cotangent leaves a branch only where the branch was taken, so the
+  untaken branch's derivative (``sqrt`` at a negative, ``0 * inf``) cannot reach the gradient as NaN
+  (JAX's ``cond`` differentiates only the taken branch). ``simplify`` folds the masks away;
 - ``while`` and a ``for`` whose bounds are computed at run time: a ``TransformError`` at the user's
   line (the interpreter runs them; compiled code does not yet).
 
@@ -36,6 +41,24 @@ def _transform_error() -> type[TraceError]:
     from dsl.errors import TransformError
 
     return TransformError
+
+
+def free_values(block: Block) -> list[Value]:
+    """The values ``block`` (its nested regions included) reads from the blocks above it, in order."""
+    defined: set[Value] = set()
+    used: dict[Value, None] = {}
+
+    def visit(b: Block) -> None:
+        defined.update(b.args)
+        for op in b.ops:
+            used.update(dict.fromkeys(op.operands))
+            for region in op.regions:
+                visit(region)
+            defined.update(op.results)
+        used.update(dict.fromkeys(b.results))
+
+    visit(block)
+    return [v for v in used if v not in defined]
 
 
 def has_regions(func: Function) -> bool:
@@ -152,6 +175,18 @@ class _Unroller:
                 ys.append(self.emit(movement.concatenate, stacked, {"axis": 0}, op.loc))
         return [*carries, *ys]
 
+    def masked(self, x: Value, pred: Value, side: int, op: Op) -> Value:
+        """``x`` as branch ``side`` of an ``if`` reads it: equal to ``x``, its cotangent zero where
+        the other branch is taken (``select`` of ``x`` and ``stop_gradient(x)``)."""
+        if not x.type.dtype.is_float:
+            return x
+        p = pred
+        if x.type.shape:
+            p = self.emit(movement.broadcast, [pred], {"shape": x.type.shape}, op.loc)
+        frozen = self.emit(elementwise.stop_gradient, [x], {}, op.loc)
+        taken, other = (x, frozen) if side == 0 else (frozen, x)
+        return self.emit(elementwise.select, [p, taken, other], {}, op.loc)
+
     def row(self, x: Value, t: int, op: Op) -> Value:
         """Row ``t`` of ``x`` (axis 0 dropped)."""
         shape = x.type.shape
@@ -163,8 +198,12 @@ class _Unroller:
 
     def if_(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
         pred, *args = operands
-        then = self.inline(op.regions[0], args, outer)
-        else_ = self.inline(op.regions[1], args, outer)
+        branches = []
+        for side, block in enumerate(op.regions):  # each branch's inputs masked for gradients
+            above = {v: self.masked(outer.get(v, v), pred, side, op) for v in free_values(block)}
+            inputs = [self.masked(a, pred, side, op) for a in args]
+            branches.append(self.inline(block, inputs, ChainMap(above, outer)))
+        then, else_ = branches
         out = []
         for a, b in zip(then, else_, strict=True):
             p = pred

@@ -103,6 +103,8 @@ class _Simplifier:
                 c = source.splat_value(self.producer.get(op.operands[k]))
                 if c is not None and other.type == op.result.type and neutral.matches(c, other.type.dtype):
                     return other
+        if op.prim is ew.select and op.operands[1] is op.operands[2]:  # either way the same value
+            return op.operands[1]
         if op.prim is ew.neg:  # -(-x)
             inner = self.producer.get(op.operands[0])
             if inner is not None and inner.prim is ew.neg:
