@@ -25,12 +25,11 @@ from typing import Any
 import numpy as np
 
 from compiler.ir.core import Op, Value
-from compiler.ir.types import TensorType
+from compiler.ir.types import DType, TensorType
 from compiler.prims import elementwise as ew
 from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, Build, Kind, Memory, Primitive, Reducer, fail
 from compiler.prims.mlir import Body, Builder
-from compiler.prims.reduction import _sum_accumulator
 from compiler.prims.vjp_helpers import Cotangents, Wanted, emitter, full_like, vjp_rule
 from runtime import array_ops
 
@@ -157,6 +156,11 @@ def _scan(
         vjp=vjp,
         batch=_batch,
     )
+
+
+def _sum_accumulator(d: DType) -> DType:
+    """Float32 running sums in float64, as the reductions' (``array_ops.sum_dtype``)."""
+    return DType.from_numpy(array_ops.sum_dtype(d.np))
 
 
 cumulative_sum = _scan(
