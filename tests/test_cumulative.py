@@ -145,3 +145,19 @@ def test_second_order_against_jax() -> None:
     got = dsl.compile(dsl.grad(hvp))(x, u, v, t)
     want = jax.grad(lambda x: (jax.grad(jax_loss)(x, u, v) * t).sum())(x)
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10, atol=1e-12)
+
+
+def test_jvp_and_vmap_against_jax() -> None:
+    def f(x):
+        return dnp.cumprod(dnp.cumsum(x, axis=1), axis=0)
+
+    def jf(x):
+        return jnp.cumprod(jnp.cumsum(x, axis=1), axis=0)
+
+    x, t = RNG.uniform(0.5, 1.5, (3, 4)), RNG.standard_normal((3, 4))
+    got = dsl.compile(lambda x, t: (dsl.jvp(f, (x,), (t,)), dsl.vmap(f)(x[None] * t[:, None])))(x, t)
+    (value, tangent), batched = got
+    want_value, want_tangent = jax.jvp(jf, (x,), (t,))
+    np.testing.assert_allclose(value, np.asarray(want_value), rtol=1e-12)
+    np.testing.assert_allclose(tangent, np.asarray(want_tangent), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(batched, np.asarray(jax.vmap(jf)(x[None] * t[:, None])), rtol=1e-12)
