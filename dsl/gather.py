@@ -269,14 +269,22 @@ def _static_as_array(index: Any) -> Any:
 # ---- NumPy and PyTorch functions ------------------------------------------------------------------
 
 
-def take(a: Any, indices: Any, axis: int | None = None) -> Array:
-    """``np.take``: out-of-range indices clamp (NumPy's ``mode="clip"``, after one wrap of negative
-    ones; NumPy's default ``mode="raise"`` cannot raise in a compiled program)."""
+def take(a: Any, indices: Any, axis: int | None = None, mode: str = "raise") -> Array:
+    """``np.take``: out-of-range indices clamp after one wrap of negative ones (NumPy's default
+    ``mode="raise"`` cannot raise in a compiled program; ``"clip"`` clamps as NumPy does, without
+    the wrap; ``"wrap"`` takes them modulo the axis)."""
     a = ops.asarray(a)
     if axis is None:
         a, axis = ops.reshape(a, (-1,)), 0
     axis = ops.normalize_axes(axis, a.ndim)[0]
     idx = _as_index(indices)
+    n = a.shape[axis]
+    if mode == "wrap" and n:
+        idx = ops.binary(ew.fmod, ops.binary(ew.add, ops.binary(ew.fmod, idx, n), n), n)
+    elif mode == "clip":
+        idx = ops.binary(ew.min_, ops.binary(ew.max_, idx, 0), max(n - 1, 0))
+    elif mode != "raise":
+        raise tracing.user_error(IndexingError, f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     return ops.emit(gp.gather, [a, idx], {"axis": axis})
 
 

@@ -85,6 +85,21 @@ def test_reads_match_jax_numpy_for_in_range_indices() -> None:
     close(dsl.compile(lambda x, i: (x[i], x[i, i]))(X, i), (jnp.asarray(X)[i], jnp.asarray(X)[i, i]))
 
 
+def test_take_modes_and_list_indices_as_numpy() -> None:
+    i = np.array([-7, -1, 0, 3, 4, 9])
+
+    def f(x, i):
+        return (
+            dnp.take(x, i, axis=0, mode="wrap"),
+            dnp.take(x, i, axis=1, mode="clip"),
+            x[[0, 2, 2]],
+            x[[1], 1:],
+        )
+
+    want = (np.take(X, i, 0, mode="wrap"), np.take(X, i, 1, mode="clip"), X[[0, 2, 2]], X[[1], 1:])
+    close(dsl.compile(f)(X, i), want)
+
+
 def test_a_read_is_a_copy() -> None:
     def f(x, i):
         y = x[i]
