@@ -30,8 +30,6 @@ from dsl import ops, tracing
 from dsl.array import Array
 from dsl.errors import IndexingError, ShapeError
 
-IndexItem = Any
-
 
 def is_index_array(it: Any) -> bool:
     """An integer array (traced, NumPy or a list) used as an index; a 0-d traced integer is a
@@ -279,12 +277,12 @@ def take(a: Any, indices: Any, axis: int | None = None, mode: str = "raise") -> 
     axis = ops.normalize_axes(axis, a.ndim)[0]
     idx = _as_index(indices)
     n = a.shape[axis]
+    if mode not in ("raise", "wrap", "clip"):
+        raise tracing.user_error(IndexingError, f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     if mode == "wrap" and n:
         idx = ops.binary(ew.fmod, ops.binary(ew.add, ops.binary(ew.fmod, idx, n), n), n)
     elif mode == "clip":
         idx = ops.binary(ew.min_, ops.binary(ew.max_, idx, 0), max(n - 1, 0))
-    elif mode != "raise":
-        raise tracing.user_error(IndexingError, f"take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
     return ops.emit(gp.gather, [a, idx], {"axis": axis})
 
 
