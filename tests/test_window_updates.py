@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import dsl
+import dsl.numpy as dnp
 from compiler.kernel.ir import For, Line, Stmt
 from compiler.prims.dynamic import PARTIAL_UPDATES
 
@@ -127,3 +128,27 @@ def test_values_against_numpy(inplace: bool, sanitize: bool, monkeypatch: pytest
     f = dsl.compile(over_matmul, inplace=inplace)
     for i in (3, 0, -1, 12, -20):
         np.testing.assert_allclose(f(x, v, w, i), over_matmul_want(x, v, w, i), rtol=1e-12, atol=1e-12)
+
+
+def test_an_update_whose_update_operand_is_its_base_itself() -> None:
+    """``y[0::-1] = y`` updates an argument with itself: the update reads its base through its update
+    operand as it is, not through a slice of its window (``FusionPlan.same_window`` crashed on that
+    read: the fuzzer's campaign of seed 104, with an empty argument); ``y[::-1] = y`` reverses."""
+
+    def f(x, y):
+        y[0::-1] = y  # y is written back to the caller's array, directly where the plan can
+        return dnp.exp(x + x)
+
+    def g(y):
+        y[::-1] = y
+        return y * 1.0
+
+    x = np.arange(4.0).reshape(2, 2)
+    for y in (np.zeros(0), np.ones(1)):
+        np.testing.assert_array_equal(dsl.compile(f)(x, y), np.exp(x + x))
+        np.testing.assert_array_equal(y, np.ones(len(y)))
+    for n in (0, 1, 4):
+        y = np.arange(float(n))
+        want = np.arange(float(n))[::-1].copy()
+        np.testing.assert_array_equal(dsl.compile(g)(y), want)
+        np.testing.assert_array_equal(y, want)  # the argument written back

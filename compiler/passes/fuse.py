@@ -275,8 +275,8 @@ class FusionPlan:
         root = group.root
         if root.prim not in dyn.PARTIAL_UPDATES or root.operands[0] is not old or not self.ops:
             return False
-        if key[0] != (group.root_pos, 1) or any(k != 0 for _, k in key[1:]):
-            return False
+        if len(key) < 2 or key[0] != (group.root_pos, 1) or any(k != 0 for _, k in key[1:]):
+            return False  # (the update operand read as it is: x[::-1] = x reads old elsewhere)
         *views, read = (self.ops[pos] for pos, _ in key[1:])
         if any(op.prim is not mv.reshape for op in views) or read.operands[0] is not old:
             return False
