@@ -179,34 +179,28 @@ def _kernels(c: Compilation) -> Compilation:
     return replace(c, kernels=passes().build(c.func, c.fusion, plan, c.options))
 
 
-def _regions(c: Compilation) -> Compilation:
-    plan: MemoryPlan = _needs(c, "plan", "regions")
-    passes = TARGETS[c.options.target].kernel_passes
-    regions = passes().regions if passes is not None else None
-    if regions is None or c.kernels is None:
-        return c
-    assert c.fusion is not None
-    kernels, resized = regions(c.func, c.fusion, plan, c.kernels, c.options)
-    if resized is plan:
-        return replace(c, kernels=kernels)
-    return replace(
-        c, kernels=kernels, plan=resized, printed=annotate(c.func, c.fusion, resized, bufferized=False)
-    )
+def _kernel_step(name: str) -> Callable[[Compilation], Compilation]:
+    """The target's kernel-level pass ``name`` (``regions``, ``scratch``): it takes the kernels and
+    the plan and returns both; a target without it leaves the program as it is."""
+
+    def run(c: Compilation) -> Compilation:
+        plan: MemoryPlan = _needs(c, "plan", name)
+        passes = TARGETS[c.options.target].kernel_passes
+        step = getattr(passes(), name) if passes is not None else None
+        if step is None or c.kernels is None:
+            return c
+        assert c.fusion is not None
+        kernels, changed = step(c.func, c.fusion, plan, c.kernels, c.options)
+        if changed is plan:
+            return replace(c, kernels=kernels)
+        printed = annotate(c.func, c.fusion, changed, bufferized=False)
+        return replace(c, kernels=kernels, plan=changed, printed=printed)
+
+    return run
 
 
-def _scratch(c: Compilation) -> Compilation:
-    plan: MemoryPlan = _needs(c, "plan", "scratch")
-    passes = TARGETS[c.options.target].kernel_passes
-    scratch = passes().scratch if passes is not None else None
-    if scratch is None or c.kernels is None:
-        return c
-    assert c.fusion is not None
-    kernels, placed = scratch(c.func, c.fusion, plan, c.kernels, c.options)
-    if placed is plan:
-        return replace(c, kernels=kernels)
-    return replace(
-        c, kernels=kernels, plan=placed, printed=annotate(c.func, c.fusion, placed, bufferized=False)
-    )
+_regions = _kernel_step("regions")
+_scratch = _kernel_step("scratch")
 
 
 def _bufferize(c: Compilation) -> Compilation:

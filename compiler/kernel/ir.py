@@ -22,7 +22,7 @@ kernels' bodies.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from compiler.ir.types import DType
@@ -190,20 +190,30 @@ def np_type(dtype: DType) -> str:
     return f"np.{dtype.np.name}"
 
 
-def print_python(body: Sequence[Stmt], depth: int = 0) -> list[str]:
-    """``body`` as lines of Numba-Python, indented ``depth`` levels (a parallel loop: ``numba.prange``)."""
+Special = Callable[[Stmt], list[str] | None]
+
+
+def print_python(
+    body: Sequence[Stmt], depth: int = 0, special: Special | None = None, prange: bool = True
+) -> list[str]:
+    """``body`` as lines of Numba-Python, indented ``depth`` levels (a parallel loop: ``numba.prange``
+    where ``prange``). ``special``: a backend's lines for a statement it prints its own way (None:
+    this printer's); the CUDA printer's shared arrays, barriers and block reductions."""
     pad = "    " * depth
     out: list[str] = []
     for s in body:
-        if isinstance(s, Line):
+        own = special(s) if special is not None else None
+        if own is not None:
+            out += [pad + line for line in own]
+        elif isinstance(s, Line):
             out.append(pad + s.text)
         elif isinstance(s, For):
-            rng = ("numba.p" if s.parallel else "") + s.range_text()
+            rng = ("numba.p" if s.parallel and prange else "") + s.range_text()
             out.append(f"{pad}for {s.var} in {rng}:")
-            out += print_python(s.body, depth + 1) or [pad + "    pass"]
+            out += print_python(s.body, depth + 1, special, prange) or [pad + "    pass"]
         elif isinstance(s, If):
             out.append(f"{pad}if {s.cond}:")
-            out += print_python(s.body, depth + 1)
+            out += print_python(s.body, depth + 1, special, prange)
         elif isinstance(s, Alloc):
             out.append(f"{pad}{s.name} = np.empty({s.shape_text if s.shape else '()'}, {np_type(s.dtype)})")
         elif isinstance(s, View):

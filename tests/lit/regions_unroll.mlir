@@ -1,5 +1,6 @@
 // RUN: %dslc opt %s --passes unroll_regions | FileCheck %s
 // RUN: %dslc opt %s | FileCheck %s --check-prefix=ROUNDTRIP
+// RUN: %dslc opt %s --passes unroll_regions,simplify | FileCheck %s --check-prefix=SIMPLIFIED
 
 // The temporary lowering of region ops: a for loop with constant bounds becomes one copy of its
 // body per iteration, the counter a constant and each copy reading the carry the last one yielded;
@@ -30,13 +31,28 @@ func.func @loop(%arg0: tensor<4xf64>, %arg1: tensor<4xf64>) -> tensor<4xf64> {
   return %2 : tensor<4xf64>
 }
 
+// Each branch reads its operand through a gradient mask, select(pred, x, stop_gradient(x)) (the
+// else branch's the other way round): the same value, but a cotangent only where the branch is
+// taken, so the untaken branch's NaN or inf derivative never reaches a gradient. simplify folds the
+// masks away.
 // CHECK-LABEL: func.func @branch
 // CHECK-NOT:     dsl.if
-// CHECK:         %[[T:.*]] = "dsl.exp"(%arg1)
-// CHECK:         %[[E:.*]] = "dsl.neg"(%arg1)
+// CHECK:         %[[P0:.*]] = "dsl.broadcast"(%arg0) {shape = array<i64: 4>}
+// CHECK:         %[[S0:.*]] = "dsl.stop_gradient"(%arg1)
+// CHECK:         %[[M0:.*]] = "dsl.select"(%[[P0]], %arg1, %[[S0]])
+// CHECK:         %[[T:.*]] = "dsl.exp"(%[[M0]])
+// CHECK:         %[[S1:.*]] = "dsl.stop_gradient"(%arg1)
+// CHECK:         %[[M1:.*]] = "dsl.select"(%{{.*}}, %[[S1]], %arg1)
+// CHECK:         %[[E:.*]] = "dsl.neg"(%[[M1]])
 // CHECK:         %[[P:.*]] = "dsl.broadcast"(%arg0) {shape = array<i64: 4>}
 // CHECK:         %[[R:.*]] = "dsl.select"(%[[P]], %[[T]], %[[E]])
 // CHECK:         return %[[R]]
+// SIMPLIFIED-LABEL: func.func @branch
+// SIMPLIFIED-NOT:     dsl.stop_gradient
+// SIMPLIFIED:         "dsl.exp"(%arg1)
+// SIMPLIFIED:         "dsl.neg"(%arg1)
+// SIMPLIFIED:         "dsl.select"
+// SIMPLIFIED-NOT:     "dsl.select"
 func.func @branch(%arg0: tensor<i1>, %arg1: tensor<4xf64>) -> tensor<4xf64> {
   %0 = "dsl.if"(%arg0, %arg1) ({
   ^bb0(%a: tensor<4xf64>):

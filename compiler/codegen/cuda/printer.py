@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from compiler.ir.types import DType
 from compiler.kernel.cuda.records import CudaKernel
 from compiler.kernel.emit import typed
-from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+from compiler.kernel.ir import Alloc, Barrier, BlockReduce, Stmt, View, print_python
 
 
 def numba_type(dtype: DType) -> str:
@@ -31,31 +31,24 @@ def launch_text(kernel: CudaKernel) -> str:
 
 
 def print_cuda(body: Sequence[Stmt], depth: int = 0) -> list[str]:
-    pad = "    " * depth
-    out: list[str] = []
-    for s in body:
-        if isinstance(s, Line):
-            out.append(pad + s.text)
-        elif isinstance(s, For):
-            out.append(f"{pad}for {s.var} in {s.range_text()}:")
-            out += print_cuda(s.body, depth + 1) or [pad + "    pass"]
-        elif isinstance(s, If):
-            out.append(f"{pad}if {s.cond}:")
-            out += print_cuda(s.body, depth + 1)
-        elif isinstance(s, Alloc):
-            if not s.shared:
-                raise TypeError(
-                    f"{s.name}: a CUDA kernel allocates only shared memory (its scratch is planned)"
-                )
-            shape = str(s.shape[0]) if len(s.shape) == 1 else "(" + ", ".join(map(str, s.shape)) + ")"
-            out.append(f"{pad}{s.name} = cuda.shared.array({shape}, {numba_type(s.dtype)})")
-        elif isinstance(s, Barrier):
-            out.append(pad + "cuda.syncthreads()")
-        elif isinstance(s, BlockReduce):
-            out += [pad + line for line in _tree(s)]
-        else:
-            raise TypeError(f"{type(s).__name__}: no CUDA form")
-    return out
+    """``body`` as a CUDA kernel's lines: the kernel IR's Python (a loop spread over threads or
+    blocks by its start and step, not by ``prange``), with the GPU's own statements."""
+    return print_python(body, depth, _gpu_statement, prange=False)
+
+
+def _gpu_statement(s: Stmt) -> list[str] | None:
+    if isinstance(s, Alloc):
+        if not s.shared:
+            raise TypeError(f"{s.name}: a CUDA kernel allocates only shared memory (its scratch is planned)")
+        shape = str(s.shape[0]) if len(s.shape) == 1 else "(" + ", ".join(map(str, s.shape)) + ")"
+        return [f"{s.name} = cuda.shared.array({shape}, {numba_type(s.dtype)})"]
+    if isinstance(s, Barrier):
+        return ["cuda.syncthreads()"]
+    if isinstance(s, BlockReduce):
+        return _tree(s)
+    if isinstance(s, View):
+        raise TypeError("a CUDA kernel indexes flat buffers: no views")
+    return None
 
 
 def _tree(r: BlockReduce) -> list[str]:
