@@ -7,7 +7,11 @@ broadcasting binary ops (floor division, remainder and fmod unbounded), comparis
 and counted masks (bool, int64 and casts), reductions, matmul, concatenate/stack, ``arange`` and
 ``full`` sources, random ops (a dropout, uniform noise), copies, views (strided slices with
 ``None``, transposes, reshapes, read-only ``broadcast_to``) and writes through them (``v[idx] = e``
-with leading unit dimensions on ``e``, ``v += e``), and in-place methods. Three programs in four are
+with leading unit dimensions on ``e``, ``v += e``), in-place methods, integer-array reads and writes
+(``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), and
+loops and branches (``fori_loop`` with the counter and in-place methods on the carry, ``cond``, one
+branch now and then starting with ``sqrt`` or ``log`` defined only where it is taken, and ``scan``)
+against Python loops in NumPy. Three programs in four are
 float64, a quarter of them with special inputs (signed zeros, infinities, NaN, subnormals); the
 fourth is int32/int64 with bitwise ops, shifts (past the width too), floor division and remainders
 by zero and by negatives, and now and then a Python int out of int32's range. A step NumPy refuses
@@ -186,23 +190,43 @@ def _scan(env: list[Any], B: dict, i: int, j: int, reverse: bool) -> None:
     env.append(c + B["sum"](ys) * 0.5)
 
 
+def _fancy_set(env: list[Any], t: int, idx: tuple[int, ...], j: Any) -> None:
+    env[t][list(idx)] = _operand(env, j)  # repeated indices: the last write stays (NumPy's rule)
+
+
+def _at_add(env: list[Any], B: dict, i: int, idx: tuple[int, ...], j: Any) -> None:
+    env.append(B["at_add"](env[i], list(idx), _operand(env, j)))
+
+
+def _np_at_add(x: Any, idx: list[int], v: Any) -> Any:
+    out = np.array(x)
+    np.add.at(out, idx, v)  # repeated indices accumulate (JAX's .at[].add)
+    return out
+
+
+# A loop's or branch's carries and results are new arrays in C order, as JAX's are (docs/semantics.md):
+# a body's in-place method writes the loop's own copy, and a later reshape of a result is a view.
+def _fresh(x: Any) -> Any:
+    return np.array(x, order="C")
+
+
 def _np_fori_loop(lower: int, upper: int, body: Callable[..., Any], init: Any) -> Any:
-    c = np.array(init)  # the carry is a value: a body's in-place method writes the loop's own copy
+    c = _fresh(init)
     for k in range(lower, upper):
-        c = np.array(body(k, c))
+        c = _fresh(body(k, c))
     return c
 
 
 def _np_cond(pred: Any, then: Callable[..., Any], other: Callable[..., Any], x: Any) -> Any:
-    return then(np.array(x)) if pred else other(np.array(x))
+    return _fresh(then(_fresh(x)) if pred else other(_fresh(x)))
 
 
 def _np_scan(f: Callable[..., Any], init: Any, xs: Any, reverse: bool = False) -> tuple[Any, Any]:
-    c, ys = np.array(init), [None] * len(xs)
+    c, ys = _fresh(init), [None] * len(xs)
     for t in reversed(range(len(xs))) if reverse else range(len(xs)):
         c, ys[t] = f(c, xs[t])
-        c = np.array(c)
-    return c, np.stack(ys) if len(xs) else np.zeros_like(xs)
+        c = _fresh(c)
+    return c, np.stack(ys) if len(xs) else np.zeros_like(xs, order="C")
 
 
 # The same op names on both backends. Functions with a restricted domain or fast growth get a
@@ -281,6 +305,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "fill_": lambda a: a.fill(-1.5),
     "sqrt_raw": np.sqrt,
     "log_raw": np.log,
+    "take": np.take,
+    "at_add": _np_at_add,
     "fori_loop": _np_fori_loop,
     "cond": _np_cond,
     "scan": _np_scan,
@@ -357,6 +383,8 @@ DSL: dict[str, Callable[..., Any]] = {
     "fill_": lambda a: a.fill_(-1.5),
     "sqrt_raw": dnp.sqrt,
     "log_raw": dnp.log,
+    "take": dnp.take,
+    "at_add": lambda x, idx, v: x.at[idx].add(v),
     "fori_loop": dsl.fori_loop,
     "cond": dsl.cond,
     "scan": dsl.scan,
@@ -453,6 +481,9 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "loop": _loop,
     "cond": _cond,
     "scan": _scan,
+    "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
+    "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
+    "at_add": _at_add,
 }
 
 
@@ -500,6 +531,9 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "setitem": lambda new, t, index, j: f"v{t}[{_fmt_index(index)}] = {_o(j)}",
     "augmented": lambda new, op, t, j: f"v{t} {op} {_o(j)}",
     "method": lambda new, name, t, *j: f"v{t}.{name}({', '.join(map(_o, j))})",
+    "take": lambda new, i, idx, axis: f"{new} = take(v{i}, {list(idx)}, axis={axis})",
+    "fancy_set": lambda new, t, idx, j: f"v{t}[{list(idx)}] = {_o(j)}",
+    "at_add": lambda new, i, idx, j: f"{new} = v{i}.at[{list(idx)}].add({_o(j)})",
     "loop": lambda new, n, i, ops: f"{new} = fori_loop(0, {n}, lambda k, c: {_fmt_body(ops)}, v{i})",
     "cond": lambda new, p, i, then, other: (
         f"{new} = cond({f'all(v{i} >= 1e-3)' if p == i else f'sum(v{p}) > 0'}, lambda c: {_fmt_body(then)}, "
@@ -526,7 +560,7 @@ def _fmt_body(ops: tuple) -> str:
     return "{" + "; ".join(lines) + "; return c}"
 
 
-CREATES = set(STEP_RUNNERS) - {"setitem", "augmented", "method"}
+CREATES = set(STEP_RUNNERS) - {"setitem", "augmented", "method", "fancy_set"}
 
 
 @dataclass
@@ -921,6 +955,34 @@ def gen_control(draw, env):
     return ("scan", i, draw(st.sampled_from(xs)), draw(st.booleans())) if xs else None
 
 
+def _draw_indices(draw, n: int) -> tuple[int, ...]:
+    """1-4 indices into an axis of ``n`` (negative ones and repeats among them)."""
+    return tuple(draw(st.lists(st.integers(-n, n - 1), min_size=1, max_size=4)))
+
+
+def gen_gather(draw, env):
+    """An integer-array read (``take``), an integer-array write with repeated indices (NumPy keeps the
+    last), or JAX's ``.at[idx].add`` (repeats accumulate)."""
+    arrays = [k for k in _float_arrays(env) if np.ndim(env[k]) >= 1 and np.shape(env[k])[0] >= 1]
+    if not arrays:
+        return None
+    kind = draw(st.sampled_from(("take", "fancy_set", "at_add")))
+    if kind == "take":
+        i = _pick(draw, arrays)
+        axis = draw(st.sampled_from([a for a in range(np.ndim(env[i])) if np.shape(env[i])[a] >= 1]))
+        return ("take", i, _draw_indices(draw, np.shape(env[i])[axis]), axis)
+    if kind == "fancy_set":
+        writable = [k for k in _writable(env) if k in arrays]
+        if not writable:
+            return None
+        t = _pick(draw, writable)
+        idx = _draw_indices(draw, env[t].shape[0])
+        return ("fancy_set", t, idx, _source(draw, env, env[t][list(idx)].shape))
+    i = _pick(draw, arrays)
+    idx = _draw_indices(draw, np.shape(env[i])[0])
+    return ("at_add", i, idx, _source(draw, env, (len(idx), *np.shape(env[i])[1:])))
+
+
 GENERATORS = {
     "unary": gen_unary,
     "binary": gen_binary,
@@ -937,6 +999,7 @@ GENERATORS = {
     "augmented": gen_augmented,
     "method": gen_method,
     "control": gen_control,
+    "gather": gen_gather,
 }
 INT_GENERATORS = {
     "unary": gen_int_unary,
@@ -955,6 +1018,7 @@ INT_GENERATORS = {
 KIND_WEIGHTS = (
     *GENERATORS,
     *("matmul", "view", "view", "unary", "binary", "setitem", "augmented", "method", "control", "control"),
+    "gather",
 )
 INT_KIND_WEIGHTS = (*INT_GENERATORS, "binary", "binary", "binary", "augmented")
 
