@@ -231,17 +231,7 @@ def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     assert reducer is not None
     if v.size == 0:
         return xs[0]
-    c0, c1 = ml.emit(b, "arith.constant 0 : index"), ml.emit(b, "arith.constant 1 : index")
-    acc, ivs, results = xs[0], [], []
-    for d in v.shape:
-        iv, carried, stop = b.fresh(), b.fresh(), ml.emit(b, f"arith.constant {d} : index")
-        name = b.fresh()
-        b.lines.append(
-            f"{name} = scf.for {iv} = {c0} to {stop} step {c1} iter_args({carried} = {acc}) -> ({x}) {{"
-        )
-        ivs.append(iv)
-        results.append(name)
-        acc = carried
+    ivs, acc, results = ml.open_nest(b, v.shape, xs[0], x)
     body = Body(b.fresh)
     lead, at, trail = split_index(ivs, axis, it.rank)
     i = body.emit(f"tensor.extract {xs[2]}[{', '.join(at)}] : {it}")
@@ -251,13 +241,7 @@ def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     value = reducer.mlir_combine(body, [new, old], [x.dtype, x.dtype], x.dtype, op.attrs)
     inserted = body.emit(f"tensor.insert {value} into {acc}[{where}] : {x}")
     b.lines += body.lines
-    inner = inserted
-    for name in reversed(results):
-        b.lines.append(f"scf.yield {inner} : {x}")
-        b.lines.append("}")
-        inner = name
-    b.lines[-1] = f"}} {loc}".rstrip()
-    return results[0]
+    return ml.close_nest(b, results, inserted, x, loc)
 
 
 @vjp_rule

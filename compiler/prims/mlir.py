@@ -324,6 +324,34 @@ def reduction(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     )
 
 
+def open_nest(b: Builder, shape: Sequence[int], init: str, t: TensorType) -> tuple[list[str], str, list[str]]:
+    """``scf.for`` loops over every index of ``shape``, outermost first, each carrying a tensor of
+    type ``t`` (``init`` first): the induction variables, the tensor the innermost body updates, and
+    the loops' results (``close_nest`` ends them)."""
+    c0, c1 = emit(b, "arith.constant 0 : index"), emit(b, "arith.constant 1 : index")
+    acc, ivs, results = init, [], []
+    for d in shape:
+        iv, carried, stop = b.fresh(), b.fresh(), emit(b, f"arith.constant {d} : index")
+        name = b.fresh()
+        b.lines.append(
+            f"{name} = scf.for {iv} = {c0} to {stop} step {c1} iter_args({carried} = {acc}) -> ({t}) {{"
+        )
+        ivs.append(iv)
+        results.append(name)
+        acc = carried
+    return ivs, acc, results
+
+
+def close_nest(b: Builder, results: Sequence[str], inner: str, t: TensorType, loc: str) -> str:
+    """Yield ``inner`` from the loops ``open_nest`` opened; returns the outermost loop's result."""
+    for name in reversed(results):
+        b.lines.append(f"scf.yield {inner} : {t}")
+        b.lines.append("}")
+        inner = name
+    b.lines[-1] = f"}} {loc}".rstrip()
+    return results[0]
+
+
 def broadcast(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     xt, out = op.operands[0].type, op.result.type
     off = out.rank - xt.rank

@@ -62,17 +62,7 @@ def _scan_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     reducer = op.prim.reducer
     assert reducer is not None
     n = t.shape[axis]
-    c0, c1 = ml.emit(b, "arith.constant 0 : index"), ml.emit(b, "arith.constant 1 : index")
-    acc, ivs, results = xs[0], [], []
-    for d in t.shape:
-        iv, carried, stop = b.fresh(), b.fresh(), ml.emit(b, f"arith.constant {d} : index")
-        name = b.fresh()
-        b.lines.append(
-            f"{name} = scf.for {iv} = {c0} to {stop} step {c1} iter_args({carried} = {acc}) -> ({t}) {{"
-        )
-        ivs.append(iv)
-        results.append(name)
-        acc = carried
+    ivs, acc, results = ml.open_nest(b, t.shape, xs[0], t)
     body = Body(b.fresh)
     step = ivs[axis]
     last = body.emit(f"arith.constant {n - 1} : index")
@@ -95,13 +85,7 @@ def _scan_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     value = body.emit(f"arith.select {first}, {x}, {combined} : {t.dtype}")
     inserted = body.emit(f"tensor.insert {value} into {acc}[{', '.join(at)}] : {t}")
     b.lines += body.lines
-    inner = inserted
-    for name in reversed(results):
-        b.lines.append(f"scf.yield {inner} : {t}")
-        b.lines.append("}")
-        inner = name
-    b.lines[-1] = f"}} {loc}".rstrip()
-    return results[0]
+    return ml.close_nest(b, results, inserted, t, loc)
 
 
 def _attrs(op: Op, reverse: bool) -> dict[str, Any]:
