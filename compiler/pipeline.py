@@ -38,6 +38,7 @@ from compiler.passes.bufferize import annotate, annotate_inplace, annotate_kerne
 from compiler.passes.fuse import FusionPlan
 from compiler.passes.liveness import annotate_liveness
 from compiler.passes.plan import MemoryPlan, Planner, check_no_overlap
+from compiler.passes.regions import close_regions
 from compiler.passes.regions_unroll import unroll_regions
 from compiler.passes.remat import rematerialize
 from compiler.passes.schedule import schedule_for_memory
@@ -125,6 +126,10 @@ def _needs(c: Compilation, what: str, pass_name: str) -> Any:
             f"before it (the pipeline's order: {', '.join(p.name for p in PASSES)})"
         )
     return value
+
+
+def _close_regions(c: Compilation) -> Compilation:
+    return _rewritten(c, close_regions(c.func))
 
 
 def _unroll_regions(c: Compilation) -> Compilation:
@@ -219,9 +224,15 @@ class Pass:
 
 
 PASSES: tuple[Pass, ...] = (
-    Pass("unroll_regions", "unrolled", _unroll_regions, "TEMPORARY: loops and branches as straight-line IR"),
+    Pass(
+        "close_regions",
+        "closed",
+        _close_regions,
+        "each value a loop or branch body reads from above becomes an operand of its region op",
+    ),
     Pass("functionalize", "functional", _functionalize, "drop values superseded by in-place writes"),
     Pass("autodiff", "grad", _autodiff, "joint forward+backward program for the requested gradients only"),
+    Pass("unroll_regions", "unrolled", _unroll_regions, "TEMPORARY: loops and branches as straight-line IR"),
     Pass("simplify", "simplified", _simplify, "DCE, CSE, folding, identities valid under IEEE"),
     Pass(
         "remat",

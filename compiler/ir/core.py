@@ -95,9 +95,11 @@ class Op:
         return self.prim.name
 
     def key(self) -> tuple[object, ...]:
-        """Structural identity for CSE: primitive, operand identities and attributes."""
+        """Structural identity for CSE: primitive, operand identities and attributes (and, for an op
+        holding regions, the identity of its blocks: two loops over the same operands with other
+        bodies are other ops)."""
         attrs = tuple(sorted((k, attr_key(v)) for k, v in self.attrs.items()))
-        return (self.prim, tuple(id(v) for v in self.operands), attrs)
+        return (self.prim, tuple(id(v) for v in self.operands), attrs, tuple(id(b) for b in self.regions))
 
     def with_operands(self, operands: tuple[Value, ...]) -> Op:
         """The same op reading other values (result values are kept: uses stay valid)."""

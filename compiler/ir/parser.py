@@ -276,7 +276,7 @@ class _Parser(TokenStream):
                 )
         given = {a.name: a.value for a in attrs}
         for name, kind in prim.attrs.items():
-            if name not in given:
+            if name not in given and name not in prim.optional_attrs:
                 raise self.error(
                     name_tok, f"{prim.mlir_name} needs attribute '{name}' ({ATTR_FORMS[kind][1]})"
                 )

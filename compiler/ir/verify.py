@@ -127,7 +127,7 @@ class _Verifier:
                     op, f"attribute '{name}' must be {what}, got {type(value).__name__} {value!r}"
                 )
         for name in table:
-            if name not in op.attrs:
+            if name not in op.attrs and name not in op.prim.optional_attrs:
                 raise self.error(op, f"missing attribute '{name}' ({ATTR_FORMS[table[name]][1]})")
 
     def result_types(self, op: Op) -> None:

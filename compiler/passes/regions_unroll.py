@@ -144,22 +144,23 @@ class _Unroller:
         lower, upper = (
             self.constant_bound(op, v, m) for v, m in zip(op.operands[:2], operands, strict=False)
         )
-        carries = operands[2:]
+        carries, consts = control.split_consts(operands[2:], op.attrs)
         for i in range(lower, upper):
             counter = self.emit(source.constant, [], {"value": np.array(i, np.int64)}, op.loc)
             self.counters[counter] = i
-            carries = self.inline(op.regions[0], [counter, *carries], outer)
+            carries = self.inline(op.regions[0], [counter, *carries, *consts], outer)
         return carries
 
     def scan(self, op: Op, operands: list[Value], outer: MutableMapping[Value, Value]) -> list[Value]:
         n, length = int(op.attrs["carries"]), int(op.attrs["length"])
-        carries, xs = operands[:n], operands[n:]
+        rest, consts = control.split_consts(operands, op.attrs)
+        carries, xs = rest[:n], rest[n:]
         body = op.regions[0]
         rows: list[list[Value]] = [[] for _ in body.results[n:]]
         steps = range(length - 1, -1, -1) if op.attrs["reverse"] else range(length)
         for t in steps:
             x_rows = [self.row(x, t, op) for x in xs]
-            out = self.inline(body, [*carries, *x_rows], outer)
+            out = self.inline(body, [*carries, *x_rows, *consts], outer)
             carries = out[:n]
             for k, y in enumerate(out[n:]):
                 rows[k].append(self.emit(movement.reshape, [y], {"shape": (1, *y.type.shape)}, op.loc))

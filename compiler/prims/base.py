@@ -151,6 +151,8 @@ class Primitive:
     # None: the rule of the primitive's kind (elementwise, reduction: ``compiler/batching.py``). A rule
     # returning None has no batched form for those operands: the op then runs once per example.
     batch: Callable[..., Any] | None = None
+    # attributes an op may leave out (the rules read their default: a loop's ``consts``, 0)
+    optional_attrs: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:
         return f"<prim {self.name}>"
@@ -172,7 +174,7 @@ class Primitive:
             if name not in self.attrs and not name.startswith("dsl."):
                 raise ShapeError(f"{self.name} has no attribute '{name}' (it has: {', '.join(self.attrs)})")
         for name in self.attrs:
-            if name not in attrs:
+            if name not in attrs and name not in self.optional_attrs:
                 raise ShapeError(f"{self.name} needs attribute '{name}'")
         if self.region_rule is not None:
             return self.region_rule(operand_types, attrs, regions)

@@ -2,21 +2,29 @@
 arguments carry the loop state, and is printed in MLIR's generic form with a ``"dsl.yield"``
 ending each block.
 
-- ``for``: operands ``(lower, upper, carries...)``, 0-d i64 bounds; one region ``(i, carries...) ->
-  carries``, run for ``i`` in ``range(lower, upper)``; results the final carries.
-- ``while``: operands ``carries...``; regions ``cond: carries -> tensor<i1>`` and ``body: carries ->
-  carries``; results the carries once ``cond`` is false.
+- ``for``: operands ``(lower, upper, carries..., consts...)``, 0-d i64 bounds; one region ``(i,
+  carries..., consts...) -> carries``, run for ``i`` in ``range(lower, upper)``; results the final
+  carries.
+- ``while``: operands ``(carries..., consts...)``; regions ``cond: (carries..., consts...) ->
+  tensor<i1>`` and ``body: (carries..., consts...) -> carries``; results the carries once ``cond`` is
+  false.
 - ``if``: operands ``(pred, operands...)``, ``pred`` a 0-d bool; regions ``then`` and ``else``, both
   ``operands -> results``; results those of the branch ``pred`` picks.
-- ``scan``: operands ``(carries..., xs...)`` (attribute ``carries`` counts the first); one region
-  ``(carries..., x slices...) -> (carries..., y slices...)`` run ``length`` times over axis 0 of
-  ``xs`` (last to first if ``reverse``); results the final carries and the stacked ``ys``.
+- ``scan``: operands ``(carries..., xs..., consts...)`` (attribute ``carries`` counts the first); one
+  region ``(carries..., x slices..., consts...) -> (carries..., y slices...)`` run ``length`` times
+  over axis 0 of ``xs`` (last to first if ``reverse``); results the final carries and the stacked
+  ``ys``.
 
-A region may read values of the blocks enclosing it (values a body closes over are not operands), as
-MLIR's ``scf`` regions do; the verifier checks that everything a block reads is defined in it or
-above it. The shape rule of each (``region_rule``) checks its regions' block signatures against the
-operands: a carry whose type changes is an error. None has a vjp yet: ``grad`` and the passes after
-tracing see them unrolled (``compiler/passes/regions_unroll.py``), the interpreter runs them natively.
+``consts`` (an optional attribute of ``for``, ``while`` and ``scan``, 0 when absent) counts the
+trailing operands that every iteration reads unchanged (JAX's ``num_consts``), passed to each region
+as its trailing block arguments. A region may also read values of the blocks enclosing it directly,
+as MLIR's ``scf`` regions do (the tracer writes bodies so); the verifier checks that everything a
+block reads is defined in it or above it. The ``close_regions`` pass (``compiler/passes/regions.py``)
+turns every such read into a const operand, so the passes after it see each region op's every input
+as an operand (a closed region, as a JAX jaxpr's). The shape rule of each (``region_rule``) checks its
+regions' block signatures against the operands: a carry whose type changes is an error. None has a vjp
+yet: ``grad`` and the passes after tracing see them unrolled (``compiler/passes/regions_unroll.py``),
+the interpreter runs them natively.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, Kind, Primitive, RunBlock, fail
 
+CONSTS = "consts"  # the optional attribute counting a loop's trailing loop-invariant operands
 INDEX = TensorType((), DType.i64)  # a loop counter and a for loop's bounds
 PRED = TensorType((), DType.i1)  # a branch's predicate and a while loop's condition
 
@@ -58,6 +67,21 @@ def _regions(name: str, regions: Sequence[Block], count: int) -> None:
         raise fail(f"{name} holds {count} region(s), got {len(regions)}")
 
 
+def n_consts(op_or_attrs: Op | Mapping[str, Any]) -> int:
+    """How many trailing operands of a ``for``, ``while`` or ``scan`` are consts (0 for an ``if``)."""
+    attrs = op_or_attrs.attrs if isinstance(op_or_attrs, Op) else op_or_attrs
+    return int(attrs.get(CONSTS, 0))
+
+
+def split_consts(items: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[list[Any], list[Any]]:
+    """``items`` (operands, or their types) split before the trailing consts."""
+    k = n_consts(attrs)
+    if not 0 <= k <= len(items):
+        raise fail(f"consts = {k} does not fit {len(items)} operand(s)")
+    cut = len(items) - k
+    return list(items[:cut]), list(items[cut:])
+
+
 def _no_reference(*args: Any, **kwargs: Any) -> np.ndarray:
     raise TypeError("a region op runs through its region_reference (the interpreter's)")
 
@@ -74,20 +98,22 @@ def _for_rule(
 ) -> list[TensorType]:
     if len(types) < 2:
         raise fail(f"for takes (lower, upper, carries...), got {len(types)} operand(s)")
-    lower, upper, *carries = types
+    lower, upper, *rest = types
     if lower != INDEX or upper != INDEX:
         raise fail(f"for: the bounds must be {INDEX}, got {lower} and {upper}")
+    carries, consts = split_consts(rest, attrs)
     _regions("for", regions, 1)
-    _check_block("for", "body", regions[0], [INDEX, *carries], carries)
-    return list(carries)
+    _check_block("for", "body", regions[0], [INDEX, *carries, *consts], carries)
+    return carries
 
 
 def _for_run(
     operands: Sequence[np.ndarray], attrs: Mapping[str, Any], regions: Sequence[Block], run: RunBlock
 ) -> list[np.ndarray]:
-    lower, upper, *carries = operands
+    lower, upper, *rest = operands
+    carries, consts = split_consts(rest, attrs)
     for i in range(int(lower), int(upper)):
-        carries = run(regions[0], [np.array(i, np.int64), *carries])
+        carries = run(regions[0], [np.array(i, np.int64), *carries, *consts])
     return list(carries)
 
 
@@ -98,18 +124,19 @@ def _while_rule(
     types: Sequence[TensorType], attrs: Mapping[str, Any], regions: Sequence[Block]
 ) -> list[TensorType]:
     _regions("while", regions, 2)
+    carries, _ = split_consts(types, attrs)
     _check_block("while", "cond", regions[0], types, [PRED])
-    _check_block("while", "body", regions[1], types, types)
-    return list(types)
+    _check_block("while", "body", regions[1], types, carries)
+    return carries
 
 
 def _while_run(
     operands: Sequence[np.ndarray], attrs: Mapping[str, Any], regions: Sequence[Block], run: RunBlock
 ) -> list[np.ndarray]:
-    carries = list(operands)
-    while bool(run(regions[0], carries)[0]):
-        carries = run(regions[1], carries)
-    return carries
+    carries, consts = split_consts(operands, attrs)
+    while bool(run(regions[0], [*carries, *consts])[0]):
+        carries = run(regions[1], [*carries, *consts])
+    return list(carries)
 
 
 # ---- if -------------------------------------------------------------------------------------------
@@ -142,16 +169,18 @@ def _scan_rule(
     types: Sequence[TensorType], attrs: Mapping[str, Any], regions: Sequence[Block]
 ) -> list[TensorType]:
     n, length = int(attrs["carries"]), int(attrs["length"])
-    if not 0 <= n <= len(types) or length < 0:
+    rest, consts = split_consts(types, attrs)
+    if not 0 <= n <= len(rest) or length < 0:
         raise fail(f"scan: carries = {n} and length = {length} do not fit {len(types)} operand(s)")
-    carries, xs = list(types[:n]), list(types[n:])
+    carries, xs = list(rest[:n]), list(rest[n:])
     for x in xs:
         if not x.shape or x.shape[0] != length:
             raise fail(f"scan: each xs must have leading axis {length} (the length), got {x}")
     _regions("scan", regions, 1)
     body = regions[0]
     ys = [v.type for v in body.results[n:]]
-    _check_block("scan", "body", body, carries + [TensorType(x.shape[1:], x.dtype) for x in xs], carries + ys)
+    rows = [TensorType(x.shape[1:], x.dtype) for x in xs]
+    _check_block("scan", "body", body, carries + rows + consts, carries + ys)
     return carries + [TensorType((length, *y.shape), y.dtype) for y in ys]
 
 
@@ -159,11 +188,12 @@ def _scan_run(
     operands: Sequence[np.ndarray], attrs: Mapping[str, Any], regions: Sequence[Block], run: RunBlock
 ) -> list[np.ndarray]:
     n, length, body = int(attrs["carries"]), int(attrs["length"]), regions[0]
-    carries, xs = list(operands[:n]), operands[n:]
+    rest, consts = split_consts(operands, attrs)
+    carries, xs = list(rest[:n]), rest[n:]
     ys = [np.empty((length, *v.type.shape), v.type.dtype.np) for v in body.results[n:]]
     steps = range(length - 1, -1, -1) if attrs["reverse"] else range(length)
     for t in steps:
-        out = run(body, [*carries, *(x[t] for x in xs)])
+        out = run(body, [*carries, *(x[t] for x in xs), *consts])
         carries = out[:n]
         for y, slice_ in zip(ys, out[n:], strict=True):
             y[t] = slice_
@@ -213,12 +243,13 @@ def _result_types(op: Op) -> str:
 
 def _for_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
     b = cast(RegionBuilder, builder)
-    lo, hi, *inits = names
+    lo, hi, *rest = names
+    inits, consts = split_consts(rest, op.attrs)
     lower, upper = _to_index(b, lo), _to_index(b, hi)
     one = ml.emit(b, "arith.constant 1 : index")
     iv, i64, i = b.fresh(), b.fresh(), b.fresh()
     carries, iter_args = _carry_list(b, inits)
-    lines, yielded = b.region(op.regions[0], [i, *carries])
+    lines, yielded = b.region(op.regions[0], [i, *carries, *consts])
     name, prefix = _results(b, op)
     iters = f" iter_args({iter_args}) -> {_result_types(op)}" if inits else ""
     b.lines.append(f"{prefix}scf.for {iv} = {lower} to {upper} step {one}{iters} {{")
@@ -235,11 +266,12 @@ def _while_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
     b = cast(RegionBuilder, builder)
     cond, body = op.regions
     types = [v.type for v in op.results]
-    before, iter_args = _carry_list(b, names)
-    cond_lines, (flag,) = b.region(cond, before)
+    inits, consts = split_consts(names, op.attrs)
+    before, iter_args = _carry_list(b, inits)
+    cond_lines, (flag,) = b.region(cond, before + consts)
     pred = b.fresh()
-    after = [b.fresh() for _ in names]
-    body_lines, yielded = b.region(body, after)
+    after = [b.fresh() for _ in inits]
+    body_lines, yielded = b.region(body, after + consts)
     name, prefix = _results(b, op)
     b.lines.append(f"{prefix}scf.while ({iter_args}) : {types_text(types)} -> {types_text(types)} {{")
     b.lines += _indented(
@@ -282,8 +314,9 @@ def _scan_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
     into accumulators carried beside the carries."""
     b = cast(RegionBuilder, builder)
     n, length, body = int(op.attrs["carries"]), int(op.attrs["length"]), op.regions[0]
-    inits, xs = names[:n], names[n:]
-    x_types = [v.type for v in op.operands[n:]]
+    rest, consts = split_consts(names, op.attrs)
+    inits, xs = rest[:n], rest[n:]
+    x_types = [v.type for v in op.operands[n : n + len(xs)]]
     carry_types = [v.type for v in op.results[:n]]
     y_types = [v.type for v in op.results[n:]]
     empties = [ml.emit(b, f"tensor.empty() : {t}") for t in y_types]
@@ -300,7 +333,7 @@ def _scan_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
         prologue.append(
             f"{x_row} = tensor.extract_slice {x}{_slice(t, row)} : {t} to {TensorType(t.shape[1:], t.dtype)}"
         )
-    lines, yielded = b.region(body, carries[:n] + x_rows)
+    lines, yielded = b.region(body, carries[:n] + x_rows + consts)
     epilogue, stacked = [], []
     for y_row, acc, t in zip(yielded[n:], carries[n:], y_types, strict=True):
         stacked.append(b.fresh())
@@ -320,11 +353,13 @@ def _scan_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
 
 
 def _control(name: str, attrs: Mapping[str, AttrType], rule: Any, run: Any, lowering: ml.OpRule) -> Primitive:
+    loops = name != "if"
     return Primitive(
         name=name,
         kind=Kind.CONTROL,
         nargs=None,
-        attrs=attrs,
+        attrs={**attrs, CONSTS: AttrType.INT} if loops else attrs,
+        optional_attrs=frozenset({CONSTS}) if loops else frozenset(),
         shape_rule=_no_shape_rule,
         reference=_no_reference,
         mlir=lowering,
