@@ -25,7 +25,6 @@ import numpy as np
 
 from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import elementwise as ew
 from compiler.prims import movement, source
 from compiler.prims.base import Primitive
@@ -48,16 +47,39 @@ class GradSpec:
 
 
 class _Builder:
-    """Emits backward ops; each gets the location of the forward op it differentiates."""
+    """Emits backward ops; each gets the location of the forward op it differentiates.
+
+    The vjp of a loop also changes the forward: its forward loop must stack the values its backward
+    loop reads (``compiler/autodiff_control.py``). ``replace`` records that: the new forward ops keep
+    the old op's result values (and add their own), so nothing that read them changes, and
+    ``forward(ops)`` is the forward program with every replacement made.
+    """
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
         self.loc: Location | None = None
+        self.replaced: dict[Op, list[Op]] = {}
+        self.producer: dict[Value, Op] = {}  # the ops of the blocks swept (a loop's constant bounds)
 
     def __call__(self, prim: Primitive, operands: Sequence[Value], attrs: Any = None) -> Value:
-        op = Op.create(prim, list(operands), dict(attrs or {}), self.loc or Location("<autodiff>", 0))
+        return self.emit(prim, operands, attrs).result
+
+    def emit(
+        self, prim: Primitive, operands: Sequence[Value], attrs: Any = None, regions: tuple[Block, ...] = ()
+    ) -> Op:
+        op = Op.create(
+            prim, list(operands), dict(attrs or {}), self.loc or Location("<autodiff>", 0), regions
+        )
         self.ops.append(op)
-        return op.result
+        return op
+
+    def replace(self, op: Op, ops: Sequence[Op]) -> None:
+        """The forward ``op`` becomes ``ops``, the last of which defines every result of ``op``."""
+        self.replaced[op] = list(ops)
+
+    def forward(self, ops: Sequence[Op]) -> list[Op]:
+        """``ops`` with the replacements the sweep made."""
+        return [new for op in ops for new in self.replaced.get(op, [op])]
 
     def zeros(self, ttype: TensorType) -> Value:
         zero = self(source.constant, [], {"value": np.zeros((), ttype.dtype.np)})
@@ -67,11 +89,19 @@ class _Builder:
         return self(source.constant, [], {"value": np.ones((), dtype.np)})
 
 
-def _needs(ops: Sequence[Op], wrt: Sequence[Value]) -> set[Value]:
-    """Values that depend on a differentiated value (only these get cotangents)."""
+def dependents(ops: Sequence[Op], wrt: Sequence[Value]) -> set[Value]:
+    """Values that depend on a differentiated value (only these get cotangents). A loop's or a
+    branch's results depend on it as their bodies say (``autodiff_control.region_dependents``: a
+    carry depends on it if its init or, at a fixpoint, the body's yield of it does)."""
+    from compiler.autodiff_control import region_dependents  # it builds on this module
+
     needs = set(wrt)
     for op in ops:
-        if op.prim.differentiable and any(v in needs for v in op.operands):
+        if not op.prim.differentiable or not any(v in needs for v in op.operands):
+            continue
+        if op.regions:
+            needs.update(region_dependents(op, needs))
+        else:
             needs.update(r for r in op.results if r.type.dtype.is_float)
     return needs
 
@@ -89,16 +119,20 @@ def sweep(
     """The reverse sweep over ``ops``: appends to ``build`` the ops giving the cotangent of each
     ``wrt`` value (a parameter, or any value the ops read: forward mode transposes a sweep by
     differentiating it w.r.t. its seeds, compiler/forward.py) for the cotangents ``seeds`` of
-    values the ops compute; None for a symbolic zero."""
-    if any(op.regions for op in ops):  # a body's reads are no operands: it would differentiate to zero
-        raise DSLError("internal: a loop or branch reached autodiff; unroll_regions must run first")
-    needs = _needs(ops, wrt)
+    values the ops compute; None for a symbolic zero.
+
+    An op holding regions (a loop, a branch: closed, ``close_regions``) gets the tuple of its
+    results' cotangents (None where nobody needs one), and its rule may replace the op in the
+    forward (``_Builder.replace``): callers build the forward as ``build.forward(ops)``."""
+    needs = dependents(ops, wrt)
+    build.producer.update((r, op) for op in ops for r in op.results)
     ct: dict[Value, Value] = {}
     for v, seed in seeds.items():
         if v in needs:
             _accumulate(ct, v, seed, build)
     for op in reversed(ops):
-        if not op.results or op.result not in ct or not op.prim.differentiable:
+        cts = tuple(ct.get(r) for r in op.results)
+        if all(c is None for c in cts) or not op.prim.differentiable:
             continue
         wanted = tuple(v in needs for v in op.operands)
         if not any(wanted):
@@ -106,7 +140,8 @@ def sweep(
         if op.prim.vjp is None:
             raise DSLError(f"{op.loc}: {op.prim.mlir_name} has no derivative rule (vjp)")
         build.loc = op.loc
-        for v, c, w in zip(op.operands, op.prim.vjp(build, op, ct[op.result], wanted), wanted, strict=True):
+        got = op.prim.vjp(build, op, cts if op.regions else cts[0], wanted)
+        for v, c, w in zip(op.operands, got, wanted, strict=True):
             if w and c is not None:
                 _accumulate(ct, v, c, build)
     return [ct.get(v) for v in wrt]
@@ -120,7 +155,9 @@ def _accumulate(ct: dict[Value, Value], v: Value, c: Value, build: _Builder) -> 
 
 def grad_function(func: Function, spec: GradSpec) -> Function:
     """The joint forward+backward function of ``func`` (see ``GradSpec`` for its results)."""
-    func = unroll_regions(func, for_grad=True)  # loops and branches as straight-line IR, for now
+    from compiler.autodiff_control import prepare_regions  # it builds on this module
+
+    func = prepare_regions(func)  # closed regions; loops with run-time bounds unrolled
     writeback = tuple(int(i) for i in func.attrs.get("dsl.writeback", ()))
     n_public = len(func.results) - len(writeback)
     value = func.results[0]
@@ -148,7 +185,7 @@ def grad_function(func: Function, spec: GradSpec) -> Function:
         + grad_values
         + list(func.results[n_public:])
     )
-    body = Block(params, tuple(func.ops) + tuple(build.ops), tuple(results))
+    body = Block(params, tuple(build.forward(func.ops)) + tuple(build.ops), tuple(results))
     names = func.arg_names + (("cotangent",) if spec.cotangent_param else ())
     locs = func.arg_locs + ((func.arg_locs[0],) if spec.cotangent_param and func.arg_locs else ())
     return Function(func.name, body, names, dict(func.attrs), locs)

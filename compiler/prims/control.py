@@ -22,9 +22,9 @@ as MLIR's ``scf`` regions do (the tracer writes bodies so); the verifier checks 
 block reads is defined in it or above it. The ``close_regions`` pass (``compiler/passes/regions.py``)
 turns every such read into a const operand, so the passes after it see each region op's every input
 as an operand (a closed region, as a JAX jaxpr's). The shape rule of each (``region_rule``) checks its
-regions' block signatures against the operands: a carry whose type changes is an error. None has a vjp
-yet: ``grad`` and the passes after tracing see them unrolled (``compiler/passes/regions_unroll.py``),
-the interpreter runs them natively.
+regions' block signatures against the operands: a carry whose type changes is an error. Their vjps
+(``compiler/autodiff_control.py``) are region ops again: a forward scan stacking residuals and a
+backward scan, an ``if`` of each branch's vjp; the interpreter runs them natively.
 """
 
 from __future__ import annotations
@@ -352,6 +352,14 @@ def _scan_mlir(builder: ml.Builder, op: Op, names: list[str], loc: str) -> str:
 # ---- the primitives -------------------------------------------------------------------------------
 
 
+def _region_vjp(build: Any, op: Op, cts: Any, wanted: tuple[bool, ...]) -> tuple[Any, ...]:
+    """Reverse mode through the regions (``compiler/autodiff_control.py``): it runs the sweep on the
+    bodies, and the sweep's module imports the primitives, so it is imported when first used."""
+    from compiler.autodiff_control import region_vjp
+
+    return tuple(region_vjp(build, op, cts, wanted))
+
+
 def _control(name: str, attrs: Mapping[str, AttrType], rule: Any, run: Any, lowering: ml.OpRule) -> Primitive:
     loops = name != "if"
     return Primitive(
@@ -363,7 +371,7 @@ def _control(name: str, attrs: Mapping[str, AttrType], rule: Any, run: Any, lowe
         shape_rule=_no_shape_rule,
         reference=_no_reference,
         mlir=lowering,
-        differentiable=False,
+        vjp=_region_vjp,
         region_rule=rule,
         region_reference=run,
     )
