@@ -75,6 +75,42 @@ def test_scratch_is_planned_beside_the_values_live_with_it() -> None:
     assert plan.peak_bytes >= max(row.offset + row.bytes for row in scratch)
 
 
+def test_layer_norm_scratch_at_gpu_size() -> None:
+    """Layer norm fwd+bwd at 16384x4096 (issue 27's GPU size): the band's scratch is its partial
+    column sums (gamma's and beta's: a float64 row per block, ``GPU.BANDB`` blocks, the flushed
+    partials the combine reads) and at most one local row per block: the other local rows take the
+    shared memory (29.4 MB before, when a partial took it and three local rows went to global)."""
+    rows, width = 16384, 4096
+    args = (np.empty((rows, width), np.float32), f32(width), f32(width), np.empty((rows, width), np.float32))
+    fn = dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2))
+    plan = dsl.compile(fn, target="cuda").lower(*args).memory_plan()
+    scratch = sum(row.bytes for row in plan.buffers if row.scratch_of is not None)
+    partials = 2 * GPU.BANDB * width * 8
+    assert scratch <= partials + GPU.BANDB * width * 4 + GPU.BANDB * 8, str(plan)  # 20,973,568 bytes
+    assert plan.peak_bytes == scratch, str(plan)  # no value of the program has a buffer
+
+
+def test_rows_past_shared_memory_take_bandb_blocks() -> None:
+    """A band with no partials whose local rows do not all fit in shared memory keeps a row of
+    global scratch per block: it takes ``GPU.BANDB`` blocks, not one per row (``MAXB``): 4 MB of
+    scratch at 16384x4096, where it planned 134 MB (8192 blocks)."""
+
+    def f(x, y):
+        a = dnp.exp(x - x.max(axis=-1, keepdims=True))
+        b = a / a.sum(axis=-1, keepdims=True)
+        c = dnp.tanh(b * y)
+        d = c - c.mean(axis=-1, keepdims=True)
+        e = dnp.sin(d)
+        return e / e.sum(axis=-1, keepdims=True) + a
+
+    x = np.empty((16384, 4096), np.float32)
+    lowered = dsl.compile(f, target="cuda").lower(x, x)
+    plan = lowered.memory_plan()
+    assert "_rows(" in lowered.source()
+    scratch = [row for row in plan.buffers if row.scratch_of is not None]
+    assert scratch and all(row.bytes <= GPU.BANDB * 4096 * 4 for row in scratch), str(plan)
+
+
 def test_without_row_fusion_layer_norm_plans_full_size_intermediates() -> None:
     plan, source = planned("layer norm", row_fusion=False)
     assert "_rows(" not in source

@@ -6,6 +6,8 @@ that share a block, and local rows in global scratch instead of shared memory.""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -132,6 +134,40 @@ def test_rows_in_global_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
         np.testing.assert_allclose(
             np.asarray(g), w, rtol=2e-5, atol=2e-5 * max(1.0, float(np.max(np.abs(w))))
         )
+
+
+def test_local_rows_in_shared_memory_partials_in_global(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Shared memory for the local rows only (a GPU block's 16 rows of 12 float32 each, three rows):
+    they take it before the partials, which keep their global row per block (the flush's, anyway)."""
+    monkeypatch.setattr(bands, "SHARED_BYTES", 3 * 16 * 12 * 4)
+    args = (f32(5, 12), 1 + 0.1 * f32(12), 0.1 * f32(12), f32(5, 12))
+    fn = dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2))
+    got, source = run(fn, args, row_fusion=True)
+    shared = re.findall(r"(\w+) = cuda\.shared\.array\(k", source)
+    assert len(shared) == 3 and all(name.endswith("_row_s") for name in shared), shared
+    for g, w in zip(dsl_flat(got), layer_norm_numpy(*args), strict=True):
+        np.testing.assert_allclose(
+            np.asarray(g), w, rtol=2e-5, atol=2e-5 * max(1.0, float(np.max(np.abs(w))))
+        )
+
+
+def test_a_band_without_partials_with_rows_in_global_scratch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No partials, local rows past shared memory: the band takes BANDB blocks (a global row each)."""
+    monkeypatch.setattr(bands, "SHARED_BYTES", 0)
+
+    def fn(x, y):
+        a = dnp.exp(x - x.max(axis=-1, keepdims=True))
+        c = dnp.tanh(a / a.sum(axis=-1, keepdims=True) * y)
+        return c - c.mean(axis=-1, keepdims=True) + a
+
+    x, y = f32(7, 12), f32(7, 12)
+    got, source = run(fn, (x, y), row_fusion=True)
+    assert "_rows(" in source and "BANDB))" in source
+    x64 = x.astype(np.float64)
+    a = np.exp(x64 - x64.max(-1, keepdims=True))
+    c = np.tanh(a / a.sum(-1, keepdims=True) * y)
+    want = c - c.mean(-1, keepdims=True) + a
+    np.testing.assert_allclose(np.asarray(got), want, rtol=2e-5, atol=2e-5)
 
 
 def test_bands_are_deterministic_and_agree_with_the_cpu() -> None:

@@ -24,7 +24,7 @@ class LaunchSizes:
 MEANING = {  # printed beside each size in generated modules
     "TPB": "threads per block of loops and reductions (a power of two)",
     "MAXB": "blocks of a grid-stride launch",
-    "BANDB": "blocks of a band kernel that keeps partial results per block",
+    "BANDB": "blocks of a band kernel with global scratch per block (partials, rows)",
     "COLS": "column reductions: outputs per block (one warp's consecutive columns)...",
     "LANES": "... and threads per output in a block (rows lane, lane + LANES, ...)",
     "TILE": "matmul threads per block edge; each computes MICRO x MICRO outputs",
