@@ -1,5 +1,16 @@
 """Simplification: dead-code elimination, common-subexpression elimination, constant folding and
-algebraic identities. All primitives are pure, so an op whose results nobody reads can go."""
+algebraic identities. All primitives are pure, so an op whose results nobody reads can go.
+
+Inside loop and branch bodies too (regions are closed, ``compiler/passes/regions.py``: a body reads
+only its block arguments and what it defines). Each block is simplified on its own: CSE never
+merges a body's op with one of the enclosing block, which reaches the body only as a const; an
+invariant op instead moves out of a loop (``compiler/passes/licm.py``) and meets CSE there. A small
+constant const moves into the regions, where folding sees it. An ``if`` on a constant predicate, a
+``for`` of constant bounds running zero times or once and a ``while`` whose condition is constant
+false are folded away; a carry yielded unchanged becomes a const. DCE drops what no result needs,
+region lanes included: a carry nobody reads after the loop and no needed carry reads inside it, a
+scan's unread ys, an unread ``if`` result, then the xs and consts the regions no longer read.
+"""
 
 from __future__ import annotations
 
@@ -9,29 +20,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from compiler.ir.core import Block, Function, Op, Value
+from compiler.ir.core import Block, Function, Op, Value, clone_ops
 from compiler.ir.rewrite import Rewriter
 from compiler.ir.types import DType
-from compiler.prims import contraction, source
+from compiler.passes.dce import dce
+from compiler.passes.licm import hoist_invariants
+from compiler.passes.region_parts import Parts, Region, renamed, take_apart
+from compiler.prims import contraction, control, source
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
 from compiler.prims.base import Primitive
 
 FOLD_LIMIT = 1024  # fold constants up to this many elements; larger results stay as ops
 INPLACE_ATTR = "dsl.inplace"
-
-
-def dce(func: Function) -> Function:
-    """Drop ops whose results are never read (walks backward from the function's results)."""
-    live: set[Value] = set(func.results)
-    kept: list[Op] = []
-    for op in reversed(func.ops):
-        if any(r in live for r in op.results):
-            kept.append(op)
-            live.update(op.operands)
-    if len(kept) == len(func.ops):
-        return func
-    return func.replace_body(Block(func.params, tuple(reversed(kept)), func.results))
 
 
 class Neutral(NamedTuple):
@@ -85,8 +86,11 @@ _IDENTITY: dict[Primitive, Callable[[Op], bool]] = {
 
 
 class _Simplifier:
-    def __init__(self, func: Function) -> None:
-        self.rw = Rewriter(func)
+    """Simplifies one block; a region op's regions each get a simplifier of their own."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.rw = Rewriter(Function("block", block))
         self.producer: dict[Value, Op] = {}
         self.seen: dict[tuple[object, ...], Op] = {}
 
@@ -176,34 +180,157 @@ class _Simplifier:
         self.rw.add(op)
         self.producer[op.result] = op
 
-    def run(self) -> Function:
-        for original in self.rw.func.ops:
-            op = original.with_operands(self.rw.operands(original))
-            same = self.forward(op)
-            if same is not None:
-                self.rw.replace(op.result, same)
+    def run(self) -> Block:
+        for op in self.block.ops:
+            self.process(op)
+        return self.rw.finish().body
+
+    def process(self, op: Op) -> None:
+        """Add ``op`` (reading the current replacements of its operands), simplified."""
+        op = op.with_operands(self.rw.operands(op))
+        if op.regions:
+            self.region(op)
+            return
+        same = self.forward(op)
+        if same is not None:
+            self.rw.replace(op.result, same)
+            return
+        op = self.merge_movement(self.fold(self.outer_product(op)))
+        same = self.forward(op)  # the merged op may be an identity (a transpose undone)
+        if same is not None:
+            self.rw.replace(op.result, same)
+            return
+        key = op.key()
+        earlier = self.seen.get(key)
+        if earlier is not None and INPLACE_ATTR not in op.attrs:
+            self.rw.replace(op.result, earlier.result)
+            return
+        self.seen[key] = op
+        self.rw.add(op)
+        self.producer[op.result] = op
+
+    # ---- region ops ------------------------------------------------------------------------------
+
+    def region(self, op: Op) -> None:
+        """A loop or branch: constants sunk into its regions, folded away where its predicate or trip
+        count is a constant, its regions simplified (each on its own: values of this block reach
+        them only as consts), unchanged carries made consts, its invariants hoisted before it."""
+        parts = take_apart(op)
+        self.sink_constants(parts)
+        if self.fold_control(parts):
+            return
+        for region in parts.regions:
+            region.set_block(_Simplifier(region.block()).run())
+        if self.fold_while(parts):
+            return
+        self.forward_unchanged(parts)
+        for hoisted in hoist_invariants(parts):
+            self.process(hoisted)
+        self.merge_consts(parts)
+        self.rw.add(parts.build())
+
+    def sink_constants(self, parts: Parts) -> None:
+        """A const that is a small constant becomes a constant in each region, where folding and the
+        identities see it (LICM leaves constants in place)."""
+        for k in reversed(range(len(parts.consts))):
+            producer = self.producer.get(parts.consts[k])
+            if producer is None or producer.prim is not source.constant:
                 continue
-            op = self.merge_movement(self.fold(self.outer_product(op)))
-            same = self.forward(op)  # the merged op may be an identity (a transpose undone)
-            if same is not None:
-                self.rw.replace(op.result, same)
+            if producer.result.type.size > FOLD_LIMIT:
                 continue
-            key = op.key()
-            earlier = self.seen.get(key)
-            if earlier is not None and INPLACE_ATTR not in op.attrs:
-                self.rw.replace(op.result, earlier.result)
+            for region in parts.regions:  # the argument's value is now the constant's
+                region.ops.insert(
+                    0, Op(source.constant, (), producer.attrs, (region.consts[k],), producer.loc)
+                )
+            parts.drop_const(k)
+
+    def fold_control(self, parts: Parts) -> bool:
+        """An ``if`` on a constant predicate is the branch it takes; a ``for`` of constant bounds is
+        its inits when it runs zero times, its body inlined when it runs once."""
+        if parts.prim is control.if_:
+            pred = source.splat_value(self.producer.get(parts.head[0]))
+            if pred is None:
+                return False
+            self.inline(parts, parts.regions[0 if pred else 1], [])
+            return True
+        if parts.prim is not control.for_loop:
+            return False
+        lower, upper = (source.splat_value(self.producer.get(v)) for v in parts.head)
+        if lower is None or upper is None or upper - lower > 1:
+            return False
+        if upper <= lower:
+            for result, init in zip(parts.results, parts.carries, strict=True):
+                self.rw.replace(result, init)
+        else:
+            self.inline(parts, parts.regions[0], [parts.head[0]])
+        return True
+
+    def fold_while(self, parts: Parts) -> bool:
+        """A ``while`` whose condition is the constant false is its inits."""
+        if parts.prim is not control.while_loop:
+            return False
+        cond = parts.regions[0]
+        flag = next((op for op in cond.ops if cond.yields[0] in op.results), None)
+        if source.splat_value(flag) is not False:
+            return False
+        for result, init in zip(parts.results, parts.carries, strict=True):
+            self.rw.replace(result, init)
+        return True
+
+    def inline(self, parts: Parts, region: Region, lead: list[Value]) -> None:
+        """``region`` run once in this block, on the op's operands (``lead``: its lead arguments)."""
+        mapping: dict[Value, Value] = dict(
+            zip(region.args, lead + parts.carries + parts.xs + parts.consts, strict=True)
+        )
+        for op in clone_ops(region.ops, mapping):
+            self.process(op)
+        for result, value in zip(parts.results, region.yields, strict=True):
+            self.rw.replace(result, mapping.get(value, value))
+
+    def forward_unchanged(self, parts: Parts) -> None:
+        """A carry that every iteration yields as it came is a const, its result its init; an ``if``
+        result that both branches yield as the same operand is that operand."""
+        stepping = [region for region in parts.regions if region.steps]
+        for k in reversed(range(len(parts.carries))):
+            if all(region.yields[k] is region.carries[k] for region in stepping):
+                result, init = parts.carry_to_const(k)
+                self.rw.replace(result, init)
+        if parts.prim is not control.if_:
+            return
+        then, other = parts.regions
+        for k in reversed(range(len(parts.results))):
+            a, b = then.yields[k], other.yields[k]
+            if a in then.consts and b in other.consts and then.consts.index(a) == other.consts.index(b):
+                self.rw.replace(parts.results[k], parts.consts[then.consts.index(a)])
+                parts.drop_out(k)
+
+    def merge_consts(self, parts: Parts) -> None:
+        """Consts reading one value (CSE of hoisted ops can make them so) share one lane."""
+        parts.consts = [self.rw.lookup(v) for v in parts.consts]
+        first: dict[Value, int] = {}
+        for k, v in enumerate(parts.consts):
+            first.setdefault(v, k)
+        for k in reversed(range(len(parts.consts))):
+            j = first[parts.consts[k]]
+            if j == k:
                 continue
-            self.seen[key] = op
-            self.rw.add(op)
-            self.producer[op.result] = op
-        return self.rw.finish()
+            for region in parts.regions:
+                region.ops, region.yields = renamed(
+                    region.ops, region.yields, {region.consts[k]: region.consts[j]}
+                )
+            parts.drop_const(k)
+
+
+def _size(func: Function) -> int:
+    return sum(1 + len(op.operands) for op in func.walk())
 
 
 def simplify(func: Function) -> Function:
-    """CSE + folding + identities, then DCE; repeated until nothing changes (a few rounds at most)."""
+    """CSE + folding + identities + loop-invariant code motion + folding of control flow, then DCE,
+    in every block; repeated until nothing changes (a few rounds at most)."""
     for _ in range(4):
-        before = len(func.ops)
-        func = dce(_Simplifier(func).run())
-        if len(func.ops) == before:
+        before = _size(func)
+        func = dce(func.replace_body(_Simplifier(func.body).run()))
+        if _size(func) == before:
             break
     return func
