@@ -263,7 +263,7 @@ class Array:
         return _ops.getitem(self, index)
 
     def __setitem__(self, index: object, value: object) -> None:
-        if _gather.is_mask(index):  # x[mask] = v: a where
+        if _gather.has_traced_mask(index):  # x[mask] = v, x[mask] += v: a where
             return _gather.mask_write(self, index, value)
         since = len(tracing.current().ops)
         target = _ops.index_view(self, index)

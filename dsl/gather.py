@@ -1,34 +1,41 @@
 """Indexing with integer arrays and writing through it: NumPy's advanced indexing (``x[idx]``,
-``x[i, j]``, mixed with slices), ``dnp.take``, ``dnp.take_along_axis``, ``x[idx] = v``,
-``x[idx] += v``, boolean-mask writes (``x[mask] = v``: a ``where``), JAX's ``x.at[idx].set/add/mul/
-min/max/get``
-and PyTorch's ``index_add_`` and ``masked_fill_``; all on the ``gather`` / ``scatter`` /
-``scatter_add`` primitives (``compiler/prims/gather.py``).
+``x[i, j]``, mixed with slices, ``None`` and an ellipsis), ``dnp.take``, ``dnp.take_along_axis``,
+``x[idx] = v``, ``x[idx] += v``, boolean-mask writes (``x[mask] = v``, ``x[mask] += v``: a
+``where``), JAX's ``x.at[idx].set/add/mul/min/max/get`` and PyTorch's ``index_add_`` and
+``masked_fill_``; all on the ``gather`` / ``scatter`` / ``scatter_add`` primitives
+(``compiler/prims/gather.py``).
 
-An index with integer arrays is read as NumPy 2 reads it when the arrays (and the integers among
-them) are adjacent: the slices and integers before them are applied first as a view, the indexed
-axes are merged into one and read by one ``gather`` at the row-major position of the broadcast
-indices (each wrapped once if negative, then clamped into its axis). ``x[idx]`` is a view through
-the gather only for writing: NumPy's ``x[idx]`` is a copy, and a write through it
+An index with integer arrays is read as NumPy 2 reads it: ``None`` is a new unit axis, a constant
+boolean mask its ``nonzero()`` integer arrays, integers among arrays are advanced indices too; the
+slices are applied first as a view, the indexed axes (moved first when a slice or ``None`` parts
+them, as NumPy does) are merged into one and read by one ``gather`` at the row-major position of
+the broadcast indices (each wrapped once if negative, then clamped into its axis). ``x[idx]`` is a
+view through the gather only for writing: NumPy's ``x[idx]`` is a copy, and a write through it
 (``x[idx] = v``) is a ``scatter`` back into ``x`` (repeated indices: the last update stays, as
 NumPy's in practice); ``x[idx] += v`` reads, adds and writes back (once per repeated index, as
 NumPy), while ``x.at[idx].add(v)`` accumulates every repeat (JAX, ``np.add.at``).
+
+A traced boolean mask selects a number of elements known only at run time: ``x[mask]`` is a
+``Selection`` that can only be written back (``x[mask] op= v``, ``y[mask] = x[mask]``), each write
+a ``where`` over the array; reading it raises ``dsl.TraceError``.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from compiler.ir.types import DType
+from compiler.ir.core import Op, Value, attr_key
+from compiler.ir.types import DType, TensorType
 from compiler.prims import elementwise as ew
 from compiler.prims import gather as gp
+from compiler.prims import movement as mv
 from compiler.prims import source
-from dsl import ops, tracing
-from dsl.array import Array
-from dsl.errors import IndexingError, ShapeError
+from dsl import layout, ops, tracing
+from dsl.array import Array, Storage
+from dsl.errors import IndexingError, ShapeError, TraceError
 
 
 def is_index_array(it: Any) -> bool:
@@ -42,14 +49,28 @@ def is_index_array(it: Any) -> bool:
 
 
 def is_mask(it: Any) -> bool:
+    """A boolean array used as an index (traced, NumPy or a list)."""
     if isinstance(it, Array):
         return it.ir_dtype.is_bool
+    if isinstance(it, list):
+        return bool(it) and np.asarray(it).dtype == np.bool_
     return isinstance(it, np.ndarray) and it.dtype == np.bool_
 
 
+def _traced_mask(it: Any) -> bool:
+    return isinstance(it, Array) and it.ir_dtype.is_bool
+
+
 def has_index_arrays(index: Any) -> bool:
+    """Whether ``index`` is NumPy's advanced indexing: it has an integer or a boolean array."""
     items = index if isinstance(index, tuple) else (index,)
-    return any(is_index_array(it) for it in items)
+    return any(is_index_array(it) or is_mask(it) for it in items)
+
+
+def has_traced_mask(index: Any) -> bool:
+    """Whether ``index`` has a traced boolean array (a selection whose size is the data's)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return any(_traced_mask(it) for it in items)
 
 
 def _as_index(it: Any) -> Array:
@@ -67,38 +88,77 @@ def normalized(i: Array, n: int) -> Array:
     return ops.binary(ew.min_, ops.binary(ew.max_, wrapped, 0), max(n - 1, 0))
 
 
+def _width(it: Any) -> int:
+    """How many axes of the indexed array the item ``it`` consumes."""
+    if it is None or it is Ellipsis:
+        return 0
+    return it.ndim if isinstance(it, Array | np.ndarray) and is_mask(it) else 1
+
+
+def _items(x: Array, index: Any) -> list[Any]:
+    """The items of ``index`` with the ellipsis filled with full slices, so that each item but
+    ``None`` consumes one axis of ``x``, or a traced mask its axes, in order; lists are NumPy arrays
+    and a constant boolean mask is its ``nonzero()`` integer arrays (NumPy's rule)."""
+    items = [
+        np.asarray(it) if isinstance(it, list) else it
+        for it in (index if isinstance(index, tuple) else (index,))
+    ]
+    if sum(it is Ellipsis for it in items) > 1:
+        raise tracing.user_error(IndexingError, "an index can only have a single ellipsis ('...')")
+    used = sum(_width(it) for it in items)
+    if used > x.ndim:
+        raise tracing.user_error(
+            IndexingError,
+            f"too many indices for array: array is {x.ndim}-dimensional, but {used} were indexed",
+        )
+    at = next((k for k, it in enumerate(items) if it is Ellipsis), None)
+    fill = [slice(None)] * (x.ndim - used)
+    items = items[:at] + fill + items[at + 1 :] if at is not None else items + fill
+    out: list[Any] = []
+    axis = 0
+    for it in items:
+        if isinstance(it, np.ndarray) and it.dtype == np.bool_:
+            if it.ndim == 0:
+                raise tracing.user_error(IndexingError, "a 0-d boolean index (x[True]) is not supported")
+            _check_mask(it.shape, x.shape[axis : axis + it.ndim], axis)
+            out += [np.asarray(positions) for positions in it.nonzero()]
+        else:
+            out.append(it)
+        axis += _width(it)
+    return out
+
+
+def _check_mask(mask: tuple[int, ...], axes: tuple[int, ...], axis: int) -> None:
+    if mask != axes:
+        raise tracing.user_error(
+            IndexingError,
+            f"boolean index of shape {mask} does not match the indexed array's axes {axes} "
+            f"(from axis {axis})",
+        )
+
+
 def _split(x: Array, index: Any) -> tuple[Array, int, list[Array]]:
     """``x[index]`` as (a view of ``x`` by the basic items, the axis of that view where the advanced
-    items start, those items as integer arrays, one per consecutive axis)."""
-    items = list(index) if isinstance(index, tuple) else [index]
+    items start, those items as integer arrays, one per consecutive axis). As NumPy: ``None`` is a
+    new unit axis (a slice over it), and advanced items not next to each other (a slice or ``None``
+    between them) put their axes first (the view is transposed so)."""
+    items = _items(x, index)
+    if any(_traced_mask(it) for it in items):
+        raise _selection_error("a boolean mask together with integer arrays")
     if any(it is None for it in items):
-        raise tracing.user_error(IndexingError, "None (np.newaxis) together with integer-array indices")
-    if any(is_mask(it) for it in items):
-        raise tracing.user_error(
-            IndexingError,
-            "a boolean mask together with other indices: x[mask] alone is supported for writes "
-            "(x[mask] = v); for reads use dsl.numpy.where(mask, x, 0)",
-        )
-    fill = x.ndim - sum(it is not Ellipsis for it in items)
-    at = next((k for k, it in enumerate(items) if it is Ellipsis), None)
-    if at is not None:
-        items = items[:at] + [slice(None)] * fill + items[at + 1 :]
-    elif fill > 0:
-        items += [slice(None)] * fill
-    if len(items) > x.ndim:
-        raise tracing.user_error(
-            IndexingError, f"too many indices for array: array is {x.ndim}-dimensional, but {len(items)}"
-        )
+        shape, dims = [], iter(x.shape)
+        for it in items:
+            shape.append(1 if it is None else next(dims))
+        x = ops.reshape(x, tuple(shape))
+        items = [slice(None) if it is None else it for it in items]
     advanced = [k for k, it in enumerate(items) if not isinstance(it, slice)]
-    if advanced != list(range(advanced[0], advanced[-1] + 1)):
-        raise tracing.user_error(
-            IndexingError,
-            "integer-array indices separated by a slice (NumPy moves their axes first): write the "
-            "indexed axes next to each other (transpose first), or index in two steps",
-        )
     basic = tuple(slice(None) if k in advanced else it for k, it in enumerate(items))
     view = ops.index_view(x, basic) if any(it != slice(None) for it in basic) else x
-    return view, advanced[0], [_as_index(items[k]) for k in advanced]
+    axis = advanced[0]
+    if advanced != list(range(axis, advanced[-1] + 1)):  # NumPy moves the indexed axes first
+        view = ops.transpose(view, advanced + [d for d in range(view.ndim) if d not in advanced])
+        axis = 0
+    return view, axis, [_as_index(items[k]) for k in advanced]
 
 
 def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
@@ -114,7 +174,9 @@ def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
         position = term if position is None else ops.binary(ew.add, ops.binary(ew.mul, position, n), term)
     assert position is not None
     merged = view.shape[:axis] + (math.prod(dims),) + view.shape[axis + len(arrays) :]
-    return ops.reshape(view, merged), position
+    # a view step even where NumPy's reshape would copy (indexed axes moved first by a transpose): a
+    # write through the gather goes back through it; a read copies anyway
+    return view.view(mv.reshape, {"shape": merged}, layout.shadow(merged)), position
 
 
 def gather_view(x: Array, index: Any) -> Array:
@@ -130,30 +192,202 @@ def _gather(base: Array, idx: Array, axis: int) -> Array:
 
 
 def getitem(x: Array, index: Any) -> Array:
-    """``x[index]`` with integer arrays: a copy (NumPy's advanced indexing)."""
+    """``x[index]`` with integer arrays: a copy (NumPy's advanced indexing); with a traced boolean
+    mask: a ``Selection``, whose shape depends on the data."""
+    where = _mask_index(x, index)
+    if where is not None:
+        return Selection(where, where.view.value)
     return Array.fresh(gather_view(x, index).value, x.weak)
 
 
-def mask_write(x: Array, mask: Any, value: Any, request: str = "setitem") -> None:
-    """``x[mask] = value`` for a boolean mask of ``x``'s leading axes and a value that broadcasts to
-    ``x`` (a scalar, a row): ``x = where(mask, value, x)``."""
-    mask = ops.asarray(mask)
-    if mask.shape != x.shape[: mask.ndim]:
-        raise tracing.user_error(
-            IndexingError, f"boolean index of shape {mask.shape} does not match the array's {x.shape}"
-        )
+# ---- boolean masks: x[mask] = v, x[mask] += v ----------------------------------------------------
+
+
+class _MaskIndex(NamedTuple):
+    """An index with one traced boolean mask: ``x[index]`` selects the elements of ``view`` (``x`` by
+    the index's other items, the mask's axes kept) where ``mask`` holds over its axes
+    ``at, ..., at + mask.ndim - 1``; NumPy's result ``x[index]`` has one axis for the selected ones,
+    at ``count_at`` of the other axes of the view (``rest``)."""
+
+    view: Array
+    mask: Array
+    at: int
+    count_at: int
+
+    @property
+    def rest(self) -> tuple[int, ...]:
+        shape = self.view.shape
+        return shape[: self.at] + shape[self.at + self.mask.ndim :]
+
+    def lifted_mask(self) -> Array:
+        shape = (1,) * self.at + self.mask.shape + (1,) * len(self.rest[self.at :])
+        return ops.reshape(self.mask, shape)
+
+    def lift(self, value: Any, request: str) -> Array:
+        """``value``, which broadcasts to each selected element (NumPy broadcasts it against
+        ``x[index]``), as an array of the view's rank: 1 along the mask's axes."""
+        v = ops.asarray(value)
+        n, shape = len(self.rest) + 1, v.shape
+        while len(shape) > n and shape[0] == 1:  # NumPy drops a value's leading unit axes
+            shape = shape[1:]
+        shape = (1,) * (n - len(shape)) + shape
+        others = shape[: self.count_at] + shape[self.count_at + 1 :]
+        if (
+            len(shape) > n
+            or shape[self.count_at] != 1
+            or ops.broadcast_shapes(others, self.rest) != self.rest
+        ):
+            raise tracing.user_error(
+                ShapeError,
+                f"{request}: x[mask] takes a value that broadcasts to each selected element (a scalar or "
+                f"a block of shape {self.rest}), got {v.shape}: its number of selected elements would "
+                "depend on the mask's values",
+            )
+        return ops.reshape(v, others[: self.at] + (1,) * self.mask.ndim + others[self.at :])
+
+
+def _mask_index(x: Array, index: Any) -> _MaskIndex | None:
+    """``index`` as a ``_MaskIndex`` if it has a traced boolean mask (with integers, slices,
+    ``None`` and an ellipsis), else ``None``."""
+    if not has_traced_mask(index):
+        return None
+    items = _items(x, index)
+    masks = [k for k, it in enumerate(items) if _traced_mask(it)]
+    if len(masks) > 1 or any(is_index_array(it) for it in items):
+        raise _selection_error("a boolean mask together with other boolean or integer arrays")
+    m = masks[0]
+    mask = items[m]
+    view = ops.index_view(x, tuple(items[:m] + [slice(None)] * mask.ndim + items[m + 1 :]))
+    at = sum(it is None or isinstance(it, slice) for it in items[:m])
+    _check_mask(mask.shape, view.shape[at : at + mask.ndim], at)
+    # NumPy: integers are advanced indices too; not next to the mask, the selection's axis goes first
+    group = [k for k, it in enumerate(items) if not (it is None or isinstance(it, slice))]
+    count_at = at if group == list(range(group[0], group[-1] + 1)) else 0
+    return _MaskIndex(view, mask, at, count_at)
+
+
+def _selection_error(what: str = "x[mask] with a boolean mask") -> TraceError:
+    return tracing.user_error(  # type: ignore[return-value]
+        TraceError,
+        f"{what} selects as many elements as the mask has True values, which is not known at trace "
+        "time (arrays have static shapes); keep the shape with dsl.numpy.where(mask, x, 0), or reduce "
+        "it: dsl.numpy.sum(dsl.numpy.where(mask, x, 0)) (writing works: x[mask] = v, x[mask] += v, "
+        "x[mask] = y[mask])",
+    )
+
+
+class Selection(Array):
+    """``x[mask]`` for a traced boolean mask: NumPy's copy of the selected elements, whose number
+    is not known while tracing. It can only be written back: ``x[mask] += v`` (Python reads
+    ``x[mask]``, adds in place, assigns it back) and ``y[mask] = x[mask]`` are ``where``s over the
+    whole array. It is held as the whole view (the unselected elements are never read); any other
+    use (its value, its shape, an operator) raises ``dsl.TraceError``."""
+
+    __slots__ = ("where",)
+
+    def __init__(self, where: _MaskIndex, full: Value) -> None:
+        super().__init__(Storage(full), weak=where.view.weak)
+        self.where = where
+
+    def whole(self) -> Array:
+        """The whole view, updated where the mask holds."""
+        return Array(self._storage)
+
+    @property
+    def value(self) -> Value:
+        raise _selection_error()
+
+    @property
+    def type(self) -> TensorType:
+        raise _selection_error()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        raise _selection_error()
+
+    @property
+    def ndim(self) -> int:
+        raise _selection_error()
+
+    @property
+    def size(self) -> int:
+        raise _selection_error()
+
+    def __repr__(self) -> str:
+        return f"dsl.Array(x[mask]: {self.dtype}, its length depends on the mask)"
+
+    def augmented(self, request: str, fn: Any, v: Any) -> Selection:
+        """``x[mask] op= v``: the operator over the whole view (NumPy's in-place casting)."""
+        whole = self.whole()
+        new = ops.fit(ops.asarray(fn(whole, self.where.lift(v, request))), whole, "same_kind", request)
+        return Selection(self.where, new.value)
+
+
+def _augmented(name: str) -> Any:
+    def method(self: Selection, v: Any) -> Selection:
+        from dsl.methods import AUGMENTED  # (dsl.methods imports this module)
+
+        request, fn = AUGMENTED[name]
+        return self.augmented(request, fn, v)
+
+    method.__name__ = f"__{name}__"
+    return method
+
+
+for _name in (
+    "iadd",
+    "isub",
+    "imul",
+    "itruediv",
+    "ifloordiv",
+    "imod",
+    "iand",
+    "ior",
+    "ixor",
+    "ilshift",
+    "irshift",
+):
+    setattr(Selection, f"__{_name}__", _augmented(_name))
+
+
+def _same(a: Value, b: Value, depth: int = 8, producers: dict[Value, Op] | None = None) -> bool:
+    """Whether ``a`` and ``b`` are the same computation: one value, or the results of the same
+    primitive with the same attributes over the same values (``y[x < 0] = z[x < 0]`` traces
+    ``x < 0`` twice)."""
+    if a is b:
+        return True
+    producers = producers or {r: op for op in tracing.current().ops for r in op.results}
+    pa, pb = producers.get(a), producers.get(b)
+    if depth == 0 or pa is None or pb is None or pa.prim is not pb.prim or pa.regions or pb.regions:
+        return False
+    if pa.results.index(a) != pb.results.index(b) or len(pa.operands) != len(pb.operands):
+        return False
+    if {k: attr_key(v) for k, v in pa.attrs.items()} != {k: attr_key(v) for k, v in pb.attrs.items()}:
+        return False
+    return all(_same(u, w, depth - 1, producers) for u, w in zip(pa.operands, pb.operands, strict=True))
+
+
+def mask_write(x: Array, index: Any, value: Any, request: str = "setitem") -> None:
+    """``x[index] = value`` for an index with a traced boolean mask and a value that broadcasts to
+    each selected element (a scalar, a row) or that is a selection by the same mask
+    (``x[mask] += v``, ``x[mask] = y[mask]``): ``where`` over the view the mask indexes."""
+    where = _mask_index(x, index)
+    assert where is not None, "mask_write takes an index with a traced boolean mask"
     since = len(tracing.current().ops)
-    value = ops.asarray(value)
-    m = ops.reshape(mask, mask.shape + (1,) * (x.ndim - mask.ndim))
-    if value.ndim and value.shape != x.shape[mask.ndim :][-value.ndim :] and value.size != 1:
-        raise tracing.user_error(
-            ShapeError,
-            f"x[mask] = v takes a v that broadcasts to each selected element (a scalar or a trailing "
-            f"block of shape {x.shape[mask.ndim :]}), got {value.shape}: its number of rows would depend "
-            "on the mask's values",
-        )
-    new = ops.where(m, ops.fit(value, x, "unsafe", "assignment"), x)
-    x.write(new.value, request, since)
+    view = where.view
+    if isinstance(value, Selection):
+        other = value.where
+        if not _same(other.mask.value, where.mask.value) or (other.view.type, other.at, other.count_at) != (
+            view.type,
+            where.at,
+            where.count_at,
+        ):
+            raise _selection_error("x[mask] = y[other] with another mask or shape")
+        new_values = value.whole()
+    else:
+        new_values = where.lift(value, request)
+    new = ops.where(where.lifted_mask(), ops.fit(new_values, view, "unsafe", "assignment"), view)
+    view.write(new.value, request, since)
 
 
 # ---- x.at[index] (JAX) --------------------------------------------------------------------------

@@ -285,14 +285,126 @@ def test_second_order_through_a_gather() -> None:
     close(h, want, rtol=1e-10)
 
 
+# ---- augmented writes, masks beside other indices, mixed advanced indexing --------------------
+
+
+def augmented(x, i, v, r):
+    a = x.copy()
+    a[i] += v  # repeated rows: read once, the last sum written (NumPy), not accumulated
+    b = x.copy()
+    b[i] *= v
+    c = x.copy()
+    c[i, 1:3] -= v[:, :2]
+    d = x.copy()
+    d[x > 0] += 1.5  # a traced mask: a where
+    e = x.copy()
+    e[x[:, 0] < 0] -= r  # a row per selected element
+    f = x.copy()
+    f[:, x[0] > 0] *= 3.0  # the mask after a slice
+    g = x.copy()
+    g[1, x[0] > 0] += 2.0  # after an integer
+    h = x.copy()
+    h[x < 0] = (2.0 * x)[x < 0]  # the same mask read and written (traced twice)
+    k = x.copy()
+    k[x[:, 0] > 0, 1:3] -= r[:2]
+    return a, b, c, d, e, f, g, h, k
+
+
+@INPLACE
+def test_augmented_writes_against_numpy(inplace: bool) -> None:
+    """``x[i] += v`` with repeated indices keeps one write per row, the last (NumPy's fancy ``+=``,
+    unlike ``.at[i].add``); ``x[mask] op= v`` with a traced mask, alone or beside slices and
+    integers, is NumPy's (before: a TraceError, the mask read)."""
+    i = np.array([3, 0, 3, 1, 3])
+    v, r = RNG.standard_normal((5, 4)), RNG.standard_normal(4)
+    got = dsl.compile(augmented, inplace=inplace)(X, i, v, r)
+    close(got, augmented(X.copy(), i, v, r))  # the same program run by NumPy
+
+
+def test_augmented_write_gradients_against_jax() -> None:
+    """Gradients through ``x[i] += v`` (only the last update of a repeated row reaches the row) and
+    ``x[mask] op= v``, against JAX's same programs written with the winning updates and ``where``."""
+    i = np.array([3, 0, 3, 1, 3])
+    last = {row: k for k, row in enumerate(i)}  # the update each row keeps
+    rows, winners = np.array(list(last)), np.array(list(last.values()))
+
+    def f(x, v, r, s):
+        a = x.copy()
+        a[i] += v
+        b = x.copy()
+        b[x[:, 0] > 0.5] *= r
+        b[:, x[1] < 0] -= 2.0 * s[:, None]
+        return (dnp.sin(a) * b).sum()
+
+    def f_jax(x, v, r, s):
+        a = x.at[rows].add(v[winners])
+        b = jnp.where((x[:, 0] > 0.5)[:, None], x * r, x)
+        b = jnp.where((x[1] < 0)[None, :], b - 2.0 * s[:, None], b)
+        return (jnp.sin(a) * b).sum()
+
+    args = (X, RNG.standard_normal((5, 4)), RNG.standard_normal(4), RNG.standard_normal(5))
+    got = dsl.compile(dsl.value_and_grad(f, argnums=(0, 1, 2, 3)))(*args)
+    close(got, jax.value_and_grad(f_jax, argnums=(0, 1, 2, 3))(*args), rtol=1e-10)
+
+
+def mixed(x, i, j, v):
+    reads = (
+        x[i, :, j],  # apart: the indexed axes first (NumPy)
+        x[i, None, j],  # None between them: apart too
+        x[None, i, 1:3],
+        x[..., i, None],
+        x[i, ..., j],
+        x[0, :, j],  # an integer is an advanced index: apart from j
+        x[i, 1:, 0],
+        x[np.array([True, False, True, True])],  # a constant mask: its nonzero() positions
+        x[1:, np.array([True, False, True, True, False]), 1:3],
+    )
+    a = x.copy()
+    a[i, :, j] = v[:, None]
+    b = x.copy()
+    b[0, :, j] += 1.0
+    c = x.copy()
+    c[i, None, j] = -1.0
+    d = x.copy()
+    d[:, np.array([True, False, True, True, False])] = 5.0
+    e = x.copy()
+    e[..., x[0, 0] > 0] = v[:4, None, None]  # a traced mask after an ellipsis
+    return reads, (a, b, c, d, e)
+
+
+@INPLACE
+def test_mixed_advanced_indexing_against_numpy(inplace: bool) -> None:
+    """Array indices apart (a slice, None or an ellipsis between them), beside None and Ellipsis,
+    constant and traced masks beside slices, read and written (before: IndexingError)."""
+    x = RNG.standard_normal((4, 5, 6))
+    i, j, v = np.array([0, 2, 2, 1]), np.array([1, 3, 3, -2]), RNG.standard_normal(4)
+    got = dsl.compile(mixed, inplace=inplace)(x, i, j, v)
+    want = mixed(x.copy(), i, j, v)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want), strict=True):
+        assert np.shape(g) == np.shape(w)
+        np.testing.assert_array_equal(g, w)
+
+
+def test_mixed_advanced_indexing_gradients_against_jax() -> None:
+    x = RNG.standard_normal((4, 5, 6))
+    i, j = np.array([0, 2, 2, 1]), np.array([1, 3, 3, 4])
+
+    def f(x, np=dnp):
+        return (np.sin(x[i, :, j]) ** 2).sum() + (x[0, :, j] * x[i, None, j][:, :, :5]).sum()
+
+    close(dsl.compile(dsl.grad(f))(x), jax.grad(lambda x: f(x, jnp))(x), rtol=1e-10)
+
+
 # ---- errors ------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "index, message",
     [
-        (lambda x, i: x[i > 0], "boolean mask"),
-        (lambda x, i: x[i, :, i], "separated by a slice"),
+        (lambda x, i: x[x > 0], "boolean mask"),
+        (lambda x, i: x[x[0] > 0].sum(), "boolean mask"),
+        (lambda x, i: x[x[0] > 0, i], "together with other boolean or integer arrays"),
+        (lambda x, i: x[i > 0], "does not match"),
         (lambda x, i: x.at[i].divide(2.0), r"\.set, \.add, \.mul, \.min, \.max and \.get"),
         (lambda x, i: x[i.astype(np.float64)], "only integers"),
     ],
