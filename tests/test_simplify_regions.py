@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+import test_fuzz_programs as fuzz
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import dsl
@@ -329,3 +330,21 @@ def test_nested_invariant_leaves_both_loops() -> None:
     body = outer_loop.regions[0].ops
     inner = next(op for op in body if op.prim is control.for_loop)
     assert "cos" in [op.name for op in body] and "cos" not in [op.name for op in inner.regions[0].ops]
+
+
+# ---- the differential fuzzer's programs (tests/test_fuzz_programs.py) that hold loops or branches ---
+
+
+@settings(
+    max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck), database=None
+)
+@given(fuzz.programs())
+def test_fuzzer_region_programs_keep_their_values(program: fuzz.Program) -> None:
+    assume(any(step[0] in ("loop", "cond", "scan") for step in program.steps) and program.raises is None)
+    args = program.inputs()
+    func = dsl.compile(program.closure(fuzz.DSL))._trace(args)[0]
+    after = simplified(func)
+    with np.errstate(all="ignore"):
+        want, got = interpret(func, args), interpret(after, args)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
