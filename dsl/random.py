@@ -13,11 +13,18 @@ Every draw is a function of the key and of each element's position only (the pri
 CUDA, in any order, and a draw fuses into the kernel that reads it: ``dsl.nn.dropout`` costs no
 pass over memory and its backward recomputes the mask instead of storing it.
 
-The numbers are JAX's (``jax_threefry_partitionable``, its default since JAX 0.5), bit for bit for
-``key``, ``split``, ``bits``, ``uniform`` on [0, 1), ``bernoulli`` and ``dropout`` (as Flax's
+The numbers are JAX's (the default PRNG ``threefry2x32`` with ``jax_threefry_partitionable``, its
+default since JAX 0.5; checked against JAX 0.10.2), bit for bit for ``key``, ``split``, ``fold_in``,
+``bits``, ``uniform`` on [0, 1), ``bernoulli`` and ``dropout`` (as Flax's
 ``Dropout``). ``uniform`` over another range scales with a multiply and an add, each rounded (XLA
 fuses the two: an ulp apart at most); ``normal`` is JAX's transform, ``sqrt(2) * erfinv(u)`` with
-XLA's polynomials for ``erfinv``, to within a few ulp (its ``log1p`` is ours). Seeds are 64-bit:
+XLA's polynomials for ``erfinv``, to within a few ulp: its uniforms are JAX's bit for bit, but XLA's
+CPU code evaluates the polynomials (and its log1p's Cephes rational) with fused multiply-adds and
+calls its own ``log`` (glibc's for float64; its own polynomial for float32), so ``erfinv`` differs in
+the last bits (5% of float32 draws by at most 3 ulp, 11% of float64 ones by at most 30 ulp, measured
+with JAX 0.10.2 on an AVX-512 host; with JAX's log1p and exact FMAs these polynomials give its bits
+exactly). Matching them needs an exact ``fma`` primitive and XLA's ``log``; JAX's own normals differ
+between its CPU and GPU backends for the same reason. Seeds are 64-bit:
 ``key(seed)`` is ``[seed >> 32, seed & 0xFFFFFFFF]`` as JAX computes it under ``jax_enable_x64``
 (seeds in [0, 2**31) give the same key either way). A Python float ``p`` for ``bernoulli``
 compares with float32 uniforms, as JAX's default does.
@@ -33,7 +40,7 @@ import numpy as np
 
 from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
-from compiler.prims.random import KEY_TYPE, random_bits, random_bits_reference
+from compiler.prims.random import KEY_TYPE, random_bits, random_bits_reference, threefry2x32_bits
 from dsl import numpy as dnp
 from dsl import ops, tracing
 from dsl.array import Array
@@ -66,6 +73,31 @@ def split(key: Key, num: int = 2) -> Key:
         return np.stack([words >> np.uint64(32), words & np.uint64(_WORD)], axis=1).astype(np.int64)
     wide = _random_bits(key, (num,))
     return dnp.stack([_word(ops.binary(ew.shift_right, wide, 32)), _word(wide)], axis=1)
+
+
+def fold_in(key: Key, data: Any) -> Key:
+    """A new key from ``key`` and an integer ``data`` (JAX's ``fold_in``: ``fold_in(key, step)``
+    draws per step in a loop): the two Threefry words of the counter ``data`` (its low 32 bits, as
+    JAX's ``uint32`` conversion) under ``key``. A concrete key and integer fold in Python; a traced
+    key or ``data`` (a loop counter) traces the same Threefry text (``threefry2x32_bits``) as
+    integer ops; keys of shape ``(..., 2)`` fold each."""
+    if not isinstance(key, Array) and not isinstance(data, Array):
+        words = _concrete_key(key)
+        wide = threefry2x32_bits(int(words[0]), int(words[1]), operator.index(data) & _WORD)
+        return np.array([(wide >> 32) & _WORD, wide & _WORD], np.int64)
+    k = ops.asarray(key)
+    if k.shape[-1:] != KEY_TYPE.shape or not k.ir_dtype.is_int:
+        raise tracing.user_error(
+            ShapeError, f"a key is an integer array of shape (2,) (dsl.random.key), got {k.ir_dtype}{k.shape}"
+        )
+    n = ops.asarray(data)
+    if n.shape or not n.ir_dtype.is_int:
+        raise tracing.user_error(
+            ShapeError, f"fold_in: data must be an integer scalar, got {n.ir_dtype}{n.shape}"
+        )
+    k = ops.cast(k, DType.i64)
+    wide = threefry2x32_bits(k[..., 0], k[..., 1], _word(ops.cast(n, DType.i64)))
+    return dnp.stack([_word(ops.binary(ew.shift_right, wide, 32)), _word(wide)], axis=-1)
 
 
 def bits(key: Key, shape: Any = ()) -> Array:

@@ -49,6 +49,14 @@ def test_uniform_bernoulli_dropout_bit_identical_to_cpu() -> None:
     np.testing.assert_array_equal(gpu[0], mantissa.astype(np.float32) * np.float32(2.0**-23))
 
 
+def test_fold_in_bit_identical_to_cpu() -> None:
+    """``fold_in`` of a traced key by a traced counter: Threefry as integer ops, the concrete
+    fold's words on both backends."""
+    gpu, cpu = both(lambda k, d: dsl.random.fold_in(k, d), KEY, np.int64(7))
+    np.testing.assert_array_equal(gpu, dsl.random.fold_in(KEY, 7))
+    np.testing.assert_array_equal(cpu, dsl.random.fold_in(KEY, 7))
+
+
 def test_normal_matches_cpu() -> None:
     gpu, cpu = both(lambda k: dsl.random.normal(k, (16,)), KEY)
     np.testing.assert_allclose(gpu, cpu, rtol=1e-6, atol=1e-6)  # libdevice's log1p vs the CPU's
