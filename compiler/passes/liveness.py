@@ -9,7 +9,9 @@ two ways, and the worklist carries both:
 - a region may run more than once (a loop body). Its live-out set is what it yields plus its own
   live-in set, because the next iteration reads those values again. So a value from outside never
   dies inside a region; the parent block decides where it dies. For a region that runs once this is
-  merely conservative.
+  merely conservative. Closed regions (``compiler/passes/regions.py``) take such values as block
+  arguments, a loop's consts: those are live out of each of its regions too, and so is every
+  argument of a while's condition, which its body then reads again (``_read_again``).
 
 Blocks are processed children first (post-order ranks on a heap); a region whose live-in set changes
 is processed again, then its parent. The fixpoint of a loop body is thus found by re-sweeping that
@@ -23,6 +25,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Block, Function, Op, Value
+from compiler.passes.region_parts import take_apart
+from compiler.prims import control
 
 DIES_ATTR = "dsl.dies"
 PARAM_POSITION = -1  # where a block's arguments are defined: before its first op
@@ -80,6 +84,7 @@ def liveness(func: Function) -> Liveness:
     order, parent = _post_order(func.body)
     rank = {block: i for i, block in enumerate(order)}
     live_in: dict[Block, frozenset[Value]] = {block: frozenset() for block in order}
+    read_again = _read_again(func)
     solved: dict[Block, BlockLiveness] = {}
     heap, queued = list(range(len(order))), set(range(len(order)))
     while heap:
@@ -88,7 +93,9 @@ def liveness(func: Function) -> Liveness:
         block = order[i]
         is_region = block is not func.body
         # A region may run again: what it reads from outside stays live to its end (the back edge).
-        live_out = frozenset(block.results) | (live_in[block] if is_region else frozenset())
+        live_out = frozenset(block.results) | (
+            live_in[block] | read_again.get(block, frozenset()) if is_region else frozenset()
+        )
         info = _sweep(block, live_out, live_in)
         solved[block] = info
         if info.live_in != live_in[block]:
@@ -99,6 +106,18 @@ def liveness(func: Function) -> Liveness:
                     heapq.heappush(heap, rank[dependent])
     top = solved[func.body]
     return Liveness(top.position, top.last_use, solved)
+
+
+def _read_again(func: Function) -> dict[Block, frozenset[Value]]:
+    """The block arguments of each loop region that the loop reads again after the region ends: its
+    consts (every iteration), and all a while's condition takes (its body runs on the same values)."""
+    loops = (control.for_loop, control.while_loop, control.scan)
+    out: dict[Block, frozenset[Value]] = {}
+    for op in func.walk():
+        if op.prim in loops:
+            for block, region in zip(op.regions, take_apart(op).regions, strict=True):
+                out[block] = frozenset(region.consts if region.steps else region.args)
+    return out
 
 
 def _sweep(
