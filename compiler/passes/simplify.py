@@ -1,5 +1,6 @@
-"""Simplification: dead-code elimination, common-subexpression elimination, constant folding and
-algebraic identities. All primitives are pure, so an op whose results nobody reads can go.
+"""Simplification: common-subexpression elimination, constant folding and algebraic identities, then
+dead-code elimination (``compiler/passes/dce.py``; all primitives are pure, so an op whose results
+nobody reads can go).
 
 Inside loop and branch bodies too (regions are closed, ``compiler/passes/regions.py``: a body reads
 only its block arguments and what it defines). Each block is simplified on its own: CSE never
@@ -7,9 +8,8 @@ merges a body's op with one of the enclosing block, which reaches the body only 
 invariant op instead moves out of a loop (``compiler/passes/licm.py``) and meets CSE there. A small
 constant const moves into the regions, where folding sees it. An ``if`` on a constant predicate, a
 ``for`` of constant bounds running zero times or once and a ``while`` whose condition is constant
-false are folded away; a carry yielded unchanged becomes a const. DCE drops what no result needs,
-region lanes included: a carry nobody reads after the loop and no needed carry reads inside it, a
-scan's unread ys, an unread ``if`` result, then the xs and consts the regions no longer read.
+false are folded away; a carry yielded unchanged becomes a const, an ``if`` result both branches
+yield as the same operand that operand. DCE then drops the state of region ops nobody needs.
 """
 
 from __future__ import annotations
