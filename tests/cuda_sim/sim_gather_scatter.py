@@ -81,3 +81,30 @@ def test_gradients_of_an_embedding_and_a_cross_entropy(inplace: bool) -> None:
     grad = dsl.value_and_grad(loss, argnums=(0, 1))
     on_gpu, on_cpu = both(grad, emb, out, tokens, targets, inplace=inplace)
     same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("threads", [1, 8, 64], ids=["serial", "blocks-of-rows", "a-row-each"])
+def test_scatter_blockings_match_numpy_bit_for_bit(monkeypatch, threads: int) -> None:
+    """The follow kernel's thread blocks (``compiler/kernel/cuda/scatter.py``): a thread per line
+    walking every update (``THREADS`` 1), threads owning blocks of rows with a shorter last block,
+    and a thread per element: each is ``np.add.at``'s (and the other combines' serial loops') bits,
+    as the CPU's, with many repeated indices along axis 0 (an embedding's gradient) and 1."""
+    from compiler.kernel.cuda import scatter as cuda_scatter
+
+    monkeypatch.setattr(cuda_scatter, "THREADS", threads)
+    x0, x1 = RNG.standard_normal((7, 3)).astype(np.float32), RNG.standard_normal((2, 7, 2))
+    i = RNG.integers(-7, 9, 40)  # repeated, negative, past the end (clamped)
+    v0, v1 = RNG.standard_normal((40, 3)).astype(np.float32), RNG.standard_normal((2, 40, 2))
+
+    def f(x0, x1, i, v0, v1):
+        return x0.at[i].add(v0), x1.at[:, i].add(v1), x0.at[i].set(v0), x1.at[:, i].max(v1)
+
+    on_gpu, on_cpu = both(f, x0, x1, i, v0, v1)
+    same(on_gpu, on_cpu)
+    c = np.clip(np.where(i < 0, i + 7, i), 0, 6)
+    a0, a1, s0, m1 = x0.copy(), x1.copy(), x0.copy(), x1.copy()
+    np.add.at(a0, c, v0)
+    np.add.at(a1, (slice(None), c), v1)
+    s0[c] = v0
+    np.maximum.at(m1, (slice(None), c), v1)
+    same(on_gpu, (a0, a1, s0, m1))
