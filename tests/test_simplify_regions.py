@@ -7,17 +7,20 @@ The programs are random and made to meet every rewrite: ``fori_loop``s of 0 to 3
 bounds fold), loops nested in loops, bodies that read outer values (invariants to hoist, constants
 to fold), carries left unchanged or swapped, carries and scan ys and cond results nobody reads
 (dead state), ``cond`` on a constant or on data, ``while_loop``s with a counter or a constant false
-condition. The tests/lit files ``dce_regions.mlir`` and ``simplify_regions.mlir`` show each rewrite;
-here a few targeted cases check that they happen on traced programs too.
+condition; and the differential fuzzer's programs that hold loops or branches. The tests/lit files
+``dce_regions.mlir`` and ``simplify_regions.mlir`` show each rewrite; their programs run here too,
+before and after, and a few targeted cases check that the rewrites happen on traced programs.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 import test_fuzz_programs as fuzz
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -28,6 +31,11 @@ from compiler.interpreter import interpret
 from compiler.ir.core import Function
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
+from compiler.ir.verify import verify
+from compiler.passes.dce import dce
+from compiler.passes.region_parts import take_apart
+from compiler.passes.regions import close_regions
+from compiler.passes.simplify import simplify
 from compiler.pipeline import PASSES_BY_NAME, Options, run_passes
 from compiler.prims import control
 from dsl.compile import trace_function
@@ -330,6 +338,49 @@ def test_nested_invariant_leaves_both_loops() -> None:
     body = outer_loop.regions[0].ops
     inner = next(op for op in body if op.prim is control.for_loop)
     assert "cos" in [op.name for op in body] and "cos" not in [op.name for op in inner.regions[0].ops]
+
+
+# ---- the lit tests' programs: each rewrite they show keeps the values -----------------------------
+
+LIT = Path(__file__).parent / "lit"
+
+
+def _lit_inputs(func: Function, flag: bool) -> list[np.ndarray]:
+    """Floats in [0.5, 1.5] (a lit test's while loops end on them), trip counts of 3, ``flag``."""
+    rng = np.random.default_rng(7)
+    args = []
+    for p in func.params:
+        if p.type.dtype.is_bool:
+            args.append(np.full(p.type.shape, flag))
+        elif p.type.dtype.is_float:
+            args.append(rng.uniform(0.5, 1.5, p.type.shape))
+        else:
+            args.append(np.full(p.type.shape, 3, p.type.dtype.np))
+    return args
+
+
+@pytest.mark.parametrize("name", ["dce_regions.mlir", "simplify_regions.mlir", "close_regions.mlir"])
+def test_lit_programs_keep_their_values(name: str) -> None:
+    for func in parse_module((LIT / name).read_text(), name):
+        for rewrite in (dce, simplify, lambda f: simplify(close_regions(f))):
+            after = rewrite(func)
+            verify(after)
+            for flag in (True, False):
+                args = _lit_inputs(func, flag)
+                for g, w in zip(interpret(after, args), interpret(func, args), strict=True):
+                    np.testing.assert_array_equal(g, w, err_msg=f"{name}: @{func.name}")
+
+
+def test_take_apart_builds_the_op_again() -> None:
+    for name in ("dce_regions.mlir", "simplify_regions.mlir", "liveness_regions.mlir"):
+        for func in parse_module((LIT / name).read_text(), name):
+            for op in (op for op in func.walk() if op.regions):
+                built = take_apart(op).build()
+                assert (built.prim, built.operands, built.results) == (op.prim, op.operands, op.results)
+                assert dict(built.attrs) == dict(op.attrs)
+                assert [(b.args, b.ops, b.results) for b in built.regions] == [
+                    (b.args, b.ops, b.results) for b in op.regions
+                ]
 
 
 # ---- the differential fuzzer's programs (tests/test_fuzz_programs.py) that hold loops or branches ---
