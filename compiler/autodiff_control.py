@@ -4,18 +4,20 @@ whose size does not depend on the trip count.
 
 ``scan`` (JAX's scheme). The body's own vjp comes from the sweep (``compiler/autodiff.py``) run on
 the body block, seeded with new values standing for the cotangents of what the body yields. Its
-joint program splits in two: the ops that read no cotangent are forward, the rest is the backward
-body. The forward scan replaces the original one (``_Builder.replace``, same result values): it also
+joint program splits in two: the body's own ops stay forward, the ops the sweep added are the
+backward body. The forward scan replaces the original one (``_Builder.replace``, same result values): it also
 yields, as extra ``ys``, the per-iteration values the backward body reads (the residuals, stacked one
 row per iteration). The backward scan runs the other way over those rows, carrying the cotangents of
 the carries and one accumulator per const that gets a cotangent (a const is read by every iteration:
 its cotangent is the sum over iterations); its ``ys`` are the cotangents of the rows of ``xs``. What
 the backward body reads from the forward:
 
-- stacked: each iteration's values that depend on a carry or a row (the carries coming in, the
-  forward's intermediates, the factors the vjp rules compute from them such as ``1 - tanh^2``):
-  the memory of storing them is what saves recomputing the forward, as in JAX (whose scan stores
-  its residuals too); a loop is not checkpointed;
+- stacked: each iteration's values of the forward body that depend on a carry or a row (the
+  carries coming in, the body's intermediates the vjp rules read): storing them is what saves
+  running the forward again, as JAX's scan stores its residuals; a loop is not checkpointed. The
+  ops the sweep adds (the rules' factors such as ``1 - tanh^2``, and the cotangent arithmetic) run
+  in the backward body, so only values the forward computes anyway are stored (JAX computes those
+  factors in the forward and stores them too);
 - read as they are: rows of ``xs`` (the backward scan takes ``xs`` itself) and consts (passed
   again as consts);
 - recomputed in the backward body: values that depend on consts alone (or on nothing: the vjp
@@ -197,34 +199,26 @@ class _BodyVjp:
         if not accs and not xcts and not any(wanted[k] for k in self.z):
             return op, [None] * len(operands)  # nothing reaches a wanted operand
         yields += [_some(self.grads[x_args[j]]) for j in xcts]
-        # split: an op reading a cotangent (transitively) is backward, the others forward
+        # The body's forward stays in the forward scan; every op the sweep added (the vjp rules'
+        # factors such as 1 - tanh^2, and the cotangent arithmetic) runs in the backward body: each
+        # costs one evaluation per iteration either way, and the forward stacks only its own values.
         forward_ops = inner.forward(body.ops)
-        tainted = set(self.seed_c + self.seed_y + acc_args)
-        extra, backward = [], []
-        for o in inner.ops:
-            if any(v in tainted for v in o.operands):
-                backward.append(o)
-                tainted.update(o.results)
-            else:
-                extra.append(o)
-        fwd = forward_ops + extra
+        backward = _closure(inner.ops, set(yields))
         invariant = set(k_args)
-        for o in fwd:
+        for o in forward_ops:
             if all(v in invariant for v in o.operands):
                 invariant.update(o.results)
-        reads = _reads(backward, yields, tainted)
-        consts = {a: None for a in k_args if a in reads}
+        reads = _reads(backward, yields, set(self.seed_c + self.seed_y + acc_args))
+        consts = dict.fromkeys(a for a in k_args if a in reads)
         xs = [a for a in x_args if a in reads]
-        recompute = _closure(fwd, {v for v in reads if v in invariant and v not in k_args})
-        consts.update((v, None) for o in recompute for v in o.operands if v in k_args)
+        recompute = _closure(forward_ops, {v for v in reads if v in invariant and v not in consts})
+        consts.update(dict.fromkeys(v for o in recompute for v in o.operands if v in k_args))
         stacked = [v for v in reads if v not in invariant and v not in xs]
-        kept = _closure(extra, set(stacked))
         # the forward scan, stacking the residuals as extra ys
-        fwd_body = Block(args, tuple(forward_ops + kept), tuple(body.results) + tuple(stacked))
+        fwd_body = Block(args, tuple(forward_ops), tuple(body.results) + tuple(stacked))
         typed = Op.create(op.prim, op.operands, op.attrs, op.loc, (fwd_body,))
-        forward = Op(
-            op.prim, op.operands, op.attrs, op.results + typed.results[len(op.results) :], op.loc, (fwd_body,)
-        )
+        residuals = typed.results[len(op.results) :]
+        forward = Op(op.prim, op.operands, op.attrs, op.results + residuals, op.loc, (fwd_body,))
         # the backward scan, running the other way
         rows = [Value(v.type) for v in stacked]
         x_rows = [Value(v.type) for v in xs]
@@ -242,7 +236,7 @@ class _BodyVjp:
         k_of = dict(zip(k_args, operands[n + m :], strict=True))
         bwd_operands = (
             inits
-            + list(forward.results[len(op.results) :])
+            + list(residuals)
             + [x_of[a] for a in xs]
             + [_some(cts[n + j]) for j in self.ys]
             + [k_of[a] for a in consts]
