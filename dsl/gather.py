@@ -144,7 +144,7 @@ def _split(x: Array, index: Any) -> tuple[Array, int, list[Array]]:
     between them) put their axes first (the view is transposed so)."""
     items = _items(x, index)
     if any(_traced_mask(it) for it in items):
-        raise _selection_error("a boolean mask together with integer arrays")
+        raise _selection_error("x.at[mask] with a traced boolean mask (as in JAX)")
     if any(it is None for it in items):
         shape, dims = [], iter(x.shape)
         for it in items:
