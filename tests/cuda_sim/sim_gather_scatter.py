@@ -108,3 +108,22 @@ def test_scatter_blockings_match_numpy_bit_for_bit(monkeypatch, threads: int) ->
     s0[c] = v0
     np.maximum.at(m1, (slice(None), c), v1)
     same(on_gpu, (a0, a1, s0, m1))
+
+
+def mixed(x, i, j, r):
+    a = x.copy()
+    a[i, :, j] += 1.0  # array items apart: their axes first
+    b = x.copy()
+    b[:, x[0, :, 0] > 0] *= 3.0  # a traced mask after a slice: a where
+    c = x.copy()
+    c[i] += r[:, None, None]  # repeated rows: the last sum written
+    return x[i, None, :, j], x[0, :, j], x[:, np.array([True, False, True])], a, b, c
+
+
+@INPLACE
+def test_mixed_indexing_and_augmented_mask_writes(inplace: bool) -> None:
+    x = RNG.standard_normal((4, 3, 5))
+    i, j, r = np.array([0, 2, 2, 1]), np.array([1, 4, 4, 0]), RNG.standard_normal(4)
+    on_gpu, on_cpu = both(mixed, x, i, j, r, inplace=inplace)
+    same(on_gpu, on_cpu)
+    same(on_gpu, mixed(x.copy(), i, j, r))
