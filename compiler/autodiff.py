@@ -75,11 +75,17 @@ class _Builder:
 
     def replace(self, op: Op, ops: Sequence[Op]) -> None:
         """The forward ``op`` becomes ``ops``, the last of which defines every result of ``op``."""
-        self.replaced[op] = list(ops)
+        if list(ops) != [op]:
+            self.replaced[op] = list(ops)
 
     def forward(self, ops: Sequence[Op]) -> list[Op]:
-        """``ops`` with the replacements the sweep made."""
-        return [new for op in ops for new in self.replaced.get(op, [op])]
+        """``ops`` with the replacements the sweeps made. A second sweep with the same builder (one
+        per cotangent) runs over ``forward(ops)``: its loops stack their residuals beside the first's."""
+        out: list[Op] = []
+        for op in ops:
+            new = self.replaced.get(op)
+            out += [op] if new is None else self.forward(new)
+        return out
 
     def zeros(self, ttype: TensorType) -> Value:
         zero = self(source.constant, [], {"value": np.zeros((), ttype.dtype.np)})

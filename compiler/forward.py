@@ -15,6 +15,11 @@ read by nothing and fall to dead-code elimination; what stays is the forward, th
 rules take from it, and one linear op per forward op for each tangent (tests/test_forward_mode.py
 counts the ops of an MLP's jvp).
 
+Loops and branches go through both sweeps as region ops (``compiler/autodiff_control.py``): the
+first sweep's backward loop is linear in ``u``, and the second differentiates it like any loop. A
+program with a ``while`` goes to the unroller as before, whose error it is (no reverse sweep goes
+through a ``while``).
+
 Both functions return ordinary IR: inlined into a trace, simplified, fused and planned like any
 other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
 """
@@ -24,8 +29,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.autodiff import _Builder, sweep
+from compiler.autodiff_control import prepare_regions
 from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.passes.regions_unroll import unroll_regions
+from compiler.prims import control
 from compiler.prims import elementwise as ew
 
 
@@ -39,8 +46,9 @@ def _split(func: Function) -> tuple[list[Value], list[Value]]:
 def _function(
     func: Function, params: list[Value], ops: list[Op], results: list[Value], names: list[str]
 ) -> Function:
-    """``func`` with extra parameters (after its own), ops and results (before its write-backs)."""
-    body = Block(func.params + tuple(params), tuple(func.ops) + tuple(ops), tuple(results))
+    """``func`` with extra parameters (after its own), its ops ``ops`` (its forward, as the sweeps
+    changed it, then theirs) and results (before its write-backs)."""
+    body = Block(func.params + tuple(params), tuple(ops), tuple(results))
     arg_names = func.arg_names + tuple(names) if func.arg_names else ()
     locs = func.arg_locs + tuple(func.arg_locs[0] for _ in params) if func.arg_locs else ()
     return Function(func.name, body, arg_names, dict(func.attrs), locs)
@@ -59,14 +67,16 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     results, then per set one tangent per public result (a zero for an integer result), then its
     write-backs.
     """
-    func = unroll_regions(func)  # loops and branches as straight-line IR, for now
+    if any(op.prim is control.while_loop for op in func.walk()):
+        func = unroll_regions(func)  # no reverse sweep through a while: its error, as before
+    func = prepare_regions(func)
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
     first = _Builder()
     first.loc = where
     seeds = {o: first.zeros(o.type) for o in outputs if o.type.dtype.is_float}  # u: any value would do
     cotangents = sweep(func.ops, [func.params[i] for i in wrt], seeds, first)
-    linear = list(func.ops) + first.ops
+    linear = first.forward(func.ops) + first.ops
     us = list(seeds.values())
     second = _Builder()
     params: list[Value] = []
@@ -82,12 +92,13 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
             c = cotangents[k]
             if c is not None:
                 seeded[c] = second(ew.add, [seeded[c], t]) if c in seeded else t
-        by_u = dict(zip(us, sweep(linear, us, seeded, second), strict=True))
+        by_u = dict(zip(us, sweep(second.forward(linear), us, seeded, second), strict=True))
         second.loc = where
         for o in outputs:
             tangent = by_u.get(seeds[o]) if o in seeds else None
             tangents_out.append(tangent if tangent is not None else second.zeros(o.type))
-    return _function(func, params, first.ops + second.ops, outputs + tangents_out + writebacks, names)
+    ops = second.forward(linear) + second.ops
+    return _function(func, params, ops, outputs + tangents_out + writebacks, names)
 
 
 def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
@@ -98,7 +109,7 @@ def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     params, one cotangent param per entry of each set, in order; its results are its public results,
     then per set one cotangent per ``wrt`` param, then its write-backs.
     """
-    func = unroll_regions(func, for_grad=True)  # loops and branches as straight-line IR, for now
+    func = prepare_regions(func)
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
     build = _Builder()
@@ -112,7 +123,7 @@ def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
             params.append(u)
             names.append(f"cotangent_{j}")
             seeds[outputs[j]] = build(ew.add, [seeds[outputs[j]], u]) if outputs[j] in seeds else u
-        cts = sweep(func.ops, [func.params[i] for i in wrt], seeds, build)
+        cts = sweep(build.forward(func.ops), [func.params[i] for i in wrt], seeds, build)
         build.loc = where
         grads += [c if c is not None else build.zeros(func.params[i].type) for c, i in zip(cts, wrt)]
-    return _function(func, params, build.ops, outputs + grads + writebacks, names)
+    return _function(func, params, build.forward(func.ops) + build.ops, outputs + grads + writebacks, names)
