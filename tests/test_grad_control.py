@@ -283,3 +283,50 @@ def test_a_while_loop_nobody_differentiates_is_left_alone() -> None:
     close(interpret(func, [V, np.float64(5.0)]), np.full(4, 8.0))
     with pytest.raises(dsl.TransformError, match="reverse-mode differentiation does not work through"):
         joint(lambda w, n: dsl.while_loop(lambda c: c.sum() < n, lambda c: c * 2.0, w).sum(), (V, 5.0), (0,))
+
+
+def test_a_triangular_loop_is_unrolled_and_differentiated() -> None:
+    """An inner fori_loop bounded by the outer counter has no static trip count: the program is
+    unrolled first, as before loops had vjps."""
+
+    def f(w):
+        def outer(i, c):
+            return dsl.fori_loop(0, i, lambda j, d: dnp.sin(d) * w + j, c) + 1.0
+
+        return dsl.fori_loop(0, 3, outer, w).sum()
+
+    def unrolled(w):  # JAX has no reverse mode for it (dynamic bounds): Python loops
+        c = w
+        for i in range(3):
+            for j in range(i):
+                c = jnp.sin(c) * w + j
+            c = c + 1.0
+        return c.sum()
+
+    close(dsl.grad(f)(V), jax.grad(unrolled)(V))
+
+
+def test_several_cotangents_and_tangents_through_one_loop() -> None:
+    """vjp_function and jvp_function sweep one builder per set: the loop's forward is replaced once
+    per sweep, each stacking its residuals beside the earlier ones'."""
+    from compiler.forward import jvp_function, vjp_function
+
+    def f(lax, np_, w, x):
+        c, ys = lax.scan(lambda c, r: (np_.tanh(c * w + r), (c * r).sum()), x, XS[:, 0])
+        return c.sum(), ys.sum() * w.sum()
+
+    traced = trace_function(lambda w, x: f(dsl, dnp, w, x), (V, V * 0.5)).func
+    u = [np.float64(1.5), np.float64(-0.5)]
+    func = vjp_function(traced, [0, 1], [[0], [1], [0, 1]])
+    verify(func)
+    got = interpret(func, [V, V * 0.5, u[0], u[1], u[0], u[1]])
+    _, pull = jax.vjp(lambda w, x: f(jax.lax, jnp, w, x), V, V * 0.5)
+    want = [pull((u[0], 0.0)), pull((0.0, u[1])), pull((u[0], u[1]))]
+    close(got[2:], [g for pair in want for g in pair])
+    func = jvp_function(traced, [0, 1], [[0], [1]])
+    verify(func)
+    got = interpret(func, [V, V * 0.5, V * 2.0, V - 1.0])
+    jf = lambda w, x: f(jax.lax, jnp, w, x)  # noqa: E731
+    want_w = jax.jvp(jf, (V, V * 0.5), (V * 2.0, np.zeros(4)))[1]
+    want_x = jax.jvp(jf, (V, V * 0.5), (np.zeros(4), V - 1.0))[1]
+    close(got[2:], [*want_w, *want_x])
