@@ -68,6 +68,8 @@ class Options:
     verify: bool = _default("verify", verify_enabled)  # the IR verifier after every pass
     sanitize: bool = _default("sanitize", lambda: not _env_off("DSL_SANITIZE"))
     grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives
+    # loops and branches compiled as native loops (the ``loops`` pass); off: unrolled (``unroll_regions``)
+    native_loops: bool = _default("native_loops", lambda: _env_off("DSL_UNROLL_LOOPS"))
     remat: bool = _default("remat", lambda: _env_off("DSL_NO_REMAT"))  # the remat pass
     schedule: bool = _default("schedule", lambda: _env_off("DSL_NO_SCHEDULE"))  # the schedule pass
     # fuse: matmuls read transposed operands as strided views; cheap shared values are recomputed
@@ -182,6 +184,8 @@ class Compilation:
     printed: Function | None = None
     kernels: Any = None  # the target's kernels once ``kernels`` ran (CPU: kernel.cpu.build.CpuKernels)
     planner: Planner | None = None
+    # the loops' and branches' bodies once ``loops`` ran: CONTROL group -> ``passes.loops.Loop``
+    loops: dict[Any, Any] = field(default_factory=dict)
 
     def stage(self) -> Function:
         return self.printed if self.printed is not None else self.func

@@ -35,8 +35,9 @@ from compiler.ir.printer import print_function
 from compiler.ir.verify import verify
 from compiler.passes import rows
 from compiler.passes.bufferize import annotate, annotate_inplace, annotate_kernels
-from compiler.passes.fuse import FusionPlan
+from compiler.passes.fuse import FusionPlan, GroupKind
 from compiler.passes.liveness import annotate_liveness
+from compiler.passes.loops import compile_loops
 from compiler.passes.plan import MemoryPlan, Planner, check_no_overlap
 from compiler.passes.regions import close_regions
 from compiler.passes.regions_unroll import unroll_regions
@@ -133,6 +134,8 @@ def _close_regions(c: Compilation) -> Compilation:
 
 
 def _unroll_regions(c: Compilation) -> Compilation:
+    if c.options.native_loops:
+        return c
     return _rewritten(c, unroll_regions(c.func, for_grad=bool(c.options.grad)))
 
 
@@ -158,13 +161,15 @@ def _schedule(c: Compilation) -> Compilation:
 
 def _fuse(c: Compilation) -> Compilation:
     fusion = _planner(c).fuse(c.func)
-    return replace(c, fusion=fusion, plan=None, kernels=None, printed=annotate_kernels(c.func, fusion))
+    return replace(
+        c, fusion=fusion, plan=None, kernels=None, loops={}, printed=annotate_kernels(c.func, fusion)
+    )
 
 
 def _rows(c: Compilation) -> Compilation:
     fusion: FusionPlan = _needs(c, "fusion", "rows")
     _planner(c).form_bands(c.func, fusion)
-    return replace(c, plan=None, kernels=None, printed=annotate_kernels(c.func, fusion))
+    return replace(c, plan=None, kernels=None, loops={}, printed=annotate_kernels(c.func, fusion))
 
 
 def _plan(c: Compilation) -> Compilation:
@@ -172,7 +177,19 @@ def _plan(c: Compilation) -> Compilation:
     plan = _planner(c).plan_buffers(c.func, fusion)
     if c.options.sanitize:
         check_no_overlap(plan)
-    return replace(c, plan=plan, kernels=None, printed=annotate(c.func, fusion, plan, bufferized=False))
+    return replace(
+        c, plan=plan, kernels=None, loops={}, printed=annotate(c.func, fusion, plan, bufferized=False)
+    )
+
+
+def _loops(c: Compilation) -> Compilation:
+    plan: MemoryPlan = _needs(c, "plan", "loops")
+    assert c.fusion is not None
+    if not any(g.kind is GroupKind.CONTROL for g in c.fusion.groups):
+        return c
+    loops, planned = compile_loops(c.func, c.fusion, plan, c.options, lambda f, o: run_pipeline(f, o)[0])
+    printed = annotate(c.func, c.fusion, planned, bufferized=False)
+    return replace(c, loops=loops, plan=planned, printed=printed)
 
 
 def _kernels(c: Compilation) -> Compilation:
@@ -254,6 +271,13 @@ PASSES: tuple[Pass, ...] = (
         "target prints bands (CPU and CUDA)",
     ),
     Pass("plan", "planned", _plan, "give every stored value its arena offset (dsl.offset, dsl.reuses)"),
+    Pass(
+        "loops",
+        "looped",
+        _loops,
+        "compile each loop's and branch's regions as programs of their own (the whole pipeline); their "
+        "arena is one scratch block live while the loop runs",
+    ),
     Pass(
         "kernels",
         "kernels",

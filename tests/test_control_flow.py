@@ -17,6 +17,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
+from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.prims import control
 from dsl.compile import trace_function
@@ -139,16 +140,20 @@ def test_grad_inside_a_compiled_function() -> None:
     close(outer(W, x), 2.0 * np.asarray(jax.grad(jax_fn(program))(W, x)))
 
 
-def test_while_loop_in_the_interpreter_and_its_compile_error() -> None:
+def test_while_loop_compiles_and_its_unrolled_form_is_an_error() -> None:
     def f(x):
         return dsl.while_loop(lambda c: c[1] < 50.0, lambda c: (c[0] + 1, c[1] * 2.0 + c[0]), (0, x.sum()))
 
     x = np.array([0.5, 1.0])
     want = jax.lax.while_loop(lambda c: c[1] < 50.0, lambda c: (c[0] + 1, c[1] * 2.0 + c[0]), (0, x.sum()))
     close(interpreted(f, x), want)
+    close(dsl.compile(f)(x), want)
     line = inspect.getsourcelines(f)[1] + 1
-    with pytest.raises(
-        dsl.TransformError, match=rf"test_control_flow.py:{line}: dsl.while_loop is not compiled"
+    with (
+        option_defaults(native_loops=False),
+        pytest.raises(
+            dsl.TransformError, match=rf"test_control_flow.py:{line}: dsl.while_loop is not compiled"
+        ),
     ):
         dsl.compile(f)(x)
 
@@ -163,13 +168,20 @@ def test_reverse_mode_through_while_loop_raises() -> None:
         dsl.grad(f)(np.ones(3))
 
 
-def test_traced_trip_count_runs_in_the_interpreter() -> None:
+def test_traced_trip_count_compiles() -> None:
     def f(x, n):
         return dsl.fori_loop(0, n, lambda i, c: c * 2.0 + i, x)
 
     x = np.arange(3.0)
-    close(interpreted(f, x, 4), jax.lax.fori_loop(0, 4, lambda i, c: c * 2.0 + i, x))
-    with pytest.raises(dsl.TransformError, match="trip count computed at run time"):
+    compiled = dsl.compile(f)
+    for n in (4, 0, 7):  # one executable: the trip count is an argument
+        want = jax.lax.fori_loop(0, n, lambda i, c: c * 2.0 + i, x)
+        close(interpreted(f, x, n), want)
+        close(compiled(x, n), want)
+    with (
+        option_defaults(native_loops=False),
+        pytest.raises(dsl.TransformError, match="trip count computed at run time"),
+    ):
         dsl.compile(f)(x, 4)
 
 
@@ -400,8 +412,12 @@ def test_cond_gradient_ignores_the_untaken_branch() -> None:
         _, tangent = dsl.jvp(f, (x, y), (np.ones(2), np.ones(2)))
         _, jax_tangent = jax.jvp(jf, (x, y), (np.ones(2), np.ones(2)))
         np.testing.assert_allclose(tangent, np.asarray(jax_tangent), rtol=1e-12)
-    # the masks cost nothing without gradients: simplify folds them
-    assert dsl.compile(f).lower(x, y).ir("optimized").count('"dsl.select"') == 1
+    # compiled natively, only the taken branch runs; unrolled, the masks cost nothing without
+    # gradients (simplify folds them): one select of the two branches' values
+    native = dsl.compile(f).lower(x, y).ir("optimized")
+    assert native.count('"dsl.if"') == 1 and '"dsl.select"' not in native
+    with option_defaults(native_loops=False):
+        assert dsl.compile(f).lower(x, y).ir("optimized").count('"dsl.select"') == 1
 
 
 def test_a_view_read_inside_a_body_is_derived_again_after_it() -> None:

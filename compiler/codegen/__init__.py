@@ -34,9 +34,11 @@ def generate(program: Compilation) -> tuple[CpuProgram | CudaProgram, MemoryPlan
     pass's kernels (built here for a program planned without it)."""
     fusion, plan = _planned(program)
     if program.options.target == "cuda":
-        cuda = generate_cuda(program.func, fusion, plan, program.kernels, program.options.sanitize)
+        cuda = generate_cuda(
+            program.func, fusion, plan, program.kernels, program.options.sanitize, program.loops
+        )
         return cuda, cuda.plan
-    generated = generate_cpu(program.func, fusion, plan, program.options, program.kernels)
+    generated = generate_cpu(program.func, fusion, plan, program.options, program.kernels, program.loops)
     return generated, generated.plan
 
 
@@ -112,7 +114,7 @@ def build_cuda_executable(program: Compilation) -> tuple[Any, CudaProgram, Fusio
 def cuda_program(program: Compilation) -> CudaProgram:
     """The CUDA code of a program planned for CUDA, without building an executable (no GPU needed)."""
     fusion, plan = _planned(program)
-    return generate_cuda(program.func, fusion, plan, program.kernels, program.options.sanitize)
+    return generate_cuda(program.func, fusion, plan, program.kernels, program.options.sanitize, program.loops)
 
 
 def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str, str]:

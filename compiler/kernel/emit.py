@@ -75,7 +75,8 @@ def mentions(lines: Iterable[str], names: Iterable[str]) -> bool:
 class ConstantPool:
     """Big constant arrays referenced by generated code as module globals ``c0, c1, ...``."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix  # a loop body's scope (``passes/loops.py``): names unique in the module
         self.arrays: dict[str, np.ndarray] = {}
         self._names: dict[tuple[str, tuple[int, ...], bytes], str] = {}
 
@@ -83,7 +84,7 @@ class ConstantPool:
         value = np.ascontiguousarray(value)
         key = (value.dtype.str, tuple(value.shape), value.tobytes())
         if key not in self._names:
-            name = f"c{len(self.arrays)}"
+            name = f"{self.prefix}c{len(self.arrays)}"
             self._names[key] = name
             self.arrays[name] = value
         return self._names[key]

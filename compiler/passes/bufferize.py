@@ -45,7 +45,7 @@ def annotate_kernels(func: Function, fusion: FusionPlan) -> Function:
             attrs["dsl.band"] = band_index[id(band)]
         if op.results and op.results[0] in local:
             attrs["dsl.buffer"] = "row"
-        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
+        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc, op.regions))
     return func.replace_body(Block(func.params, tuple(ops), func.results))
 
 
@@ -77,7 +77,7 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan, bufferized: b
             attrs["dsl.buffer"] = "result"
         if result in outcome:
             attrs["dsl.inplace_outcome"] = outcome[result]
-        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
+        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc, op.regions))
     marks = {BUFFERIZED: True} if bufferized else {}
     fattrs = {**func.attrs, **marks, "dsl.arena_bytes": plan.peak_bytes}
     scratch = [
@@ -104,7 +104,7 @@ def annotate_inplace(func: Function, fusion: FusionPlan | None, plan: MemoryPlan
             attrs["dsl.reuses"] = reuses[v]
         if v in outcome:
             attrs["dsl.inplace_outcome"] = outcome[v]
-        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc))
+        ops.append(Op(op.prim, op.operands, attrs, op.results, op.loc, op.regions))
     return func.replace_body(Block(func.params, tuple(ops), func.results))
 
 

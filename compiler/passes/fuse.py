@@ -15,6 +15,9 @@ Group kinds follow the root's primitive kind:
   shape line by line, reading each element (producers of the operand inlined, as a reduction's
   prologue) before the result's element at the same position is written (so the result may be
   stored over a dying operand).
+- ``CONTROL``: a loop or a branch (``compiler/prims/control.py``, closed by ``close_regions``): it
+  reads its operands as buffers and stores every result (the loop's carries live in them while it
+  runs); its bodies are programs of their own, compiled by the ``loops`` pass (``passes/loops.py``).
 - ``CONTRACT``: a matmul; reads materialized operands (BLAS wants real arrays), or strided views of
   them (``contract_transposes``, the default): a chain of transposes and reshapes that only matmuls
   read, whose result is a strided view of its source buffer with one unit stride in the last two
@@ -78,6 +81,7 @@ from compiler.passes.matmul_views import (
     result_view_of,
     through,
 )
+from compiler.prims import control
 from compiler.prims import dynamic as dyn
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
@@ -97,6 +101,7 @@ class GroupKind(enum.Enum):
     CONTRACT = "contract"
     SCATTER = "scatter"
     SCAN = "scan"
+    CONTROL = "control"
 
 
 _GROUP_OF_KIND = {
@@ -107,6 +112,7 @@ _GROUP_OF_KIND = {
     Kind.CONTRACTION: GroupKind.CONTRACT,
     Kind.SCATTER: GroupKind.SCATTER,
     Kind.SCAN: GroupKind.SCAN,
+    Kind.CONTROL: GroupKind.CONTROL,
 }
 # groups whose producers may be inlined
 _INLINING = frozenset({GroupKind.LOOP, GroupKind.REDUCE, GroupKind.SCAN})
@@ -132,6 +138,8 @@ class Group:
         """The iteration space: the reduction operand's shape for REDUCE, else the root's shape."""
         if self.kind is GroupKind.REDUCE:
             return self.root.operands[0].type.shape
+        if self.kind is GroupKind.CONTROL:
+            return ()
         return self.root.result.type.shape
 
     @property
@@ -257,6 +265,8 @@ class FusionPlan:
         computes every value of an element before its stores). That is a fact of the whole kernel,
         not of one primitive: a read is at the element written when every op between it and the
         root is elementwise (its access key is ``IDENTITY``, ``_record_operand_reads``)."""
+        if group.kind is GroupKind.CONTROL:
+            return _carried(group.root, old, new)
         if group.kind is GroupKind.CONTRACT:  # gemm reads C at the element it writes: beta * C + ...
             acc = accumulation(group)
             operands = {view.source for pos in range(2) if (view := operand_view(group, pos)) is not None}
@@ -290,12 +300,24 @@ class FusionPlan:
     def __str__(self) -> str:
         lines = []
         for g in self.groups:
-            ops = " ".join(self.names[op.result] for op in g.ops)
+            ops = " ".join(self.names[op.results[0]] for op in g.ops if op.results)
             outs = ", ".join(self.names[v] for v in g.outputs)
             ins = ", ".join(self.names[v] for v in g.inputs) or "-"
             shape = "x".join(map(str, g.shape)) or "scalar"
             lines.append(f"group {g.index} {g.kind.value} [{shape}]: {ops}  stores {outs}  reads {ins}")
         return "\n".join(lines)
+
+
+def _carried(op: Op, old: Value, new: Value) -> bool:
+    """A loop may keep its carry ``new`` in the block of its initial value ``old``: it copies each
+    initial value into its carry's buffer before the first iteration (nothing to copy then), and
+    ``old`` is no other operand of the loop (a const or an ``xs`` the body reads all along)."""
+    if op.prim is control.if_ or op.operands.count(old) != 1 or old.type != new.type:
+        return False
+    first = 2 if op.prim is control.for_loop else 0
+    carries = len(op.results) if op.prim is not control.scan else int(op.attrs["carries"])
+    inits = op.operands[first : first + carries]
+    return old in inits and op.results[inits.index(old)] is new
 
 
 def value_names(func: Function) -> dict[Value, str]:
@@ -349,9 +371,11 @@ class _Fuser:
         dead = []
         for pos in reversed(range(len(self.func.ops))):
             op = self.func.ops[pos]
-            (value,) = op.results
-            if not self.users[value] and value not in self.returned:
+            if not any(self.users[v] or v in self.returned for v in op.results):
                 dead.append(op)
+                continue
+            if op.regions:
+                self._place_control(op, pos)
                 continue
             self._place(op, pos)
             for group in self.placed[op]:
@@ -373,6 +397,15 @@ class _Fuser:
         plan = FusionPlan(groups, group_of, self.materialized, dead[::-1], names, access)
         plan.ops = list(self.func.ops)
         return plan
+
+    def _place_control(self, op: Op, pos: int) -> None:
+        """A loop or branch: a group of its own that reads its operands as buffers, at no index of
+        its own (nothing is inlined into it), and stores every result."""
+        group = Group(GroupKind.CONTROL, op, pos, [op], list(op.results))
+        self.materialized.update(op.results)
+        self.placed[op] = [group]
+        for k, operand in enumerate(op.operands):
+            self.reads[operand].setdefault(group, {})[((pos, k),)] = operand.type.size
 
     def _place(self, op: Op, pos: int) -> None:
         value = op.result
@@ -400,9 +433,9 @@ class _Fuser:
         constants and index maps are inlined into it by then.)"""
         merged: dict[Group, Group] = {}
         for c in groups:
-            m = c.root.result
-            if c.kind is not GroupKind.CONTRACT or c.ops[-1] is not c.root or m in self.returned:
+            if c.kind is not GroupKind.CONTRACT or c.ops[-1] is not c.root or c.root.result in self.returned:
                 continue
+            m = c.root.result
             readers = self.reads.get(m, {})
             if len(readers) != 1 or len(self.users[m]) != 1:
                 continue
@@ -508,7 +541,12 @@ class _Fuser:
 
     def _stored_anyway(self, value: Value, depth: int) -> bool:
         producer = self.producer.get(value)
-        if producer is None or producer.prim.kind in (Kind.REDUCTION, Kind.CONTRACTION, Kind.SCAN):
+        if producer is None or producer.prim.kind in (
+            Kind.REDUCTION,
+            Kind.CONTRACTION,
+            Kind.SCAN,
+            Kind.CONTROL,
+        ):
             return True
         return (
             depth > 0
@@ -535,7 +573,7 @@ class _Fuser:
             self.reads[operand].setdefault(group, {}).update(moved)
 
     def _inputs_of(self, group: Group) -> list[Value]:
-        inside = {op.result for op in group.ops}
+        inside = {r for op in group.ops for r in op.results}
         seen: dict[Value, None] = {}
         for op in group.ops:
             for v in op.operands:

@@ -53,8 +53,9 @@ from compiler.kernel.cpu.records import CpuSchedule, Kernel, jit_decorator, numb
 from compiler.kernel.emit import indent, literal, np_type
 from compiler.kernel.ir import print_python
 from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.loops import Body, Loop
 from compiler.passes.plan import BufferRow, MemoryPlan
-from compiler.prims import random, vecmath
+from compiler.prims import control, random, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
 from runtime.intrinsics import signature_string
@@ -62,6 +63,7 @@ from runtime.intrinsics import signature_string
 __all__ = ["CpuProgram", "Kernel", "generate_cpu", "jit_decorator", "numba_threads"]
 
 ENTRY = "run"
+SlotIndex = dict[tuple[str, tuple[tuple[str, int | None], ...]], int]  # a kernel table slot's index
 TABLE = "kernel_table"  # the driver's parameter holding its kernels' addresses
 # The driver's compile-time weight per line of its source (``kernel_weights`` are source lengths,
 # ``runtime.precompile``): the second derivative's driver, 64 lines, compiles in 0.7 s, like a
@@ -102,33 +104,41 @@ def generate_cpu(
     plan: MemoryPlan,
     options: Options | None = None,
     kernels: CpuKernels | None = None,
+    loops: dict[Group, Loop] | None = None,
 ) -> CpuProgram:
     """The module of a program planned for the CPU: its kernels (the ``kernels`` and ``regions``
     passes' ``CpuKernels``, built here when not given) printed with the prelude and the driver.
     ``plan``: the memory plan the kernels follow (the ``regions`` pass's); ``options``: the
-    pipeline's (its ``CpuSchedule`` fields choose the prelude's helpers too)."""
+    pipeline's (its ``CpuSchedule`` fields choose the prelude's helpers too); ``loops``: the
+    ``loops`` pass's compiled bodies, whose kernels the module holds too and whose drivers' statements
+    the driver runs inside its loops."""
     options = options or Options()
     sanitize, schedule = options.sanitize, CpuSchedule.of(options)
     if kernels is None:
         kernels, plan = form_regions(func, fusion, plan, build_kernels(func, fusion, plan, options), options)
-    names, pool, absorbed, hoist = kernels.names, kernels.pool, kernels.absorbed, kernels.hoist
+    top = _Level(func, fusion, plan, kernels, loops or {}, sanitize)
+    levels = top.levels()
+    every = [k for level in levels for k in [*level.kernels.absorbed, *level.kernels.kernels.values()]]
     by_group = kernels.kernels
-    outs = caller_allocated(func, plan)
-    poison = poison_after(fusion, plan) if sanitize else {}
-    slots, weights = _kernel_slots([*absorbed, *by_group.values()])
-    constants, compiled_entry = dict(pool.arrays), ENTRY
-    if table_driven(len(by_group), len(outs) + len(func.params)):
-        table = table_driver(func, fusion, plan, by_group, names, outs, slots, constants, poison, hoist)
+    outs = top.outs
+    slots, weights = _kernel_slots(every)
+    constants, compiled_entry = (
+        {n: a for level in levels for n, a in level.kernels.pool.arrays.items()},
+        ENTRY,
+    )
+    if len(levels) == 1 and table_driven(len(by_group), len(outs) + len(func.params)):
+        names, hoist = kernels.names, kernels.hoist
+        table = table_driver(func, fusion, plan, by_group, names, outs, slots, constants, top.poison, hoist)
         driver, entry_signature, compiled_entry = table.source, table.signature, NATIVE
         weights[NATIVE] = DRIVER_WEIGHT_PER_LINE * table.lines
         constants.update(table.constants)
     else:
-        driver = _driver(func, fusion, plan, by_group, names, outs, slots, poison, hoist)
+        driver = _driver(top, levels, slots)
         weights[ENTRY] = DRIVER_WEIGHT_PER_LINE * driver.count("\n")
         entry_signature = [("uint8", 1), ("uint64", 1)]
         entry_signature += [(v.type.dtype.np.name, len(v.type.shape)) for v in [*outs, *func.params]]
-    texts = dict.fromkeys(k.text for k in [*absorbed, *by_group.values()] if k.text)
-    prelude = _prelude(constants, [*absorbed, *by_group.values()], schedule, compiled_entry == NATIVE)
+    texts = dict.fromkeys(k.text for k in every if k.text)
+    prelude = _prelude(constants, every, schedule, compiled_entry == NATIVE)
     return CpuProgram(
         source="\n\n".join([prelude, *texts, driver]) + "\n",
         constants=constants,
@@ -140,6 +150,40 @@ def generate_cpu(
         compiled_entry=compiled_entry,
         plan=plan,
     )
+
+
+@dataclass
+class _Level:
+    """A program the driver runs: the function itself, or a loop's body (``passes/loops.py``), with
+    its plan, kernels and the loops it holds in turn."""
+
+    func: Function
+    fusion: FusionPlan
+    plan: MemoryPlan
+    kernels: CpuKernels
+    loops: dict[Group, Loop]
+    sanitize: bool
+
+    @property
+    def outs(self) -> list[Value]:
+        return caller_allocated(self.func, self.plan)
+
+    @property
+    def poison(self) -> dict[Group, list[BufferRow]]:
+        return poison_after(self.fusion, self.plan) if self.sanitize else {}
+
+    def body(self, body: Body) -> _Level:
+        program = body.program
+        assert program.fusion is not None and program.plan is not None and program.kernels is not None
+        return _Level(body.func, program.fusion, program.plan, program.kernels, program.loops, self.sanitize)
+
+    def levels(self) -> list[_Level]:
+        """This program and every loop body in it, nested ones included."""
+        out = [self]
+        for loop in self.loops.values():
+            for body in loop.bodies:
+                out += self.body(body).levels()
+        return out
 
 
 def _slot(kernel: Kernel) -> tuple[str, list[tuple[str, int | None]]]:
@@ -258,7 +302,7 @@ def _fma_binding(schedule: CpuSchedule) -> list[str]:
     return ["", "", '@numba.njit(inline="always")', "def fma(a, b, c):", "    return a * b + c"]
 
 
-def _allocation(p: Placement, params: list[str]) -> str:
+def _allocation(p: Placement, params: list[str], base: int = 0) -> str:
     t = p.value.type
     if p.kind == "argument":  # the new value of an argument, stored into the caller's array
         return params[p.param]
@@ -267,30 +311,45 @@ def _allocation(p: Placement, params: list[str]) -> str:
     if p.kind == "fresh":  # a function result (fresh per call) or a zero-size value
         return f"np.empty({shape_literal(t.shape)}, {np_type(t.dtype)})"
     if p.nbytes is not None:  # a row-block region's own buffer: its threads' blocks (the region's frames)
-        return f"buffer_view(arena, {p.offset}, ({p.nbytes // t.dtype.np.itemsize},), {np_type(t.dtype)})"
-    return f"buffer_view(arena, {p.offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
+        return (
+            f"buffer_view(arena, {base + p.offset}, ({p.nbytes // t.dtype.np.itemsize},), {np_type(t.dtype)})"
+        )
+    return f"buffer_view(arena, {base + p.offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
 
 
-def _driver(
-    func: Function,
-    fusion: FusionPlan,
-    plan: MemoryPlan,
-    kernels: dict[Group, Kernel],
-    names: dict[Value, str],
-    outs: list[Value],
-    slots: list[tuple[str, list[tuple[str, int | None]]]],
-    poison: dict[Group, list[BufferRow]] | None = None,
-    hoist: dict[Group, list[Group]] | None = None,
-) -> str:
+def _driver(top: _Level, levels: list[_Level], slots: list[tuple[str, list[tuple[str, int | None]]]]) -> str:
+    func, names = top.func, top.kernels.names
     arg_names = [names[p] for p in func.params]
-    params = ["arena", TABLE, *(names[v] for v in outs), *arg_names]
+    params = ["arena", TABLE, *(names[v] for v in top.outs), *arg_names]
     slot_index = {(name, tuple(signature)): i for i, (name, signature) in enumerate(slots)}
+    body = _statements(top, slot_index, 0)
+    results = [names[v] + (".copy()" if copy else "") for v, copy in returned(func)]
+    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
+    every = [k for level in levels for k in level.kernels.kernels.values()]
+    objmode = any(k.objmode for k in every)  # object mode holds the GIL anyway
+    header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]
+    frames = [len(k.args) + len(k.scratch) for k in every if k.direct is not None]
+    if frames:  # one frame for every kernel the driver runs directly (one at a time)
+        body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
+    lines = [*header, *indent([*body, f"return {ret}"], 1)]
+    return "\n".join(lines)
+
+
+def _statements(level: _Level, slot_index: SlotIndex, base: int) -> list[str]:
+    """The driver's statements of one program (the function's, or a loop body's, whose arena starts at
+    byte ``base`` of the arena): buffers, kernel calls, poison, loops."""
+    func, fusion, plan, program = level.func, level.fusion, level.plan, level.kernels
+    names, kernels, hoist = program.names, program.kernels, program.hoist
+    arg_names = [names[p] for p in func.params]
     body = []
-    allocated = allocations(func, fusion, plan, outs, hoist)
+    allocated = allocations(func, fusion, plan, level.outs, hoist)
+    poison = level.poison
     for group in fusion.groups:
-        body += [f"{names[p.value]} = {_allocation(p, arg_names)}" for p in allocated.get(group, [])]
+        body += [f"{names[p.value]} = {_allocation(p, arg_names, base)}" for p in allocated.get(group, [])]
         kernel = kernels.get(group)
-        if kernel is not None and kernel.objmode:
+        if group in level.loops:
+            body += _loop(level, level.loops[group], slot_index, base)
+        elif kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
         elif kernel is not None and kernel.direct is not None:
             chunk, run_chunks = (f"{TABLE}[{slot_index[n, tuple(sig)]}]" for n, sig in kernel.calls)
@@ -308,16 +367,113 @@ def _driver(
             call = [f"{TABLE}[{index}]", f'"{signature_string(signature)}"', *kernel.args]
             call += [f"{TABLE}[{slot_index[callee, tuple(sig)]}]" for callee, sig in kernel.calls]
             body += [*kernel.setup, f"call_kernel({', '.join(call)})  # {kernel.name}", *kernel.teardown]
-        for row in (poison or {}).get(group, []):
+        for row in poison.get(group, []):
             dtype = row.value.type.dtype
-            view = f"buffer_view(arena, {row.offset}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
+            at = base + row.offset
+            view = f"buffer_view(arena, {at}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
             body.append(f"{view}[:] = {literal(poison_value(dtype), dtype)}")
-    results = [names[v] + (".copy()" if copy else "") for v, copy in returned(func)]
-    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
-    objmode = any(k.objmode for k in kernels.values())  # object mode holds the GIL anyway
-    header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]
-    frames = [len(k.args) + len(k.scratch) for k in kernels.values() if k.direct is not None]
-    if frames:  # one frame for every kernel the driver runs directly (one at a time)
-        body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
-    lines = [*header, *indent([*body, f"return {ret}"], 1)]
-    return "\n".join(lines)
+    return body
+
+
+def _copy(dst: str, src: str, t: TensorType) -> list[str]:
+    """``dst``'s elements set to ``src``'s (C-contiguous arrays of type ``t``)."""
+    if t.size == 0:
+        return []
+    if not t.shape:
+        return [f"{dst}[()] = {src}[()]"]
+    flat = f"({t.size},), {np_type(t.dtype)}"
+    return [f"buffer_view({dst}, 0, {flat})[:] = buffer_view({src}, 0, {flat})"]
+
+
+def _row(array: str, t: TensorType, at: str) -> str:
+    """Row ``at`` (an expression) of the C-contiguous ``array`` of type ``t``, as a view."""
+    row = TensorType(t.shape[1:], t.dtype)
+    return f"buffer_view({array}, {at} * {row.nbytes}, {_shape(row)}, {np_type(t.dtype)})"
+
+
+def _shape(t: TensorType) -> str:
+    return shape_literal(t.shape) if t.shape else "()"
+
+
+def _loop(outer: _Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[str]:
+    """A loop or branch: its carries initialized, then its bodies' statements in a native loop, each
+    body's parameters and results bound to the loop's buffers (``passes/loops.py``). ``base``: where
+    the arena of the program holding the loop starts."""
+    op, names = loop.op, outer.kernels.names
+    rows = {r.value: r for r in outer.plan.buffers}
+    scope = loop.bodies[0].func.attrs["dsl.scope"]
+    lines: list[str] = []
+    for init, carry in zip(loop.inits, loop.carries, strict=True):
+        row = rows.get(carry)
+        if row is None or row.reused_from != outer.fusion.names[init]:  # (in place: nothing to copy)
+            lines += _copy(names[carry], names[init], carry.type)
+    temps = {j: f"{scope}tmp{j}" for j in loop.temps}
+    for j, offset in loop.temps.items():
+        t = loop.carries[j].type
+        lines.append(f"{temps[j]} = buffer_view(arena, {base + offset}, {_shape(t)}, {np_type(t.dtype)})")
+    counter, pred, step = f"{scope}i", f"{scope}p", f"{scope}t"
+    consts = op.operands[len(op.operands) - control.n_consts(op) :] if op.prim is not control.if_ else ()
+    n = len(loop.carries)
+    xs = op.operands[n : len(op.operands) - len(consts)] if op.prim is control.scan else ()
+    ys = op.results[n:] if op.prim is control.scan else ()
+
+    def run(body: Body) -> list[str]:
+        level = outer.body(body)
+        inner = level.kernels.names
+        bind = []
+        for p, (kind, j) in zip(body.func.params, body.params, strict=True):
+            source = {
+                "counter": counter,
+                "carry": names[loop.carries[j]] if kind == "carry" else "",
+                "row": _row(names[xs[j]], xs[j].type, step) if kind == "row" else "",
+                "const": names[consts[j]] if kind == "const" else "",
+                "operand": names[op.operands[1 + j]] if kind == "operand" else "",
+            }[kind]
+            bind.append(f"{inner[p]} = {source}")
+        targets = {
+            "y": lambda j: _row(names[ys[j]], ys[j].type, step),
+            "carry": lambda j: temps.get(j, names[loop.carries[j]]),
+            "pred": lambda j: pred,
+            "result": lambda j: names[op.results[j]],
+        }
+        outs, after, seen = set(level.outs), [], set()
+        direct = set(level.plan.direct_writeback)
+        for v, (kind, j) in zip(body.func.results, body.results, strict=True):
+            target = targets[kind](j)
+            if v in outs and v not in seen:
+                bind.append(f"{inner[v]} = {target}")  # the body's kernels write it there
+            elif v in direct or (kind == "carry" and v is body.func.params[body.params.index(("carry", j))]):
+                pass  # a carry written in place, or yielded unchanged
+            else:  # an argument or a value yielded twice: copied where it goes
+                after += _copy(target, inner[v], v.type)
+            seen.add(v)
+        if body.role == "body":  # the new carries over the old ones, once every result is computed
+            for j in loop.temps:
+                after += _copy(names[loop.carries[j]], temps[j], loop.carries[j].type)
+        return bind + _statements(level, slot_index, base + loop.arena) + after
+
+    if op.prim is control.if_:
+        then, else_ = loop.bodies
+        return lines + [
+            f"if {names[op.operands[0]]}[()]:",
+            *indent(run(then), 1),
+            "else:",
+            *indent(run(else_), 1),
+        ]
+    if op.prim is control.while_loop:
+        cond, body = loop.bodies
+        lines.append(f"{pred} = np.empty((), np.bool_)")
+        loop_lines = [*run(cond), f"if not {pred}[()]:", "    break", *run(body)]
+        return lines + ["while True:", *indent(loop_lines, 1)]
+    (body,) = loop.bodies
+    if op.prim is control.for_loop:
+        lo, hi = (names[v] for v in op.operands[:2])
+        lines.append(f"{counter} = np.empty((), np.int64)")
+        head = [f"for {step} in range({lo}[()], {hi}[()]):"]
+        first = [f"{counter}[()] = {step}"]
+    else:  # scan
+        length = int(op.attrs["length"])
+        it = f"{scope}s"
+        head = [f"for {it} in range({length}):"]
+        first = [f"{step} = {length - 1} - {it}" if op.attrs["reverse"] else f"{step} = {it}"]
+    return lines + head + indent(first + run(body), 1)

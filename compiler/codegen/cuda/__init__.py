@@ -27,16 +27,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.common import caller_allocated, program_facts
-from compiler.codegen.cuda.driver import ENTRY, driver
+from compiler.codegen.common import program_facts
+from compiler.codegen.cuda.driver import ENTRY, Level, driver
 from compiler.codegen.cuda.prelude import PRELUDE
 from compiler.codegen.cuda.printer import kernel_text
 from compiler.ir.core import Function
 from compiler.ir.types import DType, TensorType
 from compiler.kernel.cuda.build import CudaKernels, build_kernels, plan_scratch
 from compiler.kernel.cuda.records import CudaKernel
-from compiler.kernel.emit import ConstantPool
-from compiler.passes.fuse import FusionPlan
+from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.loops import Loop
 from compiler.passes.plan import MemoryPlan
 
 
@@ -70,14 +70,18 @@ def generate_cuda(
     plan: MemoryPlan,
     kernels: CudaKernels | None = None,
     sanitize: bool = False,
+    loops: dict[Group, Loop] | None = None,
 ) -> CudaProgram:
     """The module of a program planned for CUDA: the ``kernels`` and ``scratch`` passes' kernels
     (run here for a program planned without them) and ``plan``, the memory plan they follow."""
     if kernels is None:
         kernels, plan = plan_scratch(func, fusion, plan, build_kernels(func, fusion, plan, None), None)
-    outs = caller_allocated(func, plan)
-    host = driver(func, fusion, plan, kernels, outs, sanitize)
-    every = kernels.every()
+    top = Level(func, fusion, plan, kernels, loops or {}, sanitize)
+    levels = top.levels()
+    outs = top.outs
+    host = driver(top)
+    every = list({k.name: k for level in levels for k in level.kernels.every()}.values())
+    constants = {n: a for level in levels for n, a in level.kernels.pool.arrays.items()}
     texts = {k.name: kernel_text(k) for k in every}
     libraries = [_library_import(k, texts[k.name]) for k in every if k.shared]
     if libraries:
@@ -87,10 +91,10 @@ def generate_cuda(
     if any(k.wrapper for k in every):
         libraries.insert(0, "from runtime.cublas import matmul_launcher as _matmul_launcher  # noqa: E402\n")
     own = [texts[k.name] for k in every if not k.shared]
-    parts = [PRELUDE, "\n".join(libraries), _constants(kernels.pool), *own, host]
+    parts = [PRELUDE, "\n".join(libraries), _constants(constants), *own, host]
     return CudaProgram(
         source="\n\n\n".join(p for p in parts if p) + "\n",
-        constants=dict(kernels.pool.arrays),
+        constants=constants,
         entry=ENTRY,
         kernels=[PrintedKernel(k.name, texts[k.name], k.arg_types) for k in every],
         plan=plan,
@@ -106,11 +110,11 @@ def _library_import(kernel: CudaKernel, text: str) -> str:
     return f"{kernel.name} = _load_module({source!r}, {{}}).{kernel.name}"
 
 
-def _constants(pool: ConstantPool) -> str:
-    if not pool.arrays:
+def _constants(arrays: dict[str, np.ndarray]) -> str:
+    if not arrays:
         return ""
     lines = ['with np.load(__file__[:-3] + ".npz") as _constants:']
-    return "\n".join(lines + [f'    {name} = _constants["{name}"]' for name in pool.arrays])
+    return "\n".join(lines + [f'    {name} = _constants["{name}"]' for name in arrays])
 
 
 __all__ = ["ENTRY", "CudaProgram", "PrintedKernel", "generate_cuda"]

@@ -1,17 +1,26 @@
 """The host driver of a CUDA program: ``bind(arena, stream)`` carves the arena views, copies the
 constants and configures every launch once, and returns ``run(outs..., params...)``, which launches the
-kernels in order."""
+kernels in order. A loop or branch (``compiler/passes/loops.py``) is a host loop or ``if`` around the
+launches of its bodies, whose arena views and launchers ``bind`` makes once too: a ``for``'s counter
+is a view of one element of a device ``arange`` of its bounds, a ``scan``'s rows views of ``xs`` and
+``ys``; a bound the program computes, a ``while``'s condition and a branch's predicate are read back
+from the device (a synchronization per read)."""
 
 from __future__ import annotations
 
-from compiler.codegen.common import allocations, poison_after, poison_value, returned
+from dataclasses import dataclass
+from typing import Any
+
+from compiler.codegen.common import allocations, caller_allocated, poison_after, poison_value, returned
 from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
-from compiler.ir.types import DType
+from compiler.ir.types import DType, TensorType
 from compiler.kernel.cuda.build import CudaKernels
 from compiler.kernel.emit import indent, literal, np_type
-from compiler.passes.fuse import FusionPlan
+from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.loops import Body, Loop
 from compiler.passes.plan import MemoryPlan
+from compiler.prims import control, source
 
 ENTRY = "bind"
 
@@ -20,25 +29,61 @@ def _flat_view(base: str, offset: int, nbytes: int, dtype: DType) -> str:
     return f"{base}[{offset}:{offset + nbytes}].view({np_type(dtype)})"
 
 
-def driver(
-    func: Function,
-    fusion: FusionPlan,
-    plan: MemoryPlan,
-    program: CudaKernels,
-    outs: list[Value],
-    sanitize: bool,
-) -> str:
+@dataclass
+class Level:
+    """A program the driver runs: the function itself, or a loop's body, with its loops in turn."""
+
+    func: Function
+    fusion: FusionPlan
+    plan: MemoryPlan
+    kernels: CudaKernels
+    loops: dict[Group, Loop]
+    sanitize: bool
+
+    @property
+    def outs(self) -> list[Value]:
+        return caller_allocated(self.func, self.plan)
+
+    def body(self, body: Body) -> Level:
+        p = body.program
+        assert p.fusion is not None and p.plan is not None and p.kernels is not None
+        return Level(body.func, p.fusion, p.plan, p.kernels, p.loops, self.sanitize)
+
+    def levels(self) -> list[Level]:
+        out = [self]
+        for loop in self.loops.values():
+            for body in loop.bodies:
+                out += self.body(body).levels()
+        return out
+
+
+def driver(top: Level) -> str:
     """``bind(arena, stream)``: arena views (the kernels' scratch among them), device constants and
     launchers, once; returns ``run(outs..., params...)`` launching every kernel in order."""
+    setup: list[str] = []
+    for level in top.levels():
+        for name in level.kernels.pool.arrays:
+            setup.append(f"{name}_d = cuda.to_device({name}, stream=stream)")
+    counter = [0]
+    body = _statements(top, 0, setup, counter)
+    names = top.kernels.names
+    results = [f"_dup({names[v]}, stream)" if copy else names[v] for v, copy in returned(top.func)]
+    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
+    params = [*(names[v] for v in top.outs), *(names[p] for p in top.func.params)]
+    run = [f"def run({', '.join(params)}):", *indent([*body, f"return {ret}"], 1)]
+    lines = [f"def {ENTRY}(arena, stream):", *indent([*setup, "", *run, "", "return run"], 1)]
+    return "\n".join(lines)
+
+
+def _statements(level: Level, base: int, setup: list[str], counter: list[int]) -> list[str]:
+    """The run lines of one program (its arena from byte ``base``); its views and launchers go to
+    ``setup`` (``counter``: launchers made so far)."""
+    func, fusion, plan, program = level.func, level.fusion, level.plan, level.kernels
     names, pool, kernels = program.names, program.pool, program.kernels
     arg_names = [names[p] for p in func.params]
-    setup: list[str] = []
     body: list[str] = []
-    for name in pool.arrays:
-        setup.append(f"{name}_d = cuda.to_device({name}, stream=stream)")
-    poison = poison_after(fusion, plan) if sanitize else {}
-    launchers = 0
-    allocated = allocations(func, fusion, plan, outs)
+    poison = poison_after(fusion, plan) if level.sanitize else {}
+    allocated = allocations(func, fusion, plan, level.outs)
     for group in fusion.groups:
         for p in allocated.get(group, []):
             name, t = names[p.value], p.value.type
@@ -48,16 +93,18 @@ def driver(
                 src = f"{arg_names[p.param]}.view(np.uint8)"
                 body.append(f"{name} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
             elif p.kind == "arena":  # (views made once, in bind)
-                setup.append(f"{name} = {_flat_view('arena', p.offset, t.nbytes, t.dtype)}")
+                setup.append(f"{name} = {_flat_view('arena', base + p.offset, t.nbytes, t.dtype)}")
             else:  # a function result (fresh per call) or a zero-size value
                 body.append(f"{name} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
+        if group in level.loops:
+            body += _loop(level, level.loops[group], base, setup, counter)
         top = kernels.get(group)
         for kernel in (top, *top.follow) if top is not None else ():
             for s in kernel.scratch:
                 assert s.offset >= 0, f"{s.name}: scratch not placed (the scratch pass)"
-                setup.append(f"{s.name} = {_flat_view('arena', s.offset, s.nbytes, s.dtype)}")
-            launcher = f"L{launchers}"
-            launchers += 1
+                setup.append(f"{s.name} = {_flat_view('arena', base + s.offset, s.nbytes, s.dtype)}")
+            launcher = f"L{counter[0]}"
+            counter[0] += 1
             configured = f"_fast_launch({kernel.name}{launch_text(kernel)})"  # runtime/cuda_launch.py
             if kernel.wrapper:
                 configured = f"{kernel.wrapper}({configured}, stream)"
@@ -66,12 +113,109 @@ def driver(
             body.append(f"{launcher}({', '.join(args)})")
         for row in poison.get(group, []):
             dtype = row.value.type.dtype
-            view = _flat_view("arena", row.offset, row.bytes, dtype)
+            view = _flat_view("arena", base + row.offset, row.bytes, dtype)
             value = literal(poison_value(dtype), dtype)
             body.append(f"_fill[_grid({row.bytes // dtype.itemsize}), TPB, stream]({view}, {value})")
-    results = [f"_dup({names[v]}, stream)" if copy else names[v] for v, copy in returned(func)]
-    ret = "(" + ", ".join(results) + ("," if len(results) == 1 else "") + ")"
-    params = [*(names[v] for v in outs), *arg_names]
-    run = [f"def run({', '.join(params)}):", *indent([*body, f"return {ret}"], 1)]
-    lines = [f"def {ENTRY}(arena, stream):", *indent([*setup, "", *run, "", "return run"], 1)]
-    return "\n".join(lines)
+    return body
+
+
+def _row(array: str, t: TensorType, at: str) -> str:
+    """Row ``at`` of the flat device array ``array`` of type ``t``."""
+    n = t.size // t.shape[0] if t.shape[0] else 0
+    return f"{array}[{at} * {n}:({at} + 1) * {n}]"
+
+
+def _constant(func: Function, v: Value) -> int | None:
+    """The value of a 0-d integer ``v`` the program computes as a constant (a loop's literal bound)."""
+    for op in func.ops:
+        if v in op.results and op.prim is source.constant:
+            return int(op.attrs["value"])
+    return None
+
+
+def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[int]) -> list[str]:
+    """A loop or branch: its carries initialized, then its bodies' launches in a host loop, each
+    body's parameters and results bound to the loop's buffers (``passes/loops.py``)."""
+    op, names = loop.op, outer.kernels.names
+    rows = {r.value: r for r in outer.plan.buffers}
+    scope = str(loop.bodies[0].func.attrs["dsl.scope"])
+    lines: list[str] = []
+    for init, carry in zip(loop.inits, loop.carries, strict=True):
+        row = rows.get(carry)
+        if row is None or row.reused_from != outer.fusion.names[init]:
+            lines.append(f"_copy({names[carry]}, {names[init]}, stream)")
+    temps = {j: f"{scope}tmp{j}" for j in loop.temps}
+    for j, offset in loop.temps.items():
+        t = loop.carries[j].type
+        setup.append(f"{temps[j]} = {_flat_view('arena', base + offset, t.nbytes, t.dtype)}")
+    iota, pred, step = f"{scope}iota", f"{scope}p", f"{scope}t"
+    consts = op.operands[len(op.operands) - control.n_consts(op) :] if op.prim is not control.if_ else ()
+    n = len(loop.carries)
+    xs = op.operands[n : len(op.operands) - len(consts)] if op.prim is control.scan else ()
+    ys = op.results[n:] if op.prim is control.scan else ()
+    lo: int | str | None = None
+    hi: int | str | None = None
+
+    def run(body: Body) -> list[str]:
+        level = outer.body(body)
+        inner = level.kernels.names
+        bind = []
+        for p, (kind, j) in zip(body.func.params, body.params, strict=True):
+            source_ = {
+                "counter": f"{iota}[{step} - {lo}:{step} - {lo} + 1]",
+                "carry": names[loop.carries[j]] if kind == "carry" else "",
+                "row": _row(names[xs[j]], xs[j].type, step) if kind == "row" else "",
+                "const": names[consts[j]] if kind == "const" else "",
+                "operand": names[op.operands[1 + j]] if kind == "operand" else "",
+            }[kind]
+            bind.append(f"{inner[p]} = {source_}")
+        targets: dict[str, Any] = {
+            "y": lambda j: _row(names[ys[j]], ys[j].type, step),
+            "carry": lambda j: temps.get(j, names[loop.carries[j]]),
+            "pred": lambda j: pred,
+            "result": lambda j: names[op.results[j]],
+        }
+        outs, after, seen = set(level.outs), [], set()
+        direct = set(level.plan.direct_writeback)
+        for v, (kind, j) in zip(body.func.results, body.results, strict=True):
+            target = targets[kind](j)
+            if v in outs and v not in seen:
+                bind.append(f"{inner[v]} = {target}")
+            elif v in direct or (kind == "carry" and v is body.func.params[body.params.index(("carry", j))]):
+                pass
+            else:
+                after.append(f"_copy({target}, {inner[v]}, stream)")
+            seen.add(v)
+        if body.role == "body":
+            after += [f"_copy({names[loop.carries[j]]}, {temps[j]}, stream)" for j in loop.temps]
+        return bind + _statements(level, base + loop.arena, setup, counter) + after
+
+    if op.prim is control.if_:
+        then, else_ = loop.bodies
+        test = f"_scalar({names[op.operands[0]]}, stream)"
+        return lines + [f"if {test}:", *indent(run(then), 1), "else:", *indent(run(else_), 1)]
+    if op.prim is control.while_loop:
+        cond, body = loop.bodies
+        setup.append(f"{pred} = cuda.device_array(1, np.bool_, stream=stream)")
+        loop_lines = [*run(cond), f"if not _scalar({pred}, stream):", "    break", *run(body)]
+        return lines + ["while True:", *indent(loop_lines, 1)]
+    (body,) = loop.bodies
+    if op.prim is control.for_loop:
+        bounds = [_constant(outer.func, v) for v in op.operands[:2]]
+        if None not in bounds:  # literal bounds: the counters are a constant of bind
+            lo, hi = bounds
+            setup.append(f"{iota} = cuda.to_device(np.arange({lo}, {hi}, dtype=np.int64), stream=stream)")
+        else:
+            lo, hi = f"{scope}lo", f"{scope}hi"
+            lines += [f"{lo} = int(_scalar({names[op.operands[0]]}, stream))"]
+            lines += [f"{hi} = int(_scalar({names[op.operands[1]]}, stream))"]
+            lines.append(
+                f"{iota} = cuda.to_device(np.arange({lo}, max({lo}, {hi}), dtype=np.int64), stream=stream)"
+            )
+        head = [f"for {step} in range({lo}, {hi}):"]
+        first: list[str] = []
+    else:  # scan
+        length = int(op.attrs["length"])
+        head = [f"for {scope}s in range({length}):"]
+        first = [f"{step} = {length - 1} - {scope}s" if op.attrs["reverse"] else f"{step} = {scope}s"]
+    return lines + head + indent(first + run(body), 1)

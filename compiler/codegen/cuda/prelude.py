@@ -58,6 +58,17 @@ def _dup(x, stream):
     return y
 
 
+def _copy(dst, src, stream):
+    """``dst``'s elements set to ``src``'s (device arrays of one size): a loop's carries."""
+    if dst.size:
+        dst.copy_to_device(src, stream=stream)
+
+
+def _scalar(x, stream):
+    """The value of a one-element device array on the host (a loop's bound, a branch's predicate)."""
+    return x.copy_to_host(stream=stream)[0]
+
+
 @cuda.jit
 def _fill(x, value):
     for g in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):

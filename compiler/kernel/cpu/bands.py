@@ -63,7 +63,7 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool, schedul
         code.reassoc |= member.reassoc
     rows = For(ROW, chunk_rows(n, chunks)[1], code.row, chunk_rows(n, chunks)[0])
     stmts = [*code.before, For("ch", chunks, [*code.chunk, rows], parallel=parallel), *code.after]
-    name = f"k{band.groups[0].index}_rows"
+    name = f"{pool.prefix}k{band.groups[0].index}_rows"
     ir = KernelIR(name, [params[a] for a in args], stmts, code.reassoc, rows=n)
     return printed(ir, list(args), parallel)
 

@@ -26,6 +26,7 @@ from compiler.kernel.cpu.updates import window_kernel
 from compiler.kernel.emit import ConstantPool, py_name
 from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.loops import SCOPE_ATTR
 from compiler.passes.plan import MemoryPlan, resize_slots
 
 
@@ -49,8 +50,9 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     runtime (``runtime_parallel``), equal kernels shared (``shared_kernels``); ``options``: the
     pipeline's (``compiler.compilation.Options``), whose ``CpuSchedule`` fields choose the forms."""
     schedule = CpuSchedule.of(options)
-    names = {v: py_name(n) for v, n in fusion.names.items()}
-    pool = ConstantPool()
+    scope = str(func.attrs.get(SCOPE_ATTR, ""))  # a loop body's (``passes/loops.py``)
+    names = {v: scope + py_name(n) for v, n in fusion.names.items()}
+    pool = ConstantPool(scope)
     kernels: dict[Group, Kernel] = {}
     over = _overwrites(func, fusion, plan, names, schedule)
     windows = window_updates(func, fusion, plan)  # in place: only the window is written
@@ -142,4 +144,5 @@ _WRITERS: dict[GroupKind, Callable[[KernelSpec], Kernel | None]] = {
     GroupKind.CONTRACT: matmul_kernel,
     GroupKind.SCATTER: scatter_kernel,
     GroupKind.SCAN: scan_kernel,
+    GroupKind.CONTROL: lambda spec: None,  # a loop: the driver runs its bodies' kernels
 }

@@ -68,7 +68,7 @@ class KernelSpec:
 
     @property
     def kernel_name(self) -> str:
-        return f"k{self.group.index}_{self.group.root.prim.name}"
+        return f"{self.pool.prefix}k{self.group.index}_{self.group.root.prim.name}"
 
     @property
     def args(self) -> list[str]:

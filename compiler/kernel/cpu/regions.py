@@ -17,7 +17,7 @@ from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, PARALLEL_FOR_SLOT, PARALL
 from compiler.kernel.cpu.records import Kernel, jit_decorator, numba_threads
 from compiler.kernel.emit import ConstantPool, np_type
 from compiler.kernel.ir import Line, View, print_python, reads, walk, writes
-from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan
 from compiler.passes.rows import REDUCE_CHUNKS
 from runtime import blas
@@ -239,6 +239,9 @@ def row_block_regions(
         current, span = [], []
 
     for group in fusion.groups:
+        if group.kind is GroupKind.CONTROL:  # a loop runs other kernels in between: no region spans it
+            close()
+            continue
         kernel = kernels.get(group)
         if kernel is None:
             if current:
@@ -337,10 +340,10 @@ def _region_kernel(
     row, so the member's row indices land there. Thread t's block is the t-th of the buffer's arena
     slot, which holds one block per thread (``_row_block_regions`` resizes it). The matmuls'
     transposed right operands are transposed once per call, rather than every block copying them."""
-    name = f"region{index}"
+    name = f"{pool.prefix}region{index}"
     count, width, chunks = len(members), max(len(mb.frame) for mb in members), members[0].chunks
     rows = members[0].rows
-    frames = f"rframes{index}"
+    frames = f"{pool.prefix}rframes{index}"
     plain = jit_decorator()
     chunk = [
         plain,

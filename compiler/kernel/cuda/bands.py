@@ -135,7 +135,7 @@ class _Band:
 def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> CudaKernel:
     """The kernel of ``band`` (launched where its first member would run), its follow kernels
     (combines of partial results, tails) attached."""
-    name = f"k{band.groups[0].index}_rows"
+    name = f"{pool.prefix}k{band.groups[0].index}_rows"
     members = [g for g in band.groups if g not in band.tail]
     width = max(_spread(g) for g in members)
     ct = 1 << max(width - 1, 0).bit_length()

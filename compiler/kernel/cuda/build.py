@@ -20,6 +20,7 @@ from compiler.kernel.cuda.updates import window_kernel
 from compiler.kernel.emit import ConstantPool, py_name
 from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.loops import SCOPE_ATTR
 from compiler.passes.plan import MemoryPlan, place_scratch
 
 
@@ -40,8 +41,9 @@ class CudaKernels:
 
 def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options: Any) -> CudaKernels:
     """The ``kernels`` pass for CUDA: each group's (or band's) kernel."""
-    names = {v: py_name(n) for v, n in fusion.names.items()}
-    pool = ConstantPool()
+    scope = str(func.attrs.get(SCOPE_ATTR, ""))  # a loop body's (``passes/loops.py``)
+    names = {v: scope + py_name(n) for v, n in fusion.names.items()}
+    pool = ConstantPool(scope)
     kernels: dict[Group, CudaKernel] = {}
     windows = window_updates(func, fusion, plan)  # in place: only the window is written
     for group in fusion.groups:
@@ -71,7 +73,7 @@ def plan_scratch(
                 by_name[s.name] = s
     planned = place_scratch(plan, needs)
     for row in planned.buffers:
-        if row.scratch_of is not None:
+        if row.scratch_of is not None and row.name in by_name:  # (not a loop's arena: passes/loops.py)
             by_name[row.name].offset = row.offset
     return program, planned
 
@@ -82,4 +84,5 @@ _WRITERS: dict[GroupKind, Callable[[KernelSpec], CudaKernel | None]] = {
     GroupKind.CONTRACT: matmul_kernel,
     GroupKind.SCATTER: scatter_kernel,
     GroupKind.SCAN: scan_kernel,
+    GroupKind.CONTROL: lambda spec: None,  # a loop: the driver runs its bodies' kernels
 }

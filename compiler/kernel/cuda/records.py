@@ -139,7 +139,7 @@ class KernelSpec:
 
     @property
     def kernel_name(self) -> str:
-        return f"k{self.group.index}_{self.group.root.prim.name}"
+        return f"{self.pool.prefix}k{self.group.index}_{self.group.root.prim.name}"
 
     def inlined(self) -> dict[Value, Op]:
         return {op.result: op for op in self.group.ops}

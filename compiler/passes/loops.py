@@ -1,0 +1,206 @@
+"""The ``loops`` pass: each loop's or branch's regions compiled as programs of their own.
+
+After ``close_regions`` a region op reads only its operands, and after ``fuse`` it is a group of its
+own (``GroupKind.CONTROL``) whose results are stored: its carries live in those buffers while it
+runs. This pass turns every region of such an op into a function (``body_function``) and runs the
+whole pipeline on it (its own fusion, row bands, in-place plan, kernels), so the body gets every
+optimization a program gets; a nested loop is compiled the same way, one level down. The drivers
+(``compiler/codegen/``) then print each loop as a native loop around the statements of its bodies'
+drivers: the program's size does not depend on the trip count, and neither does its memory.
+
+A body's function:
+
+- parameters: the region's block arguments (a ``for``'s counter, the carries, a ``scan``'s rows of
+  ``xs``, the consts; an ``if``'s operands), bound by the driver to the loop's own buffers: a carry
+  to the buffer of the op's result (each initial value is copied there before the first iteration,
+  unless the planner gave the result the initial value's block: it dies at the loop), a row to a
+  view of row ``t`` of ``xs``, a const to the operand's buffer;
+- results: a ``scan``'s rows of ``ys`` first (written straight into row ``t`` of the result), then the
+  carries, marked as write-backs of their parameters (``dsl.writeback``): the body's planner writes a
+  new carry straight over its old value where the old value is read only at the element written and
+  by no later kernel (in place: one buffer per carry, no copy per iteration); any other new carry is
+  written into a temporary of the loop (``Loop.temps``) and copied over the carry once the body
+  has run. A ``while``'s condition yields its predicate, an ``if``'s branches their results (written
+  straight into the op's result buffers).
+
+Memory: a loop's bodies run one at a time, so their arenas share one block of the program's arena
+(the largest of them), placed with the temporaries as a scratch row of the plan, live while the
+loop runs (``plan.place_scratch``): the program's peak does not depend on the trip count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from compiler.ir.core import Block, Function, Op, Value
+from compiler.ir.types import DType
+from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.plan import MemoryPlan, align, place_scratch
+from compiler.prims import control
+
+if TYPE_CHECKING:
+    from compiler.compilation import Compilation, Options
+
+SCOPE_ATTR = "dsl.scope"  # a body function's prefix for the names its generated code defines
+
+
+@dataclass
+class Body:
+    """One region of a loop or branch, compiled: ``role`` is ``body``, ``cond``, ``then`` or
+    ``else``; ``params`` says what each parameter is (``("counter", 0)``, ``("carry", j)``,
+    ``("row", k)`` of ``xs`` operand ``k``, ``("const", k)``, ``("operand", k)`` of an ``if``), and
+    ``results`` what each result is (``("y", k)``, ``("carry", j)``, ``("pred", 0)``, ``("result",
+    j)``)."""
+
+    role: str
+    program: Compilation
+    params: list[tuple[str, int]]
+    results: list[tuple[str, int]]
+
+    @property
+    def func(self) -> Function:
+        return self.program.func
+
+
+@dataclass
+class Loop:
+    """A region op compiled: its bodies, where their shared arena starts in the program's arena, and
+    the temporaries of its carries that no body writes in place (carry index -> arena offset)."""
+
+    op: Op
+    group: Group
+    bodies: list[Body]
+    arena: int = -1
+    temps: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def carries(self) -> list[Value]:
+        """The op's results that are carried from iteration to iteration (their buffers hold them)."""
+        if self.op.prim is control.if_:
+            return []
+        n = int(self.op.attrs["carries"]) if self.op.prim is control.scan else len(self.op.results)
+        return list(self.op.results[:n])
+
+    @property
+    def inits(self) -> list[Value]:
+        first = 2 if self.op.prim is control.for_loop else 0
+        return list(self.op.operands[first : first + len(self.carries)])
+
+    def copied_carries(self) -> list[int]:
+        """The carries some body yields other than by writing them in place: each needs a temporary."""
+        out: set[int] = set()
+        for body in self.bodies:
+            direct = set(body.program.plan.direct_writeback.values()) if body.program.plan else set()
+            for v, (kind, j) in zip(body.func.results, body.results, strict=True):
+                param = body.params.index(("carry", j)) if kind == "carry" else -1
+                if kind == "carry" and not (v is body.func.params[param] or param in direct):
+                    out.add(j)
+        return sorted(out)
+
+
+def body_function(
+    op: Op, index: int, scope: str
+) -> tuple[Function, list[tuple[str, int]], list[tuple[str, int]]]:
+    """Region ``index`` of the closed region op ``op`` as a function (module docstring), with what
+    its parameters and results are."""
+    block = op.regions[index]
+    nargs = len(block.args)
+    if op.prim is control.if_:
+        params = [("operand", k) for k in range(nargs)]
+        results = [("result", j) for j in range(len(block.results))]
+        return _function(block, params, results, list(block.results), (), scope), params, results
+    k = control.n_consts(op)
+    if op.prim is control.for_loop:
+        n = nargs - 1 - k
+        params = [("counter", 0)] + [("carry", j) for j in range(n)]
+    elif op.prim is control.while_loop:
+        n = nargs - k
+        params = [("carry", j) for j in range(n)]
+    else:  # scan
+        n = int(op.attrs["carries"])
+        params = [("carry", j) for j in range(n)] + [("row", r) for r in range(nargs - k - n)]
+    params += [("const", c) for c in range(k)]
+    if op.prim is control.while_loop and index == 0:  # the condition
+        return _function(block, params, [("pred", 0)], list(block.results), (), scope), params, [("pred", 0)]
+    carried, ys = list(block.results[:n]), list(block.results[n:])
+    results = [("y", r) for r in range(len(ys))] + [("carry", j) for j in range(n)]
+    writeback = tuple(params.index(("carry", j)) for j in range(n))
+    return _function(block, params, results, ys + carried, writeback, scope), params, results
+
+
+def _function(
+    block: Block,
+    params: list[tuple[str, int]],
+    results: list[tuple[str, int]],
+    values: list[Value],
+    writeback: tuple[int, ...],
+    scope: str,
+) -> Function:
+    attrs: dict[str, object] = {SCOPE_ATTR: scope}
+    if writeback:
+        attrs["dsl.writeback"] = writeback
+    names = tuple(f"{kind}{j}" for kind, j in params)
+    return Function(f"{scope.rstrip('_')}", Block(block.args, block.ops, tuple(values)), names, attrs)  # type: ignore[arg-type]
+
+
+ROLES = {control.for_loop: ("body",), control.scan: ("body",), control.while_loop: ("cond", "body")}
+
+
+def compile_loops(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    options: Options,
+    run: Callable[[Function, Options], Compilation],
+) -> tuple[dict[Group, Loop], MemoryPlan]:
+    """Every CONTROL group's bodies compiled by ``run`` (the pipeline), and ``plan`` with each loop's
+    arena and temporaries placed as a scratch row live while the loop runs."""
+    scope = str(func.attrs.get(SCOPE_ATTR, ""))
+    body_options = replace(options, grad=None, donate_argnums=())
+    loops: dict[Group, Loop] = {}
+    for group in fusion.groups:
+        if group.kind is not GroupKind.CONTROL:
+            continue
+        op = group.root
+        roles = ROLES.get(op.prim, ("then", "else"))
+        bodies = []
+        for index, role in enumerate(roles):
+            inner_scope = f"{scope}l{group.root_pos}{role[0]}_"
+            body, params, results = body_function(op, index, inner_scope)
+            bodies.append(Body(role, run(body, body_options), params, results))
+        loops[group] = Loop(op, group, bodies)
+    if not loops:
+        return loops, plan
+    needs = []
+    for group, loop in loops.items():
+        temps = sum(align(loop.carries[j].type.nbytes) for j in loop.copied_carries())
+        arena = max((b.program.plan.peak_bytes for b in loop.bodies if b.program.plan), default=0)
+        if temps + arena:
+            needs.append(
+                (
+                    _row_name(fusion, group),
+                    _row_name(fusion, group),
+                    temps + arena,
+                    DType.i1,
+                    fusion.time(group),
+                )
+            )
+    planned = place_scratch(plan, needs)
+    where = {r.name: r.offset for r in planned.buffers if r.scratch_of is not None}
+    for group, loop in loops.items():
+        offset = where.get(_row_name(fusion, group), 0)
+        for j in loop.copied_carries():
+            loop.temps[j] = offset
+            offset += align(loop.carries[j].type.nbytes)
+        loop.arena = offset
+    return loops, planned
+
+
+def _row_name(fusion: FusionPlan, group: Group) -> str:
+    return (
+        f"{group.root.prim.name}{fusion.names[group.root.results[0]]}"
+        if group.root.results
+        else f"{group.root.prim.name}@{group.root_pos}"
+    )
