@@ -385,6 +385,67 @@ def test_mixed_advanced_indexing_against_numpy(inplace: bool) -> None:
         np.testing.assert_array_equal(g, w)
 
 
+def _random_index(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    """An index NumPy takes: integers, slices, None, an ellipsis, integer arrays (in range) and
+    boolean masks, in any order."""
+    items, k, ellipsis = [], 0, False
+    while k < len(shape):
+        r, n = rng.random(), shape[k]
+        if r < 0.3:
+            items.append(rng.integers(-n, n, size=(2,) if rng.random() < 0.7 else (2, 2)))
+        elif r < 0.45:
+            items.append(int(rng.integers(-n, n)))
+        elif r < 0.6:
+            a, b = sorted(int(e) for e in rng.integers(0, n + 1, 2))
+            items.append(slice(a, b if b > a else None))
+        elif r < 0.7:
+            items.append(None)
+            continue
+        elif r < 0.8 and not ellipsis:
+            items.append(Ellipsis)
+            ellipsis, k = True, len(shape) - int(rng.integers(0, len(shape) - k + 1))
+            continue
+        elif r < 0.9:
+            items.append(rng.random(n) < 0.5)
+        else:
+            items.append(slice(None))
+        k += 1
+    return tuple(items)
+
+
+def test_random_mixed_indices_against_numpy() -> None:
+    """Random indices mixing every item kind, their arrays passed as traced arguments: x[index]
+    (unless a mask makes its shape the data's), x[index] = 7 and x[index] += 1 as NumPy's."""
+    rng, tested = np.random.default_rng(5), 0
+    while tested < 12:
+        shape = tuple(int(s) for s in rng.integers(2, 5, size=rng.integers(1, 4)))
+        index, x = _random_index(rng, shape), rng.standard_normal(shape)
+        arrays = [it for it in index if isinstance(it, np.ndarray)]
+        masks = sum(a.dtype == np.bool_ for a in arrays)
+        try:
+            want = [x.copy(), x.copy()]
+            want[0][index], want[1][index] = 7.0, want[1][index] + 1.0
+            want = want if masks else [x[index], *want]
+        except (IndexError, ValueError):
+            continue
+        if masks > 1 or (masks and len(arrays) > 1):  # data-dependent together: a TraceError
+            continue
+
+        def f(x, *traced, index=index, masks=masks):
+            it = iter(traced)
+            ix = tuple(next(it) if isinstance(i, np.ndarray) else i for i in index)
+            a, b = x.copy(), x.copy()
+            a[ix] = 7.0
+            b[ix] += 1.0
+            return (a, b) if masks else (x[ix], a, b)
+
+        got = dsl.compile(f)(x, *arrays)
+        for g, w in zip(got, want, strict=True):
+            assert np.shape(g) == np.shape(w), index
+            np.testing.assert_array_equal(g, w, err_msg=str(index))
+        tested += 1
+
+
 def test_mixed_advanced_indexing_gradients_against_jax() -> None:
     x = RNG.standard_normal((4, 5, 6))
     i, j = np.array([0, 2, 2, 1]), np.array([1, 3, 3, 4])
