@@ -16,7 +16,7 @@ combines the updates landing in its block, so the updates are applied ``blocks``
 and the walk's cost per step is a compare. ``blocks`` grows while ``lines * blocks`` stays within
 ``THREADS`` (a GPU's worth of resident threads), up to one element per thread; a result with as
 many lines as that keeps the serial form. The work is the copy plus (threads) x (index entries)
-compares plus one combine per update.
+compares plus one combine per update (in a register when a thread owns one element).
 """
 
 from __future__ import annotations
@@ -82,13 +82,22 @@ def scatter_kernel(spec: KernelSpec) -> CudaKernel | None:
             For("u", count, [*per_update, combine]),
         ]
     else:  # thread t: line t % lines, the rows [lo, lo + rows) of it (consecutive threads: consecutive q)
-        owned = If(f"lo <= j and j < lo + {rows}", [combine])
-        body = [
+        where = [
             Line(f"lo = (l // {lines}) * {rows}"),
             Line(f"p = (l % {lines}) // {post}"),
             Line(f"q = l % {post}"),
-            For("u", count, [*per_update, owned]),
         ]
+        if rows == 1:  # one element: combined in a register, stored once
+            mine = Access(names[out], (f"(p * {n} + lo) * {post} + q",))
+            acc = Line(f"acc = {typed(reducer.combine('acc', new), out.type.dtype)}", (update,))
+            body = [
+                *where,
+                Line(f"acc = {mine.array}[{mine.index[0]}]", (mine,)),
+                For("u", count, [*per_update, If("j == lo", [acc])]),
+                Line(f"{mine.array}[{mine.index[0]}] = acc", (), (mine,)),
+            ]
+        else:
+            body = [*where, For("u", count, [*per_update, If(f"lo <= j and j < lo + {rows}", [combine])])]
     args = [names[out], names[v], names[idx]]
     types = [(out.type.dtype, 1), (v.type.dtype, 1), (idx.type.dtype, 1)]
     threads = lines * blocks
