@@ -157,7 +157,7 @@ def _reverse_scan(build: _Builder, op: Op, cts: Cts, wanted: Sequence[bool]) -> 
         if more <= z:
             break
         z |= more
-    return part.build(build, [w for w in wanted])
+    return part.emit(build, list(wanted))
 
 
 class _BodyVjp:
@@ -181,7 +181,7 @@ class _BodyVjp:
         for a in self.body.args:
             self.grads.setdefault(a, None)
 
-    def build(self, build: _Builder, wanted: list[bool]) -> tuple[Op, list[Value | None]]:
+    def emit(self, build: _Builder, wanted: list[bool]) -> tuple[Op, list[Value | None]]:
         op, n, body, inner, cts = self.op, self.n, self.body, self.inner, self.cts
         length, m = int(op.attrs["length"]), len(op.operands) - n - int(op.attrs.get("consts", 0))
         args, operands = body.args, op.operands
