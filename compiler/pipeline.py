@@ -249,7 +249,12 @@ PASSES: tuple[Pass, ...] = (
     ),
     Pass("functionalize", "functional", _functionalize, "drop values superseded by in-place writes"),
     Pass("autodiff", "grad", _autodiff, "joint forward+backward program for the requested gradients only"),
-    Pass("unroll_regions", "unrolled", _unroll_regions, "TEMPORARY: loops and branches as straight-line IR"),
+    Pass(
+        "unroll_regions",
+        "unrolled",
+        _unroll_regions,
+        "with native_loops off only: loops and branches as straight-line IR (the reference)",
+    ),
     Pass("simplify", "simplified", _simplify, "DCE, CSE, folding, identities valid under IEEE"),
     Pass(
         "remat",

@@ -1,9 +1,9 @@
-"""``unroll_regions``: the TEMPORARY lowering of region ops (compiler/prims/control.py) to straight-line IR.
+"""``unroll_regions``: region ops (compiler/prims/control.py) lowered to straight-line IR.
 
-The passes after tracing (functionalization, autodiff, simplify, liveness, fusion, planning) and both
-code generators know straight-line blocks only. Until they handle regions natively (issue 28, items
-3 to 5: liveness over blocks that loop, in-place carries, autodiff through loops, native loops in both
-drivers), this pass runs first in ``PASSES`` and replaces each region op by straight-line ops:
+Loops and branches compile natively (``compiler/passes/loops.py``); this pass is the reference they
+are compared with, run only with ``Options.native_loops`` off (``DSL_UNROLL_LOOPS=1``), and the
+lowering ``vmap`` uses for a loop over values that differ per example and autodiff for a ``for``
+bounded at run time (a triangular loop). It replaces each region op by straight-line ops:
 
 - ``for`` with constant bounds and ``scan``: the body copied once per iteration (``clone_ops``), each
   copy reading the carries the previous one yielded; a ``scan``'s rows are ``slice``s of ``xs`` and its
@@ -16,12 +16,9 @@ drivers), this pass runs first in ``PASSES`` and replaces each region op by stra
   untaken branch's derivative (``sqrt`` at a negative, ``0 * inf``) cannot reach the gradient as NaN
   (JAX's ``cond`` differentiates only the taken branch). ``simplify`` folds the masks away;
 - ``while`` and a ``for`` whose bounds are computed at run time: a ``TransformError`` at the user's
-  line (the interpreter runs them; compiled code does not yet).
+  line (they have no unrolled form).
 
-So the program grows with the trip count, exactly as a Python loop would make it; the region form is
-what tracing produces and what ``--emit mlir`` exports (``scf``), and it is what the native passes will
-take over. ``grad_function`` runs it too (autodiff is given straight-line IR), and there a ``while``
-is the ``TransformError`` JAX raises for reverse mode through ``while_loop``.
+So the program grows with the trip count, exactly as a Python loop would make it.
 """
 
 from __future__ import annotations
