@@ -281,6 +281,7 @@ def test_a_while_loop_nobody_differentiates_is_left_alone() -> None:
 
     func = joint(f, (V, np.float64(5.0)), argnums=(0,))
     close(interpret(func, [V, np.float64(5.0)]), np.full(4, 8.0))
+    close(dsl.grad(f)(V, 5.0), np.full(4, 8.0))
     with pytest.raises(dsl.TransformError, match="reverse-mode differentiation does not work through"):
         joint(lambda w, n: dsl.while_loop(lambda c: c.sum() < n, lambda c: c * 2.0, w).sum(), (V, 5.0), (0,))
 
