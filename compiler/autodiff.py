@@ -13,6 +13,11 @@ The backward is ordinary IR: simplified, fused, planned in place like the forwar
 differentiable again (``grad(grad(f))`` runs this sweep on a function that already has one).
 Cotangents of a value used k times are summed as they arrive; the planner turns that chain of adds
 into one buffer updated in place.
+
+Loops and branches are region ops with vjps of their own (``compiler/autodiff_control.py``): the
+joint program of a loop is a forward loop stacking residuals and a backward loop, not the loop
+unrolled. Such a rule gets the cotangents of all its op's results and may replace the op in the
+forward (``_Builder.replace``); ``dependents`` follows a loop's carries to a fixpoint.
 """
 
 from __future__ import annotations
