@@ -15,6 +15,7 @@ import pytest
 import dsl
 import dsl.numpy as dnp
 from compiler.autodiff import GradSpec, grad_function
+from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.ir.core import Function, Op
 from compiler.ir.verify import verify
@@ -331,3 +332,18 @@ def test_several_cotangents_and_tangents_through_one_loop() -> None:
     want_w = jax.jvp(jf, (V, V * 0.5), (V * 2.0, np.zeros(4)))[1]
     want_x = jax.jvp(jf, (V, V * 0.5), (np.zeros(4), V - 1.0))[1]
     close(got[2:], [*want_w, *want_x])
+
+
+@pytest.mark.parametrize("mode", ["no-inplace", "sanitized", "unrolled"])
+@pytest.mark.parametrize("name", ["scan_many", "nested", "cond_in_scan"])
+def test_compiled_gradients_in_every_mode(name: str, mode: str) -> None:
+    """The joint program compiled with in-place off, under the sanitizer, and unrolled."""
+    program, x = PROGRAMS[name]
+    switches = {
+        "no-inplace": {"inplace": False},
+        "sanitized": {"sanitize": True},
+        "unrolled": {"native_loops": False},
+    }[mode]
+    with option_defaults(**switches):
+        got = dsl.grad(dsl_fn(program), argnums=(0, 1))(W, x)
+    close(got, jax.grad(jax_fn(program), argnums=(0, 1))(W, x))
