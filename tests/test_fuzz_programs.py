@@ -8,10 +8,16 @@ and counted masks (bool, int64 and casts), reductions, matmul, concatenate/stack
 ``full`` sources, random ops (a dropout, uniform noise), copies, views (strided slices with
 ``None``, transposes, reshapes, read-only ``broadcast_to``) and writes through them (``v[idx] = e``
 with leading unit dimensions on ``e``, ``v += e``), in-place methods, integer-array reads and writes
-(``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), and
-loops and branches (``fori_loop`` with the counter and in-place methods on the carry, ``cond``, one
-branch now and then starting with ``sqrt`` or ``log`` defined only where it is taken, and ``scan``)
-against Python loops in NumPy. Three programs in four are
+(``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), the
+other indexing forms of dsl/gather.py (``v[m] += c`` with a traced boolean mask, a mask beside slices
+``v[:, m] = c``, integer arrays apart ``v[i, :, j]`` read and ``+=``, ``v[i] += e`` with repeated rows),
+and loops and branches against Python loops in NumPy: ``fori_loop`` (zero trips too, or as many as an
+int64 argument says: a trip count known only at run time), ``cond`` (one branch now and then starting
+with ``sqrt`` or ``log`` defined only where it is taken), ``scan`` (one carry, or two float carries
+that swap or pass through beside an integer one, with a float and an integer ys) and ``while_loop``
+(an integer counter and a data carry, stopping at a bound or when the data grows); their bodies read
+outer values, write the carry in place (methods, ``c += x``, ``c.add_(x)``, ``c[k % n] = row``) and
+nest a ``fori_loop`` or a ``cond``. Three programs in four are
 float64, a quarter of them with special inputs (signed zeros, infinities, NaN, subnormals); the
 fourth is int32/int64 with bitwise ops, shifts (past the width too), floor division and remainders
 by zero and by negatives, and now and then a Python int out of int32's range. A step NumPy refuses
@@ -24,9 +30,11 @@ Every program (``test_random_programs``) is checked, results and final input con
 
     reference interpreter on the traced IR == on the optimized IR ~= NumPy running the closure
     compiled (in place) == compiled (inplace=False) == compiled under the sanitizer   bit for bit
+        == compiled with loops unrolled (native_loops=False; not a while loop nor a run-time trip count)
     NaN and infinities in the same places, zeros of the same sign (not through matmul: BLAS's)
     every IR stage: print -> parse -> print is the identity
     grad of a weighted sum of all results ~= float64 central differences along a random direction
+        (through fori_loop, scan and cond; not a while loop nor a run-time trip count: JAX's refusals)
     inputs the program does not write are unchanged after every call (the grad call: all inputs)
     a strided argument's base is untouched outside the argument
 
@@ -108,6 +116,7 @@ from test_signed_zero_reductions import ordered
 import dsl
 import dsl.nn as dnn
 import dsl.numpy as dnp
+from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
@@ -157,7 +166,9 @@ def _np_gelu(v: Any) -> Any:
 
 
 def _body(env: list[Any], B: dict, ops: tuple, c: Any, k: Any = None) -> Any:
-    """A loop's or branch's body: ``ops`` applied to the carry ``c`` (``k``: the loop counter)."""
+    """A loop's or branch's body: ``ops`` applied to the carry ``c`` (``k``: the loop counter, or
+    None in a branch or a scan). Outer values are read from the enclosing block (consts); in-place
+    writes (methods, ``c += x``, ``c[k % n] = v``) have eager semantics on the body's own carry."""
     for kind, *params in ops:
         if kind == "unary":
             c = B[params[0]](c)
@@ -165,13 +176,34 @@ def _body(env: list[Any], B: dict, ops: tuple, c: Any, k: Any = None) -> Any:
             c = B[params[0]](c, _operand(env, params[1]))
         elif kind == "counter":
             c = c * 0.5 + k * 0.25
+        elif kind == "iadd":  # an augmented write of the carry: c += x
+            c += _operand(env, params[0])
+        elif kind == "add_":
+            B["add_"](c, _operand(env, params[0]))
+        elif kind == "setrow":  # the counter's row (wrapped into the axis), row 0 outside a fori_loop
+            c[0 if k is None else k % c.shape[0]] = _operand(env, params[0])
+        elif kind in ("loop", "cond"):  # a loop or a branch nested in the body
+            c = _nested(env, B, kind, params, c, k)
         else:  # "inplace": a method on the carry (eager semantics inside the body)
             B[params[0]](c)
     return c
 
 
-def _loop(env: list[Any], B: dict, n: int, i: int, ops: tuple) -> None:
-    env.append(B["fori_loop"](0, n, lambda k, c: _body(env, B, ops, c, k), env[i]))
+def _nested(env: list[Any], B: dict, kind: str, params: list, c: Any, k: Any) -> Any:
+    """A fori_loop (its own counter; the outer one read as a const) or a cond on the carry's sign,
+    inside a body."""
+    if kind == "loop":
+        n, ops = params
+        return B["fori_loop"](0, n, lambda k2, c2: _body(env, B, ops, c2, k2), c)
+    then, other = params
+    pred = B["sum"](c) > 0.0
+    return B["cond"](pred, lambda c2: _body(env, B, then, c2, k), lambda c2: _body(env, B, other, c2, k), c)
+
+
+def _loop(env: list[Any], B: dict, n: int | str, i: int, ops: tuple) -> None:
+    # n == "n": the program's traced integer argument (a trip count known only at run time)
+    trips = B["trips"] if n == "n" else n
+    env.append(B["fori_loop"](0, trips, lambda k, c: _body(env, B, ops, c, k), env[i]))
 
 
 def _cond(env: list[Any], B: dict, p: int, i: int, then: tuple, other: tuple) -> None:
@@ -188,6 +220,34 @@ def _scan(env: list[Any], B: dict, i: int, j: int, reverse: bool) -> None:
 
     c, ys = B["scan"](step, env[i], env[j], reverse=reverse)
     env.append(c + B["sum"](ys) * 0.5)
+
+
+def _scan_carries(env: list[Any], B: dict, i: int, j: int, ops: tuple, swap: bool, reverse: bool) -> None:
+    """A scan with three carries (two floats of one shape, an integer counter) and two ys (a float
+    and the counter): the second float carry swaps with the first or passes through unchanged."""
+
+    def step(carry: tuple, x: Any) -> tuple[tuple, tuple]:
+        a, b, n = carry
+        a2 = _body(env, B, ops, a) + B["sum"](x) * 0.25
+        return ((b, a2, n + 1) if swap else (a2, b, n + 1)), (a2 * 0.5, n)
+
+    (a, b, n), (ys, ns) = B["scan"](step, (env[i], env[i] * 0.5, np.int64(0)), env[j], reverse=reverse)
+    env.append(a + b * 0.5 + B["sum"](ys) * 0.25 + B["sum"](ns) * 0.125 + n * 0.0625)
+
+
+def _while(env: list[Any], B: dict, limit: int, i: int, ops: tuple, data_stop: bool) -> None:
+    """A while_loop over (an integer counter, a carry): at most ``limit`` trips, fewer where
+    ``data_stop`` and the carry grows past 4 in magnitude (a NaN stops it too)."""
+
+    def cond(s: tuple) -> Any:
+        go = s[0] < limit
+        return B["logical_and"](go, B["max"](B["abs"](s[1])) < 4.0) if data_stop else go
+
+    def body(s: tuple) -> tuple:
+        return s[0] + 1, _body(env, B, ops, s[1], s[0])
+
+    k, c = B["while_loop"](cond, body, (np.int64(0), env[i]))
+    env.append(c + k * 0.25)
 
 
 def _fancy_set(env: list[Any], t: int, idx: tuple[int, ...], j: Any) -> None:
@@ -210,9 +270,9 @@ def _fresh(x: Any) -> Any:
     return np.array(x, order="C")
 
 
-def _np_fori_loop(lower: int, upper: int, body: Callable[..., Any], init: Any) -> Any:
+def _np_fori_loop(lower: int, upper: Any, body: Callable[..., Any], init: Any) -> Any:
     c = _fresh(init)
-    for k in range(lower, upper):
+    for k in range(lower, int(upper)):
         c = _fresh(body(k, c))
     return c
 
@@ -221,12 +281,30 @@ def _np_cond(pred: Any, then: Callable[..., Any], other: Callable[..., Any], x: 
     return _fresh(then(_fresh(x)) if pred else other(_fresh(x)))
 
 
+def _np_tree(f: Callable[[Any], Any], tree: Any) -> Any:
+    return tuple(f(v) for v in tree) if isinstance(tree, tuple) else f(tree)
+
+
 def _np_scan(f: Callable[..., Any], init: Any, xs: Any, reverse: bool = False) -> tuple[Any, Any]:
-    c, ys = _fresh(init), [None] * len(xs)
+    c, ys = _np_tree(_fresh, init), [None] * len(xs)
     for t in reversed(range(len(xs))) if reverse else range(len(xs)):
         c, ys[t] = f(c, xs[t])
-        c = _fresh(c)
-    return c, np.stack(ys) if len(xs) else np.zeros_like(xs, order="C")
+        c = _np_tree(_fresh, c)
+    if len(xs):
+        rows = [_np_tree(lambda v: v, y) for y in ys]
+        if isinstance(rows[0], tuple):
+            return c, tuple(np.stack(column) for column in zip(*rows))
+        return c, np.stack(rows)
+    # no rows: ys of the shapes one step would give them (the body run once on a dummy row)
+    _, y = f(_np_tree(_fresh, init), np.zeros(xs.shape[1:], xs.dtype))
+    return c, _np_tree(lambda v: np.zeros((0, *np.shape(v)), np.asarray(v).dtype), y)
+
+
+def _np_while_loop(cond: Callable[..., Any], body: Callable[..., Any], init: tuple) -> tuple:
+    s = tuple(_fresh(v) for v in init)
+    while cond(s):
+        s = tuple(_fresh(v) for v in body(s))
+    return s
 
 
 # The same op names on both backends. Functions with a restricted domain or fast growth get a
@@ -310,6 +388,9 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "fori_loop": _np_fori_loop,
     "cond": _np_cond,
     "scan": _np_scan,
+    "while_loop": _np_while_loop,
+    "logical_and": np.logical_and,
+    "gt": np.greater,
 }
 DSL: dict[str, Callable[..., Any]] = {
     "exp": lambda v: dnp.exp(dnp.tanh(v)),
@@ -388,6 +469,9 @@ DSL: dict[str, Callable[..., Any]] = {
     "fori_loop": dsl.fori_loop,
     "cond": dsl.cond,
     "scan": dsl.scan,
+    "while_loop": dsl.while_loop,
+    "logical_and": dnp.logical_and,
+    "gt": dnp.greater,
 }
 UNARY = (
     "exp", "expm1", "log", "log1p", "sqrt", "reciprocal", "tan", "sigmoid", "gelu",
@@ -458,6 +542,33 @@ def _where(env: list[Any], B: dict, cond: str, i: int, j: int | float) -> None:
     env.append(B["where"](B[cond](a, b), a, b))
 
 
+def _mask_augmented(env: list[Any], B: dict, t: int, p: int, op: str, j: Any) -> None:
+    """``x[m] op= c`` with a traced boolean mask ``m = v > 0`` of x's shape (v may be x itself)."""
+    x, m = env[t], B["gt"](env[p], 0.0)
+    x[m] = AUGMENTED[op](x[m], _operand(env, j))
+
+
+def _mask_axis(env: list[Any], B: dict, t: int, axis: int, op: str, j: Any) -> None:
+    """``x[:, m] op= c`` (``=`` too): a traced mask along ``axis`` (where x's sums over the other
+    axes are >= 0) beside full slices."""
+    x = env[t]
+    others = tuple(a for a in range(x.ndim) if a != axis)
+    index = (slice(None),) * axis + (B["ge"](B["sum"](x, axis=others), 0.0),)
+    c = _operand(env, j)
+    x[index] = c if op == "=" else AUGMENTED[op](x[index], c)
+
+
+def _apart_index(idx0: tuple[int, ...], idx2: tuple[int, ...]) -> tuple:
+    return (list(idx0), slice(None), list(idx2))
+
+
+def _fancy_augmented(env: list[Any], t: int, index: Any, op: str, j: Any) -> None:
+    """``x[index] op= v``: read, combined and written back once per index (repeated rows: the last
+    write stays, as NumPy's)."""
+    x = env[t]
+    x[index] = AUGMENTED[op](x[index], _operand(env, j))
+
+
 STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "unary": lambda env, B, name, i: env.append(B[name](env[i])),
     "binary": lambda env, B, name, i, j: env.append(B[name](env[i], _operand(env, j))),
@@ -481,6 +592,15 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "loop": _loop,
     "cond": _cond,
     "scan": _scan,
+    "scan_carries": _scan_carries,
+    "while": _while,
+    "mask_augmented": _mask_augmented,
+    "mask_axis": _mask_axis,
+    "take_apart": lambda env, B, i, idx0, idx2: env.append(env[i][_apart_index(idx0, idx2)]),
+    "augmented_apart": lambda env, B, t, idx0, idx2, op, j: _fancy_augmented(
+        env, t, _apart_index(idx0, idx2), op, j
+    ),
+    "fancy_augmented": lambda env, B, t, idx, op, j: _fancy_augmented(env, t, list(idx), op, j),
     "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
     "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
     "at_add": _at_add,
@@ -535,6 +655,23 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "fancy_set": lambda new, t, idx, j: f"v{t}[{list(idx)}] = {_o(j)}",
     "at_add": lambda new, i, idx, j: f"{new} = v{i}.at[{list(idx)}].add({_o(j)})",
     "loop": lambda new, n, i, ops: f"{new} = fori_loop(0, {n}, lambda k, c: {_fmt_body(ops)}, v{i})",
+    "while": lambda new, limit, i, ops, data_stop: (
+        f"k, c = while_loop(lambda s: s[0] < {limit}{' and max(abs(s[1])) < 4' if data_stop else ''}, "
+        f"lambda s: (s[0] + 1, (k := s[0], c := s[1], {_fmt_body(ops)})), (int64(0), v{i})); "
+        f"{new} = c + k * 0.25"
+    ),
+    "scan_carries": lambda new, i, j, ops, swap, reverse: (
+        f"(a, b, n), (ys, ns) = scan(lambda (a, b, n), x: ((a2 := {_fmt_body(ops)}(a) + sum(x) * 0.25, "
+        f"{'(b, a2, n + 1)' if swap else '(a2, b, n + 1)'}), (a2 * 0.5, n)), (v{i}, v{i} * 0.5, int64(0)), "
+        f"v{j}, reverse={reverse}); {new} = a + b * 0.5 + sum(ys) * 0.25 + sum(ns) * 0.125 + n * 0.0625"
+    ),
+    "mask_augmented": lambda new, t, p, op, j: f"v{t}[v{p} > 0] {op} {_o(j)}",
+    "mask_axis": lambda new, t, axis, op, j: (
+        f"v{t}[{':, ' * axis}sum(v{t}, axis=(others)) >= 0] {op} {_o(j)}"
+    ),
+    "take_apart": lambda new, i, idx0, idx2: f"{new} = v{i}[{list(idx0)}, :, {list(idx2)}]",
+    "augmented_apart": lambda new, t, idx0, idx2, op, j: f"v{t}[{list(idx0)}, :, {list(idx2)}] {op} {_o(j)}",
+    "fancy_augmented": lambda new, t, idx, op, j: f"v{t}[{list(idx)}] {op} {_o(j)}",
     "cond": lambda new, p, i, then, other: (
         f"{new} = cond({f'all(v{i} >= 1e-3)' if p == i else f'sum(v{p}) > 0'}, lambda c: {_fmt_body(then)}, "
         f"lambda c: {_fmt_body(other)}, v{i})"
@@ -546,21 +683,35 @@ STEP_LINES: dict[str, Callable[..., str]] = {
 }
 
 
+BODY_LINES: dict[str, Callable[..., str]] = {
+    "unary": lambda name: f"c = {name}(c)",
+    "binary": lambda name, j: f"c = {name}(c, {_o(j)})",
+    "counter": lambda: "c = c * 0.5 + k * 0.25",
+    "iadd": lambda j: f"c += {_o(j)}",
+    "add_": lambda j: f"c.add_({_o(j)})",
+    "setrow": lambda j: f"c[k % c.shape[0] (0 outside a fori_loop)] = {_o(j)}",
+    "loop": lambda n, ops: f"c = fori_loop(0, {n}, lambda k, c: {_fmt_body(ops)}, c)",
+    "cond": lambda then, other: (
+        f"c = cond(sum(c) > 0, lambda c: {_fmt_body(then)}, lambda c: {_fmt_body(other)}, c)"
+    ),
+    "inplace": lambda name: f"c.{name}()",
+}
+
+
 def _fmt_body(ops: tuple) -> str:
-    lines = []
-    for kind, *params in ops:
-        if kind == "unary":
-            lines.append(f"c = {params[0]}(c)")
-        elif kind == "binary":
-            lines.append(f"c = {params[0]}(c, {_o(params[1])})")
-        elif kind == "counter":
-            lines.append("c = c * 0.5 + k * 0.25")
-        else:
-            lines.append(f"c.{params[0]}()")
-    return "{" + "; ".join(lines) + "; return c}"
+    return "{" + "; ".join(BODY_LINES[kind](*params) for kind, *params in ops) + "; return c}"
 
 
-CREATES = set(STEP_RUNNERS) - {"setitem", "augmented", "method", "fancy_set"}
+CREATES = set(STEP_RUNNERS) - {
+    "setitem",
+    "augmented",
+    "method",
+    "fancy_set",
+    "mask_augmented",
+    "mask_axis",
+    "augmented_apart",
+    "fancy_augmented",
+}
 
 
 @dataclass
@@ -573,6 +724,7 @@ class Program:
     layouts: tuple[str, ...] = ()  # per input, one of LAYOUTS; () is C order throughout
     specials: bool = False  # float inputs hold SPECIAL_VALUES among the uniform ones
     raises: str | None = None  # NumPy raises this at the last step (see EXPECTED_ERRORS)
+    trips: int | None = None  # a last, int64 0-d argument: the trip count of the loops of "n" trips
 
     def dtype(self, k: int) -> str:
         return self.dtypes[k] if self.dtypes else "float64"
@@ -592,12 +744,35 @@ class Program:
                     special = rng.uniform(size=s) < 0.25
                     v = np.where(special, rng.choice(SPECIAL_VALUES, s), v)
             values.append(arranged(v, self.layout(k)))
+        if self.trips is not None:
+            values.append(np.array(self.trips, np.int64))
         return tuple(values)
 
+    def run(self, backend: dict, args: tuple) -> tuple:
+        """The steps on ``args`` (the trip count, where there is one, last and outside the env)."""
+        if self.trips is None:
+            return run_steps(self.steps, self.outputs, backend, args)
+        return run_steps(self.steps, self.outputs, {**backend, "trips": args[-1]}, args[:-1])
+
     def closure(self, backend: dict) -> Callable[..., Any]:
-        if len(self.shapes) == 1:
-            return lambda x: run_steps(self.steps, self.outputs, backend, (x,))
-        return lambda x, y: run_steps(self.steps, self.outputs, backend, (x, y))
+        if self.n_args == 1:
+            return lambda x: self.run(backend, (x,))
+        if self.n_args == 2:
+            return lambda x, y: self.run(backend, (x, y))
+        return lambda x, y, n: self.run(backend, (x, y, n))
+
+    @property
+    def n_args(self) -> int:
+        return len(self.shapes) + (self.trips is not None)
+
+    @property
+    def has_regions(self) -> bool:
+        return any(kind in REGION_STEPS for kind, *_ in self.steps)
+
+    @property
+    def dynamic(self) -> bool:
+        """A while loop or a run-time trip count: compiled only natively, not differentiated."""
+        return self.trips is not None or any(kind == "while" for kind, *_ in self.steps)
 
     def describe(self) -> str:
         args = [
@@ -606,6 +781,8 @@ class Program:
         ]
         specials = " (special values)" if self.specials else ""
         # the seed draws the inputs, the loss's weights and the gradient's direction
+        if self.trips is not None:
+            args.append(f"n: int64 = {self.trips}")
         lines = [f"inputs: {', '.join(args)}{specials}, seed {self.seed}"]
         n = len(self.shapes)
         for kind, *params in self.steps:
@@ -912,17 +1089,20 @@ def _broadcasts_into(a: tuple[int, ...], shape: tuple[int, ...]) -> bool:
         return False
 
 
-def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool) -> tuple:
+BODY_KINDS = ("unary", "binary", "inplace", "iadd", "add_", "setrow", "loop", "cond")
+
+
+def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest: bool = True) -> tuple:
     """1-3 steps that keep a carry of ``shape``: unary ops, binary ops with an outer value that
-    broadcasts into it (or a constant), the loop counter, in-place methods on it."""
-    ops = []
+    broadcasts into it (or a constant), the loop counter, in-place writes of the carry (methods,
+    ``c += x``, ``c.add_(x)``, ``c[k % n] = row``), and (with ``nest``) a fori_loop or a cond nested
+    in the body, whose own body nests nothing."""
+    ops: list[tuple] = []
     outer = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape)]
+    rows = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape[1:])]
+    kinds = BODY_KINDS[: len(BODY_KINDS) if nest else -2] + (("counter",) if counter else ())
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(
-            st.sampled_from(
-                ("unary", "binary", "counter", "inplace") if counter else ("unary", "binary", "inplace")
-            )
-        )
+        kind = draw(st.sampled_from(kinds))
         if kind == "unary":
             ops.append(("unary", draw(st.sampled_from(LOOP_UNARY))))
         elif kind == "binary":
@@ -931,28 +1111,54 @@ def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool) -> t
             )
         elif kind == "counter":
             ops.append(("counter",))
-        elif len(shape) >= 1:
+        elif kind == "iadd":
+            ops.append(("iadd", draw(st.sampled_from(outer + list(CONSTANTS)))))
+        elif kind == "loop":
+            ops.append(("loop", draw(st.sampled_from((0, 1, 2))), _draw_body(draw, env, shape, True, False)))
+        elif kind == "cond":
+            then, other = (_draw_body(draw, env, shape, counter, False) for _ in range(2))
+            ops.append(("cond", then, other))
+        elif len(shape) == 0:
+            continue  # in-place methods and row writes need an array (a 0-d NumPy result is a scalar)
+        elif kind == "inplace":
             ops.append(("inplace", draw(st.sampled_from(LOOP_METHODS))))
+        elif kind == "add_":
+            ops.append(("add_", draw(st.sampled_from(outer + list(CONSTANTS)))))
+        elif shape[0] >= 1:  # setrow
+            ops.append(("setrow", draw(st.sampled_from(rows + list(CONSTANTS)))))
     return tuple(ops)
 
 
+REGION_STEPS = ("loop", "cond", "scan", "scan_carries", "while")
+TRIP_COUNTS = (0, 1, 3, "n")  # "n": the program's int64 argument (a trip count known at run time)
+
+
 def gen_control(draw, env):
-    """A fori_loop, a cond or a scan (``dsl.fori_loop`` ... against Python loops in NumPy)."""
+    """A fori_loop (static or run-time trip count), a cond, a scan (one carry, or several with an
+    integer among them), or a while_loop (``dsl.fori_loop`` ... against Python loops in NumPy)."""
     floats = _float_arrays(env)
     if not floats:
         return None
     i = _pick(draw, floats)
     shape = np.shape(env[i])
-    kind = draw(st.sampled_from(("loop", "loop", "cond", "scan")))
+    kind = draw(st.sampled_from(REGION_STEPS + ("loop",)))
     if kind == "loop":
-        return ("loop", draw(st.sampled_from((0, 1, 3))), i, _draw_body(draw, env, shape, counter=True))
+        return ("loop", draw(st.sampled_from(TRIP_COUNTS)), i, _draw_body(draw, env, shape, counter=True))
+    if kind == "while":
+        data_stop = bool(np.size(env[i])) and draw(st.booleans())  # (a max of nothing raises)
+        return ("while", draw(st.sampled_from((0, 1, 3))), i, _draw_body(draw, env, shape, True), data_stop)
     if kind == "cond":
         then, other = _draw_body(draw, env, shape, False), _draw_body(draw, env, shape, False)
         if draw(st.booleans()):  # on the operand's sign: the then branch starts outside its domain
             return ("cond", i, i, (("unary", draw(st.sampled_from(BRANCH_UNARY))), *then), other)
         return ("cond", _pick(draw, floats), i, then, other)
     xs = [k for k in floats if np.ndim(env[k]) >= 1]
-    return ("scan", i, draw(st.sampled_from(xs)), draw(st.booleans())) if xs else None
+    if not xs:
+        return None
+    if kind == "scan":
+        return ("scan", i, draw(st.sampled_from(xs)), draw(st.booleans()))
+    body = _draw_body(draw, env, shape, False)
+    return ("scan_carries", i, draw(st.sampled_from(xs)), body, draw(st.booleans()), draw(st.booleans()))
 
 
 def _draw_indices(draw, n: int) -> tuple[int, ...]:
@@ -983,6 +1189,65 @@ def gen_gather(draw, env):
     return ("at_add", i, idx, _source(draw, env, (len(idx), *np.shape(env[i])[1:])))
 
 
+INDEX_AUGMENTED = ("+=", "-=", "*=")
+
+
+def gen_index(draw, env):
+    """dsl/gather.py's forms against NumPy: ``x[v > 0] op= c`` with a traced mask, a traced mask
+    beside slices (``x[:, m] = c``, ``op=``), integer arrays apart (``x[i, :, j]`` read and
+    ``op=``), and ``x[i] op= v`` with repeated rows (the last write stays)."""
+    floats = _float_arrays(env)
+    writable = [k for k in _writable(env) if k in floats]
+    scalars = [k for k in floats if np.ndim(env[k]) == 0] + list(CONSTANTS)
+    kind = draw(st.sampled_from(("mask_augmented", "mask_axis", "apart", "fancy_augmented")))
+    if kind == "mask_augmented" and writable:
+        t = _pick(draw, writable)
+        p = draw(st.sampled_from([k for k in floats if np.shape(env[k]) == env[t].shape]))
+        return (
+            "mask_augmented",
+            t,
+            p,
+            draw(st.sampled_from(INDEX_AUGMENTED)),
+            draw(st.sampled_from(scalars)),
+        )
+    if kind == "mask_axis":
+        targets = [k for k in writable if env[k].ndim >= 1]
+        if not targets:
+            return None
+        t = _pick(draw, targets)
+        axis = draw(st.integers(0, env[t].ndim - 1))
+        op = draw(st.sampled_from(("=", *INDEX_AUGMENTED)))
+        return ("mask_axis", t, axis, op, draw(st.sampled_from(scalars)))
+    if kind == "apart":
+        arrays = [k for k in floats if np.ndim(env[k]) >= 3 and np.shape(env[k])[0] and np.shape(env[k])[2]]
+        if not arrays:
+            return None
+        i = _pick(draw, arrays)
+        idx0 = _draw_indices(draw, env[i].shape[0])
+        n2 = draw(st.sampled_from((1, len(idx0))))
+        idx2 = tuple(
+            draw(st.lists(st.integers(-env[i].shape[2], env[i].shape[2] - 1), min_size=n2, max_size=n2))
+        )
+        if i not in writable or draw(st.booleans()):
+            return ("take_apart", i, idx0, idx2)
+        target = env[i][_apart_index(idx0, idx2)].shape
+        return (
+            "augmented_apart",
+            i,
+            idx0,
+            idx2,
+            draw(st.sampled_from(INDEX_AUGMENTED)),
+            _source(draw, env, target),
+        )
+    targets = [k for k in writable if env[k].ndim >= 1 and env[k].shape[0] >= 1]
+    if not targets:
+        return None
+    t = _pick(draw, targets)
+    idx = _draw_indices(draw, env[t].shape[0])
+    op = draw(st.sampled_from(INDEX_AUGMENTED))
+    return ("fancy_augmented", t, idx, op, _source(draw, env, env[t][list(idx)].shape))
+
+
 GENERATORS = {
     "unary": gen_unary,
     "binary": gen_binary,
@@ -1000,6 +1265,7 @@ GENERATORS = {
     "method": gen_method,
     "control": gen_control,
     "gather": gen_gather,
+    "index": gen_index,
 }
 INT_GENERATORS = {
     "unary": gen_int_unary,
@@ -1019,6 +1285,7 @@ KIND_WEIGHTS = (
     *GENERATORS,
     *("matmul", "view", "view", "unary", "binary", "setitem", "augmented", "method", "control", "control"),
     "gather",
+    "index",
 )
 INT_KIND_WEIGHTS = (*INT_GENERATORS, "binary", "binary", "binary", "augmented")
 
@@ -1075,13 +1342,16 @@ def programs(draw, integer: bool = False) -> Program:
         steps.append(step)
         try:
             with np.errstate(all="ignore"):
-                STEP_RUNNERS[step[0]](env, NUMPY, *step[1:])
+                STEP_RUNNERS[step[0]](env, {**NUMPY, "trips": 1}, *step[1:])
         except (ValueError, OverflowError) as err:
             raises = _error_name(err)
             break
     extra = draw(st.lists(st.integers(0, len(env) - 1), max_size=2))
     outputs = tuple(sorted({len(env) - 1, *extra}))
-    return Program(shapes, draw(st.integers(0, 2**16)), steps, outputs, dtypes, layouts, specials, raises)
+    runtime_trips = any(step[:2] == ("loop", "n") for step in steps)
+    trips = draw(st.sampled_from((0, 1, 2, 3))) if runtime_trips else None
+    seed_ = draw(st.integers(0, 2**16))
+    return Program(shapes, seed_, steps, outputs, dtypes, layouts, specials, raises, trips)
 
 
 # Three float programs to one integer program.
@@ -1181,7 +1451,7 @@ def loss_closure(program: Program, backend: dict) -> Callable[..., Any]:
 
     def loss(*xs: Any) -> Any:
         xs = tuple(x.copy() for x in xs)
-        outs = run_steps(program.steps, program.outputs, backend, xs)
+        outs = program.run(backend, xs)
         return sum(total(v * w) for v, w in zip((*outs, *xs), weights))
 
     return loss
@@ -1275,6 +1545,9 @@ def check_program(program: Program, gradient: bool = True) -> None:
             "reference plan": run_compiled(program, False),
             "sanitized": run_compiled(program, True, sanitize=True),
         }
+        if program.has_regions and not program.dynamic:  # native loops against their unrolled form
+            with option_defaults(native_loops=False):
+                runs["unrolled"] = run_compiled(program, True)
         base = runs["reference plan"]
         for mode, (out, args) in runs.items():
             assert_values(out, base[0], f"results, {mode} vs reference plan", exact=True)
@@ -1290,7 +1563,7 @@ def check_program(program: Program, gradient: bool = True) -> None:
             if np.array_equal(before, after):
                 for mode, (_, args) in runs.items():
                     np.testing.assert_array_equal(args[k], before, err_msg=f"{mode} modified input {k}")
-        if gradient and not program.specials and not program.dtypes:
+        if gradient and not program.specials and not program.dtypes and not program.dynamic:
             check_gradient(program)
 
 
@@ -1340,8 +1613,8 @@ def batched(batch: list[Program]) -> Callable[..., Any]:
     def run_all(*args: Any) -> list[tuple]:
         outs, k = [], 0
         for p in batch:
-            n = len(p.shapes)
-            outs.append(run_steps(p.steps, p.outputs, DSL, args[k : k + n]))
+            n = p.n_args
+            outs.append(p.run(DSL, args[k : k + n]))
             k += n
         return outs
 
