@@ -18,6 +18,8 @@ from compiler.autodiff import GradSpec, grad_function
 from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.ir.core import Function, Op
+from compiler.ir.parser import parse_function
+from compiler.ir.printer import print_function
 from compiler.ir.verify import verify
 from compiler.prims import control
 from dsl.compile import trace_function
@@ -39,9 +41,12 @@ def close(got, want, rtol: float = 1e-10) -> None:
 
 
 def joint(fn, args, argnums=(0, 1)) -> Function:
-    """The joint forward+backward IR of ``fn``'s gradient (region ops and all), verified."""
+    """The joint forward+backward IR of ``fn``'s gradient (region ops and all), verified; its text
+    parses back to the same text."""
     func = grad_function(trace_function(fn, args).func, GradSpec(tuple(argnums)))
     verify(func)
+    text = print_function(func)
+    assert print_function(parse_function(text)) == text
     return func
 
 
