@@ -347,11 +347,19 @@ def _if_vjp(build: _Builder, op: Op, cts: Cts, wanted: tuple[bool, ...]) -> list
     got = [k for k in want if any(b[3][k] is not None for b in branches)]
     if not got:
         return [None] * len(op.operands)
-    regions = []
+    bodies = []
     for inner, block_args, ops, by_arg in branches:
         yields = [by_arg[k] or inner.zeros(args[k].type) for k in got]
-        regions.append(Block(tuple(block_args), tuple(inner.forward(ops) + inner.ops), tuple(yields)))
-    back = build.emit(control.if_, [pred, *args, *(_some(cts[k]) for k in seeded)], {}, tuple(regions))
+        body = _closure(inner.forward(ops) + inner.ops, set(yields))  # the forward the vjp reads
+        bodies.append((block_args, body, yields, _reads(body, yields, set())))
+    # operands neither backward branch reads are not passed (in a loop body they would be stacked)
+    operands = [*args, *(_some(cts[k]) for k in seeded)]
+    used = [i for i in range(len(operands)) if any(b[0][i] in b[3] for b in bodies)]
+    regions = tuple(
+        Block(tuple(block_args[i] for i in used), tuple(body), tuple(yields))
+        for block_args, body, yields, _ in bodies
+    )
+    back = build.emit(control.if_, [pred, *(operands[i] for i in used)], {}, regions)
     out: list[Value | None] = [None] * len(op.operands)
     for k, r in zip(got, back.results, strict=True):
         out[1 + k] = r

@@ -352,3 +352,17 @@ def test_compiled_gradients_in_every_mode(name: str, mode: str) -> None:
     with option_defaults(**switches):
         got = dsl.grad(dsl_fn(program), argnums=(0, 1))(W, x)
     close(got, jax.grad(jax_fn(program), argnums=(0, 1))(W, x))
+
+
+def test_the_backward_if_reads_only_what_its_branches_need() -> None:
+    """Both branches linear in x: the backward if takes the predicate and the cotangent, not the
+    operands (inside a loop body each operand it took would be stacked per iteration)."""
+
+    def f(x, y):
+        return dsl.cond(x.sum() > 0, lambda a, b: a * 2.0 + b.sum(), lambda a, b: a - b.sum(), x, y).sum()
+
+    func = joint(f, (V, X), argnums=(0,))
+    forward, backward = regions(func, control.if_)
+    assert len(backward.operands) == 2 and len(forward.operands) == 3
+    for x in (V, -V):
+        close(interpret(func, [x, X]), [np.full(4, 2.0 if x.sum() > 0 else 1.0)])
