@@ -21,8 +21,9 @@ gradients are first checked against float64 NumPy in this process.
 (b) RNN: ``h = tanh(x_t @ Wx + h @ Wh + b)``, T=256, hidden 512, batch 64, inputs 512, float32; the
 loss is the sum of squares of the last ``h`` (``--loss last``) or of every ``h`` (``--loss all``);
 value and gradient w.r.t. ``(Wx, Wh, b)``: ``dsl.value_and_grad`` of ``dsl.scan``,
-``jax.jit(jax.value_and_grad)`` of ``lax.scan``, PyTorch eager (a Python loop, autograd). The three
-are checked against each other in this process first. Then each is timed in a process of its own
+``jax.jit(jax.value_and_grad)`` of ``lax.scan``, PyTorch eager (a Python loop, autograd), and NumPy
+with a hand-written backward (the same matmuls and no framework: a floor). All are checked against
+dslc's values in this process first. Then each is timed in a process of its own
 (XLA's and PyTorch's worker threads stay alive and spin after their calls and slow dslc's parallel
 kernels down when they share a process, see ``bench_suite.py``), the frameworks interleaved round by
 round; a figure is the lowest of its round medians (each the median of ``--calls`` calls after
@@ -64,7 +65,7 @@ import dsl  # noqa: E402
 import dsl.numpy as dnp  # noqa: E402
 
 SCALING_BUILD = compile_scaling.build  # its programs (mlp, chain); ours are added in cold_child
-FRAMEWORKS = ("dslc", "jax", "torch")
+FRAMEWORKS = ("dslc", "jax", "torch", "numpy")  # numpy: the hand-written backward, a floor
 MLP_WIDTH, MLP_BATCH = 64, 32
 
 
@@ -182,6 +183,32 @@ class Rnn:
             return loss.detach(), torch.autograd.grad(loss, params)
 
         return step, (step, params)
+
+    def numpy(self) -> tuple[Callable[[], Any], Any]:
+        """The forward and a hand-written backward in NumPy (its BLAS): no framework's overhead, the
+        same matmuls (two per step forward, three back), a floor for the others."""
+        wx, wh, b, xs = self.wx, self.wh, self.b, self.xs
+        last = self.loss == "last"
+
+        def step() -> Any:
+            hs = np.empty((len(xs) + 1, *self.h0.shape), np.float32)
+            hs[0] = self.h0
+            for t in range(len(xs)):
+                hs[t + 1] = np.tanh(xs[t] @ wx + hs[t] @ wh + b)
+            loss = (hs[-1] * hs[-1]).sum() if last else (hs[1:] * hs[1:]).sum()
+            gwx, gwh, gb = np.zeros_like(wx), np.zeros_like(wh), np.zeros_like(b)
+            dh = 2 * hs[-1] if last else np.zeros_like(self.h0)
+            for t in reversed(range(len(xs))):
+                if not last:
+                    dh += 2 * hs[t + 1]
+                dz = dh * (1 - hs[t + 1] * hs[t + 1])
+                gwx += xs[t].T @ dz
+                gwh += hs[t].T @ dz
+                gb += dz.sum(axis=0)
+                dh = dz @ wh.T
+            return loss, (gwx, gwh, gb)
+
+        return step, (step, ())
 
 
 def leaves(x: Any) -> list[np.ndarray]:
@@ -323,7 +350,7 @@ def check_rnn(rnn: Rnn, missing: dict[str, str]) -> dict[str, Any]:
             "dslc naive (every value its own buffer)": plan.naive_bytes,
         },
     }
-    for framework in ("jax", "torch"):
+    for framework in FRAMEWORKS[1:]:
         if framework in missing:
             continue
         call, (g, gargs) = getattr(rnn, framework)()
@@ -334,7 +361,7 @@ def check_rnn(rnn: Rnn, missing: dict[str, str]) -> dict[str, Any]:
         if framework == "jax":
             analysis = g.lower(*gargs).compile().memory_analysis()
             out["memory"]["XLA temp"] = int(analysis.temp_size_in_bytes)
-        else:
+        elif framework == "torch":
             import torch
 
             inputs = [*gargs, torch.from_numpy(rnn.xs), torch.from_numpy(rnn.h0)]
