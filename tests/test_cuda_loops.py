@@ -60,3 +60,22 @@ def test_loop_kernels_compile_to_ptx(name: str) -> None:
         entries = set(re.findall(r"===== kernel (\S+) \(sm_\d+\) =====", ptx))
         assert entries == kernels
         assert ptx.count(f".target sm_{cc[0]}{cc[1]}") == len(kernels)
+
+
+def _sliced_in_run(source: str) -> list[str]:
+    """The device arrays ``run`` slices (a ``[a:b]`` subscript in a run line, views made in bind aside)."""
+    run = source[source.index("    def run(") :]
+    return re.findall(r"(\w+)\[[^\[\]]*:[^\[\]]*\]", run)
+
+
+def test_loop_iterations_slice_no_device_array_made_in_bind() -> None:
+    """A for's counters (literal bounds) and a scan's rows of arena arrays are lists of views made once
+    in ``bind``: an iteration indexes a list instead of slicing a device array (a DeviceNDArray slice
+    costs tens of microseconds of host time). Only the rows of the call's own arrays are sliced."""
+    short = dsl.compile(lambda x, y: dsl.fori_loop(0, 100, lambda i, c: c * 0.5 + y * i, x), target="cuda")
+    assert _sliced_in_run(short.lower(X, X).source()) == []
+    grad_rnn = _lowered("grad_rnn").source()  # the forward scan stacks its residuals, the backward reads them
+    assert _sliced_in_run(grad_rnn) == ["a1"]  # the rows of xs, an argument
+    assert "rows0 = [" in grad_rnn
+    long = dsl.compile(lambda x, y: dsl.fori_loop(0, 5000, lambda i, c: c * 0.5 + y * i, x), target="cuda")
+    assert len(_sliced_in_run(long.lower(X, X).source())) == 1  # past ROW_VIEWS: a slice per iteration

@@ -23,6 +23,9 @@ from compiler.passes.plan import MemoryPlan
 from compiler.prims import control, source
 
 ENTRY = "bind"
+# A loop of at most this many trips takes its counters and its rows of arena arrays from lists of
+# views made once in bind: no slicing of a device array per iteration (tens of microseconds each).
+ROW_VIEWS = 1024
 
 
 def _flat_view(base: str, offset: int, nbytes: int, dtype: DType) -> str:
@@ -155,22 +158,38 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
     ys = op.results[n:] if op.prim is control.scan else ()
     lo: int | str | None = None
     hi: int | str | None = None
+    counters = False  # the for's counters a list of views made in bind
+    listed: dict[Value, str] = {}  # xs and ys in the arena -> the list of their rows' views made in bind
+    if op.prim is control.scan and int(op.attrs["length"]) <= ROW_VIEWS:
+        allocated = allocations(outer.func, outer.fusion, outer.plan, outer.outs).values()
+        arena = {p.value for placements in allocated for p in placements if p.kind == "arena"}
+        for v in (*xs, *ys):
+            if v in arena and v not in listed:
+                listed[v] = f"{scope}rows{len(listed)}"
+                setup.append(
+                    f"{listed[v]} = [{_row(names[v], v.type, 'i')} for i in range({op.attrs['length']})]"
+                )
+
+    def row_of(v: Value) -> str:
+        """Row ``step`` of ``xs`` or ``ys`` value ``v``: a view made in bind where there is one."""
+        return f"{listed[v]}[{step}]" if v in listed else _row(names[v], v.type, step)
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
         inner = level.kernels.names
         bind = []
+        at = f"{step} - {lo}"
         for p, (kind, j) in zip(body.func.params, body.params, strict=True):
             source_ = {
-                "counter": f"{iota}[{step} - {lo}:{step} - {lo} + 1]",
+                "counter": f"{iota}[{at}]" if counters else f"{iota}[{at}:{at} + 1]",
                 "carry": names[loop.carries[j]] if kind == "carry" else "",
-                "row": _row(names[xs[j]], xs[j].type, step) if kind == "row" else "",
+                "row": row_of(xs[j]) if kind == "row" else "",
                 "const": names[consts[j]] if kind == "const" else "",
                 "operand": names[op.operands[1 + j]] if kind == "operand" else "",
             }[kind]
             bind.append(f"{inner[p]} = {source_}")
         targets: dict[str, Any] = {
-            "y": lambda j: _row(names[ys[j]], ys[j].type, step),
+            "y": lambda j: row_of(ys[j]),
             "carry": lambda j: temps.get(j, names[loop.carries[j]]),
             "pred": lambda j: pred,
             "result": lambda j: names[op.results[j]],
@@ -202,9 +221,13 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
     (body,) = loop.bodies
     if op.prim is control.for_loop:
         bounds = [_constant(outer.func, v) for v in op.operands[:2]]
-        if None not in bounds:  # literal bounds: the counters are a constant of bind
-            lo, hi = bounds
+        start, stop = bounds
+        if start is not None and stop is not None:  # literal bounds: the counters are a constant of bind
+            lo, hi = start, stop
             setup.append(f"{iota} = cuda.to_device(np.arange({lo}, {hi}, dtype=np.int64), stream=stream)")
+            if 0 < stop - start <= ROW_VIEWS:  # (and so are their one-element views)
+                counters = True
+                setup.append(f"{iota} = [{iota}[i:i + 1] for i in range({stop - start})]")
         else:
             lo, hi = f"{scope}lo", f"{scope}hi"
             lines += [f"{lo} = int(_scalar({names[op.operands[0]]}, stream))"]
