@@ -7,9 +7,10 @@ kernel up, fetches its function handle and flattens every array into kernel para
 launch; on an H200 the host side of the MLP training step of ``benchmarks/bench_cuda.py`` was
 slower than its GPU side (4.6 ms a step with or without waiting for the GPU). ``fast_launch`` does
 the first launch through Numba (which compiles and types), keeps the compiled kernel, its function
-handle and launch configuration, and from then on flattens only arguments that are not the same
-object as at the last launch (``weakref``: an argument is not kept alive), then launches through
-``cuda.core.launch`` as Numba itself does.
+handle and launch configuration, and from then on flattens only arguments it has not seen at that
+position (``weakref``: an argument is not kept alive; up to ``REMEMBERED`` objects per position, so
+a loop's launches cycling through the views of its rows made once in ``bind`` flatten each once),
+then launches through ``cuda.core.launch`` as Numba itself does.
 
 It falls back to Numba's launch for anything it does not expect: the simulator, a debug kernel,
 an argument Numba would copy to the device (a host array), or a Numba without these internals.
@@ -22,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-_MISSING = object()
+REMEMBERED = 4096  # flattened arguments kept per position (compiler/codegen/cuda/driver.py: ROW_VIEWS)
 
 
 def fast_launch(configured: Any) -> Callable[..., None]:
@@ -48,7 +49,7 @@ def fast_launch(configured: Any) -> Callable[..., None]:
         state["config"] = launch_config(grid=griddim, block=blockdim, shmem_size=sharedmem, **cooperative)
         state["function"] = kernel._codelibrary.get_cufunc().kernel
         state["kernel"] = kernel
-        state["seen"] = [(_MISSING, ())] * len(args)
+        state["seen"] = [{} for _ in args]  # per position: id(argument) -> (its reference, its pieces)
 
     def launch(*args: Any) -> None:
         if "kernel" not in state:
@@ -60,14 +61,16 @@ def fast_launch(configured: Any) -> Callable[..., None]:
         kernel, seen = state["kernel"], state["seen"]
         flat: list[Any] = []
         for i, (ty, value) in enumerate(zip(kernel.argument_types, args, strict=True)):
-            ref, pieces = seen[i]
-            if ref is _MISSING or (ref() if isinstance(ref, weakref.ref) else ref) is not value:
+            ref, pieces = seen[i].get(id(value), (None, ()))
+            if ref is None or (ref() if isinstance(ref, weakref.ref) else ref) is not value:
                 pieces, retr = [], list[Any]()
                 kernel._prepare_args(ty, value, stream, retr, pieces)
                 if retr:  # Numba copied a host array to the device: its launch copies it back
                     configured(*args)
                     return
-                seen[i] = (_ref(value), pieces)
+                if len(seen[i]) >= REMEMBERED:  # (arrays made per call: their dead references)
+                    seen[i].clear()
+                seen[i][id(value)] = (_ref(value), pieces)
             flat.extend(pieces)
         core_launch(stream, state["config"], state["function"], *flat)
 

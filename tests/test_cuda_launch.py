@@ -94,3 +94,17 @@ def test_host_arguments_go_through_numbas_launch(numba_launch: list[tuple[Any, .
 def test_the_simulators_launches_are_left_alone() -> None:
     fake = SimpleNamespace()  # a simulator kernel has none of Numba's launch internals
     assert fast_launch(fake) is fake
+
+
+def test_a_loops_views_are_flattened_once(numba_launch: list[tuple[Any, ...]]) -> None:
+    """A loop's launch cycling through the views of its rows (made once in bind) flattens each view at
+    its first launch only, call after call."""
+    kernel = FakeKernel(3)
+    configured, _ = configured_launch(kernel)
+    launch = fast_launch(configured)
+    carry, other, rows = Buffer(1), Buffer(2), [Buffer(100 + t) for t in range(5)]
+    for _ in range(3):  # three calls of a scan of five rows
+        for row in rows:
+            launch(carry, row, other)
+    assert kernel.flattened == [carry, rows[1], other, *rows[2:], rows[0]]  # (the first launch is Numba's)
+    assert [launched[4] for launched in numba_launch] == [101, 102, 103, 104] + [100, 101, 102, 103, 104] * 2
