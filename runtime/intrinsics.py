@@ -152,6 +152,15 @@ def call_kernel_python(kernel: Any, signature: str, *args: Any) -> None:
     kernel(*(a.reshape(-1) if f else a for f, a in zip(flat, args, strict=True)))
 
 
+@numba.njit(nogil=True, cache=True)
+def copy_flat(dst: Any, src: Any) -> None:  # pragma: no cover - compiled
+    """``dst[:] = src`` for two 1-D arrays of one size: a loop's carries, copied by the driver. A
+    call: Numba compiles a slice assignment of two ``buffer_view``s in a driver in about 12 s each
+    (its overlap checks and broadcasting, typed for every view), this loop once per dtype."""
+    for k in range(dst.shape[0]):
+        dst[k] = src[k]
+
+
 def call_kernel_function() -> Any:
     """What a generated module binds as ``call_kernel``: the intrinsic, or a plain call of the table's
     Python function when Numba's JIT is off."""

@@ -277,6 +277,7 @@ def _prelude(
             lines.append("single_threaded_blas()")
     lines += ["", "from runtime.intrinsics import buffer_view_function, call_kernel_function", ""]
     lines += ["buffer_view = buffer_view_function()", "call_kernel = call_kernel_function()"]
+    lines += ["from runtime.intrinsics import copy_flat"]
     if table:
         lines += ["from runtime.intrinsics import buffer_view_python as view"]
         lines += ["from runtime.step_table import data_addresses"]
@@ -382,7 +383,7 @@ def _copy(dst: str, src: str, t: TensorType) -> list[str]:
     if not t.shape:
         return [f"{dst}[()] = {src}[()]"]
     flat = f"({t.size},), {np_type(t.dtype)}"
-    return [f"buffer_view({dst}, 0, {flat})[:] = buffer_view({src}, 0, {flat})"]
+    return [f"copy_flat(buffer_view({dst}, 0, {flat}), buffer_view({src}, 0, {flat}))"]
 
 
 def _row(array: str, t: TensorType, at: str) -> str:
