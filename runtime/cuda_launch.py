@@ -8,9 +8,9 @@ launch; on an H200 the host side of the MLP training step of ``benchmarks/bench_
 slower than its GPU side (4.6 ms a step with or without waiting for the GPU). ``fast_launch`` does
 the first launch through Numba (which compiles and types), keeps the compiled kernel, its function
 handle and launch configuration, and from then on flattens only arguments it has not seen at that
-position (``weakref``: an argument is not kept alive; up to ``REMEMBERED`` objects per position, so
-a loop's launches cycling through the views of its rows made once in ``bind`` flatten each once),
-then launches through ``cuda.core.launch`` as Numba itself does.
+position: every live array seen there (``weakref``: not kept alive, forgotten when it dies), so a
+loop's launches cycling through the views of its rows made once in ``bind`` flatten each once, and
+the last scalar; then it launches through ``cuda.core.launch`` as Numba itself does.
 
 It falls back to Numba's launch for anything it does not expect: the simulator, a debug kernel,
 an argument Numba would copy to the device (a host array), or a Numba without these internals.
@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-REMEMBERED = 4096  # flattened arguments kept per position (compiler/codegen/cuda/driver.py: ROW_VIEWS)
+REMEMBERED = 4096  # at most as many live arrays' pieces per position (codegen/cuda/driver.py: ROW_VIEWS)
 
 
 def fast_launch(configured: Any) -> Callable[..., None]:
@@ -49,7 +49,7 @@ def fast_launch(configured: Any) -> Callable[..., None]:
         state["config"] = launch_config(grid=griddim, block=blockdim, shmem_size=sharedmem, **cooperative)
         state["function"] = kernel._codelibrary.get_cufunc().kernel
         state["kernel"] = kernel
-        state["seen"] = [{} for _ in args]  # per position: id(argument) -> (its reference, its pieces)
+        state["seen"] = [{} for _ in args]  # per position: _remember's table
 
     def launch(*args: Any) -> None:
         if "kernel" not in state:
@@ -61,25 +61,30 @@ def fast_launch(configured: Any) -> Callable[..., None]:
         kernel, seen = state["kernel"], state["seen"]
         flat: list[Any] = []
         for i, (ty, value) in enumerate(zip(kernel.argument_types, args, strict=True)):
-            ref, pieces = seen[i].get(id(value), (None, ()))
+            ref, pieces = seen[i].get(id(value)) or seen[i].get(None, (None, ()))
             if ref is None or (ref() if isinstance(ref, weakref.ref) else ref) is not value:
                 pieces, retr = [], list[Any]()
                 kernel._prepare_args(ty, value, stream, retr, pieces)
                 if retr:  # Numba copied a host array to the device: its launch copies it back
                     configured(*args)
                     return
-                if len(seen[i]) >= REMEMBERED:  # (arrays made per call: their dead references)
-                    seen[i].clear()
-                seen[i][id(value)] = (_ref(value), pieces)
+                _remember(seen[i], value, pieces)
             flat.extend(pieces)
         core_launch(stream, state["config"], state["function"], *flat)
 
     return launch
 
 
-def _ref(value: Any) -> Any:
-    """A weak reference to ``value`` where it takes one (else the value: scalars are small)."""
+def _remember(table: dict[int | None, tuple[Any, list[Any]]], value: Any, pieces: list[Any]) -> None:
+    """Keep ``value``'s flattened ``pieces`` in ``table``: an array under its id with a weak reference
+    that removes it when the array dies (a new object may then take its id), a scalar (no weak
+    reference: kept, and small) in the one slot ``None``."""
+    key = id(value)
     try:
-        return weakref.ref(value)
+        ref = weakref.ref(value, lambda _: table.pop(key, None))
     except TypeError:
-        return value
+        table[None] = (value, pieces)
+        return
+    if len(table) >= REMEMBERED:
+        table.clear()
+    table[key] = (ref, pieces)

@@ -108,3 +108,15 @@ def test_a_loops_views_are_flattened_once(numba_launch: list[tuple[Any, ...]]) -
             launch(carry, row, other)
     assert kernel.flattened == [carry, rows[1], other, *rows[2:], rows[0]]  # (the first launch is Numba's)
     assert [launched[4] for launched in numba_launch] == [101, 102, 103, 104] + [100, 101, 102, 103, 104] * 2
+
+
+def test_arrays_made_per_call_are_forgotten_when_they_die(numba_launch: list[tuple[Any, ...]]) -> None:
+    kernel = FakeKernel(3)
+    configured, _ = configured_launch(kernel)
+    launch = fast_launch(configured)
+    arena, other = Buffer(1), Buffer(2)
+    for address in range(100):  # a result array made per call, dropped after it
+        launch(arena, Buffer(address), other)
+        kernel.flattened.clear()  # (the fake's record of them)
+    (state,) = [c.cell_contents for c in launch.__closure__ if isinstance(c.cell_contents, dict)]
+    assert [len(table) for table in state["seen"]] == [1, 0, 1]
