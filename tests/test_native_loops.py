@@ -187,3 +187,32 @@ def test_cuda_loops_print_host_loops() -> None:
     lowered = dsl.compile(lambda w, xs: rnn(dsl, w, xs), target="cuda").lower(W, XS)
     source = lowered.source()
     assert "for l" in source and "range(5)" in source
+
+
+def test_in_place_requests_in_a_loop_body_are_reported_and_strict() -> None:
+    """A user's in-place request inside a body is planned by the body's planner and reported with the
+    program's own (``explain_inplace``); ``strict_inplace`` holds there too."""
+
+    def f(x, y):
+        def body(i, c):
+            c += y
+            c.exp_()
+            return c
+
+        return dsl.fori_loop(0, 3, body, x * 1.0)
+
+    x, y = RNG.random(4), RNG.random(4)
+    report = dsl.compile(f).lower(x, y).explain_inplace()
+    assert "+=" in report and "exp_" in report and "in place" in report
+    close(dsl.compile(f, strict_inplace=True)(x, y), jax.lax.fori_loop(0, 3, lambda i, c: jnp.exp(c + y), x))
+
+    def blocked(x, w):
+        def body(i, c):
+            y = c * 2.0  # reads the old c later
+            c.exp_()  # needs a copy
+            return (c @ w) + y
+
+        return dsl.fori_loop(0, 2, body, x * 1.0)
+
+    with pytest.raises(dsl.InplaceError, match="exp_"):
+        dsl.compile(blocked, strict_inplace=True)(np.ones((3, 3)), np.ones((3, 3)))

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.types import DType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
+from compiler.passes.inplace_report import InplaceDecision
 from compiler.passes.plan import MemoryPlan, align, place_scratch
 from compiler.prims import control
 
@@ -188,6 +189,10 @@ def compile_loops(
                 )
             )
     planned = place_scratch(plan, needs)
+    # the bodies' in-place decisions (a user's `c += x` in a loop body) are the program's too
+    planned = replace(
+        planned, inplace=[*planned.inplace, *(d for loop in loops.values() for d in _decisions(loop))]
+    )
     where = {r.name: r.offset for r in planned.buffers if r.scratch_of is not None}
     for group, loop in loops.items():
         offset = where.get(_row_name(fusion, group), 0)
@@ -196,6 +201,11 @@ def compile_loops(
             offset += align(loop.carries[j].type.nbytes)
         loop.arena = offset
     return loops, planned
+
+
+def _decisions(loop: Loop) -> list[InplaceDecision]:
+    """Every in-place decision of a loop's bodies, nested loops' included (their plans carry them)."""
+    return [d for body in loop.bodies if body.program.plan is not None for d in body.program.plan.inplace]
 
 
 def _row_name(fusion: FusionPlan, group: Group) -> str:
