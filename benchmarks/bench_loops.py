@@ -22,12 +22,12 @@ gradients are first checked against float64 NumPy in this process.
 loss is the sum of squares of the last ``h`` (``--loss last``) or of every ``h`` (``--loss all``);
 value and gradient w.r.t. ``(Wx, Wh, b)``: ``dsl.value_and_grad`` of ``dsl.scan``,
 ``jax.jit(jax.value_and_grad)`` of ``lax.scan``, PyTorch eager (a Python loop, autograd), and NumPy
-with a hand-written backward (the same matmuls and no framework: a floor). All are checked against
-dslc's values in this process first. Then each is timed in a process of its own
-(XLA's and PyTorch's worker threads stay alive and spin after their calls and slow dslc's parallel
-kernels down when they share a process, see ``bench_suite.py``), the frameworks interleaved round by
-round; a figure is the lowest of its round medians (each the median of ``--calls`` calls after
-warm-up), so a burst of outside load spoils one round, not the figure.
+with a hand-written backward (the same matmuls and no framework: a floor; its BLAS on one thread,
+as dslc's calls are). All are checked against dslc's values in this process first. Then each is
+timed in a process of its own (XLA's and PyTorch's worker threads stay alive and spin after their
+calls and slow dslc's parallel kernels down when they share a process, see ``bench_suite.py``), the
+frameworks interleaved round by round; a figure is the lowest of its round medians (each the median
+of ``--calls`` calls after warm-up), so a burst of outside load spoils one round, not the figure.
 
 Memory of intermediates (results and arguments excluded everywhere): dslc's planned peak
 (``memory_plan().peak_bytes``) and the arena its executable allocated, XLA's temp bytes
@@ -394,7 +394,10 @@ def time_in_child(framework: str, args: argparse.Namespace) -> float:
     cmd = [sys.executable, os.path.abspath(__file__), "--time-child", framework, "--calls", str(args.calls)]
     cmd += ["--steps", str(args.steps), "--hidden", str(args.hidden), "--batch", str(args.batch)]
     cmd += ["--inputs", str(args.inputs), "--loss", args.loss] + ["--quick"] * args.quick
-    out = subprocess.run(cmd, capture_output=True, text=True)
+    # NumPy's OpenBLAS on one thread, as dslc calls it: on this busy 2-core VM its own threads made
+    # the RNN's (64, 512) x (512, 512) products 30-90x slower (17-46 ms each against 0.5-1 ms)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1") if framework == "numpy" else None
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"timing {framework} failed:\n{out.stderr[-3000:]}")
     return float(json.loads(out.stdout.strip().splitlines()[-1])["seconds"])
