@@ -224,6 +224,7 @@ class _Simplifier:
         if self.fold_while(parts):
             return
         self.forward_unchanged(parts)
+        self.merge_outs(parts)
         for hoisted in hoist_invariants(parts):
             self.process(hoisted)
         self.merge_consts(parts)
@@ -302,6 +303,23 @@ class _Simplifier:
             a, b = then.yields[k], other.yields[k]
             if a in then.consts and b in other.consts and then.consts.index(a) == other.consts.index(b):
                 self.rw.replace(parts.results[k], parts.consts[then.consts.index(a)])
+                parts.drop_out(k)
+
+    def merge_outs(self, parts: Parts) -> None:
+        """Outs (a scan's ys, an if's results) that every region yields as one value share one
+        result: the h of an RNN step that is both a ys the user asked for and a residual the
+        backward stacks is stacked once."""
+        stepping = [region for region in parts.regions if region.steps]
+        n = len(parts.carries)
+        if not stepping:
+            return
+        first: dict[tuple[Value, ...], int] = {}
+        for k in range(len(parts.results) - n):
+            first.setdefault(tuple(region.yields[n + k] for region in stepping), k)
+        for k in reversed(range(len(parts.results) - n)):
+            j = first[tuple(region.yields[n + k] for region in stepping)]
+            if j != k:
+                self.rw.replace(parts.results[n + k], parts.results[n + j])
                 parts.drop_out(k)
 
     def merge_consts(self, parts: Parts) -> None:
