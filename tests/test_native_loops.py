@@ -216,3 +216,28 @@ def test_in_place_requests_in_a_loop_body_are_reported_and_strict() -> None:
 
     with pytest.raises(dsl.InplaceError, match="exp_"):
         dsl.compile(blocked, strict_inplace=True)(np.ones((3, 3)), np.ones((3, 3)))
+
+
+def test_a_stack_of_hundreds_of_arrays_compiles() -> None:
+    """concatenate's element form is a balanced tree of conditionals: 300 operands nest 9 deep, where
+    a chain of 300 failed to parse ("too many nested parentheses"; found by benchmarks/bench_loops.py)."""
+    x = RNG.standard_normal((2, 3))
+    got = dsl.compile(lambda x: dnp.stack([x * i for i in range(300)]))(x)
+    np.testing.assert_array_equal(got, np.stack([x * i for i in range(300)]))
+
+
+def test_a_value_yielded_twice_by_a_scan_is_stacked_once() -> None:
+    """The h of an RNN step is the user's ys and a residual its vjp stacks: one stack (results: the
+    carry, h, and the old h the backward reads; four before simplify merged the two stacks of h)."""
+
+    def loss(w, xs):
+        _, hs = dsl.scan(lambda h, x: (dnp.tanh(h @ w + x),) * 2, xs[0] * 0.0, xs)
+        return (hs * hs).sum()
+
+    optimized = dsl.compile(dsl.value_and_grad(loss)).lower(W, XS).ir("optimized")
+    scans = [line.split("=")[0].strip() for line in optimized.splitlines() if '"dsl.scan"' in line]
+    assert scans[0].endswith(":3"), scans
+    want = jax.value_and_grad(
+        lambda w, xs: (jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x),) * 2, xs[0] * 0.0, xs)[1] ** 2).sum()
+    )(W, XS)
+    close(dsl.compile(dsl.value_and_grad(loss))(W, XS), want)

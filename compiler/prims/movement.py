@@ -415,13 +415,21 @@ def _concat_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
             parts.append((k, offset, t.shape[axis]))
         offset += t.shape[axis]
     i = idx[axis]
-    expr = ""
-    for k, off, n in reversed(parts):
+    reads = []
+    for k, off, n in parts:
         src = list(idx)
         src[axis] = _clamp(f"{i} - {off}", n - 1) if len(parts) > 1 else f"{i} - {off}"
-        read = ctx.read(k, src)
-        expr = read if not expr else f"({read} if {i} < {off + n} else {expr})"
-    return expr
+        reads.append(ctx.read(k, src))
+
+    def pick(lo: int, hi: int) -> str:
+        """The read of parts[lo:hi] at ``i``: a balanced tree of conditionals, so a stack of
+        hundreds of arrays nests log2(n) deep (Python's parser allows 200 parentheses)."""
+        if hi - lo == 1:
+            return reads[lo]
+        mid = (lo + hi) // 2
+        return f"({pick(lo, mid)} if {i} < {parts[mid][1]} else {pick(mid, hi)})"
+
+    return pick(0, len(parts))
 
 
 @vjp_rule
