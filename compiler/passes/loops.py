@@ -182,7 +182,7 @@ def compile_loops(
             needs.append(
                 (
                     _row_name(fusion, group),
-                    _row_name(fusion, group),
+                    f"the bodies of the {group.root.prim.name} at {group.root.loc}",
                     temps + arena,
                     DType.i1,
                     fusion.time(group),
