@@ -29,8 +29,10 @@ eagerly in NumPy and traced in dslc.
 Every program (``test_random_programs``) is checked, results and final input contents alike:
 
     reference interpreter on the traced IR == on the optimized IR ~= NumPy running the closure
+        ~= compiled with loops unrolled (native_loops=False; not a while loop nor a run-time trip
+        count; not bit for bit: simplify folds a loop of constants once unrolled, its sums in NumPy's
+        pairwise order where a kernel adds in sequence)
     compiled (in place) == compiled (inplace=False) == compiled under the sanitizer   bit for bit
-        == compiled with loops unrolled (native_loops=False; not a while loop nor a run-time trip count)
     NaN and infinities in the same places, zeros of the same sign (not through matmul: BLAS's)
     every IR stage: print -> parse -> print is the identity
     grad of a weighted sum of all results ~= float64 central differences along a random direction
@@ -1545,14 +1547,14 @@ def check_program(program: Program, gradient: bool = True) -> None:
             "reference plan": run_compiled(program, False),
             "sanitized": run_compiled(program, True, sanitize=True),
         }
-        if program.has_regions and not program.dynamic:  # native loops against their unrolled form
-            with option_defaults(native_loops=False):
-                runs["unrolled"] = run_compiled(program, True)
         base = runs["reference plan"]
         for mode, (out, args) in runs.items():
             assert_values(out, base[0], f"results, {mode} vs reference plan", exact=True)
             assert_values(args, base[1], f"inputs after the call, {mode} vs reference plan", exact=True)
         oracles = {**run_interpreter(program), "NumPy": run_numpy(program)}
+        if program.has_regions and not program.dynamic:  # native loops against their unrolled form
+            with option_defaults(native_loops=False):
+                runs["unrolled"] = oracles["compiled, loops unrolled"] = run_compiled(program, True)
         # The sign of a zero sum of products is the BLAS's (NumPy's own differs with the layout).
         signs = not any(kind == "matmul" for kind, *_ in program.steps)
         for name, (out, args) in oracles.items():
@@ -2015,6 +2017,77 @@ def test_hazard_programs(name: str) -> None:
     print(HAZARDS[name].describe())  # pytest shows it on failure
     check_program(HAZARDS[name])
     check_batch_under_numba([HAZARDS[name]])
+
+
+# One program of each loop and indexing form the generator draws, checked on every run.
+FORMS = {
+    "while_loop stopped by its data": Program(
+        ((2, 3),),
+        3,
+        [("while", 3, 0, (("binary", "multiply", 2.0), ("setrow", 0.5), ("counter",)), True)],
+        (1,),
+    ),
+    "fori_loop of a run-time trip count, nesting a loop": Program(
+        ((3, 2), (2,)),
+        4,
+        [("loop", "n", 0, (("loop", 2, (("counter",), ("iadd", 1))), ("add_", 1), ("setrow", 1)))],
+        (2,),
+        trips=3,
+    ),
+    "fori_loop of zero run-time trips": Program(
+        ((3,),), 5, [("loop", "n", 0, (("unary", "sin"),))], (1,), trips=0
+    ),
+    "scan of swapping carries, a cond in its body": Program(
+        ((3, 2),),
+        6,
+        [
+            (
+                "scan_carries",
+                0,
+                0,
+                (("cond", (("iadd", 0),), (("inplace", "tanh_"),)), ("unary", "sin")),
+                True,
+                True,
+            )
+        ],
+        (1,),
+    ),
+    "scan of a pass-through carry, no rows": Program(
+        ((0, 2),), 7, [("scan_carries", 0, 0, (("add_", 0.5),), False, False)], (1,)
+    ),
+    "masks and integer arrays": Program(
+        ((2, 3, 2),),
+        8,
+        [
+            ("mask_augmented", 0, 0, "*=", -1.5),
+            ("mask_axis", 0, 1, "=", 0.5),
+            ("augmented_apart", 0, (1, 1, 0), (0,), "+=", 2.0),
+            ("take_apart", 0, (0, -1, 0), (1, 0, 1)),
+            ("fancy_augmented", 0, (0, 0, -1), "-=", 2.0),
+        ],
+        (0, 1),
+    ),
+    # The campaign's (seed 301) one difference between native loops and their unrolled form, by an
+    # ulp: the loop of constants is folded once unrolled, its sums in NumPy's pairwise order (a kernel
+    # adds in sequence). Compared as the other oracles, not bit for bit.
+    "a scan of constants, folded once unrolled": Program(
+        ((4, 1),),
+        0,
+        [
+            ("full", (4, 1), -1.5),
+            ("unary", "sqrt", 1),
+            ("unary", "exp", 2),
+            ("scan_carries", 2, 1, (("iadd", 1),), True, True),
+        ],
+        (4,),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_loop_and_indexing_forms(name: str) -> None:
+    print(FORMS[name].describe())
+    check_program(FORMS[name])
 
 
 # The campaign's one gradient mismatch (seed 11: 36.79 against -2.18). v8 %= v7 divides by
