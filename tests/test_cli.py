@@ -147,15 +147,17 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
     headers = re.findall(r"// -----// IR Dump After (.*) //----- //", out)
     assert headers == [
         "trace (traced)",
-        "unroll_regions (unrolled)",
+        "close_regions (closed)",
         "functionalize (functional)",
         "autodiff (grad)",
+        "unroll_regions (unrolled)",
         "simplify (simplified)",
         "remat (rematerialized)",
         "schedule (optimized)",
         "fuse (fused)",
         "rows (row_fused)",
         "plan (planned)",
+        "loops (looped)",
         "kernels (kernels)",
         "regions (regions)",
         "scratch (scratch)",
