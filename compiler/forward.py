@@ -16,9 +16,12 @@ rules take from it, and one linear op per forward op for each tangent (tests/tes
 counts the ops of an MLP's jvp).
 
 Loops and branches go through both sweeps as region ops (``compiler/autodiff_control.py``): the
-first sweep's backward loop is linear in ``u``, and the second differentiates it like any loop. A
-program with a ``while`` goes to the unroller as before, whose error it is (no reverse sweep goes
-through a ``while``).
+first sweep's backward loop is linear in ``u``, and the second differentiates it like any loop. No
+reverse sweep goes through a ``while`` (its trip count is known only at run time), so a ``while``
+at the program's top level is not transposed: the ops between such loops are, segment by segment,
+and each ``while`` that reads a tangent becomes one ``while`` carrying the tangents beside its
+carries, its body the body's jvp (``_jvp_around_whiles``: JAX's jvp of ``while_loop``). A ``while``
+nested in another region op goes to the unroller as before, whose error it is.
 
 Both functions return ordinary IR: inlined into a trace, simplified, fused and planned like any
 other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
@@ -29,8 +32,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.autodiff import _Builder, sweep
-from compiler.autodiff_control import prepare_regions
+from compiler.autodiff_control import prepare_regions, region_dependents
 from compiler.ir.core import Block, Function, Location, Op, Value
+from compiler.passes.region_parts import Parts, Region, renamed, take_apart
+from compiler.passes.regions import close_regions
 from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import control
 from compiler.prims import elementwise as ew
@@ -68,7 +73,11 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     write-backs.
     """
     if any(op.prim is control.while_loop for op in func.walk()):
-        func = unroll_regions(func)  # no reverse sweep through a while: its error, as before
+        func = close_regions(func)
+        top = {id(op) for op in func.ops}
+        if all(id(op) in top for op in func.walk() if op.prim is control.while_loop):
+            return _jvp_around_whiles(func, wrt, sets)
+        func = unroll_regions(func)  # a while inside another loop or a branch: its error, as before
     func = prepare_regions(func)
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
@@ -99,6 +108,160 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
             tangents_out.append(tangent if tangent is not None else second.zeros(o.type))
     ops = second.forward(linear) + second.ops
     return _function(func, params, ops, outputs + tangents_out + writebacks, names)
+
+
+def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
+    """``jvp_function`` of ``func`` (closed regions) whose ``while`` ops are all at its top level.
+
+    No reverse sweep goes through a ``while``, so it is not transposed: forward mode sweeps the ops
+    between the ``while`` ops by transposition, one segment at a time (a segment is a function of the
+    values it reads, its results the values read after it), and each ``while`` that reads a value
+    with a tangent becomes one ``while`` carrying the tangents beside its primal carries (JAX's jvp
+    of ``while_loop``): its cond is the primal cond, its body the jvp of the body (this function, on
+    the body block: params the carries and consts), the consts' tangents are consts too. A carry gets
+    a tangent if its init has one or some iteration can give it one (``region_dependents``).
+    """
+    outputs, writebacks = _split(func)
+    rename: dict[Value, Value] = {}  # a value of ``func`` -> the value the new program computes
+    tangents: list[dict[Value, Value]] = [{} for _ in sets]  # per set: a float value -> its tangent
+    params: list[Value] = []
+    names: list[str] = []
+    for s, moved in enumerate(sets):
+        for k in moved:
+            seed = Value(func.params[wrt[k]].type)
+            params.append(seed)
+            names.append(f"tangent_{_name(func, wrt[k])}")
+            tangents[s][func.params[wrt[k]]] = seed
+    zeros = _Builder()
+    zeros.loc = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
+    ops: list[Op] = []
+
+    def moving(v: Value) -> bool:
+        return v.type.dtype.is_float and any(v in t for t in tangents)
+
+    segments: list[list[Op]] = [[]]
+    for op in func.ops:
+        if op.prim is control.while_loop:
+            segments += [[op], []]
+        else:
+            segments[-1].append(op)
+    for n, segment in enumerate(segments):
+        reads = list(dict.fromkeys(v for op in segment for v in op.operands))
+        if not any(moving(v) for v in reads):  # no tangent goes in: the ops as they are
+            ops += renamed(segment, [], rename)[0]
+            continue
+        if segment[0].prim is control.while_loop:
+            ops += _while_jvp(segment[0], rename, tangents, zeros)
+            continue
+        defined = {r for op in segment for r in op.results}
+        later = {v for rest in segments[n + 1 :] for op in rest for v in op.operands} | set(func.results)
+        inputs = [v for v in reads if v not in defined]
+        outs = [r for op in segment for r in op.results if r in later]
+        moved_in = [k for k, v in enumerate(inputs) if moving(v)]
+        part = jvp_function(
+            Function(func.name, Block(tuple(inputs), tuple(segment), tuple(outs))),
+            moved_in,
+            [[j for j, k in enumerate(moved_in) if inputs[k] in t] for t in tangents],
+        )
+        mapping = {p: rename.get(v, v) for p, v in zip(part.params, inputs, strict=False)}
+        extra = iter(part.params[len(inputs) :])
+        for t in tangents:
+            mapping.update((next(extra), t[inputs[k]]) for k in moved_in if inputs[k] in t)
+        new_ops, results = renamed(part.ops, part.results, mapping)
+        ops += new_ops
+        rename.update(zip(outs, results, strict=False))
+        for s, t in enumerate(tangents):
+            at = len(outs) * (s + 1)
+            t.update((o, r) for o, r in zip(outs, results[at:], strict=False) if o.type.dtype.is_float)
+    tangents_out = [t.get(o) or zeros.zeros(o.type) for t in tangents for o in outputs]
+    results = [rename.get(v, v) for v in outputs] + tangents_out + [rename.get(v, v) for v in writebacks]
+    return _function(func, params, zeros.ops + ops, results, names)
+
+
+def _while_jvp(
+    op: Op, rename: dict[Value, Value], tangents: list[dict[Value, Value]], zeros: _Builder
+) -> list[Op]:
+    """The ``while`` ``op`` (its operands named as ``rename`` says) carrying the tangents of its
+    carries beside them, as a one-op list; its results' tangents go into ``tangents`` (per set, as
+    the others), the zero tangents of carries whose init has none into ``zeros``."""
+    parts = take_apart(op)
+    cond, body = parts.regions
+    nc, nk = len(parts.carries), len(parts.consts)
+    carried = []  # per set: the carries that have a tangent
+    held = []  # per set: the consts that have one
+    for t in tangents:
+        grows = set(region_dependents(op, {v for v in op.operands if v in t}))
+        carried.append(
+            [
+                i
+                for i, c in enumerate(parts.carries)
+                if c.type.dtype.is_float and (c in t or op.results[i] in grows)
+            ]
+        )
+        held.append([j for j, k in enumerate(parts.consts) if k.type.dtype.is_float and k in t])
+    lanes = sorted({i for c in carried for i in c} | {nc + j for h in held for j in h})
+    step = jvp_function(
+        Function("body", body.block()),
+        lanes,
+        [
+            [lanes.index(i) for i in c] + [lanes.index(nc + j) for j in h]
+            for c, h in zip(carried, held, strict=True)
+        ],
+    )
+
+    lanes_per_set = [
+        [("c", i) for i in c] + [("k", j) for j in h] for c, h in zip(carried, held, strict=True)
+    ]
+
+    def args(
+        region: Region,
+    ) -> tuple[list[Value], list[Value], dict[Value, Value], list[dict[tuple[str, int], Value]]]:
+        """A region's arguments in the new ``while`` (carries: primal, then the tangents set by
+        set; consts the same), the old arguments' new names, and per set each lane's tangent."""
+        carries, consts = [Value(v.type) for v in parts.carries], [Value(v.type) for v in parts.consts]
+        mapping = dict(zip(region.carries + region.consts, carries + consts, strict=True))
+        lane_args: list[dict[tuple[str, int], Value]] = [{} for _ in tangents]
+        for s, set_lanes in enumerate(lanes_per_set):
+            for kind, i in set_lanes:
+                lane_args[s][kind, i] = Value((parts.carries if kind == "c" else parts.consts)[i].type)
+        t_carries = [lane_args[s]["c", i] for s, c in enumerate(carried) for i in c]
+        t_consts = [lane_args[s]["k", j] for s, h in enumerate(held) for j in h]
+        return carries + t_carries, consts + t_consts, mapping, lane_args
+
+    c_carries, c_consts, c_map, _ = args(cond)
+    c_ops, c_yields = renamed(cond.ops, cond.yields, c_map)
+    b_carries, b_consts, _, b_lanes = args(body)
+    b_map = dict(zip(step.params, b_carries[:nc] + b_consts[:nk], strict=False))
+    extra = iter(step.params[nc + nk :])
+    for s, set_lanes in enumerate(lanes_per_set):
+        b_map.update((next(extra), b_lanes[s][lane]) for lane in set_lanes)
+    b_ops, b_yields = renamed(step.ops, step.results, b_map)
+    b_yields = b_yields[:nc] + [b_yields[nc * (s + 1) + i] for s, c in enumerate(carried) for i in c]
+    t_inits = [
+        tangents[s].get(parts.carries[i]) or zeros.zeros(parts.carries[i].type)
+        for s, c in enumerate(carried)
+        for i in c
+    ]
+    t_consts = [tangents[s][parts.consts[j]] for s, h in enumerate(held) for j in h]
+    t_results = [Value(parts.carries[i].type) for c in carried for i in c]
+    new = Parts(
+        control.while_loop,
+        dict(op.attrs),
+        op.loc,
+        [],
+        [rename.get(v, v) for v in parts.carries] + t_inits,
+        [],
+        [rename.get(v, v) for v in parts.consts] + t_consts,
+        list(op.results) + t_results,
+        [
+            Region([], c_carries, [], c_consts, c_ops, c_yields, steps=False),
+            Region([], b_carries, [], b_consts, b_ops, b_yields, steps=True),
+        ],
+    ).build()
+    got = iter(t_results)
+    for s, c in enumerate(carried):
+        tangents[s].update((op.results[i], next(got)) for i in c)
+    return [new]
 
 
 def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
