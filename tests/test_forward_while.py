@@ -5,6 +5,9 @@ primal carries, and reverse mode through ``while`` stays an error."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -70,7 +73,7 @@ class Lax:
     while_loop = staticmethod(dsl.while_loop)
 
 
-PROGRAMS = {
+PROGRAMS: dict[str, tuple[Callable[..., Any], tuple[np.ndarray, ...]]] = {
     "newton_sqrt": (newton_sqrt, (rng.uniform(0.5, 4.0, 5),)),
     "grow": (grow, (rng.uniform(0.1, 0.5, 4), rng.uniform(0.1, 0.3, 4))),
     "counted": (counted, (rng.normal(size=3) * 0.5, rng.normal(size=3))),
