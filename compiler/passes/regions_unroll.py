@@ -120,9 +120,9 @@ class _Unroller:
                 "static trip count, or forward mode (dsl.jvp)"
             )
         raise _transform_error()(
-            f"{op.loc}: dsl.while_loop is not compiled yet: native loops in the compiled code are "
-            "still to come (the reference interpreter runs it); use dsl.fori_loop or dsl.scan with a "
-            "static trip count"
+            f"{op.loc}: dsl.while_loop is not compiled when loops are unrolled (native_loops=False or "
+            "DSL_UNROLL_LOOPS=1): it has no unrolled form; compile with native loops (the default), or "
+            "use dsl.fori_loop or dsl.scan with a static trip count"
         )
 
     def constant_bound(self, op: Op, value: Value, mapped: Value) -> int:
@@ -131,9 +131,10 @@ class _Unroller:
         producer = self.producer.get(value)
         if producer is None or producer.prim is not source.constant:
             raise _transform_error()(
-                f"{op.loc}: dsl.fori_loop with a trip count computed at run time is not compiled yet "
-                "(native loops are still to come; the reference interpreter runs it): pass Python ints "
-                "as lower and upper, or make them static arguments (static_argnums)"
+                f"{op.loc}: dsl.fori_loop with a trip count computed at run time has no unrolled form "
+                "(reverse-mode differentiation through it, as in JAX, and native_loops=False need a "
+                "static one): pass Python ints as lower and upper, or make them static arguments "
+                "(static_argnums)"
             )
         return int(np.asarray(producer.attrs["value"]))
 
