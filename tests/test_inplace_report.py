@@ -26,7 +26,7 @@ import dsl.numpy as dnp
 from compiler.ir.core import Function, Value
 from compiler.passes.inplace_report import WRITES_A_SOURCE
 from compiler.passes.plan import INPLACE_ATTR, MemoryPlan
-from compiler.pipeline import Options, plan_program, run_passes
+from compiler.pipeline import Compilation, Options, plan_program, run_passes
 
 FUZZ_SETTINGS = fuzz.FUZZ_SETTINGS
 rng = np.random.default_rng(25)
@@ -161,8 +161,9 @@ def check_consistent(bufferized: Function, plan: MemoryPlan) -> list[str]:
     """Each request: its outcome follows from the bufferized IR's storage of the array's value before
     and after it, and the IR's ``dsl.inplace_outcome`` is the report's line. Returns the copies, as
     ``request@line<-blocker line``."""
-    decided = {d.new: d for d in plan.inplace if d.request}
     ops = {r: op for op in bufferized.ops for r in op.results}
+    # (a loop body's decisions are the program's too, reported with its own: checked on the body)
+    decided = {d.new: d for d in plan.inplace if d.request and d.new in ops}
     kernel = {r: op.attrs.get("dsl.kernel") for op in bufferized.ops for r in op.results}
     assert len(decided) == len(plan.requests)
     copies = []
@@ -403,3 +404,13 @@ def test_random_programs_report_agrees_with_the_plan(program: fuzz.Program) -> N
         planned = plan_program(optimized, Options(target=target, verify=False))
         assert planned.plan is not None
         check_consistent(planned.stage(), planned.plan)
+        check_bodies(planned)
+
+
+def check_bodies(program: Compilation) -> None:
+    """Each loop body's requests agree with the body's own bufferized IR and plan (nested ones too)."""
+    for loop in program.loops.values():
+        for body in loop.bodies:
+            assert body.program.plan is not None
+            check_consistent(body.program.stage(), body.program.plan)
+            check_bodies(body.program)

@@ -241,3 +241,22 @@ def test_a_value_yielded_twice_by_a_scan_is_stacked_once() -> None:
         lambda w, xs: (jax.lax.scan(lambda h, x: (jnp.tanh(h @ w + x),) * 2, xs[0] * 0.0, xs)[1] ** 2).sum()
     )(W, XS)
     close(dsl.compile(dsl.value_and_grad(loss))(W, XS), want)
+
+
+def test_body_requests_stay_reported_when_the_plan_is_re_judged() -> None:
+    """report_requests re-derives the program's own requests whenever the plan changes (the regions
+    pass resizing slots); the decisions of a loop body's requests, which it cannot judge, stay."""
+    from compiler.passes.inplace_report import report_requests
+
+    def f(x, y):
+        def body(i, c):
+            c += y
+            return c
+
+        return dsl.fori_loop(0, 2, body, x * 1.0)
+
+    plan = dsl.compile(f).lower(X, X).memory_plan()
+    before = [str(d) for d in plan.inplace if d.request]
+    assert any("+=" in d for d in before)
+    report_requests(plan)
+    assert [str(d) for d in plan.inplace if d.request] == before

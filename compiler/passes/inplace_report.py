@@ -239,4 +239,6 @@ def report_requests(plan: MemoryPlan) -> None:
     """Re-derive the outcome of every user request from ``plan`` as it is now (``plan.inplace``'s
     request rows); run whenever the plan changes, so the report cannot disagree with it."""
     chosen = [d for d in plan.inplace if not d.request]
-    plan.inplace = chosen + [decide_request(r, plan) for r in plan.requests]
+    own = {r.new for r in plan.requests}
+    nested = [d for d in plan.inplace if d.request and d.new not in own]  # loop bodies' (passes/loops.py)
+    plan.inplace = chosen + [decide_request(r, plan) for r in plan.requests] + nested
