@@ -29,7 +29,7 @@ other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from compiler.autodiff import _Builder, sweep
 from compiler.autodiff_control import prepare_regions, region_dependents
@@ -74,8 +74,7 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     """
     if any(op.prim is control.while_loop for op in func.walk()):
         func = close_regions(func)
-        top = {id(op) for op in func.ops}
-        if all(id(op) in top for op in func.walk() if op.prim is control.while_loop):
+        if _whiles_outside_others(func.ops):
             return _jvp_around_whiles(func, wrt, sets)
         func = unroll_regions(func)  # a while inside another loop or a branch: its error, as before
     func = prepare_regions(func)
@@ -108,6 +107,25 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
             tangents_out.append(tangent if tangent is not None else second.zeros(o.type))
     ops = second.forward(linear) + second.ops
     return _function(func, params, ops, outputs + tangents_out + writebacks, names)
+
+
+def _whiles_outside_others(ops: Sequence[Op]) -> bool:
+    """Whether every ``while`` in ``ops`` is at their level or in the body of another ``while``
+    (whose jvp is ``_jvp_around_whiles`` again), none in a ``for``, ``scan`` or ``if``."""
+    for op in ops:
+        if op.prim is control.while_loop:
+            if not all(_whiles_outside_others(block.ops) for block in op.regions):
+                return False
+        elif any(inner.prim is control.while_loop for block in op.regions for inner in _walk(block.ops)):
+            return False
+    return True
+
+
+def _walk(ops: Sequence[Op]) -> Iterator[Op]:
+    for op in ops:
+        yield op
+        for block in op.regions:
+            yield from _walk(block.ops)
 
 
 def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:

@@ -143,3 +143,23 @@ def test_tangents_ride_beside_the_carries() -> None:
     func = trace_function(lambda *a: program(Lax, dnp, *a), args).func
     (loop,) = [op for op in jvp_function(func, [0, 1], [[0, 1]]).walk() if op.prim is control.while_loop]
     assert len(loop.results) == 5 and loop.attrs["consts"] == 4
+
+
+def nested(lax, np_, x):
+    """A while in a while's body, then a second while reading the first's result."""
+
+    def body(c):
+        y = lax.while_loop(lambda d: d.sum() < 3.0, lambda d: d * 1.3 + 0.1, c * 0.5 + 0.01)
+        return np_.sin(y) + c * 0.9 + x
+
+    a = lax.while_loop(lambda c: c.sum() < 5.0, body, x * 1.0)
+    b = lax.while_loop(lambda c: c.max() < 50.0, lambda c: c * 2.0 + a, a * x)
+    return np_.exp(-b * 0.01) * a
+
+
+def test_jvp_through_nested_and_sequential_whiles() -> None:
+    x, t = np.array([0.2, 0.3, 0.4]), np.array([1.0, -0.5, 0.3])
+    close(
+        dsl.jvp(lambda x: nested(Lax, dnp, x), (x,), (t,)),
+        jax.jvp(lambda x: nested(jax.lax, jnp, x), (x,), (t,)),
+    )
