@@ -15,6 +15,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
+from compiler.compilation import option_defaults
 from compiler.kernel.ir import For, Line, Stmt
 from compiler.prims.dynamic import PARTIAL_UPDATES
 
@@ -108,7 +109,9 @@ def test_in_place_update_kernel_loops_over_the_window(fn, args, target: str) -> 
     """Every update computed over its base's buffer loops over the update's elements only; a loop of
     K ``c[i] = c[i] * 2 + 1`` has K - 2 of them (the first reads the argument, which is not ours to
     overwrite, the last is the result, which is never planned)."""
-    found = _update_kernels(fn, [np.asarray(a) for a in args], target)
+    # (the fori_loop unrolled: natively its one update runs in the loop's body, over the carry)
+    with option_defaults(native_loops=fn is not rows_traced):
+        found = _update_kernels(fn, [np.asarray(a) for a in args], target)
     assert len(found) == (K - 2 if fn is not over_matmul else 1), found
     for iterations, window, base in found:
         assert iterations == window < base, found
@@ -152,3 +155,18 @@ def test_an_update_whose_update_operand_is_its_base_itself() -> None:
         want = np.arange(float(n))[::-1].copy()
         np.testing.assert_array_equal(dsl.compile(g)(y), want)
         np.testing.assert_array_equal(y, want)  # the argument written back
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_native_loops_update_runs_over_the_window_of_its_carry(target: str) -> None:
+    """Natively, the fori_loop's ``c[i] = c[i] * 2 + 1`` is one update in its body, written straight
+    over the carry (a direct write-back) by a kernel that loops over the window only."""
+    comp = dsl.compile(rows_traced, target=target).lower(np.asarray(X)).program.compilation
+    ((loop,),) = [list(comp.loops.values())]
+    (body,) = loop.bodies
+    program = body.program
+    updates = [g for g in program.kernels.kernels if g.root.prim in PARTIAL_UPDATES]
+    assert updates and all(g.root.results[0] in program.plan.direct_writeback for g in updates)
+    for group in updates:
+        (loops,) = _enclosing(program.kernels.kernels[group].ir.body)
+        assert math.prod(int(f.stop) for f in loops) == group.root.operands[1].type.size

@@ -1,6 +1,6 @@
-// RUN: %dslc opt %s --passes unroll_regions | FileCheck %s
+// RUN: env DSL_UNROLL_LOOPS=1 %dslc opt %s --passes unroll_regions | FileCheck %s
 // RUN: %dslc opt %s | FileCheck %s --check-prefix=ROUNDTRIP
-// RUN: %dslc opt %s --passes unroll_regions,simplify | FileCheck %s --check-prefix=SIMPLIFIED
+// RUN: env DSL_UNROLL_LOOPS=1 %dslc opt %s --passes unroll_regions,simplify | FileCheck %s --check-prefix=SIMPLIFIED
 
 // The temporary lowering of region ops: a for loop with constant bounds becomes one copy of its
 // body per iteration, the counter a constant and each copy reading the carry the last one yielded;
