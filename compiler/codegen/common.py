@@ -14,10 +14,15 @@ from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
 from compiler.kernel.emit import py_name, shape_literal
 from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.loops import Body, Loop
 from compiler.passes.plan import BufferRow, MemoryPlan
 
 __all__ = [
+    "Level",
     "Placement",
+    "Route",
+    "initial_copies",
+    "result_routes",
     "allocations",
     "caller_allocated",
     "program_facts",
@@ -139,3 +144,78 @@ def program_facts(func: Function, plan: MemoryPlan, outs: list[Value]) -> dict[s
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )
+
+
+@dataclass
+class Level:
+    """A program a driver runs: the function itself, or a loop's body (``passes/loops.py``), with its
+    plan, its target's kernels and the loops it holds in turn."""
+
+    func: Function
+    fusion: FusionPlan
+    plan: MemoryPlan
+    kernels: Any  # the target's kernels (CpuKernels, CudaKernels): ``names``, ``pool``, ``kernels``
+    loops: dict[Group, Loop]
+    sanitize: bool
+
+    @property
+    def outs(self) -> list[Value]:
+        return caller_allocated(self.func, self.plan)
+
+    @property
+    def poison(self) -> dict[Group, list[BufferRow]]:
+        return poison_after(self.fusion, self.plan) if self.sanitize else {}
+
+    def body(self, body: Body) -> Level:
+        p = body.program
+        assert p.fusion is not None and p.plan is not None and p.kernels is not None
+        return Level(body.func, p.fusion, p.plan, p.kernels, p.loops, self.sanitize)
+
+    def levels(self) -> list[Level]:
+        """This program and every loop body in it, nested ones included."""
+        out = [self]
+        for loop in self.loops.values():
+            for body in loop.bodies:
+                out += self.body(body).levels()
+        return out
+
+
+def initial_copies(outer: Level, loop: Loop) -> list[tuple[Value, Value]]:
+    """The ``(carry, init)`` pairs a driver copies before a loop's first iteration: all but those whose
+    carry took its dying initial value's block (in place: nothing to copy)."""
+    rows = {r.value: r for r in outer.plan.buffers}
+    out = []
+    for init, carry in zip(loop.inits, loop.carries, strict=True):
+        row = rows.get(carry)
+        if row is None or row.reused_from != outer.fusion.names[init]:
+            out.append((carry, init))
+    return out
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one result of a body goes: ``kind``/``j`` name the loop's target (``Body.results``);
+    ``bound``: the body's kernels write ``value`` there (the driver names the target as the body's
+    buffer), else the driver copies ``value`` there once the body ran."""
+
+    value: Value
+    kind: str
+    j: int
+    bound: bool
+
+
+def result_routes(level: Level, body: Body) -> list[Route]:
+    """How a driver delivers each result of ``body`` (compiled as ``level``): a result the body's
+    caller allocates is bound to its target, a carry written in place or yielded unchanged needs
+    nothing, and an argument or a value yielded twice is copied (the carries' temporaries are copied
+    over the carries after every result: ``Loop.temps``)."""
+    outs, direct, seen = set(level.outs), set(level.plan.direct_writeback), set()
+    routes = []
+    for v, (kind, j) in zip(body.func.results, body.results, strict=True):
+        unchanged = kind == "carry" and v is body.func.params[body.params.index(("carry", j))]
+        if v in outs and v not in seen:
+            routes.append(Route(v, kind, j, bound=True))
+        elif not (v in direct or unchanged):
+            routes.append(Route(v, kind, j, bound=False))
+        seen.add(v)
+    return routes

@@ -89,6 +89,38 @@ class Loop:
         first = 2 if self.op.prim is control.for_loop else 0
         return list(self.op.operands[first : first + len(self.carries)])
 
+    @property
+    def consts(self) -> list[Value]:
+        """The operands every iteration reads unchanged (an ``if``'s operands are its branches')."""
+        if self.op.prim is control.if_:
+            return list(self.op.operands[1:])
+        return list(self.op.operands[len(self.op.operands) - control.n_consts(self.op) :])
+
+    @property
+    def xs(self) -> list[Value]:
+        """A scan's sequences, read a row per iteration."""
+        if self.op.prim is not control.scan:
+            return []
+        n = len(self.carries)
+        return list(self.op.operands[n : len(self.op.operands) - control.n_consts(self.op)])
+
+    @property
+    def ys(self) -> list[Value]:
+        """A scan's stacked outputs, written a row per iteration."""
+        return list(self.op.results[len(self.carries) :]) if self.op.prim is control.scan else []
+
+    def reads(self, kind: str, j: int) -> Value | None:
+        """The loop's buffer a body parameter of ``kind`` (``Body.params``) reads: a carry's, a row's
+        sequence, a const (an ``if``'s operand); None for a ``for``'s counter."""
+        lanes = {"carry": self.carries, "row": self.xs, "const": self.consts, "operand": self.consts}
+        return lanes[kind][j] if kind in lanes else None
+
+    def writes(self, kind: str, j: int) -> Value | None:
+        """The loop's buffer a body result of ``kind`` (``Body.results``) goes to: a carry's, a ys's
+        (a row of it), an ``if``'s result; None for a ``while``'s predicate."""
+        lanes = {"carry": self.carries, "y": self.ys, "result": list(self.op.results)}
+        return lanes[kind][j] if kind in lanes else None
+
     def copied_carries(self) -> list[int]:
         """The carries some body yields other than by writing them in place: each needs a temporary."""
         out: set[int] = set()

@@ -32,12 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from compiler.codegen.common import (
+    Level,
     Placement,
     allocations,
-    caller_allocated,
-    poison_after,
+    initial_copies,
     poison_value,
     program_facts,
+    result_routes,
     returned,
     shape_literal,
 )
@@ -54,7 +55,7 @@ from compiler.kernel.emit import indent, literal, np_type
 from compiler.kernel.ir import print_python
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.loops import Body, Loop
-from compiler.passes.plan import BufferRow, MemoryPlan
+from compiler.passes.plan import MemoryPlan
 from compiler.prims import control, random, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
@@ -116,7 +117,7 @@ def generate_cpu(
     sanitize, schedule = options.sanitize, CpuSchedule.of(options)
     if kernels is None:
         kernels, plan = form_regions(func, fusion, plan, build_kernels(func, fusion, plan, options), options)
-    top = _Level(func, fusion, plan, kernels, loops or {}, sanitize)
+    top = Level(func, fusion, plan, kernels, loops or {}, sanitize)
     levels = top.levels()
     every = [k for level in levels for k in [*level.kernels.absorbed, *level.kernels.kernels.values()]]
     by_group = kernels.kernels
@@ -150,40 +151,6 @@ def generate_cpu(
         compiled_entry=compiled_entry,
         plan=plan,
     )
-
-
-@dataclass
-class _Level:
-    """A program the driver runs: the function itself, or a loop's body (``passes/loops.py``), with
-    its plan, kernels and the loops it holds in turn."""
-
-    func: Function
-    fusion: FusionPlan
-    plan: MemoryPlan
-    kernels: CpuKernels
-    loops: dict[Group, Loop]
-    sanitize: bool
-
-    @property
-    def outs(self) -> list[Value]:
-        return caller_allocated(self.func, self.plan)
-
-    @property
-    def poison(self) -> dict[Group, list[BufferRow]]:
-        return poison_after(self.fusion, self.plan) if self.sanitize else {}
-
-    def body(self, body: Body) -> _Level:
-        program = body.program
-        assert program.fusion is not None and program.plan is not None and program.kernels is not None
-        return _Level(body.func, program.fusion, program.plan, program.kernels, program.loops, self.sanitize)
-
-    def levels(self) -> list[_Level]:
-        """This program and every loop body in it, nested ones included."""
-        out = [self]
-        for loop in self.loops.values():
-            for body in loop.bodies:
-                out += self.body(body).levels()
-        return out
 
 
 def _slot(kernel: Kernel) -> tuple[str, list[tuple[str, int | None]]]:
@@ -318,7 +285,7 @@ def _allocation(p: Placement, params: list[str], base: int = 0) -> str:
     return f"buffer_view(arena, {base + p.offset}, {shape_literal(t.shape)}, {np_type(t.dtype)})"
 
 
-def _driver(top: _Level, levels: list[_Level], slots: list[tuple[str, list[tuple[str, int | None]]]]) -> str:
+def _driver(top: Level, levels: list[Level], slots: list[tuple[str, list[tuple[str, int | None]]]]) -> str:
     func, names = top.func, top.kernels.names
     arg_names = [names[p] for p in func.params]
     params = ["arena", TABLE, *(names[v] for v in top.outs), *arg_names]
@@ -336,7 +303,7 @@ def _driver(top: _Level, levels: list[_Level], slots: list[tuple[str, list[tuple
     return "\n".join(lines)
 
 
-def _statements(level: _Level, slot_index: SlotIndex, base: int) -> list[str]:
+def _statements(level: Level, slot_index: SlotIndex, base: int) -> list[str]:
     """The driver's statements of one program (the function's, or a loop body's, whose arena starts at
     byte ``base`` of the arena): buffers, kernel calls, poison, loops."""
     func, fusion, plan, program = level.func, level.fusion, level.plan, level.kernels
@@ -396,58 +363,46 @@ def _shape(t: TensorType) -> str:
     return shape_literal(t.shape) if t.shape else "()"
 
 
-def _loop(outer: _Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[str]:
+def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[str]:
     """A loop or branch: its carries initialized, then its bodies' statements in a native loop, each
     body's parameters and results bound to the loop's buffers (``passes/loops.py``). ``base``: where
     the arena of the program holding the loop starts."""
     op, names = loop.op, outer.kernels.names
-    rows = {r.value: r for r in outer.plan.buffers}
     scope = loop.bodies[0].func.attrs["dsl.scope"]
-    lines: list[str] = []
-    for init, carry in zip(loop.inits, loop.carries, strict=True):
-        row = rows.get(carry)
-        if row is None or row.reused_from != outer.fusion.names[init]:  # (in place: nothing to copy)
-            lines += _copy(names[carry], names[init], carry.type)
+    lines = [
+        line
+        for carry, init in initial_copies(outer, loop)
+        for line in _copy(names[carry], names[init], carry.type)
+    ]
     temps = {j: f"{scope}tmp{j}" for j in loop.temps}
     for j, offset in loop.temps.items():
         t = loop.carries[j].type
         lines.append(f"{temps[j]} = buffer_view(arena, {base + offset}, {_shape(t)}, {np_type(t.dtype)})")
     counter, pred, step = f"{scope}i", f"{scope}p", f"{scope}t"
-    consts = op.operands[len(op.operands) - control.n_consts(op) :] if op.prim is not control.if_ else ()
-    n = len(loop.carries)
-    xs = op.operands[n : len(op.operands) - len(consts)] if op.prim is control.scan else ()
-    ys = op.results[n:] if op.prim is control.scan else ()
+
+    def buffer(v: Value | None, kind: str, j: int, result: bool = False) -> str:
+        """A body parameter's or result's buffer: the loop's (a row of a sequence; the temporary a
+        new carry goes to, if it has one)."""
+        if v is None:
+            return counter if kind == "counter" else pred
+        if kind in ("row", "y"):
+            return _row(names[v], v.type, step)
+        return temps.get(j, names[v]) if result and kind == "carry" else names[v]
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
         inner = level.kernels.names
-        bind = []
-        for p, (kind, j) in zip(body.func.params, body.params, strict=True):
-            source = {
-                "counter": counter,
-                "carry": names[loop.carries[j]] if kind == "carry" else "",
-                "row": _row(names[xs[j]], xs[j].type, step) if kind == "row" else "",
-                "const": names[consts[j]] if kind == "const" else "",
-                "operand": names[op.operands[1 + j]] if kind == "operand" else "",
-            }[kind]
-            bind.append(f"{inner[p]} = {source}")
-        targets = {
-            "y": lambda j: _row(names[ys[j]], ys[j].type, step),
-            "carry": lambda j: temps.get(j, names[loop.carries[j]]),
-            "pred": lambda j: pred,
-            "result": lambda j: names[op.results[j]],
-        }
-        outs, after, seen = set(level.outs), [], set()
-        direct = set(level.plan.direct_writeback)
-        for v, (kind, j) in zip(body.func.results, body.results, strict=True):
-            target = targets[kind](j)
-            if v in outs and v not in seen:
-                bind.append(f"{inner[v]} = {target}")  # the body's kernels write it there
-            elif v in direct or (kind == "carry" and v is body.func.params[body.params.index(("carry", j))]):
-                pass  # a carry written in place, or yielded unchanged
-            else:  # an argument or a value yielded twice: copied where it goes
-                after += _copy(target, inner[v], v.type)
-            seen.add(v)
+        bind = [
+            f"{inner[p]} = {buffer(loop.reads(kind, j), kind, j)}"
+            for p, (kind, j) in zip(body.func.params, body.params, strict=True)
+        ]
+        after: list[str] = []
+        for r in result_routes(level, body):
+            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, result=True)
+            if r.bound:  # the body's kernels write it there
+                bind.append(f"{inner[r.value]} = {target}")
+            else:
+                after += _copy(target, inner[r.value], r.value.type)
         if body.role == "body":  # the new carries over the old ones, once every result is computed
             for j in loop.temps:
                 after += _copy(names[loop.carries[j]], temps[j], loop.carries[j].type)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.codegen.common import program_facts
-from compiler.codegen.cuda.driver import ENTRY, Level, driver
+from compiler.codegen.common import Level, program_facts
+from compiler.codegen.cuda.driver import ENTRY, driver
 from compiler.codegen.cuda.prelude import PRELUDE
 from compiler.codegen.cuda.printer import kernel_text
 from compiler.ir.core import Function

@@ -8,18 +8,12 @@ from the device (a synchronization per read)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from compiler.codegen.common import allocations, caller_allocated, poison_after, poison_value, returned
+from compiler.codegen.common import Level, allocations, initial_copies, poison_value, result_routes, returned
 from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType, TensorType
-from compiler.kernel.cuda.build import CudaKernels
 from compiler.kernel.emit import indent, literal, np_type
-from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.loops import Body, Loop
-from compiler.passes.plan import MemoryPlan
 from compiler.prims import control, source
 
 ENTRY = "bind"
@@ -30,34 +24,6 @@ ROW_VIEWS = 1024
 
 def _flat_view(base: str, offset: int, nbytes: int, dtype: DType) -> str:
     return f"{base}[{offset}:{offset + nbytes}].view({np_type(dtype)})"
-
-
-@dataclass
-class Level:
-    """A program the driver runs: the function itself, or a loop's body, with its loops in turn."""
-
-    func: Function
-    fusion: FusionPlan
-    plan: MemoryPlan
-    kernels: CudaKernels
-    loops: dict[Group, Loop]
-    sanitize: bool
-
-    @property
-    def outs(self) -> list[Value]:
-        return caller_allocated(self.func, self.plan)
-
-    def body(self, body: Body) -> Level:
-        p = body.program
-        assert p.fusion is not None and p.plan is not None and p.kernels is not None
-        return Level(body.func, p.fusion, p.plan, p.kernels, p.loops, self.sanitize)
-
-    def levels(self) -> list[Level]:
-        out = [self]
-        for loop in self.loops.values():
-            for body in loop.bodies:
-                out += self.body(body).levels()
-        return out
 
 
 def driver(top: Level) -> str:
@@ -85,7 +51,7 @@ def _statements(level: Level, base: int, setup: list[str], counter: list[int]) -
     names, pool, kernels = program.names, program.pool, program.kernels
     arg_names = [names[p] for p in func.params]
     body: list[str] = []
-    poison = poison_after(fusion, plan) if level.sanitize else {}
+    poison = level.poison
     allocated = allocations(func, fusion, plan, level.outs)
     for group in fusion.groups:
         for p in allocated.get(group, []):
@@ -140,22 +106,13 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
     """A loop or branch: its carries initialized, then its bodies' launches in a host loop, each
     body's parameters and results bound to the loop's buffers (``passes/loops.py``)."""
     op, names = loop.op, outer.kernels.names
-    rows = {r.value: r for r in outer.plan.buffers}
     scope = str(loop.bodies[0].func.attrs["dsl.scope"])
-    lines: list[str] = []
-    for init, carry in zip(loop.inits, loop.carries, strict=True):
-        row = rows.get(carry)
-        if row is None or row.reused_from != outer.fusion.names[init]:
-            lines.append(f"_copy({names[carry]}, {names[init]}, stream)")
+    lines = [f"_copy({names[carry]}, {names[init]}, stream)" for carry, init in initial_copies(outer, loop)]
     temps = {j: f"{scope}tmp{j}" for j in loop.temps}
     for j, offset in loop.temps.items():
         t = loop.carries[j].type
         setup.append(f"{temps[j]} = {_flat_view('arena', base + offset, t.nbytes, t.dtype)}")
     iota, pred, step = f"{scope}iota", f"{scope}p", f"{scope}t"
-    consts = op.operands[len(op.operands) - control.n_consts(op) :] if op.prim is not control.if_ else ()
-    n = len(loop.carries)
-    xs = op.operands[n : len(op.operands) - len(consts)] if op.prim is control.scan else ()
-    ys = op.results[n:] if op.prim is control.scan else ()
     lo: int | str | None = None
     hi: int | str | None = None
     counters = False  # the for's counters a list of views made in bind
@@ -163,7 +120,7 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
     if op.prim is control.scan and int(op.attrs["length"]) <= ROW_VIEWS:
         allocated = allocations(outer.func, outer.fusion, outer.plan, outer.outs).values()
         arena = {p.value for placements in allocated for p in placements if p.kind == "arena"}
-        for v in (*xs, *ys):
+        for v in (*loop.xs, *loop.ys):
             if v in arena and v not in listed:
                 listed[v] = f"{scope}rows{len(listed)}"
                 setup.append(
@@ -174,37 +131,30 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
         """Row ``step`` of ``xs`` or ``ys`` value ``v``: a view made in bind where there is one."""
         return f"{listed[v]}[{step}]" if v in listed else _row(names[v], v.type, step)
 
+    def buffer(v: Value | None, kind: str, j: int, result: bool = False) -> str:
+        """A body parameter's or result's buffer: the loop's (a row of a sequence; the temporary a
+        new carry goes to, if it has one)."""
+        if v is None:
+            at = f"{step} - {lo}"
+            return (f"{iota}[{at}]" if counters else f"{iota}[{at}:{at} + 1]") if kind == "counter" else pred
+        if kind in ("row", "y"):
+            return row_of(v)
+        return temps.get(j, names[v]) if result and kind == "carry" else names[v]
+
     def run(body: Body) -> list[str]:
         level = outer.body(body)
         inner = level.kernels.names
-        bind = []
-        at = f"{step} - {lo}"
-        for p, (kind, j) in zip(body.func.params, body.params, strict=True):
-            source_ = {
-                "counter": f"{iota}[{at}]" if counters else f"{iota}[{at}:{at} + 1]",
-                "carry": names[loop.carries[j]] if kind == "carry" else "",
-                "row": row_of(xs[j]) if kind == "row" else "",
-                "const": names[consts[j]] if kind == "const" else "",
-                "operand": names[op.operands[1 + j]] if kind == "operand" else "",
-            }[kind]
-            bind.append(f"{inner[p]} = {source_}")
-        targets: dict[str, Any] = {
-            "y": lambda j: row_of(ys[j]),
-            "carry": lambda j: temps.get(j, names[loop.carries[j]]),
-            "pred": lambda j: pred,
-            "result": lambda j: names[op.results[j]],
-        }
-        outs, after, seen = set(level.outs), [], set()
-        direct = set(level.plan.direct_writeback)
-        for v, (kind, j) in zip(body.func.results, body.results, strict=True):
-            target = targets[kind](j)
-            if v in outs and v not in seen:
-                bind.append(f"{inner[v]} = {target}")
-            elif v in direct or (kind == "carry" and v is body.func.params[body.params.index(("carry", j))]):
-                pass
+        bind = [
+            f"{inner[p]} = {buffer(loop.reads(kind, j), kind, j)}"
+            for p, (kind, j) in zip(body.func.params, body.params, strict=True)
+        ]
+        after: list[str] = []
+        for r in result_routes(level, body):
+            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, result=True)
+            if r.bound:
+                bind.append(f"{inner[r.value]} = {target}")
             else:
-                after.append(f"_copy({target}, {inner[v]}, stream)")
-            seen.add(v)
+                after.append(f"_copy({target}, {inner[r.value]}, stream)")
         if body.role == "body":
             after += [f"_copy({names[loop.carries[j]]}, {temps[j]}, stream)" for j in loop.temps]
         return bind + _statements(level, base + loop.arena, setup, counter) + after
