@@ -312,12 +312,7 @@ def _carried(op: Op, old: Value, new: Value) -> bool:
     """A loop may keep its carry ``new`` in the block of its initial value ``old``: it copies each
     initial value into its carry's buffer before the first iteration (nothing to copy then), and
     ``old`` is no other operand of the loop (a const or an ``xs`` the body reads all along)."""
-    if op.prim is control.if_ or op.operands.count(old) != 1 or old.type != new.type:
-        return False
-    first = 2 if op.prim is control.for_loop else 0
-    carries = len(op.results) if op.prim is not control.scan else int(op.attrs["carries"])
-    inits = op.operands[first : first + carries]
-    return old in inits and op.results[inits.index(old)] is new
+    return op.operands.count(old) == 1 and old.type == new.type and (old, new) in control.carried(op)
 
 
 def value_names(func: Function) -> dict[Value, str]:

@@ -79,15 +79,11 @@ class Loop:
     @property
     def carries(self) -> list[Value]:
         """The op's results that are carried from iteration to iteration (their buffers hold them)."""
-        if self.op.prim is control.if_:
-            return []
-        n = int(self.op.attrs["carries"]) if self.op.prim is control.scan else len(self.op.results)
-        return list(self.op.results[:n])
+        return [result for _, result in control.carried(self.op)]
 
     @property
     def inits(self) -> list[Value]:
-        first = 2 if self.op.prim is control.for_loop else 0
-        return list(self.op.operands[first : first + len(self.carries)])
+        return [init for init, _ in control.carried(self.op)]
 
     @property
     def consts(self) -> list[Value]:

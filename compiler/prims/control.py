@@ -34,7 +34,7 @@ from typing import Any, Protocol, cast
 
 import numpy as np
 
-from compiler.ir.core import Block, Op
+from compiler.ir.core import Block, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims import mlir as ml
 from compiler.prims.base import AttrType, Kind, Primitive, RunBlock, fail
@@ -80,6 +80,15 @@ def split_consts(items: Sequence[Any], attrs: Mapping[str, Any]) -> tuple[list[A
         raise fail(f"consts = {k} does not fit {len(items)} operand(s)")
     cut = len(items) - k
     return list(items[:cut]), list(items[cut:])
+
+
+def carried(op: Op) -> list[tuple[Value, Value]]:
+    """A loop's ``(initial value, result)`` pair per carry, in order (none for an ``if``)."""
+    if op.prim is if_:
+        return []
+    first = 2 if op.prim is for_loop else 0
+    n = int(op.attrs["carries"]) if op.prim is scan else len(op.results)
+    return list(zip(op.operands[first : first + n], op.results[:n], strict=True))
 
 
 def _no_reference(*args: Any, **kwargs: Any) -> np.ndarray:
