@@ -17,11 +17,11 @@ counts the ops of an MLP's jvp).
 
 Loops and branches go through both sweeps as region ops (``compiler/autodiff_control.py``): the
 first sweep's backward loop is linear in ``u``, and the second differentiates it like any loop. No
-reverse sweep goes through a ``while`` (its trip count is known only at run time), so a ``while``
-at the program's top level is not transposed: the ops between such loops are, segment by segment,
-and each ``while`` that reads a tangent becomes one ``while`` carrying the tangents beside its
-carries, its body the body's jvp (``_jvp_around_whiles``: JAX's jvp of ``while_loop``). A ``while``
-nested in another region op goes to the unroller as before, whose error it is.
+reverse sweep goes through a ``while`` (its trip count is known only at run time), so a ``while``,
+and a ``for``, ``scan`` or ``if`` holding one at any depth, is not transposed: the ops between such
+region ops are, segment by segment, and each of them that reads a tangent becomes the same op
+carrying the tangents beside its lanes, each region its jvp (``_jvp_around_whiles``: JAX's jvp of
+``while_loop``, ``scan`` and ``cond``), which goes through the ``while`` ops inside it the same way.
 
 Both functions return ordinary IR: inlined into a trace, simplified, fused and planned like any
 other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
@@ -29,14 +29,13 @@ other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from compiler.autodiff import _Builder, sweep
 from compiler.autodiff_control import prepare_regions, region_dependents
 from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.passes.region_parts import Parts, Region, renamed, take_apart
 from compiler.passes.regions import close_regions
-from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import control
 from compiler.prims import elementwise as ew
 
@@ -72,11 +71,8 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     results, then per set one tangent per public result (a zero for an integer result), then its
     write-backs.
     """
-    if any(op.prim is control.while_loop for op in func.walk()):
-        func = close_regions(func)
-        if _whiles_outside_others(func.ops):
-            return _jvp_around_whiles(func, wrt, sets)
-        func = unroll_regions(func)  # a while inside another loop or a branch: its error, as before
+    if any(_holds_while(op) for op in func.ops):
+        return _jvp_around_whiles(close_regions(func), wrt, sets)
     func = prepare_regions(func)
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
@@ -109,35 +105,22 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     return _function(func, params, ops, outputs + tangents_out + writebacks, names)
 
 
-def _whiles_outside_others(ops: Sequence[Op]) -> bool:
-    """Whether every ``while`` in ``ops`` is at their level or in the body of another ``while``
-    (whose jvp is ``_jvp_around_whiles`` again), none in a ``for``, ``scan`` or ``if``."""
-    for op in ops:
-        if op.prim is control.while_loop:
-            if not all(_whiles_outside_others(block.ops) for block in op.regions):
-                return False
-        elif any(inner.prim is control.while_loop for block in op.regions for inner in _walk(block.ops)):
-            return False
-    return True
-
-
-def _walk(ops: Sequence[Op]) -> Iterator[Op]:
-    for op in ops:
-        yield op
-        for block in op.regions:
-            yield from _walk(block.ops)
+def _holds_while(op: Op) -> bool:
+    """Whether ``op`` is a ``while`` or holds one in its regions, at any depth."""
+    return op.prim is control.while_loop or any(
+        _holds_while(inner) for block in op.regions for inner in block.ops
+    )
 
 
 def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
-    """``jvp_function`` of ``func`` (closed regions) whose ``while`` ops are all at its top level.
+    """``jvp_function`` of ``func`` (closed regions) holding a ``while`` somewhere.
 
-    No reverse sweep goes through a ``while``, so it is not transposed: forward mode sweeps the ops
-    between the ``while`` ops by transposition, one segment at a time (a segment is a function of the
-    values it reads, its results the values read after it), and each ``while`` that reads a value
-    with a tangent becomes one ``while`` carrying the tangents beside its primal carries (JAX's jvp
-    of ``while_loop``): its cond is the primal cond, its body the jvp of the body (this function, on
-    the body block: params the carries and consts), the consts' tangents are consts too. A carry gets
-    a tangent if its init has one or some iteration can give it one (``region_dependents``).
+    No reverse sweep goes through a ``while``, so the region ops that hold one (itself, or a ``for``,
+    ``scan`` or ``if`` with one inside) are not transposed: forward mode sweeps the ops between them
+    by transposition, one segment at a time (a segment is a function of the values it reads, its
+    results the values read after it), and each of them that reads a value with a tangent becomes
+    one op carrying the tangents beside its primal lanes (``_region_jvp``; for a ``while``, JAX's jvp
+    of ``while_loop``: its cond the primal cond, its body the jvp of the body).
     """
     outputs, writebacks = _split(func)
     rename: dict[Value, Value] = {}  # a value of ``func`` -> the value the new program computes
@@ -159,7 +142,7 @@ def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequen
 
     segments: list[list[Op]] = [[]]
     for op in func.ops:
-        if op.prim is control.while_loop:
+        if _holds_while(op):
             segments += [[op], []]
         else:
             segments[-1].append(op)
@@ -168,8 +151,8 @@ def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequen
         if not any(moving(v) for v in reads):  # no tangent goes in: the ops as they are
             ops += renamed(segment, [], rename)[0]
             continue
-        if segment[0].prim is control.while_loop:
-            ops += _while_jvp(segment[0], rename, tangents, zeros)
+        if _holds_while(segment[0]):
+            ops.append(_region_jvp(segment[0], rename, tangents, zeros))
             continue
         defined = {r for op in segment for r in op.results}
         later = {v for rest in segments[n + 1 :] for op in rest for v in op.operands} | set(func.results)
@@ -196,90 +179,111 @@ def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequen
     return _function(func, params, zeros.ops + ops, results, names)
 
 
-def _while_jvp(
+def _region_jvp(
     op: Op, rename: dict[Value, Value], tangents: list[dict[Value, Value]], zeros: _Builder
-) -> list[Op]:
-    """The ``while`` ``op`` (its operands named as ``rename`` says) carrying the tangents of its
-    carries beside them, as a one-op list; its results' tangents go into ``tangents`` (per set, as
-    the others), the zero tangents of carries whose init has none into ``zeros``."""
+) -> Op:
+    """The region op ``op`` (its operands named as ``rename`` says) carrying the tangents of its
+    lanes beside them; its results' tangents go into ``tangents`` (per set, as the others), the zero
+    tangents of carries whose init has none into ``zeros``.
+
+    Every lane keeps its role: a carry's tangent is a carry, an ``xs``'s tangent an ``xs`` (its rows
+    are the rows' tangents), a const's a const, and an out (a scan's ys, an ``if``'s results) gets a
+    tangent out. Each stepping region becomes its jvp (``jvp_function`` on the region's block, which
+    goes through the ``while`` ops inside it); a ``while``'s cond reads only the primal lanes. A carry
+    or out gets a tangent if a lane with one reaches it (``region_dependents``: for a loop, in some
+    iteration).
+    """
     parts = take_apart(op)
-    cond, body = parts.regions
-    nc, nk = len(parts.carries), len(parts.consts)
-    carried = []  # per set: the carries that have a tangent
-    held = []  # per set: the consts that have one
-    for t in tangents:
-        grows = set(region_dependents(op, {v for v in op.operands if v in t}))
-        carried.append(
+    lanes_of = {"c": parts.carries, "x": parts.xs, "k": parts.consts}
+    grows = [set(region_dependents(op, {v for v in op.operands if v in t})) for t in tangents]
+    nc = len(parts.carries)
+    # per set: the lanes (role, index) that carry a tangent, and the outs that get one
+    moving: list[list[tuple[str, int]]] = []
+    outs: list[list[int]] = []
+    for t, grown in zip(tangents, grows, strict=True):
+        moving.append(
             [
-                i
+                ("c", i)
                 for i, c in enumerate(parts.carries)
-                if c.type.dtype.is_float and (c in t or op.results[i] in grows)
+                if c.type.dtype.is_float and (c in t or parts.results[i] in grown)
             ]
+            + [(r, i) for r in "xk" for i, v in enumerate(lanes_of[r]) if v.type.dtype.is_float and v in t]
         )
-        held.append([j for j, k in enumerate(parts.consts) if k.type.dtype.is_float and k in t])
-    lanes = sorted({i for c in carried for i in c} | {nc + j for h in held for j in h})
-    step = jvp_function(
-        Function("body", body.block()),
-        lanes,
-        [
-            [lanes.index(i) for i in c] + [lanes.index(nc + j) for j in h]
-            for c, h in zip(carried, held, strict=True)
-        ],
-    )
+        outs.append([j for j, r in enumerate(parts.results[nc:]) if r in grown])
 
-    lanes_per_set = [
-        [("c", i) for i in c] + [("k", j) for j in h] for c, h in zip(carried, held, strict=True)
-    ]
+    def tangent_lanes(role: str) -> list[tuple[int, int]]:
+        """(set, index) of each tangent lane of ``role``, set by set: their order in the new op."""
+        return [(s, i) for s, m in enumerate(moving) for r, i in m if r == role]
 
-    def args(
-        region: Region,
-    ) -> tuple[list[Value], list[Value], dict[Value, Value], list[dict[tuple[str, int], Value]]]:
-        """A region's arguments in the new ``while`` (carries: primal, then the tangents set by
-        set; consts the same), the old arguments' new names, and per set each lane's tangent."""
-        carries, consts = [Value(v.type) for v in parts.carries], [Value(v.type) for v in parts.consts]
-        mapping = dict(zip(region.carries + region.consts, carries + consts, strict=True))
-        lane_args: list[dict[tuple[str, int], Value]] = [{} for _ in tangents]
-        for s, set_lanes in enumerate(lanes_per_set):
-            for kind, i in set_lanes:
-                lane_args[s][kind, i] = Value((parts.carries if kind == "c" else parts.consts)[i].type)
-        t_carries = [lane_args[s]["c", i] for s, c in enumerate(carried) for i in c]
-        t_consts = [lane_args[s]["k", j] for s, h in enumerate(held) for j in h]
-        return carries + t_carries, consts + t_consts, mapping, lane_args
+    regions = []
+    for region in parts.regions:
+        own = {"c": region.carries, "x": region.xs, "k": region.consts}  # a scan's x args are rows
+        fresh = {r: [Value(v.type) for v in own[r]] for r in "cxk"}
+        lanes = {r: {si: Value(own[r][si[1]].type) for si in tangent_lanes(r)} for r in "cxk"}
+        lead = [Value(v.type) for v in region.lead]
+        args = lead + fresh["c"] + fresh["x"] + fresh["k"]
+        if not region.steps:  # a while's cond: the primal carries and consts decide
+            mapping = dict(zip(region.args, args, strict=True))
+            r_ops, r_yields = renamed(region.ops, region.yields, mapping)
+        else:
+            order = [("c", i) for i in range(nc)] + [(r, i) for r in "xk" for i in range(len(lanes_of[r]))]
+            at = {lane: len(lead) + n for n, lane in enumerate(order)}
+            wrt = sorted({at[lane] for m in moving for lane in m})
+            step = jvp_function(
+                Function("region", region.block()), wrt, [[wrt.index(at[lane]) for lane in m] for m in moving]
+            )
+            mapping = dict(zip(step.params, args, strict=False))
+            extra = iter(step.params[len(args) :])
+            for s, m in enumerate(moving):
+                mapping.update((next(extra), lanes[r][s, i]) for r, i in m)
+            r_ops, results = renamed(step.ops, step.results, mapping)
+            n = len(region.yields)
+            r_yields = (
+                results[:nc]
+                + [results[n * (s + 1) + i] for s, i in tangent_lanes("c")]
+                + results[nc:n]
+                + [results[n * (s + 1) + nc + j] for s, o in enumerate(outs) for j in o]
+            )
+        regions.append(
+            Region(
+                lead,
+                fresh["c"] + list(lanes["c"].values()),
+                fresh["x"] + list(lanes["x"].values()),
+                fresh["k"] + list(lanes["k"].values()),
+                r_ops,
+                r_yields,
+                steps=region.steps,
+            )
+        )
 
-    c_carries, c_consts, c_map, _ = args(cond)
-    c_ops, c_yields = renamed(cond.ops, cond.yields, c_map)
-    b_carries, b_consts, _, b_lanes = args(body)
-    b_map = dict(zip(step.params, b_carries[:nc] + b_consts[:nk], strict=False))
-    extra = iter(step.params[nc + nk :])
-    for s, set_lanes in enumerate(lanes_per_set):
-        b_map.update((next(extra), b_lanes[s][lane]) for lane in set_lanes)
-    b_ops, b_yields = renamed(step.ops, step.results, b_map)
-    b_yields = b_yields[:nc] + [b_yields[nc * (s + 1) + i] for s, c in enumerate(carried) for i in c]
-    t_inits = [
-        tangents[s].get(parts.carries[i]) or zeros.zeros(parts.carries[i].type)
-        for s, c in enumerate(carried)
-        for i in c
-    ]
-    t_consts = [tangents[s][parts.consts[j]] for s, h in enumerate(held) for j in h]
-    t_results = [Value(parts.carries[i].type) for c in carried for i in c]
+    def operands(role: str) -> list[Value]:
+        primal = [rename.get(v, v) for v in lanes_of[role]]
+        if role == "c":  # a carry whose init has no tangent starts from zero
+            return primal + [
+                tangents[s].get(parts.carries[i]) or zeros.zeros(parts.carries[i].type)
+                for s, i in tangent_lanes("c")
+            ]
+        return primal + [tangents[s][lanes_of[role][i]] for s, i in tangent_lanes(role)]
+
+    t_carries = [Value(parts.carries[i].type) for _, i in tangent_lanes("c")]
+    t_outs = [Value(parts.results[nc + j].type) for o in outs for j in o]
     new = Parts(
-        control.while_loop,
+        op.prim,
         dict(op.attrs),
         op.loc,
-        [],
-        [rename.get(v, v) for v in parts.carries] + t_inits,
-        [],
-        [rename.get(v, v) for v in parts.consts] + t_consts,
-        list(op.results) + t_results,
-        [
-            Region([], c_carries, [], c_consts, c_ops, c_yields, steps=False),
-            Region([], b_carries, [], b_consts, b_ops, b_yields, steps=True),
-        ],
+        [rename.get(v, v) for v in parts.head],
+        operands("c"),
+        operands("x"),
+        operands("k"),
+        parts.results[:nc] + t_carries + parts.results[nc:] + t_outs,
+        regions,
     ).build()
-    got = iter(t_results)
-    for s, c in enumerate(carried):
-        tangents[s].update((op.results[i], next(got)) for i in c)
-    return [new]
+    for (s, i), r in zip(tangent_lanes("c"), t_carries, strict=True):
+        tangents[s][parts.results[i]] = r
+    got = iter(t_outs)
+    for s, o in enumerate(outs):
+        tangents[s].update((parts.results[nc + j], next(got)) for j in o)
+    return new
 
 
 def vjp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
