@@ -3,7 +3,10 @@ reduction and a row band; scatters (add with repeated indices, set keeping the l
 writes, index_add_ into an argument); gradients of a cross-entropy with integer labels and of an
 embedding lookup; in-place on and off; each against the CPU backend, bit for bit where the order of
 the updates decides (itself checked against NumPy and JAX in tests/test_gather_scatter.py). The
-scatter kernel is a thread per element going through the updates in order: no atomics."""
+scatter's two forms (``compiler/kernel/cuda/scatter.py``, no atomics in either): the walk, threads
+owning elements going through every update in order, and the sorted form (a stable radix sort of the
+update positions by row, then each row's segment in order), forced on tiny shapes by
+``sorted_form`` and checked against NumPy bit for bit."""
 
 from __future__ import annotations
 
@@ -127,3 +130,105 @@ def test_mixed_indexing_and_augmented_mask_writes(inplace: bool) -> None:
     on_gpu, on_cpu = both(mixed, x, i, j, r, inplace=inplace)
     same(on_gpu, on_cpu)
     same(on_gpu, mixed(x.copy(), i, j, r))
+
+
+@pytest.fixture
+def sorted_form(monkeypatch):
+    """Every scatter with updates takes the sorted form (``compiler/kernel/cuda/scatter.py``: the
+    weights of its choice zeroed), its radix sort (``sort.py``) over tiles of 3 entries and digits
+    of 2 bits, so the simulator's tiny shapes sort over several tiles and passes."""
+    from compiler.kernel.cuda import scatter, sort
+
+    monkeypatch.setattr(scatter, "SORT_STEP", 0)
+    monkeypatch.setattr(scatter, "LAUNCH_WORK", 0)
+    monkeypatch.setattr(sort, "TILE", 3)
+    monkeypatch.setattr(sort, "RADIX_BITS", 2)
+
+
+def clamp(i: np.ndarray, n: int) -> np.ndarray:
+    return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+
+
+def sorted_cases():
+    """(name, function, arguments, NumPy's results): every scatter, float and int, 1-D and 2-D rows,
+    the indexed axis first, in the middle and last, repeated indices past both ends, a 2-D index
+    array, rows of 7 (two passes), 40 (three: the positions go back to the first array) and 1, and
+    no updates at all."""
+    f32, ints = RNG.standard_normal((7, 3)).astype(np.float32), RNG.integers(-50, 50, 7).astype(np.int32)
+    i = RNG.integers(-9, 9, 40)  # repeated; -8 and -9 wrap once to below 0 and clamp to row 0
+    v32, vi = RNG.standard_normal((40, 3)).astype(np.float32), RNG.integers(-50, 50, 40).astype(np.int32)
+    mid, vmid = RNG.standard_normal((2, 7, 2)), RNG.standard_normal((2, 5, 8, 2))
+    i2 = i.reshape(5, 8)
+    wide, iw, vw = RNG.standard_normal((40, 2)), RNG.integers(-45, 45, 60), RNG.standard_normal((60, 2))
+    one, i1, v1 = RNG.standard_normal((1, 3)), np.array([0, -1, 5, 0]), RNG.standard_normal((4, 3))
+    none, v0 = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
+    c, cw = clamp(i, 7), clamp(iw, 40)
+
+    def at(ufunc, x, idx, v, axis=0):
+        x = x.copy()
+        ufunc.at(x, (slice(None),) * axis + (idx,), v)
+        return x
+
+    def put(x, idx, v):
+        x = x.copy()
+        x[idx] = v
+        return x
+
+    return [
+        ("add f32", lambda x, i, v: x.at[i].add(v), (f32, i, v32), at(np.add, f32, c, v32)),
+        ("set f32", lambda x, i, v: x.at[i].set(v), (f32, i, v32), put(f32, c, v32)),
+        ("mul f32", lambda x, i, v: x.at[i].mul(v), (f32, i, v32), at(np.multiply, f32, c, v32)),
+        ("max f32", lambda x, i, v: x.at[i].max(v), (f32, i, v32), at(np.maximum, f32, c, v32)),
+        ("min f32", lambda x, i, v: x.at[i].min(v), (f32, i, v32), at(np.minimum, f32, c, v32)),
+        ("add i32 rows of one", lambda x, i, v: x.at[i].add(v), (ints, i, vi), at(np.add, ints, c, vi)),
+        ("set i32 rows of one", lambda x, i, v: x.at[i].set(v), (ints, i, vi), put(ints, c, vi)),
+        ("max i32 rows of one", lambda x, i, v: x.at[i].max(v), (ints, i, vi), at(np.maximum, ints, c, vi)),
+        (
+            "add, middle axis, 2-D index",
+            lambda x, i, v: x.at[:, i].add(v),
+            (mid, i2, vmid),
+            at(np.add, mid, clamp(i2, 7), vmid, axis=1),
+        ),
+        (
+            "set, middle axis, 2-D index",
+            lambda x, i, v: x.at[:, i].set(v),
+            (mid, i2, vmid),
+            put(mid, (slice(None), clamp(i2, 7)), vmid),
+        ),
+        ("add, 40 rows", lambda x, i, v: x.at[i].add(v), (wide, iw, vw), at(np.add, wide, cw, vw)),
+        ("set, 40 rows", lambda x, i, v: x.at[i].set(v), (wide, iw, vw), put(wide, cw, vw)),
+        (
+            "add, last axis",
+            lambda x, i, v: x.at[:, i].add(v),
+            (wide.T.copy(), iw, vw.T.copy()),
+            at(np.add, wide.T.copy(), cw, vw.T.copy(), axis=1),
+        ),
+        ("add, one row", lambda x, i, v: x.at[i].add(v), (one, i1, v1), at(np.add, one, clamp(i1, 1), v1)),
+        ("add, no updates", lambda x, i, v: x.at[i].add(v), (f32, none, v0), f32),
+    ]
+
+
+@INPLACE
+@pytest.mark.parametrize("case", [c[0] for c in sorted_cases()])
+def test_sorted_scatters_match_numpy_bit_for_bit(sorted_form, inplace: bool, case: str) -> None:
+    """The sorted form (a stable radix sort of the update positions by row, then a thread per
+    element combining its row's segment in order) gives ``ufunc.at``'s bits and the last write of
+    ``x[idx] = v``, as the CPU's serial loop does."""
+    _, fn, args, want = next(c for c in sorted_cases() if c[0] == case)
+    source = dsl.compile(fn, target="cuda", inplace=inplace).lower(*args).source()
+    assert ("_segments(" in source) == (args[1].size > 0), "the sorted form was not taken"
+    on_gpu, on_cpu = both(fn, *args, inplace=inplace)
+    same(on_gpu, on_cpu)
+    same(on_gpu, want)
+
+
+def test_sorted_embedding_gradient(sorted_form) -> None:
+    """The gradient of an embedding lookup and a cross-entropy with integer labels through the
+    sorted form (the lookup's scatter-add), as on the CPU."""
+    tokens = RNG.integers(0, 7, 30)
+    targets = (tokens + 1) % 7
+    emb, out = RNG.standard_normal((7, 4)), RNG.standard_normal((4, 7))
+    grad = dsl.value_and_grad(loss, argnums=(0, 1))
+    assert "_segments(" in dsl.compile(grad, target="cuda").lower(emb, out, tokens, targets).source()
+    on_gpu, on_cpu = both(grad, emb, out, tokens, targets)
+    same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
