@@ -72,6 +72,10 @@ class Options:
     native_loops: bool = _default("native_loops", lambda: _env_off("DSL_UNROLL_LOOPS"))
     remat: bool = _default("remat", lambda: _env_off("DSL_NO_REMAT"))  # the remat pass
     schedule: bool = _default("schedule", lambda: _env_off("DSL_NO_SCHEDULE"))  # the schedule pass
+    # if_to_select: a safe if whose branches compute at most if_select_budget elements (both
+    # branches and the selects together; compiler/passes/if_to_select.py) runs both and selects
+    if_to_select: bool = _default("if_to_select", lambda: _env_off("DSL_NO_IF_TO_SELECT"))
+    if_select_budget: int = _default("if_select_budget", lambda: 1 << 14)
     # fuse: matmuls read transposed operands as strided views; cheap shared values are recomputed
     contract_transposes: bool = _default("contract_transposes", lambda: True)
     recompute: bool = _default("recompute", lambda: True)
@@ -137,15 +141,15 @@ def _cpu_numpy_kernel(options: Options) -> Callable[[Group], bool]:
 
 
 def _cpu_kernels() -> KernelPasses:
-    from compiler.kernel.cpu.build import build_kernels, form_regions
+    from compiler.kernel.cpu.build import build_kernels, form_regions, plan_scratch
 
-    return KernelPasses(build_kernels, form_regions)
+    return KernelPasses(build_kernels, form_regions, plan_scratch)
 
 
 def _cuda_kernels() -> KernelPasses:
     from compiler.kernel.cuda.build import build_kernels, plan_scratch
 
-    return KernelPasses(build_kernels, scratch=plan_scratch)
+    return KernelPasses(build_kernels, scratch=plan_scratch, scored=True)
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,8 @@ class KernelPasses:
     regions: Callable[..., tuple[Any, MemoryPlan]] | None = None
     # ``scratch(func, fusion, plan, kernels, options)``: the kernels' global scratch placed in the plan
     scratch: Callable[..., tuple[Any, MemoryPlan]] | None = None
+    # remat and schedule score a candidate's plan after these passes (``pipeline.planner``)
+    scored: bool = False
 
 
 # The CUDA kernels (compiler/kernel/cuda/bands.py) keep a row of each value a band keeps per row

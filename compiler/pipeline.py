@@ -36,6 +36,7 @@ from compiler.ir.verify import verify
 from compiler.passes import rows
 from compiler.passes.bufferize import annotate, annotate_inplace, annotate_kernels
 from compiler.passes.fuse import FusionPlan, GroupKind
+from compiler.passes.if_to_select import if_to_select
 from compiler.passes.liveness import annotate_liveness
 from compiler.passes.loops import compile_loops
 from compiler.passes.plan import MemoryPlan, Planner, check_no_overlap
@@ -72,12 +73,13 @@ def planner(options: Options) -> Planner:
 
 
 def _scores_kernels(target: Target) -> bool:
-    """Whether remat and schedule score a candidate's plan after the target's kernel passes: where
-    they add scratch to it (CUDA; the transformer block's schedule then finds an order whose plan
-    holds its scratch: 13.1 MB instead of 15.2). The CPU's ``regions`` pass only shrinks slots, and
-    building the CPU's kernels for every candidate made the pipeline 1.2-2.8x slower on the suite
-    (``benchmarks/results/notes.md``, 2026-11-25), so the CPU scores the plan before it."""
-    return target.kernel_passes is not None and target.kernel_passes().scratch is not None
+    """Whether remat and schedule score a candidate's plan after the target's kernel passes
+    (``KernelPasses.scored``): where they add much scratch to it (CUDA; the transformer block's
+    schedule then finds an order whose plan holds its scratch: 13.1 MB instead of 15.2). The CPU's
+    ``regions`` pass only shrinks slots and its scratch is a few rows or partial results per chunk,
+    and building the CPU's kernels for every candidate made the pipeline 1.2-2.8x slower on the suite
+    (``benchmarks/results/notes.md``, 2026-11-25), so the CPU scores the plan before them."""
+    return target.kernel_passes is not None and target.kernel_passes().scored
 
 
 def _kernel_plan(options: Options, func: Function, fusion: Any, plan: MemoryPlan) -> MemoryPlan:
@@ -149,6 +151,12 @@ def _autodiff(c: Compilation) -> Compilation:
 
 def _simplify(c: Compilation) -> Compilation:
     return _rewritten(c, simplify(c.func))
+
+
+def _if_to_select(c: Compilation) -> Compilation:
+    if not c.options.if_to_select:
+        return c
+    return _rewritten(c, if_to_select(c.func, c.options.if_select_budget))
 
 
 def _remat(c: Compilation) -> Compilation:
@@ -256,6 +264,12 @@ PASSES: tuple[Pass, ...] = (
         "with native_loops off only: loops and branches as straight-line IR (the reference)",
     ),
     Pass("simplify", "simplified", _simplify, "DCE, CSE, folding, identities valid under IEEE"),
+    Pass(
+        "if_to_select",
+        "selected",
+        _if_to_select,
+        "an if whose branches are safe and cheap to run both (Options.if_select_budget): both, then selects",
+    ),
     Pass(
         "remat",
         "rematerialized",

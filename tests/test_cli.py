@@ -152,6 +152,7 @@ def test_print_ir_after_all_names_each_pass(capsys) -> None:
         "autodiff (grad)",
         "unroll_regions (unrolled)",
         "simplify (simplified)",
+        "if_to_select (selected)",
         "remat (rematerialized)",
         "schedule (optimized)",
         "fuse (fused)",
