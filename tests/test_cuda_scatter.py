@@ -1,0 +1,93 @@
+"""The CUDA scatter's two forms (``compiler/kernel/cuda/scatter.py``) and how the compiler chooses
+between them: the walk (threads owning result elements, each reading every index) for small
+scatters, the sorted form (``compiler/kernel/cuda/sort.py``: a stable radix sort of the update
+positions by row, then a thread per element combining its row's segment) where the walk's
+threads x updates compares exceed the sort's O(updates + result) work. A large embedding gradient
+takes the sorted form, its scratch is rows of the memory plan, and its kernels compile to PTX for
+sm_80 and sm_90. Their results are checked bit for bit against NumPy in the CUDA simulator
+(``tests/cuda_sim/sim_gather_scatter.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cuda_ptx import ARCHS, PTX_AVAILABLE, PTX_UNAVAILABLE
+
+import dsl
+import dsl.numpy as dnp
+from compiler.codegen import compile_ptx
+from compiler.kernel.cuda import scatter
+from compiler.kernel.cuda.sort import TILE, RadixSort
+
+
+def test_the_choice_follows_the_work() -> None:
+    """An embedding gradient of 50,000 x 512 from 1,000,000 tokens (``benchmarks/bench_cuda.py``'s
+    row): the walk's 65,536 threads read every index, 6.6e10 compares; the sort is two passes of
+    8 bits over the index. A (5, 4) scatter of 6 updates keeps the walk."""
+    lines, n, count = 512, 50_000, 1_000_000
+    assert scatter.walk_work(lines, n, count) == 512 * 128 * count
+    sort = RadixSort(count, n)
+    assert (sort.passes, sort.bits, sort.tiles) == (2, 8, -(-count // TILE))
+    assert scatter.sorted_work(lines, n, count) < scatter.walk_work(lines, n, count) // 100
+    assert scatter.sorts(lines, n, count)
+    assert scatter.sorts(64, 1000, 20_000)  # tests/test_cuda_ptx.py's embedding, before: the walk
+    assert not scatter.sorts(4, 5, 6)
+    assert not scatter.sorts(64, 1000, 300)
+
+
+def test_radix_digits_split_the_row_bits_evenly() -> None:
+    assert [(RadixSort(10, n).passes, RadixSort(10, n).bits) for n in (1, 2, 256, 257, 1000, 1 << 20)] == [
+        (1, 1),
+        (1, 1),
+        (1, 8),
+        (2, 5),
+        (2, 5),
+        (3, 7),
+    ]
+
+
+def _embedding_gradient(rows: int, width: int, tokens: int):
+    def loss(emb, ids, w):
+        return (dnp.tanh(emb[ids]) * w).sum()
+
+    emb = np.zeros((rows, width), np.float32)
+    ids = np.random.default_rng(0).integers(0, rows, tokens)
+    w = np.broadcast_to(np.float32(1), (tokens, width))  # (only its shape is read)
+    return dsl.compile(dsl.grad(loss), target="cuda").lower(emb, ids, w)
+
+
+@pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)
+def test_a_large_embedding_gradient_is_sorted_with_planned_scratch() -> None:
+    """50,000 x 512 from 1,000,000 tokens: the copy, two radix passes (count, scan, place), the
+    segment marks and the segments; the sort's table, its two position arrays and the segment
+    bounds are scratch rows of the memory plan (no device allocation in the driver), and every
+    kernel compiles for both archs."""
+    lowered = _embedding_gradient(50_000, 512, 1_000_000)
+    generated = lowered.program.generated
+    names = [k.name for k in generated.kernels]
+    (first,) = [k for k in names if k.endswith("_scatter_add")]
+    forms = ["count0", "scan", "place0", "count1", "place1", "marks", "segments"]
+    assert [k[len(first) + 1 :] for k in names if k.startswith(first + "_")] == forms
+    sort = RadixSort(1_000_000, 50_000)
+    scratch = {r.name[len(first) + 1 :]: r for r in lowered.memory_plan().buffers if r.scratch_of}
+    assert {k: r.bytes for k, r in scratch.items()} == {
+        "hist": sort.table * 4,
+        "perm0": 4_000_000,
+        "perm1": 4_000_000,
+        "bounds": 2 * 50_000 * 4,
+    }
+    assert all(r.offset + r.bytes <= lowered.memory_plan().peak_bytes for r in scratch.values())
+    assert "cuda.device_array(" not in generated.source.split("def bind(")[1].split("def run(")[0]
+    for cc in ARCHS:
+        ptx = compile_ptx(generated, cc)
+        assert {first, *(f"{first}_{f}" for f in forms)} <= set(ptx)
+
+
+@pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)
+def test_a_small_scatter_keeps_the_walk() -> None:
+    """1000 x 64 from 300 tokens: one follow kernel walking the 300 indices, no scratch."""
+    lowered = _embedding_gradient(1000, 64, 300)
+    names = [k.name for k in lowered.program.generated.kernels]
+    assert not [k for k in names if k.endswith("_segments")], names
+    assert [k for k in names if k.endswith("_scatter_add_2")], names
+    assert not [r for r in lowered.memory_plan().buffers if r.scratch_of]
