@@ -14,6 +14,10 @@ between two device synchronizations):
   cuBLAS (``runtime/cublas.py``) and on dslc's generated tiled kernel (``DSL_CUDA_BLAS=0``);
 - a 6-layer MLP training step (value_and_grad + in-place SGD, width 1024, batch 4096) against
   PyTorch eager autograd doing the same, with its matmuls on cuBLAS and on the generated kernel;
+- an embedding gradient (50,000 x 512 float32 from 1,000,000 tokens: a scatter-add with repeated
+  rows) in the scatter's sorted form (``compiler/kernel/cuda/scatter.py``, the form the compiler
+  picks at this size) and forced into the walk, which must give the same bits, against PyTorch's
+  embedding backward (``aten.embedding_dense_backward``);
 - the CPU benchmark suite's six programs at their CPU sizes (``suite_programs.BUILDERS``), inputs on
   the device, against PyTorch eager on the GPU (not with ``--quick``).
 Each dslc result is checked against PyTorch's (or NumPy's) before it is timed.
@@ -99,6 +103,58 @@ def kernel_only(fn: Callable[..., Any], *args: Any) -> Callable[..., Any]:
     finally:
         del os.environ["DSL_CUDA_BLAS"]
     return compiled
+
+
+def scatter_walk(fn: Callable[..., Any], *args: Any) -> tuple[Callable[..., Any], Any]:
+    """``fn`` compiled for CUDA with every scatter in the walk form (the sorted form's weight made
+    prohibitive while it compiles, at this first call on ``args``), and that call's result."""
+    from compiler.kernel.cuda import scatter
+
+    compiled = dsl.compile(lambda *a: fn(*a), target="cuda")
+    saved, scatter.SORT_STEP = scatter.SORT_STEP, 1 << 60
+    try:
+        first = compiled(*args)
+    finally:
+        scatter.SORT_STEP = saved
+    return compiled, first
+
+
+def embedding_loss(emb, ids, g):
+    return (emb[ids] * g).sum()
+
+
+def embedding_rows(
+    record: Callable[..., None],
+    rng: np.random.Generator,
+    sizes: tuple[int, int, int],
+    use_torch: bool,
+    repeats: int,
+) -> None:
+    """The gradient of an embedding lookup (a scatter-add of each token's row of ``g`` into its
+    row): the sorted form and the walk, bit for bit the same, against PyTorch's embedding backward."""
+    rows, width, tokens = sizes
+    emb = cuda.to_device(np.zeros((rows, width), np.float32))
+    ids = cuda.to_device(rng.integers(0, rows, tokens))
+    g = cuda.to_device(rng.standard_normal((tokens, width)).astype(np.float32))
+    f_sorted = dsl.compile(dsl.grad(embedding_loss), target="cuda")
+    ours = f_sorted(emb, ids, g).copy_to_host()
+    f_walk, walked = scatter_walk(dsl.grad(embedding_loss), emb, ids, g)
+    assert np.array_equal(ours, walked.copy_to_host()), "embedding gradient: the two forms differ"
+    peer = None
+    if use_torch:
+        tg, tids = as_torch(g), as_torch(ids)
+        backward = torch.ops.aten.embedding_dense_backward
+        close(ours, backward(tg, tids, rows, -1, False), 1e-4, "embedding gradient")
+        peer = median_time(lambda: backward(tg, tids, rows, -1, False), repeats)
+    else:
+        want = np.zeros((rows, width), np.float32)
+        np.add.at(want, ids.copy_to_host(), g.copy_to_host())
+        close(ours, want, 0.0, "embedding gradient")
+    label = f"embedding gradient {rows}x{width}, {tokens} tokens"
+    work = f"{tokens * width * 4 / 1e6:.0f} MB of updates"
+    chosen = "sorted form" if "_segments(" in f_sorted.lower(emb, ids, g).source() else "walk form (chosen)"
+    record(label, median_time(lambda: f_sorted(emb, ids, g), repeats), work, peer, chosen)
+    record(label, median_time(lambda: f_walk(emb, ids, g), repeats), work, peer, "walk form (forced)")
 
 
 def chain_dsl(x):
@@ -321,6 +377,9 @@ def main() -> None:
     t_kernel_step = median_time(lambda: f_kernel_step(params, xb, yb), repeats)
     work = "value_and_grad + SGD, generated matmul kernel"
     record(label, t_kernel_step, work, peer_step, "DSL_CUDA_BLAS=0")
+
+    embedding = (50_000, 512, 1_000_000) if scale else ((5_000, 128, 100_000) if not SIM else (7, 4, 30))
+    embedding_rows(record, rng, embedding, use_torch, repeats)
 
     if not SIM and not args.quick:
         suite_rows(record, use_torch, repeats)
