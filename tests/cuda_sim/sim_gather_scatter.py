@@ -232,3 +232,16 @@ def test_sorted_embedding_gradient(sorted_form) -> None:
     assert "_segments(" in dsl.compile(grad, target="cuda").lower(emb, out, tokens, targets).source()
     on_gpu, on_cpu = both(grad, emb, out, tokens, targets)
     same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
+
+
+def test_sorted_scatter_in_a_loop_body(sorted_form) -> None:
+    """A native loop's body scatters in the sorted form: its scratch is the body's (placed in the
+    body's plan, under the loop's arena), as on the CPU."""
+    x, i = RNG.standard_normal((7, 3)).astype(np.float32), RNG.integers(-9, 9, 20)
+    v = RNG.standard_normal((20, 3)).astype(np.float32)
+
+    def f(x, i, v):
+        return dsl.fori_loop(0, 3, lambda k, a: a.at[i].add(v * a[0, 0]), x)
+
+    assert "_segments(" in dsl.compile(f, target="cuda").lower(x, i, v).source()
+    same(*both(f, x, i, v))
