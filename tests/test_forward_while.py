@@ -1,7 +1,8 @@
 """Forward mode through ``while_loop`` (``compiler/forward.py``): ``dsl.jvp`` of programs whose
 ``while`` reads a value with a tangent, against ``jax.jvp`` of the same ``jax.lax.while_loop`` program
 (float64, compiled on the CPU); the jvp program holds one ``while`` carrying the tangents beside the
-primal carries, and reverse mode through ``while`` stays an error."""
+primal carries, a ``for``, ``scan`` or ``if`` holding a ``while`` carries the tangents the same way,
+forward mode composes with ``vmap`` both ways, and reverse mode through ``while`` stays an error."""
 
 from __future__ import annotations
 
@@ -250,3 +251,39 @@ def test_reverse_mode_through_a_while_in_a_for_still_raises() -> None:
     program, args = NESTED["for"]
     with pytest.raises(dsl.TransformError, match="reverse-mode differentiation does not work through"):
         dsl.grad(lambda c, x: program(LaxAll, dnp, c, x).sum())(*args)
+
+
+# ---- forward mode and vmap ------------------------------------------------------------------------
+
+XS = rng.uniform(0.1, 1.0, (3, 3)) * np.array([0.1, 1.0, 3.0])[:, None]  # a trip count per row
+TS = rng.normal(size=(3, 3))
+
+
+def test_vmap_of_jvp_through_a_while_in_a_for() -> None:
+    """Per example, the jvp of a for holding a while: the tangent while batched with a trip count
+    per example."""
+    program, (c, _) = NESTED["for"]
+
+    def jvp_of(lax, jvp, x, t):
+        return jvp(lambda x: program(lax, dnp if lax is LaxAll else jnp, c, x), (x,), (t,))
+
+    got = dsl.vmap(lambda x, t: jvp_of(LaxAll, dsl.jvp, x, t))(XS, TS)
+    want = jax.vmap(lambda x, t: jvp_of(jax.lax, jax.jvp, x, t))(XS, TS)
+    close(got, want)
+
+
+def test_jvp_of_vmap_through_a_while() -> None:
+    """The jvp of a vmapped while whose predicate differs per example (its body selects per example)."""
+    program, (c, x) = PROGRAMS["grow"]
+    xs, ts = x * np.array([0.2, 1.0, 3.0])[:, None], rng.normal(size=(3, x.size))
+    got = dsl.jvp(dsl.vmap(lambda x: program(Lax, dnp, c, x)), (xs,), (ts,))
+    want = jax.jvp(jax.vmap(lambda x: program(jax.lax, jnp, c, x)), (xs,), (ts,))
+    close(got, want)
+
+
+def test_vmap_of_jacfwd_through_a_while_in_a_scan() -> None:
+    program, (c, xs) = NESTED["scan"]
+    batch = xs[None] * np.array([0.5, 1.0, 2.0])[:, None, None]
+    got = dsl.vmap(dsl.jacfwd(lambda xs: program(LaxAll, dnp, c, xs)[0]))(batch)
+    want = jax.vmap(jax.jacfwd(lambda xs: program(jax.lax, jnp, c, xs)[0]))(batch)
+    close(got, want)
