@@ -1,6 +1,7 @@
 """Forward mode and batching on ``target="cuda"``: a jvp, a Jacobian and per-example Hessians
-(``vmap(jacfwd(jacrev(u)))``, its matmuls over all the examples' rows) against the CPU backend. Tiny
-shapes: the simulator runs every thread in Python."""
+(``vmap(jacfwd(jacrev(u)))``, its matmuls over all the examples' rows), and the jvp and vmap of a
+``while`` in a ``fori_loop`` (the batched while selecting per example), against the CPU backend.
+Tiny shapes: the simulator runs every thread in Python."""
 
 from __future__ import annotations
 
@@ -33,4 +34,32 @@ def test_per_example_hessians_match_the_cpu() -> None:
     xs = rng.standard_normal((4, 3))
     gpu, cpu = both(lambda f: dsl.vmap(dsl.jacfwd(dsl.jacrev(f))), xs)
     assert gpu.shape == (4, 3, 3)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
+
+
+def grown(x):
+    """A fori_loop whose step runs a while until the carry's sum passes a bound rising with the
+    counter: a trip count per step and, under vmap, per example."""
+
+    def step(i, c):
+        c = dsl.while_loop(lambda d: d.sum() < 2.0 + i, lambda d: d * 1.25 + x * x, c)
+        return dnp.tanh(c) * 0.9
+
+    return dsl.fori_loop(0, 2, step, x * 1.0)
+
+
+def on_both(transform, *args):
+    f = lambda target: transform(dsl.compile(grown, target=target))(*args)  # noqa: E731
+    return f("cuda"), f("cpu")
+
+
+def test_jvp_through_a_while_in_a_for_matches_the_cpu() -> None:
+    x, t = np.array([0.3, 0.2, 0.4]), rng.standard_normal(3)
+    gpu, cpu = on_both(lambda f: lambda x, t: dsl.jvp(f, (x,), (t,)), x, t)
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
+
+
+def test_vmap_of_a_while_with_a_trip_count_per_example_matches_the_cpu() -> None:
+    xs = np.array([[0.05, 0.1, 0.02], [0.3, 0.2, 0.4], [1.0, 0.9, 1.1]])
+    gpu, cpu = on_both(dsl.vmap, xs)
     np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
