@@ -143,6 +143,34 @@ def test_a_carry_that_cannot_be_written_in_place_is_copied_once_per_iteration() 
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_carry_that_is_also_a_row_of_ys_is_copied_once_per_iteration(target: str) -> None:
+    """The new carry is the step's ys row too: the body's kernel writes it into row t of ys, and the
+    driver copies that row over the carry, straight (no temporary, one copy per iteration). A swap
+    of two carries still goes through a temporary: the copies read the old carries."""
+
+    def f(c, xs):
+        return dsl.scan(lambda c, x: (c * 0.5 + x,) * 2, c, xs)
+
+    lowered = dsl.compile(f, target=target).lower(X, XS)
+    (loop,) = lowered.program.compilation.loops.values()
+    assert loop.temps == {}, "the carry went through a temporary"
+    source = lowered.source()
+    loop_text = source[source.index("for l0b_s") :]
+    assert "tmp" not in source and loop_text.count("copy") == 1, loop_text
+    if target == "cpu":
+        close(dsl.compile(f)(X, XS), jax.lax.scan(lambda c, x: (c * 0.5 + x,) * 2, X, XS))
+
+    def swap(a, b):
+        return dsl.fori_loop(0, 3, lambda i, c: (c[1], c[0] + 1.0), (a, b))
+
+    (loop,) = dsl.compile(swap, target=target).lower(X, X * 2.0).program.compilation.loops.values()
+    assert sorted(loop.temps) == [0, 1]
+    if target == "cpu":
+        want = jax.lax.fori_loop(0, 3, lambda i, c: (c[1], c[0] + 1.0), (X, X * 2.0))
+        close(dsl.compile(swap)(X, X * 2.0), want)
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_sgd_steps_plan_the_same_peak_for_any_number_of_steps(target: str) -> None:
     """N SGD steps of a two-layer model in one call: the program and its plan do not grow with N."""
 

@@ -14,15 +14,14 @@ from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
 from compiler.kernel.emit import py_name, shape_literal
 from compiler.passes.fuse import FusionPlan, Group
-from compiler.passes.loops import Body, Loop
-from compiler.passes.plan import BufferRow, MemoryPlan
+from compiler.passes.loops import Body, Loop, Route
+from compiler.passes.plan import BufferRow, MemoryPlan, caller_allocated
 
 __all__ = [
     "Level",
     "Placement",
     "Route",
     "initial_copies",
-    "result_routes",
     "allocations",
     "caller_allocated",
     "program_facts",
@@ -52,22 +51,6 @@ def poison_after(fusion: FusionPlan, plan: MemoryPlan) -> dict[Group, list[Buffe
         if row.param is None and row.name not in handed_on and row.live[1] in by_pos:
             out.setdefault(by_pos[row.live[1]], []).append(row)
     return out
-
-
-def caller_allocated(func: Function, plan: MemoryPlan) -> list[Value]:
-    """Results the runtime allocates with NumPy before the call and passes to the driver.
-
-    NumPy's allocator asks the kernel for huge pages on large arrays, so first-touch page faults
-    of a fresh 40 MB result cost a fraction of what Numba's ``np.empty`` inside the driver costs.
-    Params and repeated results are excluded: the driver copies those (results never alias).
-    """
-    seen = set(func.params)
-    outs = []
-    for v in func.results:
-        if v not in seen and v not in plan.offsets and v not in plan.direct_writeback:
-            outs.append(v)
-        seen.add(v)
-    return outs
 
 
 @dataclass(frozen=True)
@@ -190,32 +173,3 @@ def initial_copies(outer: Level, loop: Loop) -> list[tuple[Value, Value]]:
         if row is None or row.reused_from != outer.fusion.names[init]:
             out.append((carry, init))
     return out
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where one result of a body goes: ``kind``/``j`` name the loop's target (``Body.results``);
-    ``bound``: the body's kernels write ``value`` there (the driver names the target as the body's
-    buffer), else the driver copies ``value`` there once the body ran."""
-
-    value: Value
-    kind: str
-    j: int
-    bound: bool
-
-
-def result_routes(level: Level, body: Body) -> list[Route]:
-    """How a driver delivers each result of ``body`` (compiled as ``level``): a result the body's
-    caller allocates is bound to its target, a carry written in place or yielded unchanged needs
-    nothing, and an argument or a value yielded twice is copied (the carries' temporaries are copied
-    over the carries after every result: ``Loop.temps``)."""
-    outs, direct, seen = set(level.outs), set(level.plan.direct_writeback), set()
-    routes = []
-    for v, (kind, j) in zip(body.func.results, body.results, strict=True):
-        unchanged = kind == "carry" and v is body.func.params[body.params.index(("carry", j))]
-        if v in outs and v not in seen:
-            routes.append(Route(v, kind, j, bound=True))
-        elif not (v in direct or unchanged):
-            routes.append(Route(v, kind, j, bound=False))
-        seen.add(v)
-    return routes

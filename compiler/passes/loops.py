@@ -38,7 +38,7 @@ from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.types import DType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.inplace_report import InplaceDecision
-from compiler.passes.plan import MemoryPlan, align, place_scratch
+from compiler.passes.plan import MemoryPlan, align, caller_allocated, place_scratch
 from compiler.prims import control
 
 if TYPE_CHECKING:
@@ -63,6 +63,45 @@ class Body:
     @property
     def func(self) -> Function:
         return self.program.func
+
+    def routes(self) -> list[Route]:
+        """How the driver delivers each result, in the order it must: a result the body's caller
+        allocates is bound to its target (a new carry not written in place: to the carry's
+        temporary, since the body's kernels may still read the old carry); a carry written in place
+        or yielded unchanged needs nothing; any other result (an argument, a value yielded twice) is
+        copied once the body has run. A copy into a carry whose source is not an old carry (a
+        parameter) goes straight over the carry, after every copy that may read an old carry;
+        carries swapped among themselves go through temporaries."""
+        plan = self.program.plan
+        assert plan is not None
+        func = self.func
+        outs, direct, seen = set(caller_allocated(func, plan)), set(plan.direct_writeback), set()
+        old = {p for p, (kind, _) in zip(func.params, self.params, strict=True) if kind == "carry"}
+        first: list[Route] = []
+        last: list[Route] = []
+        for v, (kind, j) in zip(func.results, self.results, strict=True):
+            unchanged = kind == "carry" and v is func.params[self.params.index(("carry", j))]
+            if v in outs and v not in seen:
+                first.append(Route(v, kind, j, bound=True, temp=kind == "carry"))
+            elif not (v in direct or unchanged):
+                temp = kind == "carry" and v in old
+                (last if kind == "carry" and not temp else first).append(Route(v, kind, j, False, temp))
+            seen.add(v)
+        return first + last
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where one result of a body goes: ``kind``/``j`` name the loop's target (``Body.results``);
+    ``bound``: the body's kernels write ``value`` there (the driver names the target as the body's
+    buffer), else the driver copies ``value`` there once the body ran; ``temp``: the target is the
+    carry's temporary (``Loop.temps``), copied over the carry once every result is delivered."""
+
+    value: Value
+    kind: str
+    j: int
+    bound: bool
+    temp: bool = False
 
 
 @dataclass
@@ -118,15 +157,8 @@ class Loop:
         return lanes[kind][j] if kind in lanes else None
 
     def copied_carries(self) -> list[int]:
-        """The carries some body yields other than by writing them in place: each needs a temporary."""
-        out: set[int] = set()
-        for body in self.bodies:
-            direct = set(body.program.plan.direct_writeback.values()) if body.program.plan else set()
-            for v, (kind, j) in zip(body.func.results, body.results, strict=True):
-                param = body.params.index(("carry", j)) if kind == "carry" else -1
-                if kind == "carry" and not (v is body.func.params[param] or param in direct):
-                    out.add(j)
-        return sorted(out)
+        """The carries some body delivers through a temporary (``Body.routes``)."""
+        return sorted({r.j for body in self.bodies for r in body.routes() if r.temp})
 
 
 def body_function(

@@ -38,7 +38,6 @@ from compiler.codegen.common import (
     initial_copies,
     poison_value,
     program_facts,
-    result_routes,
     returned,
     shape_literal,
 )
@@ -380,14 +379,14 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
         lines.append(f"{temps[j]} = buffer_view(arena, {base + offset}, {_shape(t)}, {np_type(t.dtype)})")
     counter, pred, step = f"{scope}i", f"{scope}p", f"{scope}t"
 
-    def buffer(v: Value | None, kind: str, j: int, result: bool = False) -> str:
-        """A body parameter's or result's buffer: the loop's (a row of a sequence; the temporary a
-        new carry goes to, if it has one)."""
+    def buffer(v: Value | None, kind: str, j: int, temp: bool = False) -> str:
+        """A body parameter's or result's buffer: the loop's (a row of a sequence; with ``temp``, the
+        carry's temporary)."""
         if v is None:
             return counter if kind == "counter" else pred
         if kind in ("row", "y"):
             return _row(names[v], v.type, step)
-        return temps.get(j, names[v]) if result and kind == "carry" else names[v]
+        return temps[j] if temp else names[v]
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
@@ -397,8 +396,8 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
             for p, (kind, j) in zip(body.func.params, body.params, strict=True)
         ]
         after: list[str] = []
-        for r in result_routes(level, body):
-            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, result=True)
+        for r in body.routes():
+            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, r.temp)
             if r.bound:  # the body's kernels write it there
                 bind.append(f"{inner[r.value]} = {target}")
             else:

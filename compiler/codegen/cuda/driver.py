@@ -8,7 +8,7 @@ from the device (a synchronization per read)."""
 
 from __future__ import annotations
 
-from compiler.codegen.common import Level, allocations, initial_copies, poison_value, result_routes, returned
+from compiler.codegen.common import Level, allocations, initial_copies, poison_value, returned
 from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType, TensorType
@@ -131,15 +131,15 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
         """Row ``step`` of ``xs`` or ``ys`` value ``v``: a view made in bind where there is one."""
         return f"{listed[v]}[{step}]" if v in listed else _row(names[v], v.type, step)
 
-    def buffer(v: Value | None, kind: str, j: int, result: bool = False) -> str:
-        """A body parameter's or result's buffer: the loop's (a row of a sequence; the temporary a
-        new carry goes to, if it has one)."""
+    def buffer(v: Value | None, kind: str, j: int, temp: bool = False) -> str:
+        """A body parameter's or result's buffer: the loop's (a row of a sequence; with ``temp``, the
+        carry's temporary)."""
         if v is None:
             at = f"{step} - {lo}"
             return (f"{iota}[{at}]" if counters else f"{iota}[{at}:{at} + 1]") if kind == "counter" else pred
         if kind in ("row", "y"):
             return row_of(v)
-        return temps.get(j, names[v]) if result and kind == "carry" else names[v]
+        return temps[j] if temp else names[v]
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
@@ -149,8 +149,8 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
             for p, (kind, j) in zip(body.func.params, body.params, strict=True)
         ]
         after: list[str] = []
-        for r in result_routes(level, body):
-            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, result=True)
+        for r in body.routes():
+            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, r.temp)
             if r.bound:
                 bind.append(f"{inner[r.value]} = {target}")
             else:
