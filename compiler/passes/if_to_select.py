@@ -10,8 +10,9 @@ if-conversion, ``ConditionalSimplifier``); the unrolled reference does the same 
 - **safe**: running the untaken branch can change nothing. All primitives are pure and total
   (``docs/semantics.md``: an integer division or remainder by zero is 0, a gather or a dynamic slice
   clamps its index, a float op gives inf or NaN, which the select drops), except those of
-  ``_TRAPS``: an integer ``pow`` raises on ``0 ** -1`` in Numba and ``np.power`` on any negative
-  exponent. A branch holding a region op is kept: a ``while`` in an untaken branch might not end, and
+  ``_TRAPS``: an integer ``pow`` with a negative exponent is an error in its reference,
+  ``np.power`` (which the interpreter runs, ``simplify`` folds constants with, and a CPU kernel
+  printed as NumPy calls), and garbage in Numba's loops. A branch holding a region op is kept: a ``while`` in an untaken branch might not end, and
   a loop's work is its trip count times its body's (an inner ``if`` that could be converted already
   was: ifs are converted inside out). So is a branch holding a user's in-place request
   (``dsl.inplace``): selecting between the written array and the original would keep both alive and

@@ -9,6 +9,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
+from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from dsl.compile import trace_function
 
@@ -37,4 +38,38 @@ def test_loops_and_branches_on_cuda(inplace: bool) -> None:
     on_cpu = dsl.compile(grads, target="cpu")(W, XS)
     on_gpu = dsl.compile(grads, target="cuda", inplace=inplace)(W, XS)
     for g, c in zip(on_gpu, on_cpu, strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(c), rtol=1e-10)
+
+
+def branchy(w, xs):
+    """A cond per scan step and one after it, with sqrt and log defined only in the taken branch:
+    cheap, so if_to_select runs both and selects (no predicate read back); its values and gradients
+    match the native ifs (if_to_select off)."""
+
+    def step(h, x):
+        s = x.sum()
+        h = dsl.cond(s > 0.0, lambda a: dnp.sqrt(a * s) + dnp.abs(a @ w), lambda a: a * 0.5 + dnp.sqrt(-s), h)
+        return h, h.sum()
+
+    h, sums = dsl.scan(step, dnp.ones((2, 3)), xs)
+    y = dsl.cond(sums.sum() > 0.0, lambda a: dnp.log(a), lambda a: dnp.log(-a), h + 0.5)
+    return (y * y).sum() + (sums * sums).sum()
+
+
+XS_SIGNS = XS * np.array([1.0, -1.0, 1.0, -1.0])[:, None, None]  # steps taking each branch
+
+
+@pytest.mark.parametrize("select", [True, False], ids=["if_to_select", "native-if"])
+def test_cheap_branches_on_cuda(select: bool) -> None:
+    want = interpret(trace_function(branchy, (W, XS_SIGNS)).func, [W, XS_SIGNS])[0]
+    grads = dsl.grad(branchy, argnums=(0, 1))
+    on_cpu = dsl.compile(grads, target="cpu")(W, XS_SIGNS)
+    with option_defaults(if_to_select=select):
+        compiled = dsl.compile(branchy, target="cuda")
+        run = compiled.lower(W, XS_SIGNS).source().split("    def run(")[1]
+        assert ("_scalar(" in run) is not select  # converted: no predicate read back
+        np.testing.assert_allclose(np.asarray(compiled(W, XS_SIGNS)), want, rtol=1e-12)
+        on_gpu = dsl.compile(grads, target="cuda")(W, XS_SIGNS)
+    for g, c in zip(on_gpu, on_cpu, strict=True):
+        assert np.isfinite(np.asarray(g)).all()
         np.testing.assert_allclose(np.asarray(g), np.asarray(c), rtol=1e-10)
