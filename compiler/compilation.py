@@ -141,15 +141,15 @@ def _cpu_numpy_kernel(options: Options) -> Callable[[Group], bool]:
 
 
 def _cpu_kernels() -> KernelPasses:
-    from compiler.kernel.cpu.build import build_kernels, form_regions
+    from compiler.kernel.cpu.build import build_kernels, form_regions, plan_scratch
 
-    return KernelPasses(build_kernels, form_regions)
+    return KernelPasses(build_kernels, form_regions, plan_scratch)
 
 
 def _cuda_kernels() -> KernelPasses:
     from compiler.kernel.cuda.build import build_kernels, plan_scratch
 
-    return KernelPasses(build_kernels, scratch=plan_scratch)
+    return KernelPasses(build_kernels, scratch=plan_scratch, scored=True)
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,8 @@ class KernelPasses:
     regions: Callable[..., tuple[Any, MemoryPlan]] | None = None
     # ``scratch(func, fusion, plan, kernels, options)``: the kernels' global scratch placed in the plan
     scratch: Callable[..., tuple[Any, MemoryPlan]] | None = None
+    # remat and schedule score a candidate's plan after these passes (``pipeline.planner``)
+    scored: bool = False
 
 
 # The CUDA kernels (compiler/kernel/cuda/bands.py) keep a row of each value a band keeps per row

@@ -73,12 +73,13 @@ def planner(options: Options) -> Planner:
 
 
 def _scores_kernels(target: Target) -> bool:
-    """Whether remat and schedule score a candidate's plan after the target's kernel passes: where
-    they add scratch to it (CUDA; the transformer block's schedule then finds an order whose plan
-    holds its scratch: 13.1 MB instead of 15.2). The CPU's ``regions`` pass only shrinks slots, and
-    building the CPU's kernels for every candidate made the pipeline 1.2-2.8x slower on the suite
-    (``benchmarks/results/notes.md``, 2026-11-25), so the CPU scores the plan before it."""
-    return target.kernel_passes is not None and target.kernel_passes().scratch is not None
+    """Whether remat and schedule score a candidate's plan after the target's kernel passes
+    (``KernelPasses.scored``): where they add much scratch to it (CUDA; the transformer block's
+    schedule then finds an order whose plan holds its scratch: 13.1 MB instead of 15.2). The CPU's
+    ``regions`` pass only shrinks slots and its scratch is a few rows or partial results per chunk,
+    and building the CPU's kernels for every candidate made the pipeline 1.2-2.8x slower on the suite
+    (``benchmarks/results/notes.md``, 2026-11-25), so the CPU scores the plan before them."""
+    return target.kernel_passes is not None and target.kernel_passes().scored
 
 
 def _kernel_plan(options: Options, func: Function, fusion: Any, plan: MemoryPlan) -> MemoryPlan:

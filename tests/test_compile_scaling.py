@@ -152,7 +152,7 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]], str]] 
     "band run directly": (
         _direct_band,
         lambda: (rng.standard_normal((1024, 256)).astype(np.float32),),
-        "scratch = np.empty(steps[s, 6], np.uint8)",
+        "kernel_table[steps[s, 2]], steps[s, 3], frame)",  # the direct form's parallel_for
     ),
     "NumPy kernel": (
         _numpy_kernel,

@@ -428,18 +428,21 @@ def resize_slots(plan: MemoryPlan, slots: dict[int, tuple[int, str]]) -> None:
     report_requests(plan)
 
 
-def place_scratch(plan: MemoryPlan, needs: list[tuple[str, str, int, DType, tuple[int, int]]]) -> MemoryPlan:
+def place_scratch(
+    plan: MemoryPlan, needs: list[tuple[str, str, int, DType, tuple[int, int]]], own_slots: bool = False
+) -> MemoryPlan:
     """A copy of ``plan`` with the kernels' global scratch in the arena: each need ``(name, kernel,
     bytes, dtype, live)`` (a split reduction's partials, a band's rows past shared memory) is live
     while its kernel runs and gets the best-fitting gap among the rows live at the same time (else
     the top of the arena), largest first, like the values' blocks (``repack_by_size``). Scratch
-    that no value needs at the same time costs no arena at all."""
+    that no value needs at the same time costs no arena at all. ``own_slots``: each need a slot of
+    its own above every row (the reference plan, ``inplace=False``)."""
     if not needs:
         return plan
     rows = [replace(r) for r in plan.buffers]
     placed = [r for r in rows if r.param is None]
     for name, kernel, nbytes, dtype, live in sorted(needs, key=lambda n: (-n[2], n[0])):
-        busy = [r for r in placed if r.live[0] <= live[1] and live[0] <= r.live[1]]
+        busy = [r for r in placed if own_slots or (r.live[0] <= live[1] and live[0] <= r.live[1])]
         busy.sort(key=lambda r: r.offset)
         offsets = np.array([r.offset for r in busy], dtype=np.int64)
         sizes = np.array([align(r.bytes) for r in busy], dtype=np.int64)

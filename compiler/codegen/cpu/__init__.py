@@ -46,12 +46,11 @@ from compiler.compilation import Options
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
 from compiler.kernel import arraylevel
-from compiler.kernel.cpu.build import CpuKernels, build_kernels, form_regions
+from compiler.kernel.cpu.build import CpuKernels, build_kernels, form_regions, plan_scratch
 from compiler.kernel.cpu.matmul import split_matmuls
 from compiler.kernel.cpu.parallel import PARALLEL_FOR, PARALLEL_FOR_TEXT
 from compiler.kernel.cpu.records import CpuSchedule, Kernel, jit_decorator, numba_threads
 from compiler.kernel.emit import indent, literal, np_type
-from compiler.kernel.ir import print_python
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.loops import Body, Loop
 from compiler.passes.plan import MemoryPlan
@@ -106,9 +105,9 @@ def generate_cpu(
     kernels: CpuKernels | None = None,
     loops: dict[Group, Loop] | None = None,
 ) -> CpuProgram:
-    """The module of a program planned for the CPU: its kernels (the ``kernels`` and ``regions``
-    passes' ``CpuKernels``, built here when not given) printed with the prelude and the driver.
-    ``plan``: the memory plan the kernels follow (the ``regions`` pass's); ``options``: the
+    """The module of a program planned for the CPU: its kernels (the ``kernels``, ``regions`` and
+    ``scratch`` passes' ``CpuKernels``, built here when not given) printed with the prelude and the
+    driver. ``plan``: the memory plan the kernels follow (the ``scratch`` pass's); ``options``: the
     pipeline's (its ``CpuSchedule`` fields choose the prelude's helpers too); ``loops``: the
     ``loops`` pass's compiled bodies, whose kernels the module holds too and whose drivers' statements
     the driver runs inside its loops."""
@@ -116,6 +115,7 @@ def generate_cpu(
     sanitize, schedule = options.sanitize, CpuSchedule.of(options)
     if kernels is None:
         kernels, plan = form_regions(func, fusion, plan, build_kernels(func, fusion, plan, options), options)
+        kernels, plan = plan_scratch(func, fusion, plan, kernels, options)
     top = Level(func, fusion, plan, kernels, loops or {}, sanitize)
     levels = top.levels()
     every = [k for level in levels for k in [*level.kernels.absorbed, *level.kernels.kernels.values()]]
@@ -295,7 +295,7 @@ def _driver(top: Level, levels: list[Level], slots: list[tuple[str, list[tuple[s
     every = [k for level in levels for k in level.kernels.kernels.values()]
     objmode = any(k.objmode for k in every)  # object mode holds the GIL anyway
     header = [jit_decorator(nogil=not objmode), f"def {ENTRY}({', '.join(params)}):"]
-    frames = [len(k.args) + len(k.scratch) for k in every if k.direct is not None]
+    frames = [len(k.args) for k in every if k.direct is not None]
     if frames:  # one frame for every kernel the driver runs directly (one at a time)
         body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
     lines = [*header, *indent([*body, f"return {ret}"], 1)]
@@ -314,20 +314,16 @@ def _statements(level: Level, slot_index: SlotIndex, base: int) -> list[str]:
     for group in fusion.groups:
         body += [f"{names[p.value]} = {_allocation(p, arg_names, base)}" for p in allocated.get(group, [])]
         kernel = kernels.get(group)
+        body += _scratch_views(kernel, base)
         if group in level.loops:
             body += _loop(level, level.loops[group], slot_index, base)
         elif kernel is not None and kernel.objmode:
             body += ["with numba.objmode():", f"    {kernel.name}({', '.join(kernel.args)})"]
         elif kernel is not None and kernel.direct is not None:
             chunk, run_chunks = (f"{TABLE}[{slot_index[n, tuple(sig)]}]" for n, sig in kernel.calls)
-            scratch = [alloc.name for alloc in kernel.scratch]
-            body += [
-                *print_python(kernel.scratch),
-                f"fill_frame(frame, {', '.join([*kernel.args, *scratch])})",
-            ]
+            body.append(f"fill_frame(frame, {', '.join(kernel.args)})")
             call = [run_chunks, f'"{PARALLEL_FOR_TEXT}"', chunk, kernel.direct, "frame"]
             body.append(f"call_kernel({', '.join(call)})  # {kernel.name}")
-            body += [f"keep_alive({name})" for name in scratch]  # the chunks reach it by address
         elif kernel is not None:
             name, signature = _slot(kernel)
             index = slot_index[name, tuple(signature)]
@@ -340,6 +336,19 @@ def _statements(level: Level, slot_index: SlotIndex, base: int) -> list[str]:
             view = f"buffer_view(arena, {at}, ({row.bytes // dtype.np.itemsize},), {np_type(dtype)})"
             body.append(f"{view}[:] = {literal(poison_value(dtype), dtype)}")
     return body
+
+
+def _scratch_views(kernel: Kernel | None, base: int) -> list[str]:
+    """The views of the arena a kernel takes as its scratch, where the ``scratch`` pass placed them
+    (``base``: where the arena of the kernel's program starts)."""
+    if kernel is None:
+        return []
+    assert all(s.offset >= 0 for s in kernel.scratch), f"{kernel.name}: scratch not placed (the scratch pass)"
+    return [
+        f"{s.name} = buffer_view(arena, {base + s.offset}, {_shape(TensorType(s.shape, s.dtype))}, "
+        f"{np_type(s.dtype)})"
+        for s in kernel.scratch
+    ]
 
 
 def _copy(dst: str, src: str, t: TensorType) -> list[str]:

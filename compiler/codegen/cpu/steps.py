@@ -15,9 +15,10 @@ its driver (benchmarks/results/compile_scaling.md). So above ``TABLE_STEPS`` ker
   in ``bases`` (the arena, a result, an argument, a per-call buffer, a module constant), its byte
   offset from there and its shape; the call site views it with ``array_at``. A parallel kernel the
   driver runs directly (``Kernel.direct``) is one form for all: the frame of its operands' addresses
-  and its scratch (one block per call), then ``parallel_for``. The sanitizer's poison is one form per
-  dtype. What fits no form (a row-block region, whose driver lines the regions pass writes) is a
-  form of its own holding those lines, with views of the buffers they name.
+  (its scratch among them: views of the arena, ``Kernel.scratch``), then ``parallel_for``. The
+  sanitizer's poison is one form per dtype. What fits no form (a row-block region, whose driver
+  lines the regions pass writes) is a form of its own holding those lines, with views of the
+  buffers they name.
 - ``run(arena, kernel_table, outs..., args...)``, plain Python, the driver the executable calls
   (``runtime/executable.py``), with the one-function driver's parameters and results: it takes the
   data addresses of the arrays (``runtime.step_table.data_addresses``), runs the native loop, calls
@@ -41,7 +42,6 @@ from compiler.ir.core import Function, Value
 from compiler.kernel.cpu.parallel import PARALLEL_FOR_TEXT
 from compiler.kernel.cpu.records import Kernel, jit_decorator
 from compiler.kernel.emit import indent, literal, np_type, shape_literal
-from compiler.kernel.ir import Alloc
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.plan import BufferRow, MemoryPlan
 from runtime.intrinsics import FLAT, signature_string
@@ -59,7 +59,6 @@ STEPS = "step_rows"  # the module constants holding the tables
 OPERANDS = "operand_rows"
 VIEW = "view"  # runtime.intrinsics.buffer_view_python, as the Python driver binds it
 ENTRY, TABLE = "run", "kernel_table"  # the driver and its kernel table, named as the one-function one
-ALIGN = 64  # a direct kernel's scratch arrays start at multiples of this in its scratch block
 
 Signature = list[tuple[str, int | None]]
 
@@ -92,9 +91,8 @@ class TableDriver:
 class _Builder:
     """Collects the step rows, operand rows and the native loop's forms (the module docstring)."""
 
-    def __init__(self, operands: dict[str, Operand], scratch_base: int) -> None:
+    def __init__(self, operands: dict[str, Operand]) -> None:
         self.operands = operands
-        self.scratch_base = scratch_base
         self.rows: list[list[int]] = []
         self.operand_rows: list[list[int]] = []
         self.forms: dict[object, tuple[int, list[str]]] = {}  # key -> (form number, its lines)
@@ -131,32 +129,22 @@ class _Builder:
         return True
 
     def direct(self, kernel: Kernel, run_chunks: int, chunk: int) -> bool:
-        """A parallel kernel the driver runs itself: its frame (operands, then scratch) and
-        ``parallel_for``; one form for every such kernel."""
+        """A parallel kernel the driver runs itself: its frame (its operands' addresses, its scratch
+        among them) and ``parallel_for``; one form for every such kernel."""
         if any(a not in self.operands for a in kernel.args) or kernel.direct is None:
             return False
-        if not all(isinstance(n, int) for alloc in kernel.scratch for n in alloc.shape):
-            return False
         frame = [self.operands[a] for a in kernel.args]
-        nbytes = 0
-        for alloc in kernel.scratch:
-            frame.append(Operand(self.scratch_base, nbytes, (), ""))
-            nbytes += -(-_bytes(alloc) // ALIGN) * ALIGN
         self.frame = max(self.frame, len(frame))
         lines = [
             "r = steps[s, 4]",
-            "scratch = np.empty(steps[s, 6], np.uint8)",
-            "fill_frame(at, scratch)",
-            f"bases[{self.scratch_base}] = at[0]",
             "for k in range(steps[s, 5]):",
             "    frame[k] = bases[operands[r + k, 0]] + np.uint64(operands[r + k, 1])",
             f'call_kernel(kernel_table[steps[s, 1]], "{PARALLEL_FOR_TEXT}", kernel_table[steps[s, 2]], '
             "steps[s, 3], frame)",
-            "keep_alive(scratch)",
         ]
         form = self.form("direct", lines)
         chunks = int(kernel.direct)
-        self.rows.append([form, run_chunks, chunk, chunks, self.add_operands(frame), len(frame), nbytes])
+        self.rows.append([form, run_chunks, chunk, chunks, self.add_operands(frame), len(frame)])
         return True
 
     def poison(self, row: BufferRow) -> None:
@@ -172,10 +160,6 @@ class _Builder:
         named = sorted(_identifiers(lines) & self.operands.keys())
         views = [f"{name} = {_literal_view(self.operands[name])}" for name in named]
         self.rows.append([self.form(("explicit", len(self.forms)), [*views, *lines])])
-
-
-def _bytes(alloc: Alloc) -> int:
-    return math.prod(int(n) for n in alloc.shape) * alloc.dtype.np.itemsize
 
 
 def _flat(op: Operand) -> Operand:
@@ -231,7 +215,9 @@ def table_driver(
         operands[names[p.value]] = _placed(p, arg_names, base_of, names)
     for name, array in constants.items():
         operands[name] = Operand(base_of[name], 0, array.shape, _dtype(array.dtype.name))
-    build = _Builder(operands, len(bases))
+    for s in (s for kernel in kernels.values() for s in kernel.scratch):  # (the ``scratch`` pass's)
+        operands[s.name] = Operand(0, s.offset, s.shape, np_type(s.dtype))
+    build = _Builder(operands)
     slot_index = {(name, tuple(signature)): i for i, (name, signature) in enumerate(slots)}
     python: list[tuple[int, str]] = []  # (the step it runs before, a line of the Python driver)
     for group in fusion.groups:
@@ -303,7 +289,7 @@ def _result(name: str, operands: dict[str, Operand], bases: list[str]) -> str:
 def _native(build: _Builder) -> str:
     body = []
     if build.frame:
-        body += [f"frame = np.empty({build.frame}, np.uint64)", "at = np.empty(1, np.uint64)"]
+        body.append(f"frame = np.empty({build.frame}, np.uint64)")
     body += ["for s in range(lo, hi):", "    form = steps[s, 0]"]
     for number, lines in build.forms.values():
         body += [f"    {'if' if number == 0 else 'elif'} form == {number}:", *indent(lines, 2)]

@@ -1,7 +1,8 @@
 """The CPU target's kernel program: every fusion group (or band) of a planned program as a kernel
 (``compiler/kernel/ir.py``), its parallel loop on the runtime's threads, kernels equal up to their
-buffers shared, and row-block regions formed over the kernels (the ``kernels`` and ``regions``
-passes of ``compiler/pipeline.py``). The CPU printer (``compiler/codegen/cpu/``) prints it.
+buffers shared, row-block regions formed over the kernels, and the kernels' scratch placed in the
+memory plan (the ``kernels``, ``regions`` and ``scratch`` passes of ``compiler/pipeline.py``). The
+CPU printer (``compiler/codegen/cpu/``) prints it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from compiler.kernel.emit import ConstantPool, py_name
 from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.loops import SCOPE_ATTR
-from compiler.passes.plan import MemoryPlan, resize_slots
+from compiler.passes.plan import MemoryPlan, check_no_overlap, place_scratch, resize_slots
 
 
 @dataclass
@@ -68,6 +69,7 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
         if kernel is not None:
             kernels[group] = kernel
     types = {n: v.type for v, n in names.items()}
+    types.update((s.name, TensorType(s.shape, s.dtype)) for k in kernels.values() for s in k.scratch)
     if schedule.runtime_parallel:
         kernels = {g: runtime_parallel(k, types) for g, k in kernels.items()}
     if schedule.shared_kernels:
@@ -98,6 +100,33 @@ def form_regions(
         plan = replace(plan, buffers=[replace(r) for r in plan.buffers])
         resize_slots(plan, blocks)
     return replace(program, kernels=kernels, absorbed=absorbed, hoist=hoist), plan
+
+
+def plan_scratch(
+    func: Function, fusion: FusionPlan, plan: MemoryPlan, program: CpuKernels, options: Any
+) -> tuple[CpuKernels, MemoryPlan]:
+    """The ``scratch`` pass for the CPU: each kernel's scratch (``Kernel.scratch``: a band's rows per
+    chunk, partial results, wider accumulators) a row of the memory plan, live while the kernel runs
+    (``fusion.time``; a row-block region's while any of its members does), placed in the best-fitting
+    gap among the values live then (``plan.place_scratch``; in the reference plan, ``inplace=False``,
+    a slot of its own); the kernels learn its offsets. Under the sanitizer the placed plan is
+    checked for overlaps."""
+    needs = []
+    for group, kernel in program.kernels.items():
+        groups = program.hoist.get(group, [group])  # a region runs from its first group to its last
+        live = (fusion.time(groups[0])[0], fusion.time(groups[-1])[1])
+        needs += [(s.name, kernel.name, s.nbytes, s.dtype, live) for s in kernel.scratch]
+    if not needs:
+        return program, plan
+    planned = place_scratch(plan, needs, own_slots=not options.inplace)
+    if options.sanitize:
+        check_no_overlap(planned)
+    offsets = {r.name: r.offset for r in planned.buffers if r.scratch_of is not None}
+    kernels = {
+        group: replace(kernel, scratch=[replace(s, offset=offsets[s.name]) for s in kernel.scratch])
+        for group, kernel in program.kernels.items()
+    }
+    return replace(program, kernels=kernels), planned
 
 
 def _overwrites(
@@ -134,7 +163,10 @@ def _shared(kernels: dict[Group, Kernel]) -> dict[Group, Kernel]:
             continue
         key = kernel.key or kernel.text  # (a NumPy kernel: its text)
         seen = first.setdefault(key, kernel)
-        out[group] = kernel if seen is kernel else replace(seen, args=kernel.args, text="", signature=None)
+        if seen is kernel:
+            out[group] = kernel
+        else:  # the earlier function, called with this kernel's buffers and scratch
+            out[group] = replace(seen, args=kernel.args, scratch=kernel.scratch, text="", signature=None)
     return out
 
 

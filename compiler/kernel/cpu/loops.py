@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.kernel import arraylevel
-from compiler.kernel.cpu.records import CpuSchedule, Kernel, jit_decorator
+from compiler.kernel.cpu.records import CpuSchedule, Kernel, Scratch, jit_decorator
 from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, mentions, subscript, typed
 from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
 from compiler.passes.fuse import Group
@@ -84,10 +84,25 @@ class KernelSpec:
 
 
 def printed(ir: KernelIR, args: list[str], parallel: bool) -> Kernel:
-    """The kernel record of ``ir``, called with the driver's buffers ``args``; its ``key`` is its text
-    under a name of no kernel (``shared_kernels``: equal keys, one function)."""
+    """The kernel record of ``ir``, called with the driver's buffers ``args`` and then its scratch
+    (``planned_scratch``); its ``key`` is its text under a name of no kernel (``shared_kernels``:
+    equal keys, one function)."""
+    ir, scratch = planned_scratch(ir)
     key = print_kernel(replace(ir, name=ANONYMOUS), parallel)
-    return Kernel(ir.name, args, print_kernel(ir, parallel), ir=ir, key=key)
+    args = [*args, *(s.name for s in scratch)]
+    return Kernel(ir.name, args, print_kernel(ir, parallel), ir=ir, key=key, scratch=scratch)
+
+
+def planned_scratch(ir: KernelIR) -> tuple[KernelIR, list[Scratch]]:
+    """``ir`` with its scratch (its allocations, at its top level, every one of a constant shape) as
+    parameters after its buffers: the driver passes views of the arena where the ``scratch`` pass
+    placed them, so the memory plan holds every byte a call uses (``memory_plan()``)."""
+    allocs = [s for s in ir.body if isinstance(s, Alloc) and all(isinstance(n, int) for n in s.shape)]
+    if not allocs:
+        return ir, []
+    body = [s for s in ir.body if not any(s is a for a in allocs)]
+    scratch = [Scratch(f"{ir.name}_{a.name}", tuple(int(n) for n in a.shape), a.dtype) for a in allocs]
+    return replace(ir, params=[*ir.params, *(a.name for a in allocs)], body=body), scratch
 
 
 ANONYMOUS = "K"

@@ -8,9 +8,11 @@ addresses with ``array_at``) and the kernel (what comes before and after the loo
 filled and ``runtime.parallel.parallel_for`` called through its address). Numba's parallel lowering
 then runs for ``parallel_for`` alone, once per machine, instead of for every kernel of every program
 (``runtime/parallel.py``). With nothing after the loop (no partial results to combine) the kernel is
-the chunk function alone (``Kernel.direct``: the driver allocates its scratch and runs it). The
-split is decided on the kernel IR: the loop's form (``For.flat``, a loop over chunks) and which of
-the statements before it the statements after it use.
+the chunk function alone (``Kernel.direct``: the driver runs it). The kernel's scratch is among its
+parameters (``loops.planned_scratch``), views of the arena, so a chunk reaches its partial results
+and rows through the frame like its buffers. The split is decided on the kernel IR: the loop's form
+(``For.flat``, a loop over chunks) and which of the statements before it the statements after it
+use.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from compiler.ir.types import TensorType
 from compiler.kernel.cpu.loops import ANONYMOUS
 from compiler.kernel.cpu.records import Chunk, Kernel, jit_decorator
 from compiler.kernel.emit import ROW, np_type, shape_literal
-from compiler.kernel.ir import Alloc, For, Line, Stmt, View, parallel_loops, print_python, uses
+from compiler.kernel.ir import For, Line, Stmt, View, parallel_loops, print_python, uses
 from compiler.passes.rows import REDUCE_CHUNKS
 from runtime.intrinsics import signature_string
 from runtime.parallel import CHUNK_SIGNATURE, PARALLEL_FOR_SIGNATURE
@@ -34,8 +36,8 @@ PARALLEL_FOR_TEXT = signature_string(PARALLEL_FOR_SIGNATURE)
 
 def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     """``kernel`` with its parallel loop run by ``parallel_for`` (the module docstring); a kernel
-    without exactly one parallel loop at its top, or with more than allocations and views before
-    it, is returned as it is."""
+    without exactly one parallel loop at its top, or with more than views before it, is returned as
+    it is."""
     ir = kernel.ir
     if kernel.objmode or ir is None:
         return kernel
@@ -46,21 +48,15 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     loop = ir.body[start]
     assert isinstance(loop, For)
     before, after = ir.body[:start], ir.body[start + 1 :]
-    if (
-        not isinstance(loop.stop, int)
-        or loop.start != 0
-        or not all(isinstance(s, Alloc | View) for s in before)
-    ):
+    if not isinstance(loop.stop, int) or loop.start != 0 or not all(isinstance(s, View) for s in before):
         return kernel
-    arrays = [types[a] for a in kernel.args]  # the driver's buffers, for the kernel's parameters
+    arrays = [types[a] for a in kernel.args]  # the driver's buffers and scratch, for the kernel's parameters
     frame = [
         (p, shape_literal(t.shape) if t.shape else "()", np_type(t.dtype))
         for p, t in zip(ir.params, arrays, strict=True)
     ]
-    views: list[Stmt] = [s for s in before if isinstance(s, View)]
-    scratch = [s for s in before if isinstance(s, Alloc)]
-    frame += [(s.name, s.shape_text, np_type(s.dtype)) for s in scratch]
-    kept = [s for s in before if isinstance(s, Alloc) or (isinstance(s, View) and uses(after, s.name))]
+    views: list[Stmt] = list(before)
+    kept = [s for s in before if isinstance(s, View) and uses(after, s.name)]
     chunk_body: list[Stmt]
     if loop.var == "ch":  # chunks already: one per iteration
         chunks, n = loop.stop, loop.stop
@@ -79,7 +75,7 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
             chunk_body = [*views, *bounds, For(var, "hi", loop.body, "lo")]
             form = "rows"
     plain = jit_decorator(reassoc=ir.reassoc)
-    direct = all(isinstance(s, Alloc) for s in kept) and not after
+    direct = not after
 
     def render(name: str) -> str:
         """The chunk function (and, with something before or after the loop, the kernel) as
@@ -100,7 +96,6 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
             f"    frame = np.empty({len(frame)}, np.uint64)",
             f"    fill_frame(frame, {', '.join(array for array, _, _ in frame)})",
             f'    call_kernel(parallel_at, "{PARALLEL_FOR_TEXT}", chunk_at, {chunks}, frame)',
-            *(f"    keep_alive({s.name})" for s in scratch if not uses(after, s.name)),
             *print_python(after, 1),
         ]
         kernel_text = [plain, f"def {name}({', '.join(ir.params)}, chunk_at, parallel_at):", *run]
@@ -109,10 +104,8 @@ def runtime_parallel(kernel: Kernel, types: dict[str, TensorType]) -> Kernel:
     calls = [(f"{kernel.name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), PARALLEL_FOR_SLOT]
     text, key = render(kernel.name), render(ANONYMOUS)
     if direct:
-        # nothing after the loop: the driver allocates the scratch, fills the frame and runs the
-        # chunks (a function fewer to compile: ~0.07 s each)
+        # nothing after the loop: the driver fills the frame and runs the chunks (a function fewer
+        # to compile: ~0.07 s each)
         chunk = Chunk(form, n, chunks, var, [array for array, _, _ in frame], chunk_body)
-        return replace(
-            kernel, text=text, key=key, calls=calls, direct=str(chunks), scratch=scratch, chunk=chunk
-        )
+        return replace(kernel, text=text, key=key, calls=calls, direct=str(chunks), chunk=chunk)
     return replace(kernel, text=text, key=key, calls=calls)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numba
 
-from compiler.kernel.ir import Alloc, KernelIR, Stmt
+from compiler.ir.types import DType
+from compiler.kernel.ir import KernelIR, Stmt
 
 
 @dataclass(frozen=True)
@@ -65,11 +67,28 @@ class CpuSchedule:
         return CpuSchedule(**{name: getattr(options, name) for name in CpuSchedule.__dataclass_fields__})
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """An array a kernel needs only while it runs (a band's row per chunk, partial results per
+    chunk, a wider accumulator), of a shape known at compile time: a parameter of the kernel, which
+    the driver passes as ``name``, a view of the arena at ``offset`` (the ``scratch`` pass places it
+    in the memory plan, like a value live while the kernel runs)."""
+
+    name: str  # the driver's name of the view (the kernel's own name of it, prefixed with the kernel's)
+    shape: tuple[int, ...]
+    dtype: DType
+    offset: int = -1  # in the arena (of the program the kernel belongs to), once placed
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
 @dataclass
 class Chunk:
     """A directly-run parallel kernel's chunk function, as kernel IR (``cpu_parallel``): chunk ``ch``
     of ``chunks`` runs ``body`` (the views and loop of one chunk) over ``frame``, the arrays the
-    driver passes (the kernel's arguments, then its scratch). ``form``: ``"flat"`` (a flat loop over
+    driver passes (the kernel's arguments, its scratch among them). ``form``: ``"flat"`` (a flat loop over
     ``n`` elements, its views sliced to the chunk), ``"rows"`` (a loop ``var`` over rows
     ``ch * n // chunks`` to the next chunk's, a band's or a loop nest's outer loop) or ``"chunks"``
     (an iteration of a loop over chunks: partial results)."""
@@ -95,10 +114,12 @@ class Kernel:
     # function and ``runtime.parallel.parallel_for``: ``cpu_parallel``).
     calls: list[tuple[str, list[tuple[str, int | None]]]] = field(default_factory=list)
     # A parallel kernel with nothing to do after its loop: its text is the chunk function alone
-    # (``chunk``); the driver allocates its ``scratch``, fills the frame with ``args`` and the
-    # scratch, and calls ``parallel_for`` for ``direct`` chunks.
+    # (``chunk``); the driver fills the frame with ``args`` and calls ``parallel_for`` for
+    # ``direct`` chunks.
     direct: str | None = None
-    scratch: list[Alloc] = field(default_factory=list)
+    # The kernel's scratch, views of the arena the driver passes among ``args`` (a region's: its
+    # members' scratch, which its setup lines put in their frames).
+    scratch: list[Scratch] = field(default_factory=list)
     # Driver lines run before and after the call (a row-block region's frames: ``cpu_regions``).
     setup: list[str] = field(default_factory=list)
     teardown: list[str] = field(default_factory=list)

@@ -7,16 +7,16 @@ from __future__ import annotations
 import bisect
 import math
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from compiler.ir.core import Function, Value
 from compiler.ir.types import TensorType
 from compiler.kernel.cpu.parallel import CHUNK_SUFFIX, PARALLEL_FOR_SLOT, PARALLEL_FOR_TEXT
-from compiler.kernel.cpu.records import Kernel, jit_decorator, numba_threads
+from compiler.kernel.cpu.records import Kernel, Scratch, jit_decorator, numba_threads
 from compiler.kernel.emit import ConstantPool, np_type
-from compiler.kernel.ir import Line, View, print_python, reads, walk, writes
+from compiler.kernel.ir import Line, View, reads, walk, writes
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan
 from compiler.passes.rows import REDUCE_CHUNKS
@@ -77,7 +77,7 @@ def _chunk_member(group: Group, kernel: Kernel, shapes: dict[str, tuple[int, ...
     chunk = kernel.chunk
     if chunk is None or chunk.form == "chunks":
         return None
-    actual = [*kernel.args, *(s.name for s in kernel.scratch)]  # the frame's arrays, as this call passes them
+    actual = kernel.args  # the frame's arrays (its scratch among them), as this call passes them
     local = dict(zip(chunk.frame, actual, strict=True))  # the chunk function's array name -> the driver's
     scratch = {s.name for s in kernel.scratch}
     private = {name for name, a in local.items() if a in scratch}
@@ -339,7 +339,9 @@ def _region_kernel(
     chunk's copy of a member's frame row points each at its thread's block minus the block's first
     row, so the member's row indices land there. Thread t's block is the t-th of the buffer's arena
     slot, which holds one block per thread (``_row_block_regions`` resizes it). The matmuls'
-    transposed right operands are transposed once per call, rather than every block copying them."""
+    transposed right operands are transposed once per call, rather than every block copying them,
+    into scratch of the region (a parameter after the frames). The region's scratch is its own and
+    its members' (``Kernel.scratch``), arena views the driver names in the frames."""
     name = f"{pool.prefix}region{index}"
     count, width, chunks = len(members), max(len(mb.frame) for mb in members), members[0].chunks
     rows = members[0].rows
@@ -357,11 +359,12 @@ def _region_kernel(
             "    tid = np.uint64(numba.get_thread_id())",  # below the pool's size (numba_threads)
             "    frames = frames.copy()",
         ]
-    run, after = [], []
+    run: list[str] = []
     transposed: dict[tuple[str, int, int, int], int] = {}  # a right operand's copy: the member holding it
     calls: list[tuple[str, list[tuple[str, int | None]]]] = []
     setup = [f"{frames} = np.empty(({count}, {width}), np.uint64)"]
-    teardown = []
+    scratch = [s for mb in members for s in mb.kernel.scratch]
+    copies: list[tuple[str, Scratch]] = []  # the transposed right operands: parameter, scratch
     for j, mb in enumerate(members):
         frame = list(mb.frame)
         row = f"frames[{j}]"
@@ -369,13 +372,7 @@ def _region_kernel(
             f"    {row}[{q}] += tid * np.uint64({block_rows * row_bytes}) - np.uint64(r0 * {row_bytes})"
             for q, row_bytes in ((q, internal[a]) for q, a in enumerate(frame) if a in internal)
         ]
-        if mb.kernel.direct is not None:
-            renames = {}  # the member's per-chunk scratch, named apart from other members'
-            for alloc in mb.kernel.scratch:
-                renames[alloc.name] = f"{alloc.name}_r{index}m{j}"
-                setup += print_python([replace(alloc, name=renames[alloc.name])])
-            frame = [renames.get(a, a) for a in frame]
-            teardown += [f"keep_alive({a})" for a in renames.values()]
+        if mb.kernel.direct is not None:  # (its scratch: views of the arena among its arguments)
             calls.append(mb.kernel.calls[0])
             chunk.append(f'    call_kernel(frame[{1 + j}], "{signature_string(CHUNK_SIGNATURE)}", ch, {row})')
         else:
@@ -391,10 +388,9 @@ def _region_kernel(
                     run.append(f"    frames[{j}, 1] = frames[{transposed[y, k, n, ldb]}, 1]")
                 else:
                     transposed[y, k, n, ldb] = j
-                    after.append(f"    keep_alive(w{j})")
+                    copies.append((f"w{j}", Scratch(f"{name}_w{j}", (k * n,), types_by_name[o].dtype)))
                     run += [
                         f"    y{j} = array_at(frames[{j}, 1], ({y_size},), {dtype})",
-                        f"    w{j} = np.empty({k * n}, {dtype})",
                         f"    for s in range({k}):",
                         f"        for c in range({n}):",
                         f"            w{j}[s * {n} + c] = y{j}[c * {ldb} + s]",
@@ -418,14 +414,16 @@ def _region_kernel(
     calls += [(f"{name}{CHUNK_SUFFIX}", CHUNK_SIGNATURE), PARALLEL_FOR_SLOT]
     function = [
         plain,
-        f"def {name}(frames, {', '.join(params)}, chunk_at, parallel_at):",
+        f"def {name}({', '.join(['frames', *(w for w, _ in copies), *params])}, chunk_at, parallel_at):",
         *run,
         f"    frame = np.empty({count + 1}, np.uint64)",
         "    fill_frame(frame, frames)",
         *(f"    frame[{1 + j}] = {p}" for j, p in enumerate(params)),
         f'    call_kernel(parallel_at, "{PARALLEL_FOR_TEXT}", chunk_at, {chunks}, frame)',
-        *after,
     ]
     text = "\n".join(chunk) + "\n\n\n" + "\n".join(function)
-    signature: list[tuple[str, int | None]] = [("uint64", 2)] + [("uint64", None)] * len(calls)
-    return Kernel(name, [frames], text, signature=signature, calls=calls, setup=setup, teardown=teardown)
+    signature: list[tuple[str, int | None]] = [("uint64", 2)]
+    signature += [(s.dtype.np.name, 1) for _, s in copies] + [("uint64", None)] * len(calls)
+    args = [frames, *(s.name for _, s in copies)]
+    scratch += [s for _, s in copies]
+    return Kernel(name, args, text, signature=signature, calls=calls, setup=setup, scratch=scratch)
