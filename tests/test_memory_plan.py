@@ -205,3 +205,114 @@ def test_only_a_slot_of_its_own_can_be_resized() -> None:
         resize_slots(plan, {128: (32, "d would be cut")})
     with pytest.raises(dsl.VerificationError, match="at offset 64"):
         resize_slots(_synthetic_plan(), {64: (32, "nothing starts there")})
+
+
+# ---- the CPU kernels' scratch (the scratch pass) -----------------------------------------------------
+
+
+def _layer_norm_loss(x, g, b):
+    c = x - x.mean(axis=-1, keepdims=True)
+    y = c / dnp.sqrt((c * c).mean(axis=-1, keepdims=True) + 1e-5) * g + b
+    return (y * y).sum()
+
+
+def _softmax_xent(z, y):
+    s = z - dsl.stop_gradient(z.max(axis=-1, keepdims=True))
+    return -(y * (s - dnp.log(dnp.exp(s).sum(axis=-1, keepdims=True)))).sum() / z.shape[0]
+
+
+_LN = (
+    dsl.value_and_grad(_layer_norm_loss, argnums=(0, 1, 2)),
+    (rng.standard_normal((1024, 256)).astype(np.float32),)
+    + tuple(rng.standard_normal(256).astype(np.float32) for _ in range(2)),
+)
+_XENT = (
+    dsl.value_and_grad(_softmax_xent),
+    (
+        rng.standard_normal((1024, 512)).astype(np.float32),
+        np.eye(512, dtype=np.float32)[rng.integers(0, 512, 1024)],
+    ),
+)
+
+
+@pytest.mark.parametrize("fn, args", [_LN, _XENT], ids=["layer norm", "softmax + cross-entropy"])
+def test_cpu_band_scratch_is_a_row_of_the_plan(fn, args) -> None:
+    """A band's rows per chunk and its partial results per chunk are rows of the memory plan
+    (``scratch_of`` the band's kernel), placed where no value live while the band runs is; the
+    peak and the arena the executable allocates include them, the driver passes them as views of
+    the arena at their offsets, and no kernel allocates memory of its own. The results are the
+    same bits in place or not (the reference plan gives each scratch a slot of its own)."""
+    from compiler.passes.plan import check_no_overlap
+
+    compiled = dsl.compile(fn)
+    lowered = compiled.lower(*args)
+    plan = lowered.memory_plan()
+    scratch = [r for r in plan.buffers if r.scratch_of is not None]
+    assert scratch and all(r.scratch_of.endswith("_rows") for r in scratch), str(plan)
+    assert plan.peak_bytes >= max(r.offset + r.bytes for r in plan.buffers)
+    check_no_overlap(plan)
+    assert lowered._program.executable.arena.nbytes == plan.peak_bytes
+    source = lowered.source()
+    assert "np.empty((" not in source.split("\ndef run(")[0]  # (frames of addresses are 1-D)
+    for r in scratch:
+        assert f"{r.name} = buffer_view(arena, {r.offset}, " in source
+    assert "dsl.scratch = " in lowered.ir("bufferized")
+    off = dsl.compile(fn, inplace=False)
+    plan_off = off.lower(*args).memory_plan()
+    assert plan_off.peak_bytes >= sum(-(-r.bytes // 64) * 64 for r in plan_off.buffers)
+    for got, want in zip(_leaves(compiled(*args)), _leaves(off(*args)), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def _leaves(tree) -> list[np.ndarray]:
+    if isinstance(tree, tuple | list):
+        return [leaf for x in tree for leaf in _leaves(x)]
+    return [np.asarray(tree)]
+
+
+def test_cpu_scratch_under_the_sanitizer(monkeypatch) -> None:
+    """Under ``DSL_SANITIZE`` the plan with the kernels' scratch passes the overlap check (the
+    scratch pass runs it) and a scratch row is poisoned once its kernel ran, like a dead value."""
+    fn, args = _XENT
+    plain = dsl.compile(fn)(*args)
+    monkeypatch.setenv("DSL_SANITIZE", "1")
+    sanitized = dsl.compile(fn)
+    lowered = sanitized.lower(*args)
+    scratch = [r for r in lowered.memory_plan().buffers if r.scratch_of is not None]
+    assert scratch
+    for r in scratch:
+        assert (
+            f"buffer_view(arena, {r.offset}, ({r.bytes // r.value.type.dtype.itemsize},)" in lowered.source()
+        )
+    for got, want in zip(_leaves(sanitized(*args)), _leaves(plain), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_loop_body_scratch_is_in_the_bodys_plan() -> None:
+    """A loop body is compiled through the whole pipeline: its band's scratch is a row of the body's
+    plan, inside the loop's arena block (the outer plan's scratch row for the loop's bodies), and the
+    native loop gives the unrolled loop's bits."""
+    from compiler.compilation import option_defaults
+
+    def f(x):
+        def step(i, c):
+            e = dnp.exp(c - c.max(axis=1, keepdims=True))
+            return e / e.sum(axis=1, keepdims=True) * x
+
+        return dsl.fori_loop(0, 3, step, x)
+
+    x = rng.standard_normal((2048, 64)).astype(np.float32)
+    compiled = dsl.compile(f)
+    lowered = compiled.lower(x)
+    (loop,) = lowered._program.compilation.loops.values()
+    (body,) = loop.bodies
+    body_plan = body.program.plan
+    scratch = [r for r in body_plan.buffers if r.scratch_of is not None]
+    assert scratch and body_plan.peak_bytes >= max(r.offset + r.bytes for r in scratch)
+    arena_row = next(r for r in lowered.memory_plan().buffers if r.offset == loop.arena and r.scratch_of)
+    assert arena_row.bytes >= body_plan.peak_bytes
+    for r in scratch:  # the body's views: at the loop's arena block
+        assert f"{r.name} = buffer_view(arena, {loop.arena + r.offset}, " in lowered.source()
+    with option_defaults(native_loops=False):
+        unrolled = dsl.compile(f)(x)
+    np.testing.assert_array_equal(compiled(x), unrolled)
