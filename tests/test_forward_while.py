@@ -222,7 +222,7 @@ def test_jvp_of_a_while_in_another_region_matches_jax(name: str) -> None:
     close(got, want)
 
 
-@pytest.mark.parametrize("name", sorted(NESTED))
+@pytest.mark.parametrize("name", ["for", "scan", "cond_taken"])  # the untaken branch: jvp above
 def test_jacfwd_of_a_while_in_another_region_matches_jax(name: str) -> None:
     program, args = NESTED[name]
     got = dsl.jacfwd(lambda *a: program(LaxAll, dnp, *a), argnums=(0, 1))(*args)
