@@ -155,8 +155,8 @@ def _cuda_kernels() -> KernelPasses:
 @dataclass(frozen=True)
 class KernelPasses:
     """A target's ``kernels`` pass (a planned program's kernels as kernel IR: ``build(func, fusion,
-    plan)``) and ``regions`` pass (``regions(func, fusion, plan, kernels, sanitize)``: the kernels
-    and the memory plan they then follow)."""
+    plan)``), ``regions`` pass (``regions(func, fusion, plan, kernels, options)``: the kernels and
+    the memory plan they then follow) and ``scratch`` pass."""
 
     build: Callable[..., Any]
     regions: Callable[..., tuple[Any, MemoryPlan]] | None = None

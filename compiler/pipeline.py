@@ -315,8 +315,8 @@ PASSES: tuple[Pass, ...] = (
         "scratch",
         "scratch",
         _scratch,
-        "give the kernels' global scratch (partial results, rows past shared memory) arena offsets "
-        "while their kernel runs (dsl.scratch)",
+        "give the kernels' scratch (partial results, rows per chunk or past shared memory) arena "
+        "offsets while their kernel runs (dsl.scratch)",
     ),
     Pass(
         "bufferize",
