@@ -55,6 +55,14 @@ class Liveness:
     position: dict[Op, int]
     last_use: dict[Value, int]
     blocks: dict[Block, BlockLiveness] = field(default_factory=dict)
+    # the block facts of each op of a region: an op's lookup is one probe, not a search of the
+    # blocks (which made annotating every op quadratic with many loop bodies)
+    _owner: dict[Op, BlockLiveness] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        for info in self.blocks.values():
+            if info.position is not self.position:
+                self._owner.update(dict.fromkeys(info.position, info))
 
     def dies_at(self, op: Op) -> tuple[Value, ...]:
         """Operands of ``op`` (any block) whose last use is ``op``; deduplicated, in operand order."""
@@ -73,9 +81,9 @@ class Liveness:
         """The positions and last uses of the block holding ``op``."""
         if op in self.position:
             return self.position, self.last_use
-        for info in self.blocks.values():
-            if op in info.position:
-                return info.position, info.last_use
+        info = self._owner.get(op)
+        if info is not None:
+            return info.position, info.last_use
         raise KeyError(f'"{op.prim.mlir_name}" at {op.loc} is not an op of the analyzed function')
 
 
