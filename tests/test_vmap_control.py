@@ -521,3 +521,35 @@ def test_grad_of_vmap_and_vmap_of_grad_through_a_scan_against_jax() -> None:
     # per-example weights and a per-example cond in the step: both directions again
     grads = jax.vmap(jax.grad(lambda w, c, s: scan_loss(jax.lax, jnp, w, c, s)))
     close(dsl.vmap(dsl.grad(lambda w, c, s: scan_loss(dsl, dnp, w, c, s)))(WB, CB, SEQ), grads(WB, CB, SEQ))
+
+
+def test_gradients_through_a_per_example_cond_skip_the_untaken_branch() -> None:
+    """The branches read their operands masked per example: the untaken branch's ``sqrt`` of a
+    negative gives no NaN gradient, either way round (vmap of grad, grad of vmap)."""
+
+    def f(lax, np_, x):
+        return lax.cond(x.sum() > 0.0, lambda a: np_.sqrt(a).sum(), lambda a: (a * a).sum(), x)
+
+    xs = np.array([[1.0, 2.0], [-1.0, -3.0], [0.5, 0.1]])
+    want = jax.vmap(jax.grad(lambda x: f(jax.lax, jnp, x)))(xs)
+    assert np.isfinite(want).all()
+    close(dsl.vmap(dsl.grad(lambda x: f(dsl, dnp, x)))(xs), want)
+    close(dsl.grad(lambda x: dsl.vmap(lambda x: f(dsl, dnp, x))(x).sum())(xs), want)
+
+
+def test_a_bound_per_example_with_the_counter_writing_in_place_against_jax() -> None:
+    """``c[i] = ...`` where the counter differs per example (the for become a while): the update
+    runs per example."""
+
+    def f(lax, x, upper):
+        def body(i, c):
+            if lax is dsl:
+                c[i] = c[i] * 2.0 + c[i - 1]
+                return c
+            return c.at[i].set(c[i] * 2.0 + c[i - 1])
+
+        return lax.fori_loop(1, upper, body, x * 1.0)
+
+    xs, uppers = RNG.standard_normal((B, 5)), np.array([2, 4, 5])
+    want = jax.vmap(lambda x, u: f(jax.lax, x, u))(xs, uppers)
+    close(dsl.vmap(lambda x, u: f(dsl, x, u))(xs, uppers), want)

@@ -1,7 +1,7 @@
 """Forward mode and batching on ``target="cuda"``: a jvp, a Jacobian and per-example Hessians
 (``vmap(jacfwd(jacrev(u)))``, its matmuls over all the examples' rows), and the jvp and vmap of a
-``while`` in a ``fori_loop`` (the batched while selecting per example), against the CPU backend.
-Tiny shapes: the simulator runs every thread in Python."""
+``while`` in a ``fori_loop`` (the batched while selecting per example) and of a scan (one native
+scan), against the CPU backend. Tiny shapes: the simulator runs every thread in Python."""
 
 from __future__ import annotations
 
@@ -63,3 +63,35 @@ def test_vmap_of_a_while_with_a_trip_count_per_example_matches_the_cpu() -> None
     xs = np.array([[0.05, 0.1, 0.02], [0.3, 0.2, 0.4], [1.0, 0.9, 1.1]])
     gpu, cpu = on_both(dsl.vmap, xs)
     np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
+
+
+def rnn(w, c, seq):
+    """A scan with a carry and a ys row per step over a sequence, reading the weight ``w``."""
+
+    def step(c, s):
+        c = dnp.tanh(c * 0.5 + s @ w)
+        return c, c * c + s
+
+    c, ys = dsl.scan(step, c, seq, reverse=True)
+    return c.sum() + ys
+
+
+def test_vmap_of_a_scan_matches_the_cpu() -> None:
+    """The scan batched natively (the sequence's batch on the scanned operand's axis 1, the carry
+    and the rows batched), its gradient per example too."""
+    w, seqs, c = rng.standard_normal((3, 3)) * 0.4, rng.standard_normal((4, 5, 3)), rng.standard_normal(3)
+
+    def run(target, transform):
+        return transform(dsl.compile(rnn, target=target))(w, c, seqs)
+
+    def values(f):
+        return dsl.vmap(f, in_axes=(None, None, 0))
+
+    def grads(f):
+        return dsl.vmap(dsl.grad(lambda w, c, s: f(w, c, s).sum()), in_axes=(None, None, 0))
+
+    program = values(dsl.compile(rnn, target="cuda")).lower(w, c, seqs).ir("optimized")
+    assert program.count('"dsl.scan"') == 1
+    for transform in (values, grads):
+        gpu, cpu = run("cuda", transform), run("cpu", transform)
+        np.testing.assert_allclose(gpu, cpu, rtol=1e-12)
