@@ -277,7 +277,7 @@ def row_block_regions(
         used_outside = set(returned)
         for group, kernel in kernels.items():
             if group not in inside:
-                used_outside.update(kernel.args, (s.name for s in kernel.scratch))
+                used_outside.update(kernel.args)  # (its scratch among them)
         internal = _internal(members, storage, arena, used_outside)
         out[first] = _region_kernel(index, members, types_by_name, pool, internal)
         rows, block_rows, threads = members[0].rows, members[0].block_rows, numba_threads()
