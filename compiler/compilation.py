@@ -72,10 +72,11 @@ class Options:
     native_loops: bool = _default("native_loops", lambda: _env_off("DSL_UNROLL_LOOPS"))
     remat: bool = _default("remat", lambda: _env_off("DSL_NO_REMAT"))  # the remat pass
     schedule: bool = _default("schedule", lambda: _env_off("DSL_NO_SCHEDULE"))  # the schedule pass
-    # if_to_select: a safe if whose branches compute at most if_select_budget elements (both
-    # branches and the selects together; compiler/passes/if_to_select.py) runs both and selects
+    # if_to_select: a safe if whose branches cost at most if_select_budget element operations (both
+    # branches and the selects together; None: the target's default, compiler/passes/if_to_select.py)
+    # runs both and selects
     if_to_select: bool = _default("if_to_select", lambda: _env_off("DSL_NO_IF_TO_SELECT"))
-    if_select_budget: int = _default("if_select_budget", lambda: 1 << 14)
+    if_select_budget: int | None = _default("if_select_budget", lambda: None)
     # fuse: matmuls read transposed operands as strided views; cheap shared values are recomputed
     contract_transposes: bool = _default("contract_transposes", lambda: True)
     recompute: bool = _default("recompute", lambda: True)

@@ -36,7 +36,7 @@ from compiler.ir.verify import verify
 from compiler.passes import rows
 from compiler.passes.bufferize import annotate, annotate_inplace, annotate_kernels
 from compiler.passes.fuse import FusionPlan, GroupKind
-from compiler.passes.if_to_select import if_to_select
+from compiler.passes.if_to_select import if_to_select, select_budget
 from compiler.passes.liveness import annotate_liveness
 from compiler.passes.loops import compile_loops
 from compiler.passes.plan import MemoryPlan, Planner, check_no_overlap
@@ -156,7 +156,7 @@ def _simplify(c: Compilation) -> Compilation:
 def _if_to_select(c: Compilation) -> Compilation:
     if not c.options.if_to_select:
         return c
-    return _rewritten(c, if_to_select(c.func, c.options.if_select_budget))
+    return _rewritten(c, if_to_select(c.func, select_budget(c.options)))
 
 
 def _remat(c: Compilation) -> Compilation:

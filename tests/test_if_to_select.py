@@ -22,6 +22,8 @@ import dsl
 import dsl.numpy as dnp
 from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
+from compiler.passes.if_to_select import select_budget
+from compiler.pipeline import Options
 from compiler.prims import control
 from dsl.compile import trace_function
 
@@ -174,6 +176,25 @@ def test_ifs_the_pass_keeps() -> None:
     np.testing.assert_array_equal(dsl.compile(int_power)(a, np.abs(e)), a ** np.abs(e))
     want = interpret(trace_function(holds_while, (np.abs(X),)).func, [np.abs(X)])[0]
     np.testing.assert_allclose(dsl.compile(holds_while)(np.abs(X)), want)
+
+
+def tanh_steps(h0, xs):
+    def step(h, x):
+        h = dsl.cond(x.sum() > 0, lambda a: dnp.tanh(a * 0.9 + x), lambda a: a * 0.5 - x, h)
+        return h, h.sum()
+
+    return dsl.scan(step, h0, xs)
+
+
+def test_the_default_budget_is_the_targets() -> None:
+    """A step's untaken tanh of 64 elements costs more than a native if on the CPU (the scan 1.8x
+    slower converted: benchmarks/bench_if_to_select.py), less than a predicate read back on CUDA."""
+    assert select_budget(Options()) == 1 << 10 and select_budget(Options(target="cuda")) == 1 << 20
+    assert select_budget(Options(target="cuda", if_select_budget=5)) == 5
+    h0, xs = np.ones(64), RNG.standard_normal((4, 64))
+    assert ifs(tanh_steps, (h0, xs)) == 1
+    assert ifs(tanh_steps, (h0[:8], xs[:, :8])) == 0  # 8 elements: cheap on the CPU too
+    assert "_scalar(" not in _run_body(dsl.compile(tanh_steps, target="cuda").lower(h0, xs).source())
 
 
 # ---- CUDA: no predicate read back ------------------------------------------------------------------

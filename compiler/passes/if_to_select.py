@@ -12,16 +12,18 @@ if-conversion, ``ConditionalSimplifier``); the unrolled reference does the same 
   clamps its index, a float op gives inf or NaN, which the select drops), except those of
   ``_TRAPS``: an integer ``pow`` with a negative exponent is an error in its reference,
   ``np.power`` (which the interpreter runs, ``simplify`` folds constants with, and a CPU kernel
-  printed as NumPy calls), and garbage in Numba's loops. A branch holding a region op is kept: a ``while`` in an untaken branch might not end, and
-  a loop's work is its trip count times its body's (an inner ``if`` that could be converted already
-  was: ifs are converted inside out). So is a branch holding a user's in-place request
-  (``dsl.inplace``): selecting between the written array and the original would keep both alive and
-  turn the request into a copy.
-- **cheap**: the work of both branches and the selects together, in elements computed (``_work``: an
-  op's result elements; a reduction's input elements; a matmul's multiply-adds; a scatter's result
-  and updates), is at most ``Options.if_select_budget``. A ``dynamic_update_slice`` or scatter
-  result counts its whole result, the copy it costs when the original array is selected beside it,
-  so only small ones pass.
+  printed as NumPy calls), and garbage in Numba's loops. A branch holding a region op is kept: a
+  ``while`` in an untaken branch might not end, and a loop's work is its trip count times its
+  body's (an inner ``if`` that could be converted already was: ifs are converted inside out). So
+  is a branch holding a user's in-place request (``dsl.inplace``): selecting between the written
+  array and the original would keep both alive and turn the request into a copy.
+- **cheap**: the work of both branches and the selects together, in arithmetic element operations
+  (``_WORK``: an op's result elements, ``LIBM_COST`` each for a transcendental; a reduction's input
+  elements; a matmul's multiply-adds; a scatter's result and updates), is at most the budget:
+  ``Options.if_select_budget``, by default the target's (``DEFAULT_BUDGETS``: 1,024 on the CPU,
+  where a native if costs little, 1,048,576 on CUDA, where it costs a synchronization). A
+  ``dynamic_update_slice`` or scatter result counts its whole result, the copy it costs when the
+  original array is selected beside it, so only small ones pass.
 
 Selecting is exact for values, not for gradients (the untaken branch's NaN would reach a cotangent
 through the select's vjp), so the pass runs after ``autodiff``, on the final program: nothing
@@ -36,17 +38,36 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from compiler.compilation import Options
 from compiler.ir.core import Block, Function, Op, Value, clone_ops
 from compiler.passes.simplify import INPLACE_ATTR, simplify
 from compiler.prims import control, elementwise, movement, source
 from compiler.prims.base import Kind, Primitive
 from compiler.prims.contraction import matmul_dims
 
-DEFAULT_BUDGET = 1 << 14  # Options.if_select_budget's default: 16,384 elements computed
+# Options.if_select_budget's default per target, in arithmetic element operations: about what a
+# native if costs there. On the CPU the branch itself is free; converting saves a kernel call or two
+# and a carry's copy (a microsecond or less), and computing the untaken branch must cost less than
+# that (benchmarks/bench_if_to_select.py: a scan step's untaken tanh of 64 elements made the
+# converted scan 1.8x slower). On CUDA the native if reads its predicate back to the host (a
+# synchronization, tens of microseconds) and launches the branch's kernels apart.
+DEFAULT_BUDGETS = {"cpu": 1 << 10, "cuda": 1 << 20}
+LIBM_COST = 16  # a transcendental element (a libm call on the CPU) counts as this many arithmetic ones
+
+
+def select_budget(options: Options) -> int:
+    """The budget ``options`` sets, else its target's default."""
+    if options.if_select_budget is not None:
+        return options.if_select_budget
+    return DEFAULT_BUDGETS.get(options.target, min(DEFAULT_BUDGETS.values()))
 
 
 def _result_elements(op: Op) -> int:
     return sum(r.type.size for r in op.results)
+
+
+def _computed_elements(op: Op) -> int:
+    return _result_elements(op) * (LIBM_COST if op.prim in elementwise.TRANSCENDENTAL else 1)
 
 
 def _reduced_elements(op: Op) -> int:
@@ -68,7 +89,7 @@ def _multiply_adds(op: Op) -> int:
 
 # The elements an op of each kind computes; a kind missing here (a region op) is never converted.
 _WORK: dict[Kind, Callable[[Op], int]] = {
-    Kind.ELEMENTWISE: _result_elements,
+    Kind.ELEMENTWISE: _computed_elements,
     Kind.MOVEMENT: _result_elements,
     Kind.SOURCE: _source_elements,
     Kind.REDUCTION: _reduced_elements,
@@ -87,7 +108,7 @@ def _integer_pow(op: Op) -> bool:
 _TRAPS: dict[Primitive, Callable[[Op], bool]] = {elementwise.pow_: _integer_pow}
 
 
-def if_to_select(func: Function, budget: int = DEFAULT_BUDGET) -> Function:
+def if_to_select(func: Function, budget: int = DEFAULT_BUDGETS["cpu"]) -> Function:
     """``func`` with each safe ``if`` whose work is at most ``budget`` elements replaced by both of
     its branches and a select per result (see the module docstring); ``func`` itself if none is."""
     if not any(op.prim is control.if_ for op in func.walk()):

@@ -1,8 +1,10 @@
 // RUN: %dslc opt %s --passes if_to_select | FileCheck %s
+// RUN: %dslc opt %s --passes if_to_select --target cuda | FileCheck %s --check-prefix=CUDA
 
 // if_to_select: an if whose branches are safe to run both and cheap (at most Options.if_select_budget
-// elements computed, 16,384 by default) becomes both branches, inlined on its operands, and a select
-// per result on the predicate, broadcast to the result's shape.
+// element operations, a transcendental counting 16; by default the target's budget: 1,024 on the
+// CPU, 1,048,576 on CUDA) becomes both branches, inlined on its operands, and a select per result on
+// the predicate, broadcast to the result's shape.
 // CHECK-LABEL: func.func @cheap
 // CHECK-NOT:     dsl.if
 // CHECK:         %[[E:.*]] = "dsl.exp"(%arg1)
@@ -25,11 +27,13 @@ func.func @cheap(%arg0: tensor<4xf64>, %arg1: tensor<4xf64>, %arg2: tensor<i1>) 
   return %0 : tensor<4xf64>
 }
 
-// Too much work to do both: a 256x256 exp and neg (131,072 elements with the select) stay an if
-// whose branch runs alone.
+// Too much work to do both, even within the CUDA budget: a 256x256 exp (16 operations an element)
+// and neg, and the select, stay an if whose branch runs alone.
 // CHECK-LABEL: func.func @big
 // CHECK:         "dsl.if"(%arg1, %arg0)
 // CHECK-NOT:     dsl.select
+// CUDA-LABEL:  func.func @big
+// CUDA:          "dsl.if"(%arg1, %arg0)
 func.func @big(%arg0: tensor<256x256xf32>, %arg1: tensor<i1>) -> tensor<256x256xf32> {
   %0 = "dsl.if"(%arg1, %arg0) ({
   ^bb0(%x: tensor<256x256xf32>):
@@ -43,11 +47,16 @@ func.func @big(%arg0: tensor<256x256xf32>, %arg1: tensor<i1>) -> tensor<256x256x
   return %0 : tensor<256x256xf32>
 }
 
-// A matmul counts its multiply-adds: 32x32 @ 32x32 is 32,768 of them, over the budget, though its
-// result has 1,024 elements.
+// A matmul counts its multiply-adds: 32x32 @ 32x32 is 32,768 of them, over the CPU's budget though
+// its result has 1,024 elements; under CUDA's, where the native if would read its predicate back.
 // CHECK-LABEL: func.func @matmul
 // CHECK:         "dsl.if"
 // CHECK:           "dsl.matmul"
+// CUDA-LABEL:  func.func @matmul
+// CUDA-NOT:      dsl.if
+// CUDA:          %[[M:.*]] = "dsl.matmul"(%arg0, %arg0)
+// CUDA-NEXT:     %[[P:.*]] = "dsl.broadcast"(%arg1) {shape = array<i64: 32, 32>}
+// CUDA-NEXT:     "dsl.select"(%[[P]], %[[M]], %arg0)
 func.func @matmul(%arg0: tensor<32x32xf32>, %arg1: tensor<i1>) -> tensor<32x32xf32> {
   %0 = "dsl.if"(%arg1, %arg0) ({
   ^bb0(%x: tensor<32x32xf32>):
