@@ -87,7 +87,8 @@ def _multiply_adds(op: Op) -> int:
     return batch * m * n * k
 
 
-# The elements an op of each kind computes; a kind missing here (a region op) is never converted.
+# The element operations an op of each kind costs; a kind missing here (a region op) is never
+# converted.
 _WORK: dict[Kind, Callable[[Op], int]] = {
     Kind.ELEMENTWISE: _computed_elements,
     Kind.MOVEMENT: _result_elements,
@@ -109,8 +110,9 @@ _TRAPS: dict[Primitive, Callable[[Op], bool]] = {elementwise.pow_: _integer_pow}
 
 
 def if_to_select(func: Function, budget: int = DEFAULT_BUDGETS["cpu"]) -> Function:
-    """``func`` with each safe ``if`` whose work is at most ``budget`` elements replaced by both of
-    its branches and a select per result (see the module docstring); ``func`` itself if none is."""
+    """``func`` with each safe ``if`` whose work is at most ``budget`` element operations replaced
+    by both of its branches and a select per result (see the module docstring); ``func`` itself if
+    none is."""
     if not any(op.prim is control.if_ for op in func.walk()):
         return func
     body = _Converter(budget).block(func.body)
