@@ -2,8 +2,8 @@
 
 Loops and branches compile natively (``compiler/passes/loops.py``); this pass is the reference they
 are compared with, run only with ``Options.native_loops`` off (``DSL_UNROLL_LOOPS=1``), and the
-lowering ``vmap`` uses for a loop over values that differ per example and autodiff for a ``for``
-bounded at run time (a triangular loop). It replaces each region op by straight-line ops:
+lowering autodiff uses for a ``for`` bounded at run time (a triangular loop); ``vmap`` batches region
+ops natively (``compiler/batching.py``). It replaces each region op by straight-line ops:
 
 - ``for`` with constant bounds and ``scan``: the body copied once per iteration (``clone_ops``), each
   copy reading the carries the previous one yielded; a ``scan``'s rows are ``slice``s of ``xs`` and its
