@@ -553,3 +553,21 @@ def test_a_bound_per_example_with_the_counter_writing_in_place_against_jax() -> 
     xs, uppers = RNG.standard_normal((B, 5)), np.array([2, 4, 5])
     want = jax.vmap(lambda x, u: f(jax.lax, x, u))(xs, uppers)
     close(dsl.vmap(lambda x, u: f(dsl, x, u))(xs, uppers), want)
+
+
+def test_per_example_hessians_through_a_scan_against_jax() -> None:
+    """``vmap(jacfwd(jacrev(u)))`` of a scan: the backward scan and its tangents batched natively over
+    the basis and the examples."""
+    w = RNG.standard_normal((3, 3)) * 0.5
+
+    def u(lax, np_, x):
+        def step(c, s):
+            c = np_.tanh(c @ w + s * x)
+            return c, c.sum()
+
+        c, ys = lax.scan(step, x, np_.ones((4, 3)) * 0.3)
+        return (c * c).sum() + ys.sum()
+
+    xs = RNG.standard_normal((5, 3))
+    want = jax.vmap(jax.jacfwd(jax.jacrev(lambda x: u(jax.lax, jnp, x))))(xs)
+    close(dsl.vmap(dsl.jacfwd(dsl.jacrev(lambda x: u(dsl, dnp, x))))(xs), want)
