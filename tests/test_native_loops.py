@@ -5,6 +5,8 @@ updated in place lives in one buffer, and the plan's peak does not depend on the
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -135,11 +137,32 @@ def test_a_carry_updated_in_place_lives_in_one_buffer() -> None:
     close(f(X, X), jax.lax.fori_loop(0, 100, lambda i, c: c * 0.5 + X, X * 3.0))
 
 
-def test_a_carry_that_cannot_be_written_in_place_is_copied_once_per_iteration() -> None:
-    f = dsl.compile(lambda x, w: dsl.fori_loop(0, 3, lambda i, c: c @ w, x))
-    (loop,) = f.lower(X, W).program.compilation.loops.values()
-    assert list(loop.temps) == [0]  # a matmul cannot write over its own operand
-    close(f(X, W), jax.lax.fori_loop(0, 3, lambda i, c: c @ W, X))
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_carry_that_cannot_be_written_in_place_alternates_with_its_temporary(target: str) -> None:
+    """A matmul cannot write over its own operand: the new carry goes to a temporary, and the carry's
+    buffer and the temporary swap roles every iteration (no copy per iteration; one copy after the
+    loop when the last value is in the temporary: an odd trip count). A while's condition reads the
+    current buffer too."""
+    for steps in (3, 4):
+        f = dsl.compile(lambda x, w, n=steps: dsl.fori_loop(0, n, lambda i, c: c @ w, x), target=target)
+        lowered = f.lower(X, W)
+        (loop,) = lowered.program.compilation.loops.values()
+        assert list(loop.temps) == [0]
+        source = lowered.source()
+        loop_text = source[re.search(r"for l\d+b_", source).start() :]
+        assert loop_text.count("copy") == 1 and re.search(r"if l\d+b_f:", loop_text), loop_text
+        if target == "cpu":
+            close(f(X, W), jax.lax.fori_loop(0, steps, lambda i, c: c @ W, X))
+
+    def grow(x, w):
+        return dsl.while_loop(lambda c: c[1] < 5.0, lambda c: (c[0] @ w, c[1] + 1.0), (x, x[0, 0] * 0.0))
+
+    if target == "cpu":
+        want = jax.lax.while_loop(lambda c: c[1] < 5.0, lambda c: (c[0] @ W, c[1] + 1.0), (X, X[0, 0] * 0.0))
+        close(dsl.compile(grow)(X, W), want)
+    else:
+        (loop,) = dsl.compile(grow, target=target).lower(X, W).program.compilation.loops.values()
+        assert 0 in loop.temps
 
 
 @pytest.mark.parametrize("target", ["cpu", "cuda"])

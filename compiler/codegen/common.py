@@ -21,6 +21,7 @@ __all__ = [
     "Level",
     "Placement",
     "Route",
+    "carry_swaps",
     "initial_copies",
     "allocations",
     "caller_allocated",
@@ -173,3 +174,11 @@ def initial_copies(outer: Level, loop: Loop) -> list[tuple[Value, Value]]:
         if row is None or row.reused_from != outer.fusion.names[init]:
             out.append((carry, init))
     return out
+
+
+def carry_swaps(loop: Loop, scope: str) -> dict[int, tuple[str, str]]:
+    """The names a driver gives each carry with a temporary (``Loop.temps``): the buffer holding its
+    current value and the one its next value goes to. They start as the carry's buffer and the
+    temporary and swap after every iteration, so a new carry its body cannot write in place (a
+    matmul's) costs no copy per iteration, one at most after the loop."""
+    return {j: (f"{scope}cur{j}", f"{scope}nxt{j}") for j in sorted(loop.temps)}

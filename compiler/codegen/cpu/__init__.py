@@ -35,6 +35,7 @@ from compiler.codegen.common import (
     Level,
     Placement,
     allocations,
+    carry_swaps,
     initial_copies,
     poison_value,
     program_facts,
@@ -382,10 +383,15 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
         for carry, init in initial_copies(outer, loop)
         for line in _copy(names[carry], names[init], carry.type)
     ]
-    temps = {j: f"{scope}tmp{j}" for j in loop.temps}
+    # a carry with a temporary alternates between its buffer and the temporary (``swaps``): the body
+    # reads ``cur`` and its kernels write ``nxt``, then the names swap; no copy per iteration
+    swaps, flip = carry_swaps(loop, scope), f"{scope}f"
     for j, offset in loop.temps.items():
         t = loop.carries[j].type
-        lines.append(f"{temps[j]} = buffer_view(arena, {base + offset}, {_shape(t)}, {np_type(t.dtype)})")
+        lines.append(f"{swaps[j][1]} = buffer_view(arena, {base + offset}, {_shape(t)}, {np_type(t.dtype)})")
+        lines.append(f"{swaps[j][0]} = {names[loop.carries[j]]}")
+    if swaps:
+        lines.append(f"{flip} = False")
     counter, pred, step = f"{scope}i", f"{scope}p", f"{scope}t"
 
     def buffer(v: Value | None, kind: str, j: int, temp: bool = False) -> str:
@@ -395,7 +401,9 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
             return counter if kind == "counter" else pred
         if kind in ("row", "y"):
             return _row(names[v], v.type, step)
-        return temps[j] if temp else names[v]
+        if kind == "carry" and j in swaps:
+            return swaps[j][1] if temp else swaps[j][0]
+        return names[v]
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
@@ -411,10 +419,18 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
                 bind.append(f"{inner[r.value]} = {target}")
             else:
                 after += _copy(target, inner[r.value], r.value.type)
-        if body.role == "body":  # the new carries over the old ones, once every result is computed
-            for j in loop.temps:
-                after += _copy(names[loop.carries[j]], temps[j], loop.carries[j].type)
+        if body.role == "body" and swaps:  # the new carries become the current ones
+            after += [f"{c}, {n} = {n}, {c}" for c, n in swaps.values()] + [f"{flip} = not {flip}"]
         return bind + _statements(level, slot_index, base + loop.arena) + after
+
+    def settle() -> list[str]:
+        """After the loop: a carry whose last value is in its temporary is copied to its buffer."""
+        copies = [
+            line
+            for j, (c, _) in swaps.items()
+            for line in _copy(names[loop.carries[j]], c, loop.carries[j].type)
+        ]
+        return [f"if {flip}:", *indent(copies, 1)] if copies else []
 
     if op.prim is control.if_:
         then, else_ = loop.bodies
@@ -428,7 +444,7 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
         cond, body = loop.bodies
         lines.append(f"{pred} = np.empty((), np.bool_)")
         loop_lines = [*run(cond), f"if not {pred}[()]:", "    break", *run(body)]
-        return lines + ["while True:", *indent(loop_lines, 1)]
+        return lines + ["while True:", *indent(loop_lines, 1), *settle()]
     (body,) = loop.bodies
     if op.prim is control.for_loop:
         lo, hi = (names[v] for v in op.operands[:2])
@@ -440,4 +456,4 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
         it = f"{scope}s"
         head = [f"for {it} in range({length}):"]
         first = [f"{step} = {length - 1} - {it}" if op.attrs["reverse"] else f"{step} = {it}"]
-    return lines + head + indent(first + run(body), 1)
+    return lines + head + indent(first + run(body), 1) + settle()

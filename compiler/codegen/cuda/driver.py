@@ -8,7 +8,7 @@ from the device (a synchronization per read)."""
 
 from __future__ import annotations
 
-from compiler.codegen.common import Level, allocations, initial_copies, poison_value, returned
+from compiler.codegen.common import Level, allocations, carry_swaps, initial_copies, poison_value, returned
 from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType, TensorType
@@ -108,10 +108,14 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
     op, names = loop.op, outer.kernels.names
     scope = str(loop.bodies[0].func.attrs["dsl.scope"])
     lines = [f"_copy({names[carry]}, {names[init]}, stream)" for carry, init in initial_copies(outer, loop)]
-    temps = {j: f"{scope}tmp{j}" for j in loop.temps}
+    # a carry with a temporary alternates between its buffer and the temporary (as on the CPU)
+    swaps, flip = carry_swaps(loop, scope), f"{scope}f"
     for j, offset in loop.temps.items():
         t = loop.carries[j].type
-        setup.append(f"{temps[j]} = {_flat_view('arena', base + offset, t.nbytes, t.dtype)}")
+        setup.append(f"{scope}tmp{j} = {_flat_view('arena', base + offset, t.nbytes, t.dtype)}")
+        lines += [f"{swaps[j][0]} = {names[loop.carries[j]]}", f"{swaps[j][1]} = {scope}tmp{j}"]
+    if swaps:
+        lines.append(f"{flip} = False")
     iota, pred, step = f"{scope}iota", f"{scope}p", f"{scope}t"
     lo: int | str | None = None
     hi: int | str | None = None
@@ -139,7 +143,9 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
             return (f"{iota}[{at}]" if counters else f"{iota}[{at}:{at} + 1]") if kind == "counter" else pred
         if kind in ("row", "y"):
             return row_of(v)
-        return temps[j] if temp else names[v]
+        if kind == "carry" and j in swaps:
+            return swaps[j][1] if temp else swaps[j][0]
+        return names[v]
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
@@ -155,9 +161,14 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
                 bind.append(f"{inner[r.value]} = {target}")
             else:
                 after.append(f"_copy({target}, {inner[r.value]}, stream)")
-        if body.role == "body":
-            after += [f"_copy({names[loop.carries[j]]}, {temps[j]}, stream)" for j in loop.temps]
+        if body.role == "body" and swaps:  # the new carries become the current ones
+            after += [f"{c}, {n} = {n}, {c}" for c, n in swaps.values()] + [f"{flip} = not {flip}"]
         return bind + _statements(level, base + loop.arena, setup, counter) + after
+
+    def settle() -> list[str]:
+        """After the loop: a carry whose last value is in its temporary is copied to its buffer."""
+        copies = [f"_copy({names[loop.carries[j]]}, {c}, stream)" for j, (c, _) in swaps.items()]
+        return [f"if {flip}:", *indent(copies, 1)] if copies else []
 
     if op.prim is control.if_:
         then, else_ = loop.bodies
@@ -167,7 +178,7 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
         cond, body = loop.bodies
         setup.append(f"{pred} = cuda.device_array(1, np.bool_, stream=stream)")
         loop_lines = [*run(cond), f"if not _scalar({pred}, stream):", "    break", *run(body)]
-        return lines + ["while True:", *indent(loop_lines, 1)]
+        return lines + ["while True:", *indent(loop_lines, 1), *settle()]
     (body,) = loop.bodies
     if op.prim is control.for_loop:
         bounds = [_constant(outer.func, v) for v in op.operands[:2]]
@@ -191,4 +202,4 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
         length = int(op.attrs["length"])
         head = [f"for {scope}s in range({length}):"]
         first = [f"{step} = {length - 1} - {scope}s" if op.attrs["reverse"] else f"{step} = {scope}s"]
-    return lines + head + indent(first + run(body), 1)
+    return lines + head + indent(first + run(body), 1) + settle()
