@@ -75,8 +75,12 @@ def row(size: str, name: str, prog: sp.Program) -> dict[str, Any]:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
+    import jax
+
+    backend = jax.default_backend().upper()  # the backend XLA's temp bytes are for: CPU, or GPU on a GPU
     lines = [
-        "| program | size | planned peak | of which kernels' scratch | largest value | XLA temp (CPU) "
+        "| program | size | planned peak | of which kernels' scratch | largest value | XLA temp "
+        f"({backend}) "
         "| planned / XLA |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
