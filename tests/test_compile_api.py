@@ -10,8 +10,8 @@ import dsl
 import dsl.numpy as dnp
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_module
-from compiler.passes.plan import Planner
-from compiler.pipeline import STAGES, TARGETS, Options, planner, run_pipeline
+from compiler.passes.plan import Planner, align
+from compiler.pipeline import STAGES, TARGETS, Options, _scores_kernels, planner, run_pipeline
 
 USER_STAGES = ("traced", "functional", "grad", "optimized", "bufferized")  # ../shared/api.md
 
@@ -194,7 +194,10 @@ def test_cuda_target_lowers_without_a_gpu() -> None:
 
 def test_remat_and_schedule_score_the_plan_that_ships(monkeypatch) -> None:
     """The planned peaks remat and schedule compare are those of the fuse -> rows -> plan that the
-    pipeline runs after them: with the target's bands, and the same options."""
+    pipeline runs after them: with the target's bands, and the same options. CUDA's score includes
+    its kernels' scratch (``KernelPasses.scored``); the CPU's is the shipped plan without its kernels'
+    scratch (a few rows per chunk, placed after by the scratch pass: building CPU kernels for every
+    candidate cost 1.2-2.8x pipeline time)."""
     scored: list[tuple[bool, int]] = []
     peak = Planner.peak
 
@@ -217,7 +220,12 @@ def test_remat_and_schedule_score_the_plan_that_ships(monkeypatch) -> None:
         options = Options(target=target, pack_by_size=False)
         state, stages = run_pipeline(func, options)
         assert scored and set(scored) == {(bands, False)}
-        assert state.plan is not None and planner(options).peak(stages["optimized"]) == state.plan.peak_bytes
+        assert state.plan is not None
+        shipped = state.plan.peak_bytes
+        if not _scores_kernels(TARGETS[target]):
+            assert any(r.scratch_of is not None for r in state.plan.buffers)  # a band's partials
+            shipped = max(r.offset + align(r.bytes) for r in state.plan.buffers if r.scratch_of is None)
+        assert planner(options).peak(stages["optimized"]) == shipped
 
 
 def test_ir_dump_env(tmp_path, monkeypatch) -> None:

@@ -78,13 +78,17 @@ def test_statements_after_the_loop_keep_a_kernel_around_the_chunks() -> None:
         For("ch", 16, [Line("acc = acc + part[ch]", (part,))]),
         Line("p0[()] = acc", (), (Access("p0", ()),)),
     ]
-    kernel = _kernel([Alloc("part", (16,), DType.f64), loop, *after], ["p0"], ["v0"])
-    split = runtime_parallel(kernel, _types(v0=()))
+    # the partial results are planned scratch: a parameter of the kernel, not an allocation in it
+    kernel = _kernel([loop, *after], ["p0", "part"], ["v0", "s0"])
+    types = {**_types(v0=()), "s0": TensorType((16,), DType.f64)}
+    split = runtime_parallel(kernel, types)
     assert split.direct is None and split.chunk is None
-    assert (
-        "def k0_test(p0, chunk_at, parallel_at):" in split.text
-        and "part = np.empty((16,), np.float64)" in split.text
-    )
+    assert "def k0_test(p0, part, chunk_at, parallel_at):" in split.text
+    assert "np.empty((16,)" not in split.text
+    assert "fill_frame(frame, p0, part)" in split.text and "acc = acc + part[ch]" in split.text
+    # an allocation before the loop (scratch not planned) keeps the kernel as it is
+    unplanned = _kernel([Alloc("part", (16,), DType.f64), loop, *after], ["p0"], ["v0"])
+    assert runtime_parallel(unplanned, _types(v0=())) is unplanned
 
 
 def _rows_member(index: tuple[str, ...]) -> Kernel:
