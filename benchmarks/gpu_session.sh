@@ -6,7 +6,8 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, bench, bench_quick (default: env suite bench).
+# Steps: env, suite, ptx, plans, bench, bench_quick (default: env suite plans bench). A lease of 15
+# device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one call.
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -18,7 +19,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         .whl/*.whl && export PYTHONPATH=/tmp/site:$PYTHONPATH
 fi
-steps=${*:-env suite bench}
+steps=${*:-env suite plans bench}
 
 for step in $steps; do
     echo "=== $step ($(date +%T))"
@@ -37,6 +38,10 @@ for step in $steps; do
     ptx)
         timeout 300 $PY -m pytest tests/test_cuda_ptx.py tests/test_cuda_sim.py -n 8 -q -rfE 2>&1 \
             | tee "$OUT/ptx.log" | tail -30
+        ;;
+    plans) # intermediates for target=cuda against XLA's temp bytes on this GPU (issue 26, 27)
+        timeout 200 $PY benchmarks/cuda_plans.py --sizes gpu,cpu --out "$OUT/cuda_plans.md" 2>&1 \
+            | tee "$OUT/plans.log" | tail -16
         ;;
     bench)
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
