@@ -5,6 +5,7 @@ the sanitizer's poison; and the names of buffers in generated code."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ __all__ = [
     "Level",
     "Placement",
     "Route",
+    "body_lines",
     "carry_swaps",
     "initial_copies",
     "allocations",
@@ -182,3 +184,32 @@ def carry_swaps(loop: Loop, scope: str) -> dict[int, tuple[str, str]]:
     temporary and swap after every iteration, so a new carry its body cannot write in place (a
     matmul's) costs no copy per iteration, one at most after the loop."""
     return {j: (f"{scope}cur{j}", f"{scope}nxt{j}") for j in sorted(loop.temps)}
+
+
+def body_lines(
+    loop: Loop,
+    body: Body,
+    names: dict[Value, str],
+    buffer: Callable[[Value | None, str, int, bool], str],
+    copy: Callable[[str, str, Value], list[str]],
+    swaps: dict[int, tuple[str, str]],
+    flip: str,
+) -> tuple[list[str], list[str]]:
+    """The driver lines around one run of ``body`` (``names``: its generated names): binding its
+    parameters and bound results to the loop's buffers (``buffer``: the printer's spelling of a
+    loop buffer), and after it the copies of its other results (``copy(dst, src, value)``) and the
+    swap of the carries with temporaries (``carry_swaps``)."""
+    bind = [
+        f"{names[p]} = {buffer(loop.reads(kind, j), kind, j, False)}"
+        for p, (kind, j) in zip(body.func.params, body.params, strict=True)
+    ]
+    after: list[str] = []
+    for r in body.routes():
+        target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, r.temp)
+        if r.bound:  # the body's kernels write it there
+            bind.append(f"{names[r.value]} = {target}")
+        else:
+            after += copy(target, names[r.value], r.value)
+    if body.role == "body" and swaps:  # the new carries become the current ones
+        after += [f"{c}, {n} = {n}, {c}" for c, n in swaps.values()] + [f"{flip} = not {flip}"]
+    return bind, after

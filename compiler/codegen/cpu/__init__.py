@@ -35,6 +35,7 @@ from compiler.codegen.common import (
     Level,
     Placement,
     allocations,
+    body_lines,
     carry_swaps,
     initial_copies,
     poison_value,
@@ -407,20 +408,8 @@ def _loop(outer: Level, loop: Loop, slot_index: SlotIndex, base: int) -> list[st
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
-        inner = level.kernels.names
-        bind = [
-            f"{inner[p]} = {buffer(loop.reads(kind, j), kind, j)}"
-            for p, (kind, j) in zip(body.func.params, body.params, strict=True)
-        ]
-        after: list[str] = []
-        for r in body.routes():
-            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, r.temp)
-            if r.bound:  # the body's kernels write it there
-                bind.append(f"{inner[r.value]} = {target}")
-            else:
-                after += _copy(target, inner[r.value], r.value.type)
-        if body.role == "body" and swaps:  # the new carries become the current ones
-            after += [f"{c}, {n} = {n}, {c}" for c, n in swaps.values()] + [f"{flip} = not {flip}"]
+        copy = lambda dst, src, v: _copy(dst, src, v.type)  # noqa: E731
+        bind, after = body_lines(loop, body, level.kernels.names, buffer, copy, swaps, flip)
         return bind + _statements(level, slot_index, base + loop.arena) + after
 
     def settle() -> list[str]:

@@ -8,7 +8,15 @@ from the device (a synchronization per read)."""
 
 from __future__ import annotations
 
-from compiler.codegen.common import Level, allocations, carry_swaps, initial_copies, poison_value, returned
+from compiler.codegen.common import (
+    Level,
+    allocations,
+    body_lines,
+    carry_swaps,
+    initial_copies,
+    poison_value,
+    returned,
+)
 from compiler.codegen.cuda.printer import launch_text
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType, TensorType
@@ -149,20 +157,8 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
 
     def run(body: Body) -> list[str]:
         level = outer.body(body)
-        inner = level.kernels.names
-        bind = [
-            f"{inner[p]} = {buffer(loop.reads(kind, j), kind, j)}"
-            for p, (kind, j) in zip(body.func.params, body.params, strict=True)
-        ]
-        after: list[str] = []
-        for r in body.routes():
-            target = buffer(loop.writes(r.kind, r.j), r.kind, r.j, r.temp)
-            if r.bound:
-                bind.append(f"{inner[r.value]} = {target}")
-            else:
-                after.append(f"_copy({target}, {inner[r.value]}, stream)")
-        if body.role == "body" and swaps:  # the new carries become the current ones
-            after += [f"{c}, {n} = {n}, {c}" for c, n in swaps.values()] + [f"{flip} = not {flip}"]
+        copy = lambda dst, src, v: [f"_copy({dst}, {src}, stream)"]  # noqa: E731
+        bind, after = body_lines(loop, body, level.kernels.names, buffer, copy, swaps, flip)
         return bind + _statements(level, base + loop.arena, setup, counter) + after
 
     def settle() -> list[str]:
