@@ -10,7 +10,7 @@ if-conversion, ``ConditionalSimplifier``); the unrolled reference does the same 
 - **safe**: running the untaken branch can change nothing. All primitives are pure and total
   (``docs/semantics.md``: an integer division or remainder by zero is 0, a gather or a dynamic slice
   clamps its index, a float op gives inf or NaN, which the select drops), except those of
-  ``_TRAPS``: an integer ``pow`` with a negative exponent is an error in its reference,
+  ``Primitive.traps``: an integer ``pow`` with a negative exponent is an error in its reference,
   ``np.power`` (which the interpreter runs, ``simplify`` folds constants with, and a CPU kernel
   printed as NumPy calls), and garbage in Numba's loops. A branch holding a region op is kept: a
   ``while`` in an untaken branch might not end, and a loop's work is its trip count times its
@@ -42,7 +42,7 @@ from compiler.compilation import Options
 from compiler.ir.core import Block, Function, Op, Value, clone_ops
 from compiler.passes.simplify import INPLACE_ATTR, simplify
 from compiler.prims import control, elementwise, movement, source
-from compiler.prims.base import Kind, Primitive
+from compiler.prims.base import Kind
 from compiler.prims.contraction import matmul_dims
 
 # Options.if_select_budget's default per target, in arithmetic element operations: about what a
@@ -100,15 +100,6 @@ _WORK: dict[Kind, Callable[[Op], int]] = {
 }
 
 
-def _integer_pow(op: Op) -> bool:
-    return not op.result.type.dtype.is_float
-
-
-# Primitives that raise on some operands (the predicate says whether ``op`` may): such an op must not
-# run in a branch the program did not take.
-_TRAPS: dict[Primitive, Callable[[Op], bool]] = {elementwise.pow_: _integer_pow}
-
-
 def if_to_select(func: Function, budget: int = DEFAULT_BUDGETS["cpu"]) -> Function:
     """``func`` with each safe ``if`` whose work is at most ``budget`` element operations replaced
     by both of its branches and a select per result (see the module docstring); ``func`` itself if
@@ -148,7 +139,7 @@ class _Converter:
         for branch in op.regions:
             for inner in branch.ops:
                 cost = _WORK.get(inner.prim.kind)
-                trap = _TRAPS.get(inner.prim)
+                trap = inner.prim.traps
                 if cost is None or INPLACE_ATTR in inner.attrs or (trap is not None and trap(inner)):
                     return False
                 work += cost(inner)

@@ -153,6 +153,9 @@ class Primitive:
     batch: Callable[..., Any] | None = None
     # attributes an op may leave out (the rules read their default: a loop's ``consts``, 0)
     optional_attrs: frozenset[str] = frozenset()
+    # ``traps(op)``: whether ``op`` may raise on some operands (an integer ``pow`` on a negative
+    # exponent), so it must not run where the program did not ask for it (``passes/if_to_select.py``)
+    traps: Callable[[Any], bool] | None = None
 
     def __repr__(self) -> str:
         return f"<prim {self.name}>"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -300,14 +301,18 @@ add = _arithmetic("add", "+", np.add, _add_vjp)
 sub = _arithmetic("sub", "-", np.subtract, _sub_vjp)
 mul = _arithmetic("mul", "*", np.multiply, _mul_vjp, INPUTS)
 div = _elementwise("div", 2, _div, array_ops.divide, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
-pow_ = _elementwise(
-    "pow",
-    2,
-    lambda c, a, b: f"({a} ** {b})",
-    np.power,
-    vjp_needs=INPUTS | OUTPUT,
-    vjp=_pow_vjp,
-    mlir=ml.by_dtype("math.powf", "math.ipowi"),
+pow_ = replace(
+    _elementwise(
+        "pow",
+        2,
+        lambda c, a, b: f"({a} ** {b})",
+        np.power,
+        vjp_needs=INPUTS | OUTPUT,
+        vjp=_pow_vjp,
+        mlir=ml.by_dtype("math.powf", "math.ipowi"),
+    ),
+    # np.power raises on an integer negative exponent (Numba's loops give garbage instead)
+    traps=lambda op: not op.result.type.dtype.is_float,
 )
 
 
