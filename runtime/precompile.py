@@ -8,9 +8,12 @@ takes the kernels in the same order, heaviest first (by the length of their sour
 predictor we have of Numba's time), each compiling those it claims first (a file created atomically
 in a shared folder): a process that finishes early, or a helper that starts late, simply takes the
 next one, so the shares balance whatever the weights got wrong (a static split by weight left the
-transformer block's helper 1.8 s behind). Helpers compile into Numba's on-disk cache
-(``cache=True``; a helper imports the module file under the same name, so the cache entries are the
-ones this process looks up). When this process then builds the kernel table, the helpers' kernels
+transformer block's helper 1.8 s behind). A helper is this process forked where that is safe
+(``fork_safe``: no other thread): it starts in milliseconds with Numba and the module loaded, where a
+new Python process took ~1.1 s to its first compile and got little of a small module's work (the
+scan MLP of ``benchmarks/bench_loops.py``). Helpers compile into Numba's on-disk cache
+(``cache=True``; a new helper process imports the module file under the same name, so the cache
+entries are the ones this process looks up). When this process then builds the kernel table, the helpers' kernels
 load from the cache. Nothing depends on the helpers: a kernel a helper did not compile (it failed or
 was killed) is compiled here.
 Runtime functions a module calls (``runtime.blas.gemm_rows``) are shared out like kernels until
@@ -34,9 +37,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from collections.abc import Mapping, Sequence
@@ -68,6 +73,9 @@ RUNTIME_FUNCTION_WEIGHT = 1000  # any other (the serial gemm_rows forms: ~0.3 s)
 # A helper's start (a Python process importing Numba and the module: ~0.4 s) costs about this much
 # compile work; a share lighter than it is compiled faster where it is.
 HELPER_START_WEIGHT = 1300
+# Runtimes whose threads make a forked child unsafe by their own documentation (JAX warns that
+# "os.fork() is incompatible with multithreaded code"): with one loaded, helpers are new processes.
+FORK_HOSTILE = ("jax", "jaxlib", "tensorflow")
 _ROOT = str(Path(__file__).resolve().parent.parent)  # the directory holding the ``runtime`` package
 
 
@@ -222,7 +230,72 @@ def _weight(name: str, weights: Mapping[str, int]) -> int:
     return RUNTIME_FUNCTION_WEIGHTS.get(name, RUNTIME_FUNCTION_WEIGHT)
 
 
-def _start_helper(module: types.ModuleType, signatures: Signatures, claims: str) -> subprocess.Popen[bytes]:
+def fork_safe() -> bool:
+    """Whether a helper may be this process forked: on Linux, with no other Python thread (one could
+    hold a lock, Numba's compile lock or the import lock, that the child would then wait on forever)
+    and none of the runtimes that forbid it loaded (``FORK_HOSTILE``). Native worker pools that
+    handle fork themselves (OpenBLAS's, started by NumPy's import) do not count."""
+    return (
+        sys.platform.startswith("linux")
+        and threading.active_count() == 1
+        and not any(name in sys.modules for name in FORK_HOSTILE)
+    )
+
+
+class _Forked:
+    """A helper that is this process forked (``Popen``'s ``wait`` and ``kill``)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG if deadline is not None else 0)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+            elif deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"helper {self.pid}", timeout or 0.0)
+            else:
+                time.sleep(0.002)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def _fork_helper(module: types.ModuleType, signatures: Signatures, claims: str) -> _Forked:
+    """This process forked: the child has the module imported and Numba loaded already, compiles
+    what it claims into Numba's cache and exits without running anything of the parent's."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # (or the child's exit would not write them twice: it never flushes)
+    pid = os.fork()
+    if pid:
+        return _Forked(pid)
+    code = 1
+    try:  # pragma: no cover - runs in the child (its coverage is not collected)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        compile_claimed(module, signatures, claims)
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def _start_helper(
+    module: types.ModuleType, signatures: Signatures, claims: str
+) -> _Forked | subprocess.Popen[bytes]:
+    """A helper process: this one forked where that is safe (``fork_safe``: it starts in
+    milliseconds with everything loaded), else a new Python importing the module (~1 s to its first
+    compile on the CI machine)."""
+    if fork_safe():
+        return _fork_helper(module, signatures, claims)
     spec = {"path": str(module.__file__), "name": module.__name__, "kernels": signatures, "claims": claims}
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH", "")) if p)

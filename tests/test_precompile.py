@@ -24,9 +24,16 @@ from runtime import precompile
 # a new process; reports, per kernel of the generated module, Numba's cache hits and misses in it.
 CHILD = textwrap.dedent(
     """
-    import json, re, sys
+    import json, os, re, sys
     import numpy as np
     import dsl, dsl.numpy as dnp
+    from runtime import precompile
+
+    if os.environ["HELPERS"] == "spawn":
+        precompile.fork_safe = lambda: False  # as in a process with threads: a new Python per helper
+    started = []
+    start = precompile._start_helper
+    precompile._start_helper = lambda *a: started.append(start(*a)) or started[-1]
 
     def loss(w1, w2, x):
         h = dnp.tanh(x @ w1)
@@ -44,21 +51,26 @@ CHILD = textwrap.dedent(
     names = re.findall(r"^def (k\\w+)\\(", entry.program.source, re.M)
     stats = {n: [sum(getattr(module, n).stats.cache_hits.values()),
                  sum(getattr(module, n).stats.cache_misses.values())] for n in names}
-    print(json.dumps({"stats": stats, "value": float(value), "g1": g1.tolist(), "g2": g2.tolist()}))
+    out = {"stats": stats, "helpers": [type(h).__name__ for h in started], "value": float(value)}
+    print(json.dumps({**out, "g1": g1.tolist(), "g2": g2.tolist()}))
     """
 )
 
 
-def run_child(cache: Path, jobs: int) -> dict[str, Any]:
-    env = dict(os.environ, DSL_CACHE_DIR=str(cache), DSL_COMPILE_JOBS=str(jobs))
+def run_child(cache: Path, jobs: int, helpers: str = "fork") -> dict[str, Any]:
+    env = dict(os.environ, DSL_CACHE_DIR=str(cache), DSL_COMPILE_JOBS=str(jobs), HELPERS=helpers)
     env.pop("NUMBA_CACHE_DIR", None)  # Numba's cache beside the module, in this test's folder
     proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_helpers_compile_kernels_the_caller_then_loads_from_the_cache(tmp_path: Path) -> None:
-    shared = run_child(tmp_path / "two", 2)
+@pytest.mark.parametrize("helpers", ["fork", "spawn"])
+def test_helpers_compile_kernels_the_caller_then_loads_from_the_cache(tmp_path: Path, helpers: str) -> None:
+    """Helpers forked from the calling process (it has no other thread) or, where forking is not
+    safe, new Python processes: either way every kernel is compiled once, in one of the processes."""
+    shared = run_child(tmp_path / "two", 2, helpers)
+    assert shared["helpers"] == ["_Forked" if helpers == "fork" else "Popen"]
     stats = shared["stats"]
     assert len(stats) >= 4, stats
     # Every kernel was either compiled here (a miss) or loaded from what a helper compiled (a hit):
@@ -67,6 +79,7 @@ def test_helpers_compile_kernels_the_caller_then_loads_from_the_cache(tmp_path: 
     assert sum(hits for hits, _ in stats.values()) >= 1, stats
     assert sum(misses for _, misses in stats.values()) >= 1, stats
     alone = run_child(tmp_path / "one", 1)
+    assert alone["helpers"] == []
     assert all(stat == [0, 1] for stat in alone["stats"].values()), alone["stats"]
     assert shared["value"] == alone["value"]
     np.testing.assert_array_equal(shared["g1"], alone["g1"])
@@ -140,3 +153,17 @@ def test_a_failed_helper_leaves_its_kernels_to_the_caller(monkeypatch: pytest.Mo
     g = _fresh_program(scale)
     g(x, w)
     assert started == []
+
+
+def test_forking_is_safe_only_without_other_threads_or_a_fork_hostile_runtime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(precompile.threading, "active_count", lambda: 1)
+    for name in precompile.FORK_HOSTILE:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert precompile.fork_safe() == sys.platform.startswith("linux")
+    monkeypatch.setitem(sys.modules, "jax", object())
+    assert not precompile.fork_safe()  # JAX's threads: it documents fork as unsafe
+    monkeypatch.delitem(sys.modules, "jax")
+    monkeypatch.setattr(precompile.threading, "active_count", lambda: 2)
+    assert not precompile.fork_safe()  # another thread may hold Numba's compile lock
