@@ -3,7 +3,8 @@
     python benchmarks/bench_cuda.py [--quick] [--out benchmarks/results/cuda.md]
     python benchmarks/bench_cuda.py --sim      # a smoke run in the CUDA simulator (tiny, no timings)
 
-Needs an NVIDIA GPU (and ``pip install -e '.[cuda]'``; PyTorch with CUDA for the comparisons).
+Needs an NVIDIA GPU (and ``pip install -e '.[cuda]'``; PyTorch with CUDA for the comparisons). The
+suite's six programs against JAX, PyTorch eager and torch.compile on the GPU: ``bench_gpu.py``.
 Measures, with arguments already on the device (medians of repeated runs after warm-up, each timed
 between two device synchronizations):
 - the device's copy bandwidth (a device-to-device copy of the chain's bytes);
@@ -18,8 +19,6 @@ between two device synchronizations):
   rows) in the scatter's sorted form (``compiler/kernel/cuda/scatter.py``, the form the compiler
   picks at this size) and forced into the walk, which must give the same bits, against PyTorch's
   embedding backward (``aten.embedding_dense_backward``);
-- the CPU benchmark suite's six programs at their CPU sizes (``suite_programs.BUILDERS``), inputs on
-  the device, against PyTorch eager on the GPU (not with ``--quick``).
 Each dslc result is checked against PyTorch's (or NumPy's) before it is timed.
 """
 
@@ -30,9 +29,7 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -45,6 +42,7 @@ if SIM:
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from gpu_measure import copy_bandwidth, median_time  # noqa: E402
 from numba import cuda  # noqa: E402
 from suite_programs import chain  # noqa: E402 (the suite's 8-op chain, written once for every array module)
 
@@ -58,28 +56,6 @@ try:
     import torch
 except ImportError:  # the comparisons are skipped, dslc's figures stay
     torch = None
-
-
-def sync() -> None:
-    cuda.synchronize()
-    if torch is not None and torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, wait: bool = True) -> float:
-    """Median seconds of ``fn`` after ``warmup`` calls, each timed up to the GPU's end of its work
-    (``wait``) or only up to its return (the host's share)."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        if wait:
-            sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def mlp_host_inputs(rng: np.random.Generator, width: int, batch: int) -> tuple[Any, Any, Any]:
@@ -204,66 +180,6 @@ def close(got: Any, want: Any, rtol: float, what: str) -> None:
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=what)
 
 
-def on_gpu(fn: Callable[..., Any]) -> Any:
-    """A suite program's function (``dsl.compile``'d or a transform) compiled for the GPU."""
-    inner = getattr(fn, "_fn", fn)
-    return dsl.compile(lambda *a: inner(*a), target="cuda")
-
-
-def host_leaves(x: Any) -> list[np.ndarray]:
-    """A result structure's arrays (device arrays and CUDA tensors too) on the host, in a fixed order."""
-    if isinstance(x, dict):
-        return [a for k in sorted(x) for a in host_leaves(x[k])]
-    if isinstance(x, (list, tuple)):
-        return [a for v in x for a in host_leaves(v)]
-    if hasattr(x, "detach"):
-        return [x.detach().cpu().numpy().astype(np.float64)]
-    if hasattr(x, "copy_to_host"):
-        return [x.copy_to_host().astype(np.float64)]
-    return [np.asarray(x, np.float64)]
-
-
-def suite_rows(record: Callable[..., None], use_torch: bool, repeats: int) -> None:
-    """The CPU suite's programs (``suite_programs.BUILDERS``, their CPU sizes) on the GPU, inputs on
-    the device, against PyTorch eager on the same GPU; the first call's values are compared first."""
-    from suite_programs import BUILDERS
-
-    for name, build in BUILDERS.items():
-        suite_row(name, build(), record, use_torch, repeats)
-
-
-def suite_row(name: str, prog: Any, record: Callable[..., None], use_torch: bool, repeats: int) -> None:
-    from bench_suite import copy_tree
-
-    f = on_gpu(prog.dslc)
-    args = copy_tree(prog.args, lambda a: cuda.to_device(a) if isinstance(a, np.ndarray) else a)
-    ours = host_leaves(
-        f(*copy_tree(prog.args, lambda a: cuda.to_device(a) if isinstance(a, np.ndarray) else a))
-    )
-    peer = None
-    if use_torch and prog.torch is not None:
-        step = prog.torch()
-
-        def tensors(a: Any, grad: bool = False) -> Any:
-            return torch.from_numpy(a).cuda().requires_grad_(grad) if isinstance(a, np.ndarray) else a
-
-        def torch_args() -> Any:
-            if prog.mutates:  # the parameters are leaf tensors the step updates
-                params = copy_tree(prog.args[0], lambda a: tensors(a, True))
-                return (params, *copy_tree(prog.args[1:], tensors))
-            return copy_tree(prog.args, tensors)
-
-        first = step(*torch_args())
-        want = host_leaves(first[0] if prog.mutates else first)
-        for got, ref in zip(ours, want, strict=False):
-            scale = float(np.abs(ref).max()) if ref.size else 1.0
-            np.testing.assert_allclose(got, ref, rtol=prog.tol, atol=prog.tol * scale, err_msg=name)
-        targs = torch_args()
-        peer = median_time(lambda: step(*targs), repeats)
-    t = median_time(lambda: f(*args), repeats)
-    record(f"suite: {name}", t, prog.description, peer, "CPU suite's sizes")
-
-
 def main() -> None:
     raw = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=raw)
@@ -301,10 +217,8 @@ def main() -> None:
 
     # Copy bandwidth and the fused chain.
     x = cuda.to_device(rng.standard_normal(n_chain).astype(np.float32))
-    copy = cuda.device_array_like(x)
-    t_copy = median_time(lambda: copy.copy_to_device(x), repeats)
+    copy_bw = copy_bandwidth(x, repeats)
     bytes_moved = 2 * x.size * 4
-    copy_bw = bytes_moved / t_copy
     f_chain = dsl.compile(chain_dsl, target="cuda")
     want = chain_torch(as_torch(x)) if use_torch else None
     if use_torch:
@@ -380,9 +294,6 @@ def main() -> None:
 
     embedding = (50_000, 512, 1_000_000) if scale else ((5_000, 128, 100_000) if not SIM else (7, 4, 30))
     embedding_rows(record, rng, embedding, use_torch, repeats)
-
-    if not SIM and not args.quick:
-        suite_rows(record, use_torch, repeats)
 
     if SIM:
         print("simulator smoke run: every program ran (checked against NumPy but the MLP step); no figures")

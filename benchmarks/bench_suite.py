@@ -76,7 +76,9 @@ def leaves(x: Any) -> list[np.ndarray]:
     if isinstance(x, (list, tuple)):
         return [a for v in x for a in leaves(v)]
     if hasattr(x, "detach"):  # torch
-        x = x.detach().numpy()
+        x = x.detach().cpu().numpy()
+    if hasattr(x, "copy_to_host"):  # a Numba device array
+        x = x.copy_to_host()
     return [np.asarray(x, np.float64)]
 
 
@@ -93,6 +95,8 @@ class Runner:
     """One framework's callable on its own copy of the inputs; ``call()`` runs once, ``check()`` returns
     the values compared across frameworks (a training step's updated parameters included)."""
 
+    torch_device = "cpu"  # where PyTorch's inputs live
+
     def __init__(self, prog: Program, framework: str) -> None:
         self.prog, self.framework = prog, framework
         self.args = self._convert(copy_tree(prog.args))
@@ -107,7 +111,7 @@ class Runner:
         if self.framework == "torch":
             import torch
 
-            conv = copy_tree(args, torch.from_numpy)
+            conv = copy_tree(args, lambda a: torch.from_numpy(a).to(self.torch_device))
             if self.prog.mutates:  # the parameters are leaf tensors updated by the step
                 conv = (copy_tree(conv[0], lambda t: t.requires_grad_(True)), *conv[1:])
             return conv

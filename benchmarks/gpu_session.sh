@@ -6,8 +6,12 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, plans, bench, bench_quick (default: env suite plans bench). A lease of 15
-# device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one call.
+# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu (default: env suite plans bench). A
+# lease of 15 device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one
+# call. gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch
+# eager and torch.compile) take at most 5 minutes each (not yet timed on a GPU: --budget-s stops
+# starting programs after 200 s and the table is rewritten after each, so a slow run still leaves one);
+# run them in a call of their own: `bash benchmarks/gpu_session.sh env gpu`.
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -49,6 +53,11 @@ for step in $steps; do
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \
             | tee "$OUT/bench_quick.log" | tail -40
+        ;;
+    gpu | gpu_cpu) # bench_gpu.py at one size: compiles 3 programs at once first, then times each alone
+        size=$([ "$step" = gpu ] && echo gpu || echo cpu)
+        timeout 300 $PY benchmarks/bench_gpu.py --sizes "$size" --rounds 2 --warm-jobs 3 --budget-s 200 \
+            --child-timeout 150 --out "$OUT/$step.md" 2>&1 | tee "$OUT/$step.log" | grep -v '^{' | tail -60
         ;;
     *) echo "unknown step $step" ;;
     esac

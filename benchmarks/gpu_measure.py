@@ -1,0 +1,76 @@
+"""What the GPU benchmarks (``bench_cuda.py``, ``bench_gpu.py``) measure the same way: synchronized
+times of calls, the device's copy bandwidth, the GPU time of a call's kernels (from the profiler),
+and a suite program compiled for the GPU.
+
+The importer sets ``NUMBA_ENABLE_CUDASIM`` before importing this module when it runs in the simulator.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from numba import cuda
+
+import dsl
+
+
+def sync() -> None:
+    """Waits for the device: Numba's context synchronize, and PyTorch's streams where PyTorch is in use."""
+    cuda.synchronize()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def synced_times(fn: Callable[[], object], repeats: int, warmup: int = 2, wait: bool = True) -> list[float]:
+    """Seconds of each of ``repeats`` calls of ``fn`` after ``warmup`` calls, each timed up to the GPU's
+    end of its work (``wait``) or only up to its return (the host's share)."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        if wait:
+            sync()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, wait: bool = True) -> float:
+    """Median seconds of ``fn`` (``synced_times``)."""
+    return statistics.median(synced_times(fn, repeats, warmup, wait))
+
+
+def copy_bandwidth(x: Any, repeats: int) -> float:
+    """Bytes per second of a device-to-device copy of the device array ``x`` (read once, written once)."""
+    copy = cuda.device_array_like(x)
+    seconds = median_time(lambda: copy.copy_to_device(x), repeats)
+    return 2 * x.nbytes / seconds
+
+
+def device_time(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+    """GPU seconds per call of ``fn`` (the sum of the durations of its kernels, copies and fills) and
+    how many of those operations a call launches, from ``torch.profiler``: Kineto asks CUPTI for every
+    CUDA activity of the process, so Numba's kernels and XLA's are recorded beside PyTorch's."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        sync()
+    gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    return sum(e.time_range.elapsed_us() for e in gpu) * 1e-6 / calls, len(gpu) / calls
+
+
+def on_gpu(fn: Callable[..., Any]) -> Any:
+    """A suite program's function (``dsl.compile``'d or a transform) compiled for the GPU."""
+    inner = getattr(fn, "_fn", fn)
+    return dsl.compile(lambda *a: inner(*a), target="cuda")
