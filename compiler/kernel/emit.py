@@ -5,10 +5,21 @@ A loop body is straight-line code. ``BodyBuilder.value_at(v, idx)`` returns a te
 the element of ``v`` at index ``idx``: an inlined op's ``prim.emit`` is called (its operand reads
 recurse back into ``value_at``), anything else is loaded through the backend's ``load`` callback.
 Each ``(value, index)`` pair is computed once (the memo), and every index expression that is more
-than a name or a literal is bound to its own temporary, so expressions never grow with the depth
-of fused index maps. Every computed temporary is cast to its value's dtype: Numba widens
-``int32 + int32`` to ``int64`` and mixes float widths, while NumPy (the oracle) wraps and rounds
-at every op, so the cast keeps the two bit-compatible.
+than a name or an integer is bound to its own temporary, so expressions never grow with the depth
+of fused index maps. Which entries are names is known where they are made: the iteration's
+variables (the index a kernel writer asks for), the builder's temporaries, and integers (a
+primitive passes a Python ``int``); anything else a primitive spells is an expression. Every
+computed temporary is cast to its value's dtype: Numba widens ``int32 + int32`` to ``int64`` and
+mixes float widths, while NumPy (the oracle) wraps and rounds at every op, so the cast keeps the
+two bit-compatible; what a primitive made through ``ctx.const`` or ``ctx.cast`` is recorded as
+already of its dtype and not cast again.
+
+The builder records which of the iteration's variables the primitives' expressions use
+(``index_uses``): an emit receives its index as ``Indices``, and every entry it asks for (an
+iota's, a constant array's subscript, the index arithmetic of a broadcast, a reshape or a gather)
+is recorded; handing the index on whole to ``ctx.read`` records nothing. A backend adds the
+variables its loads spell (their ``Access``), and so decides a loop's form (a flat loop needs no
+multi-dimensional index) without reading generated text.
 
 Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) and in ``load``.
 """
@@ -17,8 +28,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
@@ -28,8 +39,6 @@ from compiler.prims.base import Kind
 
 Load = Callable[[Value, tuple[str, ...]], str]
 ROW = "i0"  # loop variables are i0, i1, ... outermost first: i0 is the row a band computes
-
-_SIMPLE = re.compile(r"^(?:[A-Za-z_]\w*|-?\d+)$")
 
 
 def literal(value: float | int | bool, dtype: DType) -> str:
@@ -54,10 +63,7 @@ def np_type(dtype: DType) -> str:
 
 def typed(expr: str, dtype: DType) -> str:
     """``expr`` converted to ``dtype`` (comparisons and logic already yield a bool)."""
-    ctor = np_type(dtype)
-    if dtype.is_bool or re.fullmatch(re.escape(ctor) + r"\([^()]*\)", expr):  # bool, or a typed literal
-        return expr
-    return f"{ctor}({expr})"
+    return expr if dtype.is_bool else f"{np_type(dtype)}({expr})"
 
 
 def subscript(name: str, idx: Sequence[str]) -> str:
@@ -70,6 +76,33 @@ def mentions(lines: Iterable[str], names: Iterable[str]) -> bool:
     if not wanted:
         return False
     return any(tok in wanted for line in lines for tok in re.findall(r"[A-Za-z_]\w*", line))
+
+
+class Indices(Sequence[str]):
+    """The index of the element a primitive's ``emit`` computes, one name per axis (an iteration
+    variable, an index temporary or an integer). Asking for entries records the iteration variables
+    among them in ``uses``; ``ctx.read(k, idx)`` with the whole object records nothing (the read
+    passes the index on unchanged: its load, or the next emit, records what it spells)."""
+
+    def __init__(self, entries: tuple[str, ...], variables: set[str], uses: set[str]) -> None:
+        self.entries = entries
+        self._variables = variables
+        self._uses = uses
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[str]: ...
+    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+        got = self.entries[i]
+        self._uses.update(self._variables.intersection((got,) if isinstance(got, str) else got))
+        return got
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self[:])
 
 
 class ConstantPool:
@@ -100,11 +133,14 @@ class OpContext:
         self.operand_types: Sequence[TensorType] = [v.type for v in op.operands]
         self.attrs: Mapping[str, Any] = op.attrs
 
-    def read(self, k: int, idx: Sequence[str]) -> str:
-        return self._builder.value_at(self._op.operands[k], idx)
+    def read(self, k: int, idx: Sequence[str | int]) -> str:
+        return self._builder.read(self._op.operands[k], idx)
 
     def const(self, value: float | int | bool, dtype: DType) -> str:
-        return literal(value, dtype)
+        return self._builder.of_dtype(literal(value, dtype), dtype)
+
+    def cast(self, expr: str, dtype: DType) -> str:
+        return self._builder.of_dtype(typed(expr, dtype), dtype)
 
     def global_array(self, value: np.ndarray) -> str:
         name = self._builder.pool.add(value)
@@ -125,17 +161,35 @@ class BodyBuilder:
         # value and the index it is read at (the kernel IR's record of the line's read)
         self.loads: dict[int, tuple[Value, tuple[str, ...]]] = {}
         self.constants: dict[str, None] = {}  # the pool's arrays the body reads, in first-use order
+        self.variables: set[str] = set()  # the iteration's variables (the indices ``value_at`` is asked at)
+        self.index_uses: set[str] = set()  # those the primitives' expressions spell (``Indices``)
         self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
         self._index_memo: dict[str, str] = {}
         self._temps: set[str] = set()
+        self._names: set[str] = set()  # index entries used as they are: variables, temporaries, integers
+        self._dtypes: dict[str, DType] = {}  # expressions made already of a dtype (literals, casts)
 
     def value_at(self, value: Value, idx: Sequence[str]) -> str:
+        """A temporary holding ``value`` at ``idx``: one iteration variable (or integer) per axis."""
+        self.variables.update(idx)
+        self._names.update(idx)
+        return self.read(value, idx)
+
+    def read(self, value: Value, idx: Sequence[str | int]) -> str:
+        """``value`` at ``idx`` as a primitive's ``emit`` asks for it (``ctx.read``)."""
+        if isinstance(idx, Indices):  # the emit's own index, handed on whole
+            idx = idx.entries
         key = (value, tuple(self._index(e) for e in idx))
         found = self._memo.get(key)
         if found is not None:
             return found
         self._operands_first(value, key[1])
         return self._compute(value, key)
+
+    def of_dtype(self, expr: str, dtype: DType) -> str:
+        """``expr``, recorded as already of ``dtype`` (a literal, a conversion): not cast again."""
+        self._dtypes[expr] = dtype
+        return expr
 
     def _operands_first(self, value: Value, idx: tuple[str, ...]) -> None:
         """Evaluate the operands of a chain of inlined elementwise ops (which read every operand at
@@ -172,24 +226,32 @@ class BodyBuilder:
             self.loads[len(self.lines)] = (value, key[1])
         else:
             assert op.prim.emit is not None, f"{op.prim.name} has no scalar lowering"
-            expr = op.prim.emit(OpContext(self, op), key[1])
+            expr = op.prim.emit(OpContext(self, op), Indices(key[1], self.variables, self.index_uses))
             if expr in self._temps:  # an index map returned an operand read: share its temporary
                 self._memo[key] = expr
                 return expr
-            expr = typed(expr, value.type.dtype)
+            if self._dtypes.get(expr) != value.type.dtype:
+                expr = typed(expr, value.type.dtype)
         name = f"{self.prefix}t{len(self._temps)}"
         self._temps.add(name)
+        self._names.add(name)
         self.lines.append(f"{name} = {expr}")
         self._memo[key] = name
         return name
 
-    def _index(self, expr: str) -> str:
-        expr = expr.strip()
-        if _SIMPLE.match(expr):
+    def _index(self, expr: str | int) -> str:
+        """A name for one axis of an index: itself when it is one (or an integer), else a temporary
+        bound to it once."""
+        if isinstance(expr, int):
+            self._names.add(str(expr))
+            return str(expr)
+        if expr in self._names:
             return expr
+        expr = expr.strip()
         if expr not in self._index_memo:
             name = f"{self.prefix}k{len(self._index_memo)}"
             self._index_memo[expr] = name
+            self._names.add(name)
             self.lines.append(f"{name} = {expr}")
         return self._index_memo[expr]
 

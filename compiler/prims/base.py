@@ -65,16 +65,21 @@ class Memory:
 class EmitContext(Protocol):
     """What a scalar lowering may ask of the code generator (CPU and CUDA implement it alike).
 
-    ``read`` returns a name or literal that is safe to repeat in an expression.
+    ``read`` returns a name or literal that is safe to repeat in an expression; its index is the
+    emit's own (handed on whole), or one entry per axis: an entry of the emit's index, a Python
+    ``int``, or an expression of them. ``const`` and ``cast`` return expressions already of their
+    dtype (the code generator does not convert them again).
     """
 
     result_type: TensorType
     operand_types: Sequence[TensorType]
     attrs: Mapping[str, Any]
 
-    def read(self, k: int, idx: Sequence[str]) -> str: ...
+    def read(self, k: int, idx: Sequence[str | int]) -> str: ...
 
     def const(self, value: float | int | bool, dtype: DType) -> str: ...
+
+    def cast(self, expr: str, dtype: DType) -> str: ...
 
     def global_array(self, value: np.ndarray) -> str: ...
 

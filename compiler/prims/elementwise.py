@@ -517,7 +517,7 @@ def _cast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     target: DType = ctx.attrs["dtype"]
     if target.is_bool:
         return f"({x} != {ctx.const(0, ctx.operand_types[0].dtype)})"
-    return f"np.{target.np.name}({x})"
+    return ctx.cast(x, target)
 
 
 @vjp_rule

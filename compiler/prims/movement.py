@@ -50,7 +50,7 @@ def _broadcast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     x = ctx.operand_types[0]
     shape = ctx.result_type.shape
     off = len(shape) - x.rank
-    src = [idx[off + j] if d == shape[off + j] else "0" for j, d in enumerate(x.shape)]
+    src = [idx[off + j] if d == shape[off + j] else 0 for j, d in enumerate(x.shape)]
     return ctx.read(0, src)
 
 
@@ -153,7 +153,7 @@ def _reshape_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     dst_big = [i for i, d in enumerate(dst_shape) if d != 1]
     if [src_shape[i] for i in src_big] == [dst_shape[i] for i in dst_big]:
         # Only unit dimensions move: index each remaining dimension directly.
-        src = ["0"] * len(src_shape)
+        src: list[str | int] = [0] * len(src_shape)
         for s, d in zip(src_big, dst_big, strict=True):
             src[s] = idx[d]
         return ctx.read(0, src)

@@ -133,7 +133,7 @@ def _flat_index(shape: Sequence[int], idx: Sequence[str]) -> str:
 
 def _emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     keys = ctx.operand_types[0].rank - 1  # leading axes that pick a key (vmap over keys)
-    k0, k1 = (ctx.read(0, [*idx[:keys], word]) for word in ("0", "1"))
+    k0, k1 = (ctx.read(0, [*idx[:keys], word]) for word in (0, 1))
     n = _flat_index(ctx.result_type.shape[keys:], idx[keys:])
     return f"{HELPER}({k0}, {k1}, np.int64({n}))"
 

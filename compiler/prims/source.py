@@ -69,7 +69,7 @@ def _iota_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[Te
 
 
 def _iota_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
-    return f"np.{ctx.result_type.dtype.np.name}({idx[int(ctx.attrs['dimension'])]})"
+    return ctx.cast(idx[int(ctx.attrs["dimension"])], ctx.result_type.dtype)
 
 
 iota = Primitive(

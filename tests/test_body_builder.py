@@ -1,0 +1,108 @@
+"""The body builder's records (compiler/kernel/emit.py): which of the iteration's variables the
+primitives' expressions use (``index_uses``, what decides a CPU loop's flat form), which index
+entries are names used as they are (integers, variables, temporaries: anything else gets an index
+temporary), and which expressions are already of their dtype (literals and casts: not cast again).
+Each is recorded where the primitive asks for it, never read back from the generated text."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dsl
+import dsl.numpy as dnp
+from compiler.ir.core import Op, Value
+from compiler.ir.types import DType, TensorType
+from compiler.kernel.emit import BodyBuilder, ConstantPool
+from compiler.prims import elementwise as ew
+from compiler.prims import movement as mv
+from compiler.prims import source
+
+F32 = DType.f32
+IDX = ("i0", "i1")
+
+
+def _builder(*ops: Op) -> tuple[BodyBuilder, list[tuple[Value, tuple[str, ...]]]]:
+    loads: list[tuple[Value, tuple[str, ...]]] = []
+
+    def load(v: Value, at: tuple[str, ...]) -> str:
+        loads.append((v, at))
+        return f"p{len(loads) - 1}[{', '.join(at)}]"
+
+    return BodyBuilder({op.result: op for op in ops}, load, ConstantPool()), loads
+
+
+def _arg(*shape: int, dtype: DType = F32) -> Value:
+    return Value(TensorType(shape, dtype))
+
+
+def test_an_elementwise_chain_uses_no_index_variable() -> None:
+    x, y = _arg(4, 8), _arg(4, 8)
+    mul = Op.create(ew.mul, [x, y])
+    add = Op.create(ew.add, [mul.result, x])
+    builder, loads = _builder(mul, add)
+    builder.value_at(add.result, IDX)
+    assert builder.index_uses == set()
+    assert builder.variables == {"i0", "i1"}
+    assert loads == [(x, IDX), (y, IDX)]  # handed on whole: the loads are at the iteration's index
+
+
+def test_an_iota_uses_its_dimension_and_is_already_of_its_dtype() -> None:
+    iota = Op.create(source.iota, [], {"shape": (4, 8), "dimension": 1, "dtype": DType.i64})
+    builder, _ = _builder(iota)
+    builder.value_at(iota.result, IDX)
+    assert builder.index_uses == {"i1"}
+    assert builder.lines == ["t0 = np.int64(i1)"]  # the cast it asked for is not cast again
+
+
+def test_a_broadcast_records_the_variables_it_routes() -> None:
+    row = _arg(8)
+    col = _arg(4, 1)
+    b_row = Op.create(mv.broadcast, [row], {"shape": (4, 8)})
+    b_col = Op.create(mv.broadcast, [col], {"shape": (4, 8)})
+    add = Op.create(ew.add, [b_row.result, b_col.result])
+    builder, loads = _builder(b_row, b_col, add)
+    builder.value_at(add.result, IDX)
+    assert builder.index_uses == {"i0", "i1"}
+    assert loads == [(row, ("i1",)), (col, ("i0", "0"))]  # the stretched axis: the integer 0
+
+
+def test_a_broadcast_of_a_scalar_uses_no_variable() -> None:
+    s = _arg()
+    b = Op.create(mv.broadcast, [s], {"shape": (4, 8)})
+    builder, loads = _builder(b)
+    builder.value_at(b.result, IDX)
+    assert builder.index_uses == set() and loads == [(s, ())]
+
+
+def test_index_expressions_get_temporaries_names_and_integers_do_not() -> None:
+    x = _arg(4, 16)
+    sl = Op.create(mv.slice_, [x], {"start": (0, 2), "limit": (4, 16), "stride": (1, 2)})
+    builder, loads = _builder(sl)
+    builder.value_at(sl.result, ("i0", "i1"))
+    assert builder.lines == ["k0 = (2 + i1 * 2)", "t0 = p0[i0, k0]"]
+    assert loads == [(x, ("i0", "k0"))]
+    assert builder.index_uses == {"i0", "i1"}
+
+
+def test_a_constant_is_a_literal_not_cast_again_and_a_mismatched_one_is() -> None:
+    one = Op.create(source.constant, [], {"value": np.array(1.0, np.float32)})
+    as64 = Op.create(ew.cast, [one.result], {"dtype": DType.f64})
+    builder, _ = _builder(one, as64)
+    builder.value_at(as64.result, ())
+    assert builder.lines == ["t0 = np.float32(1.0)", "t1 = np.float64(t0)"]
+    assert builder.index_uses == set()
+
+
+def test_a_constant_array_subscript_uses_every_variable() -> None:
+    table = Op.create(source.constant, [], {"value": np.arange(32, dtype=np.float32).reshape(4, 8)})
+    builder, _ = _builder(table)
+    builder.value_at(table.result, IDX)
+    assert builder.index_uses == {"i0", "i1"}
+
+
+def test_a_cpu_loop_is_flat_unless_an_expression_uses_the_index() -> None:
+    x = np.ones((4, 8), np.float32)
+    chain = dsl.compile(lambda x: x * 2.0 + 1.0).lower(x).source()
+    assert "for i in range(32):" in chain and "p0_f = p0.reshape(32)" in chain
+    ramp = dsl.compile(lambda x: dnp.arange(8, dtype=np.float32) * 2.0).lower(x).source()
+    assert "for i0 in range(8):" in ramp and "np.int64(i0)" in ramp and "for i in" not in ramp
