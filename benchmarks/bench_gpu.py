@@ -5,6 +5,9 @@ torch.compile on the same GPU, in one run.
         [--peers jax,torch,torch.compile] [--budget-s 0] [--warm-jobs 0] [--out benchmarks/results/gpu.md]
     python benchmarks/bench_gpu.py --sim [--out FILE.md]   # tiny sizes in the CUDA simulator, no timings
 
+``--rounds 0`` (the simulator's default) checks values and reads the memory plans only; with rounds in
+the simulator every figure is measured but says nothing (a smoke test of the timing code).
+
 Sizes: "cpu" is the CPU suite's (``suite_programs.BUILDERS``), "gpu" the table of issue 27
 (``cuda_plans.GPU_BUILDERS``); ``--programs`` takes parts of names. Each program at each size runs in a
 new process of its own (one failure, or one framework's memory pool, stays there). In it:
@@ -185,7 +188,8 @@ def time_all(prog: sp.Program, runners: dict[str, Runner], rounds: int, row: dic
     from numba import cuda
 
     times: dict[str, list[float]] = {f: [] for f in runners}
-    repeats = {f: max(5, min(100, int(ROUND_S / synced_times(r.call, 1)[0]))) for f, r in runners.items()}
+    first = {f: max(synced_times(r.call, 1)[0], 1e-6) for f, r in runners.items()}
+    repeats = {f: max(5, min(100, int(ROUND_S / t))) for f, t in first.items()}
     for _ in range(rounds):
         for f, r in runners.items():
             times[f] += synced_times(r.call, repeats[f])
@@ -202,8 +206,8 @@ def time_all(prog: sp.Program, runners: dict[str, Runner], rounds: int, row: dic
             entry["gpu_ms"], entry["launches"] = 1e3 * gpu_s, launches
         else:
             entry["gpu_note"] = "the profiler recorded none of its kernels"
-    probe = cuda.device_array(10**8, np.float32)
-    row["copy_GBps"] = copy_bandwidth(probe, 20) / 1e9
+    probe = cuda.device_array(10**4 if SIM else 10**8, np.float32)
+    row["copy_GBps"], row["copy_MB"] = copy_bandwidth(probe, 20) / 1e9, probe.nbytes / 1e6
     written = nbytes(runners["dslc"].call()) + (nbytes(prog.args[0]) if prog.mutates else 0)
     row["min_bytes"] = nbytes(prog.args) + written
 
@@ -229,8 +233,8 @@ def measure(size: str, name: str, peers: list[str], rounds: int, warm: bool) -> 
         runners = check_peers(prog, peers, row)
         if warm:
             return row
-        if not SIM:
-            row |= device_info()
+        row |= device_info()
+        if rounds:
             time_all(prog, runners, rounds, row)
         del runners
         row["planned_peak"] = cuda_plans.cuda_plan(prog).peak_bytes
@@ -270,12 +274,13 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     names = [LABELS[f] for f in ("dslc", *PEERS)]
     ok = [r for r in rows if "error" not in r and "skipped" not in r]
     device = next((r["device"] for r in ok if "device" in r), "-")
-    copy = next((r["copy_GBps"] for r in ok if "copy_GBps" in r), None)
+    probe = next((r for r in ok if "copy_GBps" in r), {})
+    copy = probe.get("copy_GBps")
     lines = [
         "# GPU benchmark (issue 27)",
         "",
         f"- date: {meta['date']}; device: {device}; copy bandwidth "
-        + ("-" if copy is None else f"{copy:.0f} GB/s (device-to-device, 400 MB)"),
+        + ("-" if copy is None else f"{copy:.0f} GB/s (device-to-device, {probe['copy_MB']:.0f} MB)"),
         "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         f"- command: `{meta['command']}`",
         f"- wall: median of every synchronized call over {meta['rounds']} rounds (frameworks interleaved, "
@@ -393,7 +398,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="gpu,cpu", help="comma-separated: gpu, cpu")
     parser.add_argument("--programs", default="", help="comma-separated parts of program names")
     parser.add_argument("--peers", default="jax,torch" if SIM else ",".join(PEERS))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=0 if SIM else 3, help="0: values and memory only")
     parser.add_argument("--budget-s", type=float, default=0, help="start no program after this (0: none)")
     parser.add_argument("--warm-jobs", type=int, default=0, help="compile every program first, N at once")
     parser.add_argument("--child-timeout", type=float, default=400)

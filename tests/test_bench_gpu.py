@@ -45,6 +45,15 @@ def test_simulator_run_checks_every_program_against_jax_and_torch(tmp_path) -> N
     assert "| transformer block | sim |" in text.split("## Intermediates")[1]
 
 
+def test_timing_code_runs_in_the_simulator(tmp_path) -> None:
+    """With rounds, the simulator goes through the timing and profiling code (figures meaningless)."""
+    text = run_bench(tmp_path, "--programs", "chain", "--rounds", "1", "--peers", "torch")
+    assert re.search(
+        r"^\| elementwise chain \| sim \| [0-9.]+ \| - \| [0-9.]+ \| - \| [0-9.]+ \|", text, re.M
+    ), text
+    assert "dslc gpu time: the profiler recorded none of its kernels" in text, text
+
+
 def test_a_failing_peer_is_a_note_and_the_rest_runs(tmp_path) -> None:
     text = run_bench(tmp_path, "--isolate", "--programs", "second", "--peers", "torch.compile,torch")
     assert re.search(r"^\| second derivative \| sim \| - \| - \| - \| fails \|", text, re.M), (
@@ -64,6 +73,7 @@ def test_report_of_a_gpu_run() -> None:
         "description": "forward+backward",
         "device": "H100",
         "copy_GBps": 1000.0,
+        "copy_MB": 400.0,
         "min_bytes": 10**9,
         "planned_peak": 4096,
         "xla_temp": 2048,
@@ -95,7 +105,7 @@ def test_report_of_a_gpu_run() -> None:
     assert "| layer norm | 1,000,000,000 | 1.000 | 0.50 | 1.00 | 0.25 | - |" in text  # 1 GB at 1000 GB/s
     assert "| layer norm | gpu | 4,096 | 2,048 | gpu | 2.00 |" in text
     assert "torch.compile fails: RuntimeError: no" in text and "MLP training step (cpu): not run" in text
-    assert "device: H100; copy bandwidth 1000 GB/s" in text
+    assert "device: H100; copy bandwidth 1000 GB/s (device-to-device, 400 MB)" in text
 
 
 def test_first_line_of_a_backend_error() -> None:
