@@ -60,14 +60,9 @@ from compiler.passes.regions import close_regions
 from compiler.passes.regions_unroll import unroll_regions
 from compiler.prims import control, elementwise, movement, source
 from compiler.prims.control import split_consts
+from runtime.errors import TransformError
 
 Cts = Sequence[Value | None]
-
-
-def _transform_error(message: str) -> Exception:
-    from dsl.errors import TransformError  # the frontend imports the compiler: not at load
-
-    return TransformError(message)
 
 
 def prepare_regions(func: Function) -> Function:
@@ -296,7 +291,7 @@ def _for_vjp(build: _Builder, op: Op, cts: Cts, wanted: tuple[bool, ...]) -> lis
     """A ``for`` with constant bounds is the scan over ``lower + iota(n)`` with no ``ys``."""
     bounds = _bounds(op, build.producer)
     if bounds is None:
-        raise _transform_error(
+        raise TransformError(
             f"{op.loc}: reverse-mode differentiation does not work through dsl.fori_loop with a trip "
             "count known only at run time (as in JAX): pass Python ints as lower and upper, or make "
             "them static arguments (static_argnums)"
@@ -367,7 +362,7 @@ def _if_vjp(build: _Builder, op: Op, cts: Cts, wanted: tuple[bool, ...]) -> list
 
 
 def _while_vjp(build: _Builder, op: Op, cts: Cts, wanted: tuple[bool, ...]) -> list[Value | None]:
-    raise _transform_error(
+    raise TransformError(
         f"{op.loc}: reverse-mode differentiation does not work through dsl.while_loop (its trip "
         "count is known only at run time, as in JAX); use dsl.fori_loop or dsl.scan with a "
         "static trip count, or forward mode (dsl.jvp)"

@@ -1,7 +1,8 @@
 """The error hierarchy users catch (re-exported as ``dsl.*``).
 
-It lives in ``runtime`` because it is the bottom layer: ``dsl`` and ``compiler`` both import it, and
-``runtime`` itself raises ``DeviceError`` and call-time errors without importing ``compiler``.
+It lives in ``runtime`` because it is the bottom layer: ``dsl`` and ``compiler`` both import it (the
+compiler raises ``TransformError`` for reverse mode through a ``while``), and ``runtime`` itself
+raises ``DeviceError`` and call-time errors without importing ``compiler``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,20 @@ class TraceError(DSLError):
 
 class ShapeError(DSLError, ValueError):
     """Shapes, dtypes or attributes of an operation do not fit together."""
+
+
+class IndexingError(ShapeError, IndexError):
+    """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
+
+
+class DTypeError(TraceError, TypeError):
+    """An operation NumPy does not define for its operands' dtypes (``x & 1`` on floats, ``-x`` on
+    bools): a ``TypeError``, as NumPy raises."""
+
+
+class TransformError(TraceError, TypeError):
+    """A transform (grad, value_and_grad, hessian) cannot take this function or these arguments:
+    a non-scalar output, an integer argument to differentiate, bad ``argnums``."""
 
 
 class InplaceError(DSLError):

@@ -13,9 +13,9 @@ transformer block's helper 1.8 s behind). A helper is this process forked where 
 new Python process took ~1.1 s to its first compile and got little of a small module's work (the
 scan MLP of ``benchmarks/bench_loops.py``). Helpers compile into Numba's on-disk cache
 (``cache=True``; a new helper process imports the module file under the same name, so the cache
-entries are the ones this process looks up). When this process then builds the kernel table, the helpers' kernels
-load from the cache. Nothing depends on the helpers: a kernel a helper did not compile (it failed or
-was killed) is compiled here.
+entries are the ones this process looks up). When this process then builds the kernel table, the
+helpers' kernels load from the cache. Nothing depends on the helpers: a kernel a helper did not
+compile (it failed or was killed) is compiled here.
 Runtime functions a module calls (``runtime.blas.gemm_rows``) are shared out like kernels until
 Numba's cache holds them, and so is the driver (it calls the kernels through their addresses, so it
 compiles without them: the second derivative's driver took 0.7 s alone after the kernels). A module

@@ -30,14 +30,7 @@ import numpy as np
 
 from compiler.ir.core import Block, Function, Op, Value, clone_ops
 from compiler.prims import CONTROL, control, elementwise, movement, source
-from runtime.errors import TraceError
-
-
-def _transform_error() -> type[TraceError]:
-    """``dsl.TransformError`` (defined by the frontend, which imports the compiler: not at load)."""
-    from dsl.errors import TransformError
-
-    return TransformError
+from runtime.errors import TransformError
 
 
 def free_values(block: Block) -> list[Value]:
@@ -114,12 +107,12 @@ class _Unroller:
         if op.prim is control.if_:
             return self.if_(op, operands, outer)
         if self.for_grad:
-            raise _transform_error()(
+            raise TransformError(
                 f"{op.loc}: reverse-mode differentiation does not work through dsl.while_loop (its trip "
                 "count is known only at run time, as in JAX); use dsl.fori_loop or dsl.scan with a "
                 "static trip count, or forward mode (dsl.jvp)"
             )
-        raise _transform_error()(
+        raise TransformError(
             f"{op.loc}: dsl.while_loop is not compiled when loops are unrolled (native_loops=False or "
             "DSL_UNROLL_LOOPS=1): it has no unrolled form; compile with native loops (the default), or "
             "use dsl.fori_loop or dsl.scan with a static trip count"
@@ -130,7 +123,7 @@ class _Unroller:
             return self.counters[mapped]
         producer = self.producer.get(value)
         if producer is None or producer.prim is not source.constant:
-            raise _transform_error()(
+            raise TransformError(
                 f"{op.loc}: dsl.fori_loop with a trip count computed at run time has no unrolled form "
                 "(reverse-mode differentiation through it, as in JAX, and native_loops=False need a "
                 "static one): pass Python ints as lower and upper, or make them static arguments "
