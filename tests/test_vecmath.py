@@ -4,7 +4,10 @@ C99/NumPy results at the special values, and the generated code taking the vecto
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -95,6 +98,22 @@ def test_helpers_are_defined_only_where_used() -> None:
     tanh_only = dsl.compile(dnp.tanh).lower(x).source()
     assert "def tanh_f32" in tanh_only and "def exp_f32" not in tanh_only
     assert vecmath.helper_source({"exp_f32"}) == vecmath.helper_source({"exp_f32"})  # deterministic
+
+
+def test_declared_calls_are_the_calls_in_the_helpers_source() -> None:
+    """``vecmath.CALLS`` (what a prelude includes beside a helper) lists exactly the helpers each
+    helper's source calls, and a prelude defines every callee before its caller."""
+    for name in vecmath.HELPERS:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(vecmath, name))))
+        called = {
+            n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        assert set(vecmath.CALLS.get(name, ())) == called & set(vecmath.HELPERS), name
+        for callee in vecmath.CALLS.get(name, ()):
+            assert vecmath.HELPERS.index(callee) < vecmath.HELPERS.index(name)
+    tanh = vecmath.helper_source({"tanh_f32"})
+    assert "def exp_poly_f32" in tanh and "def exp_f32" not in tanh
+    assert tanh.index("def exp_poly_f32") < tanh.index("def tanh_f32")
 
 
 @pytest.mark.parametrize("name", ["exp", "tanh", "log"])

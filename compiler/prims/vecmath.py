@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import re
 from collections.abc import Callable
 
 import numpy as np
@@ -191,14 +190,27 @@ _FUNCTIONS: dict[str, Callable[..., object]] = {
     )
 }
 HELPERS = tuple(_FUNCTIONS)  # every helper name, in the order a prelude defines them (callees first)
+# The helpers each helper calls (declared, so a prelude is built without reading the helpers' text;
+# tests/test_vecmath.py checks the list against the calls in their source).
+CALLS: dict[str, tuple[str, ...]] = {"exp_f32": ("exp_poly_f32",), "tanh_f32": ("exp_poly_f32",)}
+
+
+def with_callees(names: set[str]) -> set[str]:
+    """``names`` and every helper they call, directly or through another helper."""
+    found, todo = set(names), list(names)
+    while todo:
+        for callee in CALLS.get(todo.pop(), ()):
+            if callee not in found:
+                found.add(callee)
+                todo.append(callee)
+    return found
 
 
 def helper_source(names: set[str]) -> str:
-    """The prelude text defining the helpers in ``names`` for a CPU module (in a fixed order, so the
-    text, and with it the module's hash, is deterministic)."""
+    """The prelude text defining the helpers in ``names`` (and those they call) for a CPU module
+    (in a fixed order, callees first, so the text, and with it the module's hash, is deterministic)."""
     sources = {name: inspect.getsource(f) for name, f in _FUNCTIONS.items()}
-    bodies = {name: source.split("\n", 1)[1] for name, source in sources.items()}
-    names = names | {c for name in names for c in HELPERS if re.search(rf"\b{c}\(", bodies[name])}
+    names = with_callees(names)
     blocks = []
     for name in HELPERS:
         if name in names:
