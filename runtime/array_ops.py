@@ -4,7 +4,9 @@ A primitive's ``reference`` (``compiler/prims/``) is a NumPy function or one of 
 interpreter runs them, and so do the generated NumPy-assisted kernels (``compiler/kernel/arraylevel.py``
 writes ``np.<name>(...)`` or ``_ops.<name>(...)`` for this module), so the oracle and the fast path
 share one implementation and a generated module needs no compiler. Attributes arrive as NumPy
-values: integer tuples, NumPy dtypes, arrays.
+values: integer tuples, NumPy dtypes, arrays. A function with an ``out`` parameter stores its result
+there (an array of the result's shape and dtype, which no operand shares memory with) and returns it:
+the NumPy-assisted kernels compute into planned scratch; without it, the result is a new array.
 """
 
 from __future__ import annotations
@@ -19,19 +21,31 @@ from scipy.special import expit
 # ---- elementwise --------------------------------------------------------------------------------
 
 
-def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def divide(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """True division of floats, NumPy's floor division of integers (0 for a zero divisor)."""
     if a.dtype.kind in "iu":
-        return np.floor_divide(a, b)
-    return np.true_divide(a, b)
+        return np.floor_divide(a, b, out=out)
+    return np.true_divide(a, b, out=out)
 
 
-def logistic(x: np.ndarray) -> np.ndarray:
-    return expit(x)
+def logistic(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    return expit(x, out=out)
 
 
-def cast(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return x.astype(dtype)
+def cast(x: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    if out is None:
+        return x.astype(dtype)
+    np.copyto(out, x, casting="unsafe")  # (astype's conversion)
+    return out
+
+
+def select(pred: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a`` where ``pred``, else ``b`` (np.where, which has no ``out``)."""
+    if out is None:
+        return np.where(pred, a, b)
+    np.copyto(out, b)
+    np.copyto(out, a, where=pred)
+    return out
 
 
 # ---- reductions ---------------------------------------------------------------------------------
@@ -58,28 +72,40 @@ def highest(dtype: np.dtype) -> float | int | bool:
     return True if dtype.kind == "b" else int(np.iinfo(dtype).max)
 
 
-def reduce_sum(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    return np.sum(x, axis=tuple(axes), dtype=sum_dtype(x.dtype)).astype(x.dtype, copy=False)
+def reduce_sum(x: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
+    dtype = sum_dtype(x.dtype)
+    if out is not None and out.dtype == dtype:
+        return np.sum(x, axis=tuple(axes), dtype=dtype, out=out)
+    total = np.sum(x, axis=tuple(axes), dtype=dtype)  # (a float32 sum's float64 total: a new array)
+    if out is None:
+        return total.astype(x.dtype, copy=False)
+    np.copyto(out, total, casting="unsafe")
+    return out
 
 
-def reduce_max(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    out = np.max(x, axis=tuple(axes), initial=lowest(x.dtype))
-    return _zeros_ordered(out, x, tuple(axes), 0.0)
+def reduce_max(x: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
+    result = np.asarray(np.max(x, axis=tuple(axes), initial=lowest(x.dtype), out=out))
+    return _zeros_ordered(result, x, tuple(axes), 0.0)
 
 
-def reduce_min(x: np.ndarray, axes: Sequence[int]) -> np.ndarray:
-    out = np.min(x, axis=tuple(axes), initial=highest(x.dtype))
-    return _zeros_ordered(out, x, tuple(axes), -0.0)
+def reduce_min(x: np.ndarray, axes: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
+    result = np.asarray(np.min(x, axis=tuple(axes), initial=highest(x.dtype), out=out))
+    return _zeros_ordered(result, x, tuple(axes), -0.0)
 
 
 def _zeros_ordered(out: np.ndarray, x: np.ndarray, axes: tuple[int, ...], zero: float) -> np.ndarray:
-    """``out``, np.max or np.min of ``x`` over ``axes``, with -0.0 ordered below +0.0 (JAX's max and min;
-    NumPy's give whichever equal zero its loop meets first): a zero result is ``zero`` (0.0 for max,
-    -0.0 for min) wherever a zero of that sign was reduced. NaN results stay NaN."""
+    """``out``, np.max or np.min of ``x`` over ``axes`` (an array of its own), with -0.0 ordered below
+    +0.0 (JAX's max and min; NumPy's give whichever equal zero its loop meets first): a zero result
+    is made ``zero`` (0.0 for max, -0.0 for min) wherever a zero of that sign was reduced. NaN
+    results stay NaN. Only where some result is zero are ``x``'s zeros looked at (bool arrays of
+    ``x``'s shape)."""
     if x.dtype.kind != "f":
         return out
-    found = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axes)
-    return np.where((out == 0) & found, zero, out)
+    at_zero = out == 0
+    if at_zero.any():
+        found = np.any((x == 0) & (np.signbit(x) == np.signbit(zero)), axis=axes)
+        np.copyto(out, zero, where=at_zero & found)
+    return out
 
 
 # ---- movement and sources -----------------------------------------------------------------------
@@ -115,9 +141,15 @@ def update_slice(
     start: Sequence[int],
     limit: Sequence[int],
     stride: Sequence[int],
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    out = base.copy()
+    out = base.copy() if out is None else _copied(base, out)
     out[numpy_slices(start, limit, stride)] = update
+    return out
+
+
+def _copied(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    np.copyto(out, x)
     return out
 
 
@@ -134,20 +166,28 @@ def dynamic_slice(x: np.ndarray, *starts: np.ndarray, sizes: Sequence[int]) -> n
     return x[window(x.shape, starts, sizes)]
 
 
-def dynamic_update_slice(base: np.ndarray, update: np.ndarray, *starts: np.ndarray) -> np.ndarray:
-    out = base.copy()
+def dynamic_update_slice(
+    base: np.ndarray, update: np.ndarray, *starts: np.ndarray, out: np.ndarray | None = None
+) -> np.ndarray:
+    out = base.copy() if out is None else _copied(base, out)
     out[window(base.shape, starts, update.shape)] = update
     return out
 
 
-def pad(x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int]) -> np.ndarray:
+def pad(
+    x: np.ndarray, value: np.ndarray, low: Sequence[int], high: Sequence[int], out: np.ndarray | None = None
+) -> np.ndarray:
     if x.ndim == 0:  # np.pad rejects 0-d arrays; padding no axes is the identity
-        return x.copy()
-    return np.pad(x, list(zip(low, high)), constant_values=value)
+        return x.copy() if out is None else _copied(x, out)
+    if out is None:
+        return np.pad(x, list(zip(low, high)), constant_values=value)
+    out[...] = value
+    out[tuple(slice(lo, lo + n) for lo, n in zip(low, x.shape))] = x
+    return out
 
 
-def concatenate(*xs: np.ndarray, axis: int) -> np.ndarray:
-    return np.concatenate(xs, axis=axis)
+def concatenate(*xs: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
+    return np.concatenate(xs, axis=axis, out=out)
 
 
 def constant(value: np.ndarray) -> np.ndarray:

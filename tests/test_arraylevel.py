@@ -120,3 +120,112 @@ def test_generated_modules_import_no_compiler(target: str) -> None:
             fn = dsl.compile(fn, target=target)
         source = fn.lower(*args).source()
         assert not IMPORTS_COMPILER.search(source), source
+
+
+# ---- the kernels' temporaries are planned memory ---------------------------------------------------
+
+
+def _chain(x, y):
+    return dnp.tanh(dnp.exp(x) * y) + 1.0
+
+
+def _in_place(a, w, b):
+    y = dnp.tanh(a @ w + b) * 2.0  # the matmul's block, dead after, takes the NumPy kernel's result
+    return y @ w
+
+
+def _rows(x, y):
+    return dnp.sin(x).sum(axis=0), (dnp.cos(x) * y).max(axis=1), dnp.expm1(x * y).sum(axis=1)
+
+
+def _f32(x, y):
+    return dnp.sin(x) * dnp.cos(y) - dnp.expm1(x), dnp.log1p(dnp.abs(y)).sum(axis=0)
+
+
+def _case(fn: Any, shape: tuple[int, int], dtype: Any) -> tuple[Any, tuple[np.ndarray, ...]]:
+    if fn is _in_place:
+        a = rng.standard_normal(shape).astype(dtype)
+        w = (rng.standard_normal((shape[1], shape[1])) / 16).astype(dtype)
+        return fn, (a, w, rng.standard_normal(shape[1]).astype(dtype))
+    return fn, tuple(rng.standard_normal(shape).astype(dtype) for _ in range(2))
+
+
+# (512, 1024): chunked by rows; (128, 256): one NumPy call per op; each also with chunking off
+_TEMPS = [
+    (_chain, (512, 1024), np.float64),
+    (_chain, (128, 256), np.float64),
+    (_in_place, (512, 512), np.float64),
+    (_rows, (512, 1024), np.float64),
+    (_rows, (256, 256), np.float32),
+    (_f32, (512, 1024), np.float32),
+]
+
+
+# results summed over the rows chunk by chunk, in another order than one np.sum's (and a matmul's
+# BLAS against np.matmul): equal to the interpreter's only up to rounding
+_CHUNKED_SUMS = {_rows: {0}, _f32: {1}}
+
+
+def _numpy_kernels(lowered: Any) -> list[str]:
+    return re.findall(r"^def (\w+_np)\(", lowered.source(), re.M)
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "whole"])
+@pytest.mark.parametrize("fn, shape, dtype", _TEMPS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_numpy_kernel_temporaries_are_rows_of_the_plan(fn, shape, dtype, chunked) -> None:
+    """Every NumPy kernel's temporaries are scratch of the memory plan (``scratch_of`` the kernel),
+    so the peak ``memory_plan()`` reports counts them; the results are the reference interpreter's
+    bits, in place or not."""
+    from compiler.compilation import option_defaults
+
+    fn, args = _case(fn, shape, dtype)
+    with option_defaults(chunked_numpy=chunked):
+        compiled, reference_plan = dsl.compile(fn), dsl.compile(fn, inplace=False)
+        lowered = compiled.lower(*args)
+        kernels = _numpy_kernels(lowered)
+        assert kernels, lowered.source()
+        plan = lowered.memory_plan()
+        owners = {r.scratch_of for r in plan.buffers if r.scratch_of is not None}
+        assert set(kernels) <= owners, str(plan)
+        assert lowered._program.executable.arena.nbytes == plan.peak_bytes
+        assert fn is not _in_place or any(r.reused_from for r in plan.buffers), str(plan)
+        got, got_off = compiled(*args), reference_plan(*args)
+    want = _leaves(interpret_fn(fn, *args))
+    for k, (x, y, z) in enumerate(zip(_leaves(got), _leaves(got_off), want, strict=True)):
+        np.testing.assert_array_equal(x, y)
+        if fn is _in_place or (chunked and k in _CHUNKED_SUMS.get(fn, ())):
+            tol = 1e-12 if dtype is np.float64 else 1e-5
+            np.testing.assert_allclose(x, z, rtol=tol, atol=tol)
+        else:  # the same NumPy calls as the interpreter's
+            np.testing.assert_array_equal(x, z)
+
+
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "whole"])
+@pytest.mark.parametrize("fn, shape, dtype", _TEMPS, ids=lambda v: getattr(v, "__name__", str(v)))
+def test_a_call_allocates_only_its_results(fn, shape, dtype, chunked) -> None:
+    """A second call of a program with NumPy kernels allocates its results and nothing of a
+    temporary's size (256 KiB at least here), traced by tracemalloc, which sees NumPy's allocations;
+    NumPy's own iterator buffers (``np.getbufsize()`` elements, for a broadcast operand or a cast)
+    aside."""
+    import tracemalloc
+
+    from compiler.compilation import option_defaults
+
+    fn, args = _case(fn, shape, dtype)
+    with option_defaults(chunked_numpy=chunked):
+        compiled = dsl.compile(fn)
+        compiled(*args)
+    tracemalloc.start()
+    try:
+        results = compiled(*args)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    results_bytes = sum(x.nbytes for x in _leaves(results))
+    assert peak - results_bytes < 2 * np.getbufsize() * 8, (peak, results_bytes)
+
+
+def _leaves(tree: Any) -> list[np.ndarray]:
+    if isinstance(tree, tuple | list):
+        return [leaf for x in tree for leaf in _leaves(x)]
+    return [np.asarray(tree)]

@@ -7,21 +7,37 @@ NumPy's ufuncs use SIMD implementations: ``tanh(h @ w + b)`` over 4096x128 f32 t
 fused Numba loop and 0.32 ms as two NumPy calls (measured on the 2-core CI machine). Float32 exp,
 tanh, log and logistic have vectorizable polynomials (``compiler/prims/vecmath.py``) and stay in the
 loop code; what still comes here is float64 transcendental math and the functions without one. The price is
-one temporary per op outside the arena and ~3 us to enter object mode, so only big groups
-containing such an op take this path. Semantics are the primitives' references: exactly what the
-reference interpreter computes. Outputs are stored after every op has run, so a kernel whose
-output shares a block with an input (in place) still reads every input before writing.
+~3 us to enter object mode, so only big groups containing such an op take this path. Semantics are
+the primitives' references: exactly what the reference interpreter computes. Outputs are stored
+after every op has run, so a kernel whose output shares a block with an input (in place) still
+reads every input before writing.
+
+Temporaries are planned memory: each op whose reference has an ``out`` (a ufunc, or a function of
+``runtime/array_ops.py`` with that parameter) computes into scratch of the kernel (``Scratch``, a
+row of the memory plan that ``memory_plan()`` shows; the driver passes views of the arena), one
+chunk's rows in the chunked form, and a scratch is reused once no value still to be read lies in
+it (``_Temporaries``). A call then allocates nothing of a temporary's size. What still allocates:
+views cost no data (broadcast, reshape, transpose, slices, constants), but a reshape of a
+non-contiguous value copies; iota's one row; gather (``np.take`` of clamped indices); copy and
+stop_gradient (np.copy; simplify removes them); a float32 sum's float64 total and max/min's zero
+test (arrays of the reduced shape; arrays of the operand's shape only where a result is zero);
+NumPy's own iterator buffers (``np.getbufsize()`` elements) for a broadcast operand or a cast.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
+from compiler.kernel.cpu.records import Scratch
 from compiler.kernel.emit import ConstantPool, indent, np_type
 from compiler.passes.fuse import Group, GroupKind
 from compiler.prims import elementwise as ew
@@ -77,12 +93,95 @@ def reference(prim: Primitive) -> str:
     return f"_ops.{name}"
 
 
-def _call(op: Op, operands: list[str], pool: ConstantPool) -> str:
+def _call(op: Op, operands: list[str], pool: ConstantPool, out: str | None = None) -> str:
     attrs = [
         f"{key}={_literal(val, pool)}" for key, val in sorted(op.attrs.items()) if not key.startswith("dsl.")
     ]
+    if out is not None:  # (``_into``: the reference stores exactly its result's dtype there)
+        return f"{reference(op.prim)}({', '.join([*operands, *attrs, f'out={out}'])})"
     call = f"{reference(op.prim)}({', '.join(operands + attrs)})"
     return f"np.asarray({call}).astype({np_type(op.result.type.dtype)}, copy=False)"
+
+
+def _into(op: Op) -> bool:
+    """Whether ``op``'s reference stores its result into an ``out`` array, bit for bit the array it
+    would make: a ufunc whose loop for the operands' dtypes gives the result's dtype, or a function
+    of ``runtime/array_ops.py`` with an ``out`` parameter. The others give views of their operands
+    (broadcast, reshape, transpose, slices, dynamic_slice, constant, iota's broadcast row) or have no
+    ``out`` (gather's np.take of clamped indices): a new array of their own."""
+    fn = op.prim.reference
+    if not isinstance(fn, np.ufunc):
+        return "out" in inspect.signature(fn).parameters
+    if fn.nout != 1 or len(op.operands) != fn.nin or any(not k.startswith("dsl.") for k in op.attrs):
+        return False
+    loop = fn.resolve_dtypes((*(v.type.dtype.np for v in op.operands), None))
+    return bool(loop[-1] == op.result.type.dtype.np)
+
+
+@dataclass
+class _Temporaries:
+    """A NumPy kernel's temporaries: scratch of the memory plan (``Scratch``: parameters after the
+    kernel's buffers, views of the arena the driver passes), each op with an ``out`` (``_into``)
+    computing into one that no value still to be read may lie in. ``held``: the scratch each
+    value's array may view (a view op's result: its operands'); ``direct``: the values that are a
+    whole scratch (or its chunk), which a ufunc may overwrite as it reads them (same elements,
+    same strides: NumPy copies nothing)."""
+
+    kernel: str
+    scratch: list[Scratch] = field(default_factory=list)
+    held: dict[Value, frozenset[str]] = field(default_factory=dict)
+    direct: set[Value] = field(default_factory=set)
+
+    def take(self, shape: tuple[int, ...], dtype: DType, busy: AbstractSet[str]) -> str:
+        """A scratch of ``shape`` and ``dtype`` outside ``busy``: a free one, else a new one."""
+        for s in self.scratch:
+            if s.shape == shape and s.dtype is dtype and s.name not in busy:
+                return s.name
+        self.scratch.append(Scratch(f"{self.kernel}_s{len(self.scratch)}", shape, dtype))
+        return self.scratch[-1].name
+
+    def own(self, shape: tuple[int, ...], dtype: DType) -> str:
+        """A scratch no op computes into (a reduction's accumulator over the chunks)."""
+        return self.take(shape, dtype, {s.name for s in self.scratch})
+
+    def evaluate(
+        self,
+        ops: list[Op],
+        local: dict[Value, str],
+        read: Callable[[Value], str],
+        extent: Callable[[Op], tuple[tuple[int, ...], bool]],
+        keep: AbstractSet[Value],
+        pool: ConstantPool,
+    ) -> list[str]:
+        """Lines computing ``ops`` in order (``t<k>``, named in ``local``), read as ``read(v)``;
+        ``extent(op)``: the shape of its scratch and whether an op's result is its first
+        ``r1 - r0`` rows (a chunk's); ``keep``: values read after ``ops`` (stored outputs, values
+        every chunk reads), whose scratch no later op takes."""
+        last = {v: k for k, op in enumerate(ops) for v in op.operands}
+        lines = []
+        for k, op in enumerate(ops):
+            local[op.result] = name = f"t{len(self.held)}"  # (every op evaluated is in ``held``)
+            operands = [read(v) for v in op.operands]
+            if not _into(op):
+                self.held[op.result] = frozenset().union(
+                    *(self.held.get(v, frozenset()) for v in op.operands)
+                )
+                lines.append(f"{name} = {_call(op, operands, pool)}")
+                continue
+            live = [v for v in self.held if v in keep or last.get(v, -1) > k]
+            shared = isinstance(op.prim.reference, np.ufunc)  # may write over what it reads
+            read_now = [
+                v
+                for v in op.operands
+                if not (shared and v in self.direct and v.type.shape == op.result.type.shape)
+            ]
+            busy = frozenset().union(*(self.held.get(v, frozenset()) for v in [*live, *read_now]))
+            shape, chunk = extent(op)
+            out = self.take(shape, op.result.type.dtype, busy)
+            self.held[op.result] = frozenset({out})
+            self.direct.add(op.result)
+            lines.append(f"{name} = {_call(op, operands, pool, out + ('[: r1 - r0]' if chunk else ''))}")
+        return lines
 
 
 def numpy_kernel(
@@ -92,32 +191,39 @@ def numpy_kernel(
     names: dict[Value, str],
     pool: ConstantPool,
     chunked: bool = True,
-) -> str:
+) -> tuple[str, list[Scratch]]:
     """A plain Python function evaluating ``group`` op by op with NumPy, then storing its outputs;
-    in chunks of rows when ``chunked`` and the group allows it (``_chunk_plan``)."""
+    in chunks of rows when ``chunked`` and the group allows it (``_chunk_plan``). Returns its text
+    and its scratch (``_Temporaries``), parameters after ``args``."""
     plan = _chunk_plan(group) if chunked else None
+    temps = _Temporaries(name)
     if plan is None:
-        lines = _whole_array_body(group, names, pool)
+        lines = _whole_array_body(group, names, pool, temps)
     else:
-        lines = _chunked_body(group, names, pool, *plan)
-    return "\n".join([f"def {name}({', '.join(args)}):", *indent(lines, 1)])
+        lines = _chunked_body(group, names, pool, temps, *plan)
+    params = [*args, *(s.name for s in temps.scratch)]
+    return "\n".join([f"def {name}({', '.join(params)}):", *indent(lines, 1)]), temps.scratch
 
 
-def _whole_array_body(group: Group, names: dict[Value, str], pool: ConstantPool) -> list[str]:
+def _whole_array_body(
+    group: Group, names: dict[Value, str], pool: ConstantPool, temps: _Temporaries
+) -> list[str]:
     local: dict[Value, str] = {v: names[v] for v in group.inputs}
-    lines = []
-    for k, op in enumerate(group.ops):
-        lines.append(f"t{k} = {_call(op, [local[v] for v in op.operands], pool)}")
-        local[op.result] = f"t{k}"
+
+    def whole(op: Op) -> tuple[tuple[int, ...], bool]:
+        return op.result.type.shape, False
+
+    lines = temps.evaluate(group.ops, local, local.__getitem__, whole, set(group.outputs), pool)
     return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
 
 
 def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
-    """Chunking by rows (axis 0 of the iteration space) keeps each temporary in cache and recycles its
-    memory, instead of a fresh full-size array per op. Elementwise ops over the whole iteration space
-    run per chunk; everything else (index maps, constants, small values) is evaluated once, whole
-    (NumPy gives views for broadcasts), and sliced where a chunk reads it. Returns the per-chunk values
-    and the rows per chunk, or None where a whole-array value would depend on a per-chunk one."""
+    """Chunking by rows (axis 0 of the iteration space) keeps each temporary in cache, instead of a
+    full-size array per op. Elementwise ops over the whole iteration space run per chunk, into
+    scratch of one chunk's rows; everything else (index maps, constants, small values) is evaluated
+    once, whole (NumPy gives views for broadcasts), and sliced where a chunk reads it. Returns the
+    per-chunk values and the rows per chunk, or None where a whole-array value would depend on a
+    per-chunk one."""
     shape = group.shape
     if not shape or shape[0] < 2 or math.prod(shape) < CHUNK_MIN_ELEMENTS:
         return None
@@ -139,49 +245,55 @@ def _chunked_body(
     group: Group,
     names: dict[Value, str],
     pool: ConstantPool,
+    temps: _Temporaries,
     per_chunk: set[Value],
     rows: int,
 ) -> list[str]:
     shape = group.shape
+    root = group.root
+    reduced = root.result if group.kind is GroupKind.REDUCE else None
+    axes = {int(a) for a in root.attrs["axes"]} if reduced is not None else set()
     local: dict[Value, str] = {v: names[v] for v in group.inputs}
-    before, inside = [], []
 
     def chunk_of(v: Value) -> str:
-        return local[v] if v in per_chunk else f"{local[v]}[r0:r1]"
+        return local[v] if v in per_chunk or v is reduced else f"{local[v]}[r0:r1]"
 
-    root = group.root
+    def extent(op: Op) -> tuple[tuple[int, ...], bool]:
+        """A chunk's rows of a per-chunk value; a reduction over the rows: its whole result."""
+        result = op.result.type.shape
+        if op.result is reduced and 0 in axes:
+            return result, False
+        if op.result in per_chunk or op.result is reduced:
+            return (rows, *result[1:]), True
+        return result, False
+
+    inside = [op for op in group.ops if op.result in per_chunk or op.result is reduced]
+    once = [op for op in group.ops if not (op.result in per_chunk or op.result is reduced)]
+    every_chunk = {op.result for op in once}  # (their scratch is theirs until the kernel returns)
+    before = temps.evaluate(once, local, local.__getitem__, extent, every_chunk, pool)
+    stores = every_chunk | set(group.outputs)
+    lines = temps.evaluate(inside, local, chunk_of, extent, stores, pool)
     after = []
-    for k, op in enumerate(group.ops):
-        if op.result in per_chunk:
-            inside.append(f"t{k} = {_call(op, [chunk_of(v) for v in op.operands], pool)}")
-        elif op is root and group.kind is GroupKind.REDUCE:
-            inside.append(f"t{k} = {_call(op, [chunk_of(op.operands[0])], pool)}")
-        else:
-            before.append(f"t{k} = {_call(op, [local[v] for v in op.operands], pool)}")
-        local[op.result] = f"t{k}"
     for v in group.outputs:
-        if v is root.result and group.kind is GroupKind.REDUCE:
-            out = names[v]
-            axes = {int(a) for a in root.attrs["axes"]}
-            if 0 in axes:  # every chunk adds to the whole result (in the reducer's accumulator)
-                wide = _accumulator(root)
-                if wide is not v.type.dtype:
-                    before.append(f"{out}_w = np.empty({v.type.shape}, {np_type(wide)})")
-                    after.append(f"np.copyto({out}, {out}_w, casting='unsafe')")
-                    out = f"{out}_w"
-                both = f"{reference(root.prim)}(np.stack(({out}, {local[v]})), axes=(0,))"
-                inside += [
-                    "if r0 == 0:",
-                    f"    np.copyto({out}, {local[v]}, casting='unsafe')",
-                    "else:",
-                    f"    np.copyto({out}, {both}, casting='unsafe')",
-                ]
-            else:
-                inside.append(f"np.copyto({out}[r0:r1], {local[v]}, casting='unsafe')")
+        if v is reduced and 0 in axes:  # every chunk adds to the whole result (in the reducer's accumulator)
+            out, wide = names[v], _accumulator(root)
+            if wide is not v.type.dtype:
+                out = temps.own(v.type.shape, wide)
+                after.append(f"np.copyto({names[v]}, {out}, casting='unsafe')")
+            both = temps.own((2, *v.type.shape), wide)  # (np.stack's dtype: the wider one)
+            stacked = f"np.stack(({out}, {local[v]}), out={both})"
+            lines += [
+                "if r0 == 0:",
+                f"    np.copyto({out}, {local[v]}, casting='unsafe')",
+                "else:",
+                f"    {reference(root.prim)}({stacked}, axes=(0,), out={out})",
+            ]
+        elif v is reduced:
+            lines.append(f"np.copyto({names[v]}[r0:r1], {local[v]}, casting='unsafe')")
         else:
-            inside.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
+            lines.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
     loop = [f"for r0 in range(0, {shape[0]}, {rows}):", f"    r1 = min(r0 + {rows}, {shape[0]})"]
-    return before + loop + indent(inside, 1) + after
+    return before + loop + indent(lines, 1) + after
 
 
 def _accumulator(root: Op) -> DType:

@@ -497,7 +497,7 @@ select = Primitive(
     nargs=3,
     attrs={},
     shape_rule=_select_rule,
-    reference=np.where,
+    reference=array_ops.select,
     memory=Memory(vjp_needs=INPUTS),
     emit=_select_emit,
     mlir=ml.elementwise(ml.select),

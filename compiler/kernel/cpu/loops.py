@@ -187,8 +187,8 @@ def loop_kernel(spec: KernelSpec) -> Kernel | None:
 def numpy_kernel(spec: KernelSpec) -> Kernel:
     name = spec.kernel_name + "_np"
     chunked = spec.schedule.chunked_numpy
-    source = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
-    return Kernel(name, spec.args, source, objmode=True)
+    source, scratch = arraylevel.numpy_kernel(name, spec.args, spec.group, spec.names, spec.pool, chunked)
+    return Kernel(name, [*spec.args, *(s.name for s in scratch)], source, objmode=True, scratch=scratch)
 
 
 def reduce_kernel(spec: KernelSpec) -> Kernel | None:
