@@ -83,6 +83,9 @@ class Options:
     # rows (targets whose printer writes bands): row fusion, and transcendentals computed once per row
     row_fusion: bool = _default("row_fusion", lambda: True)
     row_compute_once: bool = _default("row_compute_once", lambda: True)
+    # rows (CUDA): where a band's column reductions run: "auto" (a cost model), "kernel" (a column
+    # kernel after the band's rows), "band" (partial rows per block in the band: the one-pass form)
+    band_columns: str = _default("band_columns", lambda: "auto")
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
     # kernels and regions for the CPU (compiler/kernel/cpu/records.py's CpuSchedule says what each does)
@@ -131,6 +134,9 @@ class Target:
     # its kernel-level passes (``compiler/kernel/``), looked up when they run
     kernel_passes: Callable[[], KernelPasses] | None = None
     row_max: int | None = None
+    # the rows pass's sizes for running a band's column reductions after its rows (``rows.ColumnCosts``,
+    # or None: the bands compute them); looked up when a program is planned
+    columns: Callable[[Options], Any] | None = None
 
 
 def _cpu_numpy_kernel(options: Options) -> Callable[[Group], bool]:
@@ -153,6 +159,12 @@ def _cuda_kernels() -> KernelPasses:
     return KernelPasses(build_kernels, scratch=plan_scratch, scored=True)
 
 
+def _cuda_columns(options: Options) -> Any:
+    from compiler.kernel.cuda.bands import column_costs
+
+    return column_costs(options.band_columns)
+
+
 @dataclass(frozen=True)
 class KernelPasses:
     """A target's ``kernels`` pass (a planned program's kernels as kernel IR: ``build(func, fusion,
@@ -171,7 +183,7 @@ class KernelPasses:
 # in the block's shared memory: rows of up to 4096 elements (16 KiB of float32) join a band.
 TARGETS = {
     "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel, kernel_passes=_cpu_kernels),
-    "cuda": Target("cuda", bands=True, row_max=4096, kernel_passes=_cuda_kernels),
+    "cuda": Target("cuda", bands=True, row_max=4096, kernel_passes=_cuda_kernels, columns=_cuda_columns),
 }
 
 

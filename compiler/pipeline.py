@@ -60,7 +60,8 @@ def planner(options: Options) -> Planner:
         role = functools.partial(rows.band_role, numpy_kernel=numpy_kernel, row_max=target.row_max)
         cache: rows.ReadsCache = {}  # one per planner: the candidates remat and schedule plan share it
         once = options.row_compute_once
-        bands = functools.partial(rows.form_bands, role=role, compute_once=once, cache=cache)
+        columns = target.columns(options) if target.columns else None
+        bands = functools.partial(rows.form_bands, role=role, compute_once=once, cache=cache, columns=columns)
     return Planner(
         options.inplace,
         options.donate_argnums,

@@ -68,26 +68,79 @@ def test_scratch_is_planned_beside_the_values_live_with_it() -> None:
     the sanitizer's overlap check holds for the plan with scratch, and the arena covers it."""
     from compiler.passes.plan import check_no_overlap
 
-    plan, _ = planned("layer norm", row_fusion=True)
-    scratch = [row for row in plan.buffers if row.scratch_of is not None]
-    assert len(scratch) == 3, str(plan)  # the loss's partials, and gamma's and beta's partial sums
-    check_no_overlap(plan)
-    assert plan.peak_bytes >= max(row.offset + row.bytes for row in scratch)
+    for form in ("auto", "band"):
+        with option_defaults(band_columns=form):
+            plan, _ = planned("layer norm", row_fusion=True)
+        scratch = [row for row in plan.buffers if row.scratch_of is not None]
+        assert scratch, str(plan)
+        check_no_overlap(plan)
+        assert plan.peak_bytes >= max(row.offset + row.bytes for row in scratch)
 
 
-def test_layer_norm_scratch_at_gpu_size() -> None:
-    """Layer norm fwd+bwd at 16384x4096 (issue 27's GPU size): the band's scratch is its partial
-    column sums (gamma's and beta's: a float64 row per block, ``GPU.BANDB`` blocks, the flushed
-    partials the combine reads) and at most one local row per block: the other local rows take the
-    shared memory (29.4 MB before, when a partial took it and three local rows went to global)."""
-    rows, width = 16384, 4096
+def layer_norm_plan(rows: int, width: int, form: str = "auto"):
     args = (np.empty((rows, width), np.float32), f32(width), f32(width), np.empty((rows, width), np.float32))
     fn = dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2))
-    plan = dsl.compile(fn, target="cuda").lower(*args).memory_plan()
+    with option_defaults(band_columns=form):
+        lowered = dsl.compile(fn, target="cuda").lower(*args)
+    return lowered.memory_plan(), lowered.source()
+
+
+def test_layer_norm_scratch_at_gpu_size_in_one_pass() -> None:
+    """Layer norm fwd+bwd at 16384x4096 (issue 27's GPU size) with its column reductions in the
+    band (``band_columns="band"``): the band's scratch is its partial column sums (gamma's and
+    beta's: a float64 row per block, ``GPU.BANDB`` blocks) and at most one local row per block: the
+    other local rows take the shared memory (29.4 MB before, when a partial took it)."""
+    rows, width = 16384, 4096
+    plan, _ = layer_norm_plan(rows, width, "band")
     scratch = sum(row.bytes for row in plan.buffers if row.scratch_of is not None)
     partials = 2 * GPU.BANDB * width * 8
     assert scratch <= partials + GPU.BANDB * width * 4 + GPU.BANDB * 8, str(plan)  # 20,973,568 bytes
     assert plan.peak_bytes == scratch, str(plan)  # no value of the program has a buffer
+
+
+def test_layer_norm_columns_after_the_band_at_the_cpu_suite_size() -> None:
+    """By default gamma's and beta's gradients leave the band for column kernels after it (the rows
+    pass's cost model): the band stores each row's mean and deviation (a float32 per row each), the
+    column kernels re-read ``x`` and ``dy`` and keep a partial row per chunk of rows (8 chunks of 512
+    rows), one after the other in the same bytes (and the band's loss partials before them). At
+    4096x1024 it planned 4,196,352 bytes (the one-pass band), now 98,304: the two per-row values
+    (32,768) and one column kernel's partials (65,536). XLA: 8,192."""
+    plan, source = layer_norm_plan(4096, 1024)
+    assert "_reduce_sum_1(" in source and "(COLS, LANES)" in source
+    values = [row for row in plan.buffers if row.scratch_of is None]
+    assert sum(row.bytes for row in values) == 2 * 4096 * 4, str(plan)
+    assert plan.peak_bytes <= 2 * 4096 * 4 + 8 * 1024 * 8, str(plan)
+    one_pass, _ = layer_norm_plan(4096, 1024, "band")
+    assert one_pass.peak_bytes > 40 * plan.peak_bytes, str(one_pass)
+
+
+def test_layer_norm_columns_after_the_band_at_the_gpu_size() -> None:
+    """At 16384x4096 (issue 27's GPU size): 20,973,568 bytes in one pass, now 4,587,520: the per-row
+    values (131,072), the column partials (8 chunks of 2048 rows: 262,144) and one of the band's
+    three local rows (16 KiB each), which do not all fit in a block's 48 KiB of static shared memory:
+    a global row per block slot (4,194,304). XLA: 2,097,152."""
+    plan, _ = layer_norm_plan(16384, 4096)
+    values = [row for row in plan.buffers if row.scratch_of is None]
+    assert sum(row.bytes for row in values) == 2 * 16384 * 4, str(plan)
+    local_row = GPU.BANDB * 4096 * 4
+    assert plan.peak_bytes <= 2 * 16384 * 4 + 8 * 4096 * 8 + local_row + 64, str(plan)
+
+
+def test_the_cost_model_keeps_a_column_reduction_that_would_reread_much() -> None:
+    """A column sum whose prologue reads six full-size inputs stays in the band (re-reading them
+    costs more than the partial rows' traffic); ``band_columns="kernel"`` sends it out anyway."""
+
+    def f(x, a, b, c, d, e):
+        y = x - x.mean(axis=-1, keepdims=True)
+        z = y / (y * y).sum(axis=-1, keepdims=True)
+        return z + 1.0, (z * a * b * c * d * e).sum(axis=0)
+
+    args = [np.empty((4096, 256), np.float32) for _ in range(6)]
+    for form, after in (("auto", False), ("kernel", True)):
+        with option_defaults(band_columns=form):
+            source = dsl.compile(f, target="cuda").lower(*args).source()
+        assert "_rows(" in source
+        assert ("_reduce_sum" in source) == after, source
 
 
 def test_rows_past_shared_memory_take_bandb_blocks() -> None:

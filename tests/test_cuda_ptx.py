@@ -148,3 +148,21 @@ def test_band_kernels(what: str) -> None:
         for name in bands:
             shared = re.findall(r"\.shared \.align \d+ \.b8 \S+\[(\d+)\]", ptx[name])
             assert shared and sum(map(int, shared)) <= 48 * 1024, (name, shared)
+
+
+@pytest.mark.parametrize("form", ["band", "kernel"])
+def test_band_column_reductions_in_both_forms(form: str) -> None:
+    """Layer norm's gamma and beta gradients in the band (partial rows per block, combined after it)
+    or after it (``band_columns="kernel"``: column kernels of 8 row chunks and their second passes):
+    every kernel compiles for sm_80 and sm_90."""
+    from compiler.pipeline import option_defaults
+
+    _, fn, args = _band_programs()[0]
+    with option_defaults(band_columns=form):
+        program = dsl.compile(fn, target="cuda").lower(*args).program.generated
+    columns = [
+        k.name for k in program.kernels if "(COLS, LANES)" in program.source and "_reduce_sum" in k.name
+    ]
+    assert len(columns) == (4 if form == "kernel" else 0), [k.name for k in program.kernels]
+    for cc in ARCHS:
+        assert set(compile_ptx(program, cc)) == {k.name for k in program.kernels}

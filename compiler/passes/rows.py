@@ -27,6 +27,13 @@ A transcendental value that fusion recomputes in several members (softmax's ``ex
 for the row sum and once for the gradient) is computed once per row instead, by the first of them,
 and kept in the row scratch for the others (``_compute_once``).
 
+A column reduction (over axis 0, keeping the others) may instead leave the band's rows for a kernel
+of its own after them (``columns_after``, where the target asks: CUDA): it re-reads the band's
+full-size inputs and the per-row values the band then stores (a layer norm's mean and deviation,
+small) and recomputes its prologue (``xhat * dy``), as a tail member, in place of a partial row per
+block of the band that every row the block takes reads and writes. The target's ``ColumnCosts``
+give the sizes the choice weighs: bytes re-read against the partials' traffic and memory.
+
 Reads of values produced before the band may be at any row. The memory planner sees a band as one
 step (``FusionPlan.time``): every buffer a member writes is born where the band starts, every buffer
 a member reads lives until it ends, so no two buffers of a band share bytes; a member may still
@@ -38,11 +45,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from compiler.ir.core import Function, Value
+from compiler.ir.core import Function, Op, Value
 from compiler.kernel.emit import BodyBuilder, ConstantPool
-from compiler.passes.fuse import Band, FusionPlan, Group, GroupKind
+from compiler.passes.fuse import IDENTITY, Band, FusionPlan, Group, GroupKind
 from compiler.prims import elementwise as ew
+from compiler.prims.base import Kind
 
 MEMBER, TAIL = "member", "tail"  # the roles ``band_role`` gives a group (None: neither)
 ROW = "i0"  # the loop variable of a group's leading axis (``emit.ROW``): the row a band computes
@@ -82,6 +91,21 @@ def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int 
     return TAIL if small else None
 
 
+@dataclass(frozen=True)
+class ColumnCosts:
+    """A target's sizes for placing a band's column reductions (``columns_after``).
+
+    ``partial_rows(band)``: the partial rows per output a band keeps for a column reduction it runs
+    itself (its blocks times its row slots: the scratch, each row of which every row the block
+    takes reads and writes). ``chunks(rows, columns)``: the row chunks a column kernel after the
+    band splits its rows into (a partial row each, combined in chunk order). ``always``: every
+    column reduction that can leave a band does (the cost model off; ``Options.band_columns``)."""
+
+    partial_rows: Callable[[Band], int]
+    chunks: Callable[[int, int], int]
+    always: bool = False
+
+
 ReadsCache = dict[tuple[object, ...], dict[Value, bool]]  # a group's ops and outputs -> ``_reads``
 
 
@@ -91,6 +115,7 @@ def form_bands(
     role: Callable[[Group], str | None],
     compute_once: bool = True,
     cache: ReadsCache | None = None,
+    columns: ColumnCosts | None = None,
 ) -> None:
     """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
     mark the values each band keeps per row (``Band.local``).
@@ -104,12 +129,11 @@ def form_bands(
 
     ``compute_once``: a transcendental value several members recompute is computed by the first and
     kept per row for the others (``_compute_once``).
+
+    ``columns``: the target's sizes for running a column reduction after a band's rows, as a kernel
+    of its own (``columns_after``); None: every band computes its column reductions itself.
     """
     returned = set(func.results)
-    readers: dict[Value, list[Group]] = {}
-    for g in fusion.groups:
-        for v in g.inputs:
-            readers.setdefault(v, []).append(g)
     bands: list[Band] = []
     current: Band | None = None
     for g in fusion.groups:
@@ -137,6 +161,10 @@ def form_bands(
     for band in bands:
         if compute_once:
             _compute_once(band, returned)
+        if columns is not None:
+            columns_after(func, fusion, band, columns)
+    readers = _readers(fusion)
+    for band in bands:
         members = set(band.groups)
         for g in band.groups:
             for v in g.outputs:
@@ -144,13 +172,21 @@ def form_bands(
                     not _late(band, g, v)
                     and v not in returned
                     and v in readers
-                    and all(r in members for r in readers[v])
+                    and all(r in members and r not in band.tail for r in readers[v])
                 ):
                     band.local.add(v)
         for g in band.groups:
             fusion.band_of[g] = band
     fusion.bands = bands
     fusion.materialized -= fusion.local
+
+
+def _readers(fusion: FusionPlan) -> dict[Value, list[Group]]:
+    readers: dict[Value, list[Group]] = {}
+    for g in fusion.groups:
+        for v in g.inputs:
+            readers.setdefault(v, []).append(g)
+    return readers
 
 
 def _close(band: Band | None, bands: list[Band]) -> None:
@@ -265,3 +301,125 @@ def _reads(group: Group, cache: ReadsCache | None = None) -> dict[Value, bool]:
     if cache is not None:
         cache[key] = reads
     return reads
+
+
+# ---- column reductions after the band ----------------------------------------------------------------
+
+_RECOMPUTABLE = frozenset({Kind.ELEMENTWISE, Kind.MOVEMENT, Kind.SOURCE})
+_RECOMPUTE_MAX_OPS = 64  # a longer prologue to compute again: the reduction stays in the band
+
+
+@dataclass
+class _Recompute:
+    """What a column reduction reads once it leaves its band's rows: ``ops``, the band's values it
+    computes again from ``leaves`` (buffers: the band's inputs and the per-row values the band then
+    stores); ``dropped``, members' stored values that only it read (no longer stored)."""
+
+    ops: set[Op]
+    leaves: list[Value]
+    dropped: dict[Value, Group]
+
+
+def columns_after(func: Function, fusion: FusionPlan, band: Band, costs: ColumnCosts) -> None:
+    """Each column reduction of ``band`` (a member over axis 0 alone that stores only its result)
+    that the cost model sends after the rows becomes a tail: a kernel of its own after the band's
+    rows (XLA's second pass) that reads the band's full-size inputs and the per-row values the band
+    then stores, and computes its prologue again from them. In the band it keeps a partial row per
+    block slot (``costs.partial_rows``) that each row the slot takes reads and writes; after it, it
+    re-reads its full-size leaves once and keeps a partial row per chunk of rows (``costs.chunks``).
+    At least two row members stay in the band (else it would be none)."""
+    producer = {r: op for op in func.ops for r in op.results}
+    position = {op: i for i, op in enumerate(func.ops)}
+    outside = set(func.params) | set(func.results)
+    for g in [m for m in band.groups if m not in band.tail and m.reduced_axes == {0}]:
+        if len(band.groups) - len(band.tail) <= 2:
+            return
+        if g.outputs != [g.root.result] or len(g.shape) < 2:
+            continue  # it stores prologue values the rows read
+        found = _recompute(fusion, band, g, producer, outside)
+        if found is not None and (costs.always or _after_pays(band, g, found, costs)):
+            _move_after(fusion, band, g, found, position)
+
+
+def _per_row(v: Value, band: Band) -> bool:
+    shape = v.type.shape
+    return bool(shape) and shape[0] == band.rows and math.prod(shape[1:]) == 1
+
+
+def _recompute(
+    fusion: FusionPlan, band: Band, g: Group, producer: dict[Value, Op], outside: set[Value]
+) -> _Recompute | None:
+    """Walk ``g``'s reads back to buffers it may read after the band: a value from before the band,
+    one with a buffer anyway (``outside``: a parameter or result; or read by a kernel outside the
+    band), or a per-row value (which the band then stores). A full-size value the band keeps per row
+    is computed again from its operands (elementwise and index-map ops only; else None: ``g`` stays
+    in the band)."""
+    members = set(band.groups)
+    made_by = {v: m for m in band.groups for v in m.outputs}
+    readers = _readers(fusion)
+    ops: set[Op] = set()
+    leaves: dict[Value, None] = {}
+    dropped: dict[Value, Group] = {}
+    inside = {op.result for op in g.ops}
+    stack = [v for op in g.ops for v in op.operands if v not in inside]
+    seen: set[Value] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        member = made_by.get(v)
+        others = [r for r in readers.get(v, []) if r is not g]
+        kept = v in outside or any(r not in members for r in others)
+        if v in outside or v in fusion.materialized:  # a buffer now
+            if member is None or kept or _per_row(v, band):
+                leaves[v] = None
+                continue
+            if not others:  # only ``g`` reads it: the member no longer stores it
+                if v is member.root.result:
+                    return None  # (the member would compute nothing the rows need)
+                dropped[v] = member
+        op = producer.get(v)
+        if op is None or op.prim.kind not in _RECOMPUTABLE or len(ops) >= _RECOMPUTE_MAX_OPS:
+            return None
+        ops.add(op)
+        stack += op.operands
+    return _Recompute(ops, list(leaves), dropped)
+
+
+def _after_pays(band: Band, g: Group, found: _Recompute, costs: ColumnCosts) -> bool:
+    """The cost model, in bytes of memory traffic and of scratch. In the band: each row reads and
+    writes its slot's partial row, and the partial rows are scratch. After it: the full-size leaves
+    read again, the per-row values stored and read back (and kept), and, split into chunks, the
+    chunks' partial rows written, read back and kept."""
+    reducer = g.root.prim.reducer
+    assert reducer is not None, f"{g.root.prim.name} has no reducer"
+    wide = reducer.accumulator(g.root.result.type.dtype).itemsize
+    kept = g.root.result.type.size
+    in_band = (2 * band.rows + costs.partial_rows(band)) * kept * wide
+    made_by = {v for m in band.groups for v in m.outputs}
+    per_row = sum(3 * v.type.nbytes for v in found.leaves if v in made_by and _per_row(v, band))
+    reread = sum(v.type.nbytes for v in found.leaves if not (v in made_by and _per_row(v, band)))
+    chunks = costs.chunks(band.rows, kept)
+    after = reread + per_row + (3 * chunks * kept * wide if chunks > 1 else 0)
+    return after < in_band
+
+
+def _move_after(fusion: FusionPlan, band: Band, g: Group, found: _Recompute, position: dict[Op, int]) -> None:
+    """``g`` becomes a tail of ``band`` that computes ``found.ops`` again and reads ``found.leaves``;
+    every member keeps its reads of them (no member may overwrite them: ``Band.aligned``)."""
+    for v in g.inputs:
+        band.aligned.get(v, {}).pop(g, None)
+        fusion.access.get(v, {}).pop(g, None)
+    g.ops = sorted(set(g.ops) | found.ops, key=lambda op: position[op])
+    inside = {op.result for op in g.ops}
+    g.inputs = list(dict.fromkeys(v for op in g.ops for v in op.operands if v not in inside))
+    band.tail.add(g)
+    own = tuple(f"i{d}" for d in range(len(g.shape)))
+    for v, ats in _loads(g).items():
+        band.aligned.setdefault(v, {})[g] = False  # it runs after every row
+        keys = {IDENTITY if at == own else ((g.root_pos, k),) for k, at in enumerate(sorted(ats))}
+        fusion.access.setdefault(v, {})[g] = frozenset(keys)
+    for v, member in found.dropped.items():
+        member.outputs.remove(v)
+        fusion.materialized.discard(v)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from compiler.ir.core import Value
 from compiler.ir.types import DType
-from compiler.kernel.cuda.loops import combine, grid_loop, loop_kernel
+from compiler.kernel.cuda.loops import column_chunks, combine, grid_loop, loop_kernel, reduce_kernel
 from compiler.kernel.cuda.records import (
     Builder,
     CudaKernel,
@@ -53,8 +53,9 @@ from compiler.kernel.cuda.records import (
 )
 from compiler.kernel.cuda.sizes import GPU, SIM, LaunchSizes
 from compiler.kernel.emit import ROW, ConstantPool, literal, typed
-from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, Expr, For, If, Line, Stmt, uses_of
 from compiler.passes.fuse import Band, Group, GroupKind
+from compiler.passes.rows import ColumnCosts
 from compiler.prims.base import Reducer
 
 SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
@@ -86,7 +87,7 @@ class _Store:
 
     def at(self, kernel: str, offset: str) -> Access:
         slot = "ty" if self.shared else f"(cuda.blockIdx.x * {kernel}_RT + ty)"
-        return Access(self.name, (f"{slot} * {self.size} + {offset}",))
+        return Access(self.name, (Expr(f"{slot} * {self.size} + {offset}", uses_of(offset)),))
 
 
 @dataclass
@@ -158,9 +159,12 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
     for v in sorted((v for v in band.local if math.prod(v.type.shape[1:]) == 1), key=lambda v: names[v]):
         code.before.append(Line(f"{names[v]}_r = {literal(0, v.type.dtype)}"))  # typed on every path
     for j, group in enumerate(band.groups):
-        if group in band.tail:
-            tail = loop_kernel(KernelSpec(group, names, pool))
-            code.follow += [tail] if tail is not None else []
+        if group in band.tail:  # a loop, or a column reduction the rows pass sent after the rows
+            spec = KernelSpec(group, names, pool)
+            tail = reduce_kernel(spec) if group.kind is GroupKind.REDUCE else loop_kernel(spec)
+            code.follow += [tail, *tail.follow] if tail is not None else []
+            if tail is not None:
+                tail.follow = []
             continue
         if group.kind is GroupKind.LOOP:
             _loop_member(bk, j, group, code)
@@ -205,6 +209,24 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
     ]
     top.follow = code.follow
     return top
+
+
+def partial_rows(band: Band) -> int:
+    """The partial rows per output a band keeps for a reduction over axis 0 on a GPU: a row per
+    block slot (``BANDB`` blocks of ``RT`` rows), the scratch each row a slot takes reads and writes
+    (the rows pass's cost model, ``rows.ColumnCosts``)."""
+    width = max(_spread(g) for g in band.groups if g not in band.tail)
+    _, rt, blocks = _launch(GPU, 1 << max(width - 1, 0).bit_length(), band.rows, True)
+    return rt * blocks
+
+
+def column_costs(mode: str) -> ColumnCosts | None:
+    """The rows pass's sizes for a band's column reductions (``Options.band_columns``): "auto" (the
+    cost model decides per reduction), "kernel" (each that can leaves the band: a column kernel
+    after it), "band" (none does: partial rows per block, combined after the band)."""
+    if mode not in ("auto", "kernel", "band"):
+        raise ValueError(f"band_columns must be 'auto', 'kernel' or 'band', not {mode!r}")
+    return None if mode == "band" else ColumnCosts(partial_rows, column_chunks, always=mode == "kernel")
 
 
 def _launch(sizes: LaunchSizes, ct: int, rows: int, per_block: bool) -> tuple[int, int, int]:

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from compiler.ir.core import Function, Value
+from compiler.ir.types import DType
 from compiler.kernel.cuda.bands import band_kernel
 from compiler.kernel.cuda.loops import loop_kernel, reduce_kernel
 from compiler.kernel.cuda.matmul import matmul_kernel
-from compiler.kernel.cuda.records import CudaKernel, KernelSpec
+from compiler.kernel.cuda.records import CudaKernel, KernelSpec, Scratch
 from compiler.kernel.cuda.scan import scan_kernel
 from compiler.kernel.cuda.scatter import scatter_kernel
 from compiler.kernel.cuda.updates import window_kernel
@@ -21,7 +22,7 @@ from compiler.kernel.emit import ConstantPool, py_name
 from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.loops import SCOPE_ATTR
-from compiler.passes.plan import MemoryPlan, place_scratch
+from compiler.passes.plan import MemoryPlan, align, place_scratch
 
 
 @dataclass
@@ -63,19 +64,56 @@ def plan_scratch(
     func: Function, fusion: FusionPlan, plan: MemoryPlan, program: CudaKernels, options: Any
 ) -> tuple[CudaKernels, MemoryPlan]:
     """The ``scratch`` pass for CUDA: each kernel's scratch (and its follow kernels') a row of the
-    memory plan, live while the group it runs at is (``fusion.time``); the scratch learns its offset."""
+    memory plan, live while the group it runs at is (``fusion.time``); the scratch learns its offset.
+    Scratch of a launch sequence (a kernel and those that follow it) that no kernel of the sequence
+    uses at once shares bytes: one row for the sequence (``_shared_scratch``)."""
     needs = []
-    by_name = {}
+    by_name: dict[str, tuple[Scratch, ...]] = {}
     for group, top in program.kernels.items():
-        for k in (top, *top.follow):
+        chain = [top, *top.follow]
+        size, local = _shared_scratch(chain)
+        if size < sum(align(s.nbytes) for s, _ in local):
+            name = f"{top.name}_scratch"
+            needs.append((name, top.name, size, DType.f64, fusion.time(group)))
+            by_name[name] = tuple(s for s, _ in local)
+            for s, offset in local:
+                s.offset = offset  # within the sequence's row, placed below
+            continue
+        for k in chain:
             for s in k.scratch:
                 needs.append((s.name, k.name, s.nbytes, s.dtype, fusion.time(group)))
-                by_name[s.name] = s
+                by_name[s.name] = (s,)
+                s.offset = 0
     planned = place_scratch(plan, needs)
     for row in planned.buffers:
         if row.scratch_of is not None and row.name in by_name:  # (not a loop's arena: passes/loops.py)
-            by_name[row.name].offset = row.offset
+            for s in by_name[row.name]:
+                s.offset += row.offset
     return program, planned
+
+
+def _shared_scratch(chain: list[CudaKernel]) -> tuple[int, list[tuple[Scratch, int]]]:
+    """Offsets for the scratch of a launch sequence in one block of bytes, and its size: a scratch is
+    in use from the kernel that owns it to the last kernel of the sequence that reads it (a band's
+    partials until their combine, a column kernel's until its second pass); two in use at no common
+    kernel may share bytes (the launches run one after the other on one stream)."""
+    spans = []
+    for i, k in enumerate(chain):
+        for s in k.scratch:
+            last = max(j for j, other in enumerate(chain) if s.name in other.args)
+            spans.append((s, i, last))
+    local: list[tuple[Scratch, int]] = []
+    placed: list[tuple[int, int, int, int]] = []  # offset, bytes, first, last
+    for s, first, last in spans:
+        busy = sorted((o, n) for o, n, a, b in placed if a <= last and first <= b)
+        offset = 0
+        for o, n in busy:  # the lowest gap that fits
+            if offset + align(s.nbytes) <= o:
+                break
+            offset = max(offset, o + n)
+        placed.append((offset, align(s.nbytes), first, last))
+        local.append((s, offset))
+    return max((o + n for o, n, _, _ in placed), default=0), local
 
 
 _WRITERS: dict[GroupKind, Callable[[KernelSpec], CudaKernel | None]] = {

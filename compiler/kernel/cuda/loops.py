@@ -23,6 +23,7 @@ from compiler.kernel.cuda.records import (
     store,
     unflatten,
 )
+from compiler.kernel.cuda.sizes import GPU
 from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, If, Line, Stmt
 from compiler.prims.base import Reducer
@@ -31,7 +32,11 @@ BLOCK_REDUCE_MIN = 128  # reduced extents at least this big get a block (and a t
 SPLIT_MIN = 1 << 16  # ... and at least this big, into fewer outputs than SPLIT_OUTPUTS, two passes
 SPLIT_OUTPUTS = 64
 SPLIT_CHUNK = 1 << 13  # elements per partial in a split reduction
-COLUMN_CHUNK = 256  # reduced positions per partial in a reduction that keeps the innermost axis
+# A reduction that keeps the innermost axis: blocks over tiles of COLS columns stride down the rows;
+# with fewer tiles than COLUMN_FILL blocks (a GPU's 132 SMs, a few blocks each), the rows are split
+# into chunks of at least COLUMN_ROWS rows (a partial row per chunk, combined in chunk order after).
+COLUMN_FILL = 1024
+COLUMN_ROWS = 512
 
 
 def grid_loop(var: str, stop: int | str, body: list[Stmt], flat: bool = False) -> For:
@@ -180,6 +185,15 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
     return first
 
 
+def column_chunks(n_red: int, n_out: int) -> int:
+    """The row chunks of a column reduction of ``n_red`` rows into ``n_out`` outputs: one (the
+    partials in registers, no second pass) when its column tiles fill a GPU, else as many as fill
+    it, each of at least ``COLUMN_ROWS`` rows. Decided on a GPU's sizes whatever runs the kernel (the
+    simulator adds in the same order, chunk by chunk)."""
+    tiles = -(-n_out // GPU.COLS)
+    return max(1, min(-(-COLUMN_FILL // tiles), n_red // COLUMN_ROWS))
+
+
 def column_reduce(
     spec: KernelSpec,
     o_index: list[Stmt],
@@ -189,22 +203,26 @@ def column_reduce(
     n_red: int,
 ) -> CudaKernel:
     """A reduction that keeps the innermost axis (a bias gradient: the sum over a batch's rows).
-    A block of ``COLS x LANES`` threads takes ``COLS`` consecutive outputs and ``COLUMN_CHUNK``
-    reduced positions: each warp reads whole consecutive row segments (a block per output would read
-    one element per row, a sector each). Lane ``y`` of a column takes positions ``y, y + LANES...``
-    of the chunk; the lanes are combined in order into a partial per (chunk, output), and a second
-    kernel combines each output's partials in chunk order: a fixed order, deterministic."""
+    A block of ``COLS x LANES`` threads takes ``COLS`` consecutive outputs and a chunk of the reduced
+    positions (``column_chunks``): each warp reads whole consecutive row segments (a block per output
+    would read one element per row, a sector each). Lane ``y`` of a column takes positions ``y,
+    y + LANES...`` of the chunk, its partial in a register; the lanes are combined in order into the
+    output (one chunk) or a partial per (chunk, output), which a second kernel combines in chunk
+    order: a fixed order, deterministic."""
     out = spec.group.root.result
     dtype = out.type.dtype
     reducer = spec.group.root.prim.reducer
     assert reducer is not None, f"{spec.group.root.prim.name} has no reducer"
     wide = reducer.accumulator(dtype)  # of the partials, as in reduce_kernel
     identity = literal(reducer.identity(dtype), wide)
-    chunks = -(-n_red // COLUMN_CHUNK)
+    rows = -(-n_red // column_chunks(n_red, n_out))
+    chunks = -(-n_red // rows)
     tiles = f"(({n_out} + COLS - 1) // COLS)"
     part = Scratch(f"{spec.kernel_name}_part", n_out * chunks, wide)
     lane = Access("sm", ("y * COLS + tx",))
     partial = Access(part.name, (f"c * {n_out} + o",))
+    o_name = spec.names[out]
+    done = store(partial, "acc") if chunks > 1 else store(Access(o_name, ("o",)), typed("acc", dtype))
     per_q: list[Stmt] = [
         Line(f"c = q // {tiles}"),
         Line(f"o = (q % {tiles}) * COLS + tx"),
@@ -213,7 +231,7 @@ def column_reduce(
             f"o < {n_out}",
             [
                 *o_index,
-                *accumulate(f"min((c + 1) * {COLUMN_CHUNK}, {n_red})", f"c * {COLUMN_CHUNK} + ty", "LANES"),
+                *accumulate(f"min((c + 1) * {rows}, {n_red})", f"c * {rows} + ty", "LANES"),
             ],
         ),
         store(Access("sm", ("ty * COLS + tx",)), "acc"),
@@ -227,7 +245,7 @@ def column_reduce(
                     [Line(f"x = sm[{lane.index[0]}]", (lane,)), combine(reducer, "acc", "x", wide)],
                     1,
                 ),
-                store(partial, "acc"),
+                done,
             ],
         ),
         Barrier(),
@@ -239,6 +257,8 @@ def column_reduce(
         block_loop("q", f"{tiles} * {chunks}", per_q),
     ]
     launch = Launch(f"max(1, min({tiles} * {chunks}, MAXB))", "(COLS, LANES)")
+    if chunks == 1:  # the block's lanes make the output: no partials, no second pass
+        return spec.define(body, spec.buffers, launch, "column", [builder])  # type: ignore[list-item]
     extra = [v for v in spec.group.outputs if v is not out]
     first = spec.define(
         body,
@@ -249,7 +269,6 @@ def column_reduce(
         scratch=[part],
         name=f"{spec.kernel_name}_1",
     )
-    o_name = spec.names[out]
     finish = [  # a thread per output: its partials in chunk order (consecutive outputs side by side)
         grid_loop(
             "o",

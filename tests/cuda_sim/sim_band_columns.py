@@ -1,0 +1,91 @@
+"""A band's column reductions in its rows (partial rows per block, ``band_columns="band"``) or after
+them as column kernels that re-read the band's inputs (``"kernel"``; ``"auto"``: the rows pass's cost
+model, ``compiler/passes/rows.py``): the same bits in every form, close to the CPU's (whose sums
+add in another order). Layer norm forward and backward, softmax + cross-entropy, a band with a
+column loss; rows past ``BLOCK_REDUCE_MIN`` (made small here) take the column kernel (split into
+row chunks when ``COLUMN_ROWS`` is small), fewer take the serial one."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from sim_bands import layer_norm_loss, xent_loss
+
+import dsl
+import dsl.numpy as dnp
+from compiler.kernel.cuda import loops
+from compiler.pipeline import option_defaults
+
+RNG = np.random.default_rng(11)
+FORMS = ("band", "kernel", "auto")
+
+
+def f32(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def flat(values) -> list[np.ndarray]:
+    out: list[np.ndarray] = []
+    for v in values if isinstance(values, tuple | list) else (values,):
+        out += flat(v) if isinstance(v, tuple | list) else [np.asarray(v)]
+    return out
+
+
+def results(fn, args, form: str) -> tuple[list[np.ndarray], str]:
+    with option_defaults(band_columns=form):
+        compiled = dsl.compile(fn, target="cuda")
+        source = compiled.lower(*args).source()
+        return flat(compiled(*[np.copy(a) for a in args])), source
+
+
+def check_forms(fn, args, after: int) -> dict[str, str]:
+    """Every form gives the same bits, close to the CPU's; ``after`` column kernels follow the band
+    in the "kernel" form (none in the "band" form)."""
+    got, sources = {}, {}
+    for form in FORMS:
+        got[form], sources[form] = results(fn, args, form)
+        assert "_rows(" in sources[form]
+    for form, want in (("band", 0), ("kernel", after)):
+        assert len(set(re.findall(r"def (k\d+_reduce_sum)", sources[form]))) == want, sources[form]
+    on_cpu = flat(dsl.compile(fn, target="cpu")(*[np.copy(a) for a in args]))
+    for form in FORMS[1:]:
+        for a, b in zip(got["band"], got[form], strict=True):
+            np.testing.assert_array_equal(a, b)
+    for a, c in zip(got["band"], on_cpu, strict=True):
+        np.testing.assert_allclose(a, c, rtol=2e-5, atol=2e-5 * max(1.0, float(np.max(np.abs(c)))))
+    return sources
+
+
+@pytest.mark.parametrize("rows, width, column_rows", [(6, 20, 512), (12, 8, 512), (12, 8, 4)])
+def test_layer_norm(rows: int, width: int, column_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gamma's and beta's gradients: serial kernels (6 rows), column kernels (from 12 rows here) of
+    one chunk, and of three chunks of 4 rows (a partial row per chunk, a second pass in order)."""
+    monkeypatch.setattr(loops, "BLOCK_REDUCE_MIN", 10)  # a GPU's 128, small for the simulator
+    monkeypatch.setattr(loops, "COLUMN_ROWS", column_rows)
+    args = (f32(rows, width), 1 + 0.1 * f32(width), 0.1 * f32(width), f32(rows, width))
+    sources = check_forms(dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2)), args, after=2)
+    column = rows >= loops.BLOCK_REDUCE_MIN
+    assert ("(COLS, LANES)" in sources["kernel"]) == column, sources["kernel"]
+    assert ("_reduce_sum_2(" in sources["kernel"]) == (column and column_rows < rows // 2), sources["kernel"]
+
+
+def test_softmax_cross_entropy() -> None:
+    """Its loss is a full reduction (a register per thread in the band): it stays in every form."""
+    z = f32(6, 10)
+    onehot = np.eye(10, dtype=np.float32)[RNG.integers(0, 10, 6)]
+    check_forms(dsl.value_and_grad(xent_loss), (z, onehot), after=0)
+
+
+def test_a_band_with_a_column_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loss per column (the squared centred values summed over the rows) beside the rows' own
+    results: the column kernel recomputes the centred values from ``x`` and the stored row means."""
+
+    def fn(x, y):
+        c = x - x.mean(axis=-1, keepdims=True)
+        p = dnp.exp(c - c.max(axis=-1, keepdims=True))
+        return p / p.sum(axis=-1, keepdims=True) * y, (c * c).sum(axis=0)
+
+    monkeypatch.setattr(loops, "BLOCK_REDUCE_MIN", 10)
+    check_forms(fn, (f32(12, 9), f32(12, 9)), after=1)
