@@ -64,7 +64,7 @@ def test_a_failing_peer_is_a_note_and_the_rest_runs(tmp_path) -> None:
 
 def test_report_of_a_gpu_run() -> None:
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
-    import bench_gpu
+    import gpu_report
 
     timed = {"ms": 2.0, "gpu_ms": 1.5, "launches": 4.0, "calls": 30}
     row = {
@@ -96,7 +96,7 @@ def test_report_of_a_gpu_run() -> None:
         "rounds": 2,
         "versions": {"jax": "1"},
     }
-    text = bench_gpu.markdown([row, skipped], meta)
+    text = gpu_report.markdown([row, skipped], meta)
     assert (
         "| layer norm | gpu | 2.000 | 1.000 | 4.000 | fails | 2.00 | JAX 1.0e-06, torch eager 2.0e-06 |"
         in text
