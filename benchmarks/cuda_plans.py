@@ -4,10 +4,16 @@ layer norm 16384x4096, MLP step 6x1024 batch 4096, second derivative width 512 b
 transformer block B=16 T=512 D=1024). Needs no GPU: ``lower(...)`` for ``target="cuda"`` plans the
 arena (its kernels' scratch included) on any machine.
 
-    python benchmarks/cuda_plans.py [--sizes cpu,gpu] [--only NAME] [--out FILE.md]
+    python benchmarks/cuda_plans.py [--sizes cpu,gpu] [--only NAME] [--out FILE.md] [--time]
 
 XLA's figure is ``memory_analysis().temp_size_in_bytes`` of ``jax.jit(...).lower(...).compile()`` on
-JAX's CPU backend (the machine this runs on): an approximation of the GPU's, which needs a GPU.
+JAX's backend (the machine this runs on: its GPU where there is one, else the CPU's approximation).
+
+A program with a band of row-fused kernels gets a row per ``--forms`` value of
+``Options.band_columns``: "auto" (the rows pass's cost model: by default a band's column reductions
+run after its rows as column kernels that re-read its inputs) and "band" (the one-pass form: partial
+rows per block). ``--time`` (needs a GPU) adds each row's median milliseconds per call, inputs on the
+device, after the values of both forms are checked to agree: the A/B of the two forms.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import suite_programs as sp  # noqa: E402
 
 import dsl  # noqa: E402
+from compiler.compilation import option_defaults  # noqa: E402
 
 GPU_BUILDERS: dict[str, Callable[[], sp.Program]] = {
     "elementwise chain": lambda: sp.chain_program(10**8),
@@ -40,10 +47,39 @@ GPU_BUILDERS: dict[str, Callable[[], sp.Program]] = {
 SIZES = {"cpu": sp.BUILDERS, "gpu": GPU_BUILDERS}
 
 
-def cuda_plan(prog: sp.Program) -> Any:
-    """The memory plan of the program's function compiled for ``target="cuda"`` (no GPU needed)."""
+def cuda_compiled(prog: sp.Program, form: str) -> Any:
+    """The program's function compiled for ``target="cuda"`` with ``band_columns=form``."""
     inner = getattr(prog.dslc, "_fn", prog.dslc)
-    return dsl.compile(lambda *a: inner(*a), target="cuda").lower(*prog.args).memory_plan()
+    with option_defaults(band_columns=form):
+        return dsl.compile(lambda *a: inner(*a), target="cuda")
+
+
+def cuda_plan(prog: sp.Program, form: str = "auto") -> tuple[Any, bool]:
+    """The memory plan of the program compiled for ``target="cuda"`` (no GPU needed), and whether
+    it has a band (``_rows`` kernels)."""
+    with option_defaults(band_columns=form):
+        lowered = cuda_compiled(prog, form).lower(*prog.args)
+        return lowered.memory_plan(), "_rows(" in lowered.source()
+
+
+def median_ms(prog: sp.Program, form: str, want: list[np.ndarray] | None) -> tuple[float, list[np.ndarray]]:
+    """Median milliseconds of a synchronized call, inputs on the device (a GPU only), after checking
+    the results against ``want`` (the other form's) where given."""
+    from gpu_measure import median_time
+    from numba import cuda
+
+    fn = cuda_compiled(prog, form)
+    args = [cuda.to_device(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in prog.args]
+    got = [np.asarray(v.copy_to_host() if hasattr(v, "copy_to_host") else v) for v in _flat(fn(*args))]
+    for g, w in zip(got, want or got, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.max(np.abs(w)))))
+    return 1e3 * median_time(lambda: fn(*args), 30, warmup=3), got
+
+
+def _flat(values: Any) -> list[Any]:
+    if isinstance(values, tuple | list):
+        return [x for v in values for x in _flat(v)]
+    return [values]
 
 
 def xla_temp_bytes(prog: sp.Program) -> int | None:
@@ -59,19 +95,35 @@ def xla_temp_bytes(prog: sp.Program) -> int | None:
     return None if analysis is None else int(analysis.temp_size_in_bytes)
 
 
-def row(size: str, name: str, prog: sp.Program) -> dict[str, Any]:
-    plan = cuda_plan(prog)
-    scratch = sum(r.bytes for r in plan.buffers if r.scratch_of is not None)
-    largest = max((r.bytes for r in plan.buffers if r.scratch_of is None), default=0)
-    return {
-        "size": size,
-        "program": name,
-        "description": prog.description,
-        "peak": plan.peak_bytes,
-        "scratch": scratch,
-        "largest": largest,
-        "xla": xla_temp_bytes(prog),
-    }
+def rows_of(size: str, name: str, prog: sp.Program, forms: list[str], timed: bool) -> list[dict[str, Any]]:
+    """A row per form of ``band_columns`` (one row for a program without a band)."""
+    out: list[dict[str, Any]] = []
+    xla = xla_temp_bytes(prog)
+    want = None
+    for form in forms:
+        plan, banded = cuda_plan(prog, form)
+        scratch = sum(r.bytes for r in plan.buffers if r.scratch_of is not None)
+        largest = max((r.bytes for r in plan.buffers if r.scratch_of is None), default=0)
+        ms = None
+        if timed:
+            ms, got = median_ms(prog, form, want)
+            want = want or got
+        label = name if form == forms[0] else f"{name} (band_columns={form})"
+        out.append(
+            {
+                "size": size,
+                "program": label,
+                "description": prog.description,
+                "peak": plan.peak_bytes,
+                "scratch": scratch,
+                "largest": largest,
+                "xla": xla,
+                "ms": ms,
+            }
+        )
+        if not banded:
+            break
+    return out
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -81,15 +133,16 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| program | size | planned peak | of which kernels' scratch | largest value | XLA temp "
         f"({backend}) "
-        "| planned / XLA |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "| planned / XLA | median ms (GPU) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         xla = r["xla"]
         ratio = "-" if not xla else f"{r['peak'] / xla:.2f}"
+        ms = "-" if r["ms"] is None else f"{r['ms']:.3f}"
         lines.append(
             f"| {r['program']} | {r['size']} | {r['peak']:,} | {r['scratch']:,} | {r['largest']:,} "
-            f"| {'-' if xla is None else f'{xla:,}'} | {ratio} |"
+            f"| {'-' if xla is None else f'{xla:,}'} | {ratio} | {ms} |"
         )
     return "\n".join(lines)
 
@@ -101,13 +154,16 @@ def main() -> None:
     parser.add_argument("--sizes", default="cpu,gpu", help="comma-separated: cpu, gpu")
     parser.add_argument("--only", default="", help="programs whose name contains this")
     parser.add_argument("--out", default="", help="write the table to this Markdown file")
+    parser.add_argument("--forms", default="auto,band", help="band_columns forms of a program with a band")
+    parser.add_argument("--time", action="store_true", help="time each row on the GPU (needs one)")
     opts = parser.parse_args()
     rows = []
     for size in opts.sizes.split(","):
         for name, build in SIZES[size].items():
             if opts.only.lower() in name.lower():
-                rows.append(row(size, name, build()))
-                print(rows[-1], flush=True)
+                for r in rows_of(size, name, build(), opts.forms.split(","), opts.time):
+                    rows.append(r)
+                    print(r, flush=True)
     text = table(rows)
     print(text)
     if opts.out:
