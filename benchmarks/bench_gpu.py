@@ -291,8 +291,8 @@ def main() -> None:
     sizes = ["sim"] if SIM else opts.sizes.split(",")
     configs = [(s, n) for s in sizes for n in SIZES[s] if not wanted or any(w in n.lower() for w in wanted)]
     command = " ".join(["python benchmarks/bench_gpu.py", *sys.argv[1:]])
-    meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "command": command}
-    meta |= {"rounds": opts.rounds, "versions": versions() | numba_cuda_version()}
+    meta: dict[str, Any] = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+    meta |= {"command": command, "rounds": opts.rounds, "versions": versions() | numba_cuda_version()}
     start = time.perf_counter()
 
     def warm(config: tuple[str, str]) -> None:  # started in the budget's first half only
