@@ -8,6 +8,10 @@ which themselves have ``__cuda_array_interface__``). Every device buffer the dri
 Write-backs (arguments the program mutates) follow the CPU executable's rule: caller arrays change
 only after every kernel ran; a NumPy argument gets the new value copied back, a device argument is
 written in place (directly by the kernels when the plan says so, else by a device copy).
+
+A call launches its kernels one by one (eagerly), or, where ``runtime/cuda_graphs.py`` says so
+(``DSL_CUDA_GRAPHS=1``, a driver without host reads, the cost rule), replays the graph the second
+call captured, through staging buffers.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime import cuda_graphs
 from runtime.errors import DeviceError, DSLError, ShapeError
 from runtime.executable import ArgumentChecks, caller_location
 
@@ -108,13 +113,16 @@ class CudaExecutable(ArgumentChecks):
         direct_writeback: Sequence[int] = (),
         arg_names: Sequence[str] = (),
         donated: Sequence[int] = (),
+        launches: int = 0,
+        host_reads: bool = True,
     ) -> None:
         cuda = cuda_module()
         self.cuda = cuda
         self.name = name
         self.stream = cuda.stream()
         self.arena = cuda.device_array(max(int(arena_bytes), 1), np.uint8, stream=self.stream)
-        self.run = getattr(module, entry)(self.arena, self.stream)
+        self._bind = getattr(module, entry)
+        self.run = self._bind(self.arena, self.stream)
         self.n_results = n_results
         self.writeback = tuple(writeback)
         self.n_public = n_results - len(self.writeback)
@@ -125,6 +133,15 @@ class CudaExecutable(ArgumentChecks):
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
+        # graphs (runtime/cuda_graphs.py): the cost rule counts every argument copied in and every
+        # public result and write-back copied out
+        nbytes = [math.prod(s) * d.itemsize for s, d in self.input_types]
+        staged = sum(nbytes) + sum(math.prod(s) * d.itemsize for s, d in self.result_types[: self.n_public])
+        staged += sum(nbytes[i] for i in self.writeback)
+        copies = len(nbytes) + n_results
+        self.eager_reason = cuda_graphs.eager_reason(host_reads, launches, staged, copies)
+        self.graph: cuda_graphs.CallGraph | None = None
+        self._warm = False  # a first, eager call compiled and loaded every kernel
 
     def __call__(self, *arrays: Any) -> tuple[Any, ...]:
         if len(arrays) != len(self.input_types):
@@ -133,30 +150,96 @@ class CudaExecutable(ArgumentChecks):
         if self._written:
             self._check_written(arrays)
         with self._lock:
-            stream = self.stream
-            args = [self._to_device(i, a) for i, a in enumerate(arrays)]
-            outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
-            results = self.run(*outs, *args)
-            for index, new in zip(self.writeback, results[self.n_public :]):
-                if is_device_array(arrays[index]):
-                    if not (index in self.direct and new is args[index]):
-                        args[index].copy_to_device(new, stream=stream)
-                else:
-                    staged = np.empty(new.shape, new.dtype)
-                    new.copy_to_host(staged, stream=stream)
-                    stream.synchronize()
-                    np.copyto(arrays[index], staged.reshape(self.input_types[index][0]), casting="unsafe")
-            public = [r.reshape(s) if r.shape != s else r for r, (s, _) in zip(results, self.result_types)]
-            public = public[: self.n_public]
-            if on_device:
-                stream.synchronize()
-                return tuple(public)
-            host = [r.copy_to_host(stream=stream) for r in public]
+            if self.eager_reason is None and self._warm:
+                return self._replay(arrays, on_device)
+            self._warm = True
+            return self._eager(arrays, on_device)
+
+    def _eager(self, arrays: Sequence[Any], on_device: bool) -> tuple[Any, ...]:
+        """A call launching every kernel (the lock held)."""
+        stream = self.stream
+        args = [self._to_device(i, a) for i, a in enumerate(arrays)]
+        outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
+        results = self.run(*outs, *args)
+        for index, new in zip(self.writeback, results[self.n_public :]):
+            if is_device_array(arrays[index]):
+                if not (index in self.direct and new is args[index]):
+                    args[index].copy_to_device(new, stream=stream)
+            else:
+                self._write_host(arrays, index, new)
+        public = [r.reshape(s) if r.shape != s else r for r, (s, _) in zip(results, self.result_types)]
+        public = public[: self.n_public]
+        if on_device:
+            stream.synchronize()
+            return tuple(public)
+        host = [r.copy_to_host(stream=stream) for r in public]
+        stream.synchronize()
+        return tuple(host)
+
+    def _write_host(self, arrays: Sequence[Any], index: int, new: Any) -> None:
+        """The NumPy argument ``index`` set to the device value ``new`` (a write-back)."""
+        staged = np.empty(new.shape, new.dtype)
+        new.copy_to_host(staged, stream=self.stream)
+        self.stream.synchronize()
+        np.copyto(arrays[index], staged.reshape(self.input_types[index][0]), casting="unsafe")
+
+    def _replay(self, arrays: Sequence[Any], on_device: bool) -> tuple[Any, ...]:
+        """A call through the graph (captured on the first call here): the arguments copied into its
+        staging buffers, one launch, the write-backs and results copied out of its buffers."""
+        stream = self.stream
+        handle = int(stream)
+        given = [self._checked(i, a) for i, a in enumerate(arrays)]
+        graph = self.graph or self._capture()
+        if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
+            return self._eager(arrays, on_device)
+        for stage, a in zip(graph.args, given):
+            if isinstance(a, np.ndarray):
+                stage.copy_to_device(a, stream=stream)
+            else:
+                cuda_graphs.copy_async(device_address(stage), device_address(a), stage.nbytes, handle)
+        graph.launch(handle)
+        for index, new in zip(self.writeback, graph.results[self.n_public :]):
+            target = given[index]
+            if isinstance(target, np.ndarray):
+                self._write_host(arrays, index, new)
+            else:
+                cuda_graphs.copy_async(device_address(target), device_address(new), new.nbytes, handle)
+        public = graph.results[: self.n_public]
+        if not on_device:
+            host = [r.copy_to_host(stream=stream).reshape(s) for r, (s, _) in zip(public, self.result_types)]
             stream.synchronize()
             return tuple(host)
+        fresh = []
+        for r, (s, _) in zip(public, self.result_types):
+            out = cuda_graphs.pool_array(self.cuda, r.size, r.dtype, stream)
+            cuda_graphs.copy_async(device_address(out), device_address(r), r.nbytes, handle)
+            fresh.append(out.reshape(s) if out.shape != s else out)
+        stream.synchronize()
+        return tuple(fresh)
+
+    def _capture(self) -> cuda_graphs.CallGraph | None:
+        """The graph of a call, captured on new staging buffers; ``None`` (and ``eager_reason``
+        set) where the capture fails."""
+        stream = self.stream
+        args = [self.cuda.device_array(math.prod(s), d, stream=stream) for s, d in self.input_types]
+        outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
+        stream.synchronize()
+        try:
+            self.graph = cuda_graphs.capture(self.cuda, self._bind, self.arena, outs, args)
+        except Exception as err:  # any failure of a capture means: launch eagerly
+            self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
+        return self.graph
 
     def _to_device(self, i: int, a: Any) -> Any:
         """Argument ``i`` as a flat device array: device arrays in place, others copied."""
+        checked = self._checked(i, a)
+        if isinstance(checked, np.ndarray):
+            return self.cuda.to_device(checked, stream=self.stream)
+        return checked
+
+    def _checked(self, i: int, a: Any) -> Any:
+        """Argument ``i`` checked against the compiled signature, flat: a Numba device array (a
+        device argument, in place) or a C-ordered NumPy array (anything else)."""
         shape, dtype = self.input_types[i]
         if is_device_array(a):
             numba_own = is_numba_device_array(a) or not hasattr(self.cuda, "as_cuda_array")
@@ -183,7 +266,7 @@ class CudaExecutable(ArgumentChecks):
                 f"{self.name}: argument {self._arg(i)} has shape {host.shape}, but the program was compiled "
                 f"for shape {shape}; compile it again for the new shape"
             )
-        return self.cuda.to_device(host.reshape(-1), stream=self.stream)
+        return host.reshape(-1)
 
     def _check_written(self, arrays: Sequence[Any]) -> None:
         """Arguments the program writes (mutated or donated) must be writable arrays that share no

@@ -92,6 +92,8 @@ def _cuda_executable(program: Compilation, generated: CudaProgram) -> Any:
         direct_writeback=generated.direct_writeback,
         arg_names=func.arg_names,
         donated=program.options.donate_argnums,
+        launches=generated.launches,
+        host_reads=generated.host_reads,
     )
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.codegen.common import Level, program_facts
-from compiler.codegen.cuda.driver import ENTRY, driver
+from compiler.codegen.cuda.driver import ENTRY, driver, host_reads, launch_count
 from compiler.codegen.cuda.prelude import PRELUDE
 from compiler.codegen.cuda.printer import kernel_text
 from compiler.ir.core import Function
@@ -62,6 +62,8 @@ class CudaProgram:
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the runtime allocates and passes in, in driver order
     plan: MemoryPlan  # the plan the module follows (with the kernels' scratch)
+    launches: int = 0  # kernel launches per call (``driver.launch_count``): the graphs' cost rule
+    host_reads: bool = False  # the driver reads device values back (``driver.host_reads``): no graph
 
 
 def generate_cuda(
@@ -98,6 +100,8 @@ def generate_cuda(
         entry=ENTRY,
         kernels=[PrintedKernel(k.name, texts[k.name], k.arg_types) for k in every],
         plan=plan,
+        launches=launch_count(top),
+        host_reads=host_reads(top),
         **program_facts(func, plan, outs),
     )
 

@@ -110,6 +110,43 @@ def _constant(func: Function, v: Value) -> int | None:
     return None
 
 
+def _literal_bounds(func: Function, loop: Loop) -> tuple[int, int] | None:
+    """A ``for``'s bounds where both are literals of ``func`` (else its driver reads them back)."""
+    start, stop = (_constant(func, v) for v in loop.op.operands[:2])
+    return None if start is None or stop is None else (start, stop)
+
+
+def _reads_back(func: Function, loop: Loop) -> bool:
+    """Whether the driver reads a device value of ``loop`` on the host: a branch's predicate, a
+    ``while``'s condition, a ``for``'s bound the program computes (``_scalar``, a synchronization)."""
+    if loop.op.prim is control.for_loop:
+        return _literal_bounds(func, loop) is None
+    return loop.op.prim in (control.if_, control.while_loop)
+
+
+def host_reads(top: Level) -> bool:
+    """Whether a call of ``top``'s driver reads a device value back on the host anywhere: such a call
+    is not one fixed sequence of launches, so it is not captured into a CUDA graph
+    (``runtime/cuda_graphs.py``)."""
+    return any(_reads_back(level.func, loop) for level in top.levels() for loop in level.loops.values())
+
+
+def launch_count(level: Level) -> int:
+    """The kernel launches (cuBLAS calls included) of one call of ``level``'s driver: a loop's bodies
+    once per trip where the trip count is a literal, once otherwise (a lower bound, for the graphs'
+    cost rule)."""
+    n = sum(1 + len(k.follow) for k in level.kernels.kernels.values())
+    for loop in level.loops.values():
+        per_trip = sum(launch_count(level.body(body)) for body in loop.bodies)
+        trips = 1
+        if loop.op.prim is control.scan:
+            trips = int(loop.op.attrs["length"])
+        elif loop.op.prim is control.for_loop and (bounds := _literal_bounds(level.func, loop)):
+            trips = max(bounds[1] - bounds[0], 0)
+        n += per_trip * trips
+    return n
+
+
 def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[int]) -> list[str]:
     """A loop or branch: its carries initialized, then its bodies' launches in a host loop, each
     body's parameters and results bound to the loop's buffers (``passes/loops.py``)."""
@@ -177,10 +214,9 @@ def _loop(outer: Level, loop: Loop, base: int, setup: list[str], counter: list[i
         return lines + ["while True:", *indent(loop_lines, 1), *settle()]
     (body,) = loop.bodies
     if op.prim is control.for_loop:
-        bounds = [_constant(outer.func, v) for v in op.operands[:2]]
-        start, stop = bounds
-        if start is not None and stop is not None:  # literal bounds: the counters are a constant of bind
-            lo, hi = start, stop
+        bounds = _literal_bounds(outer.func, loop)
+        if bounds is not None:  # literal bounds: the counters are a constant of bind
+            lo, hi = start, stop = bounds
             setup.append(f"{iota} = cuda.to_device(np.arange({lo}, {hi}, dtype=np.int64), stream=stream)")
             if 0 < stop - start <= ROW_VIEWS:  # (and so are their one-element views)
                 counters = True

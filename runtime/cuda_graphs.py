@@ -1,0 +1,226 @@
+"""One launch per call: a CUDA executable's kernel sequence captured once into a CUDA graph and
+replayed (issue 27).
+
+At the CPU suite's sizes a CUDA call is host-bound: each launch costs tens of microseconds of
+Python and driver work, while its kernel runs for a few. A graph replays the whole sequence with one
+``cuGraphLaunch``. The driver API comes from ``cuda.bindings.driver`` (the ``cuda`` extra): Numba has
+no graph API (numba-cuda issue #832), and cuda-core's ``GraphBuilder`` records launches made through
+cuda-core on its own builder, not the launches Numba and cuBLAS make on a stream of ours, which
+stream capture records whoever makes them.
+
+How a call is captured (``capture``): the generated driver is bound a second time, to a process-wide
+non-blocking *capture stream* (a capture on a blocking stream would fail, and fail the other
+thread's call, whenever any thread touches the legacy default stream meanwhile), and its ``run`` is
+called between ``cuStreamBeginCapture`` (relaxed mode: the driver allocates its ``_dup`` results
+with ``cuMemAlloc`` while capturing) and ``cuStreamEndCapture``; nothing runs then. The first call
+of an executable runs eagerly (it compiles and loads every kernel, picks cuBLAS, creates the
+handle: none of that may happen inside a capture), the second captures, instantiates and launches.
+
+Addresses: a captured kernel holds the addresses it was given. Those of the arena, the constants and
+the kernels' scratch never change; the arguments' and results' do, every call. The graph is made
+address-independent by *staging*: it is captured on executable-owned buffers, one per argument
+(``CallGraph.args``) and the results the capture produced (``CallGraph.results``); a call copies
+each argument in (device to device, or host to device where the NumPy path copied anyway), launches
+the graph, and copies each result out (into a fresh array from the device's stream-ordered pool, or
+to the host where the NumPy path copied anyway). Updating the captured kernel nodes' parameters
+(``cuGraphExecKernelNodeSetParams``) instead would spare the copies, but it needs every kernel's
+flattened Numba parameters decoded, and a cuBLAS gemm node (opaque parameters) or a memcpy node
+reading an argument cannot be updated that way at all; staging works for every node.
+
+When (``eager_reason``): graphs are on with ``DSL_CUDA_GRAPHS=1`` (off by default until validated on
+a GPU: ``GRAPHS_BY_DEFAULT``), never under the CUDA simulator (it has no graphs), never for a driver
+that reads device values back (a ``while``, a branch, a run-time bound: ``codegen/cuda/driver.py:
+host_reads``; those calls are not one fixed sequence), and only where the cost rule says so.
+
+The cost rule (``graphs_pay``): staging costs device time (its bytes, read and written) and a
+driver call per copy; graphs save a launch's host time per kernel. A host-bound call gains the whole
+saving, but a device-bound one gains nothing (launches overlap the kernels) and pays the copies. So
+graphs are chosen where the copies would take at most ``STAGING_SHARE`` of the launch time saved:
+``staged_bytes / COPY_BYTES_PER_S + copies * COPY_HOST_S <= STAGING_SHARE * launches * LAUNCH_HOST_S``,
+with every argument, public result and write-back counted as a device copy (the worst case).
+
+Results' memory: device results come from the device's stream-ordered pool (``cuMemAllocAsync``,
+the pool keeps freed memory for the next call) and are freed in the executable's stream order
+(``cuMemFreeAsync``) when their last reference dies. PyTorch's rule for arrays used on another
+stream holds, without ``record_stream``: a call returns after its stream finished, so a result is
+ready for any stream; work queued on another stream that reads a result must finish before the
+result is dropped (keep the array alive until then, or synchronize that stream).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from runtime.devices import simulator_enabled
+from runtime.errors import DeviceError
+
+GRAPHS_BY_DEFAULT = False  # True once validated on a GPU (tests/test_cuda_graphs.py; issue 27)
+
+# The cost rule's figures (issue 27's H100/H200 measurements; the GPU session refines them):
+LAUNCH_HOST_S = 20e-6  # host time of one kernel launch through runtime/cuda_launch.py (Numba's: ~39 us)
+COPY_HOST_S = 3e-6  # host time of one staging copy (cuMemcpy*Async through cuda.bindings)
+COPY_BYTES_PER_S = 1.0e12  # bytes a device-to-device copy moves per second (an H100 reaches ~1.3e12)
+STAGING_SHARE = 0.25  # the copies may cost at most this share of the launch time graphs save
+
+
+def graphs_enabled() -> bool:
+    """Whether CUDA executables may replay graphs: ``DSL_CUDA_GRAPHS`` (``1``/``0``), else
+    ``GRAPHS_BY_DEFAULT``; never under the simulator."""
+    if simulator_enabled():
+        return False
+    flag = os.environ.get("DSL_CUDA_GRAPHS")
+    return GRAPHS_BY_DEFAULT if flag is None else flag == "1"
+
+
+def graphs_pay(launches: int, staged_bytes: int, copies: int) -> bool:
+    """The cost rule (module docstring): whether a call of ``launches`` kernels gains from a graph
+    when ``copies`` staging copies moving ``staged_bytes`` bytes in all come with it."""
+    staging = staged_bytes / COPY_BYTES_PER_S + copies * COPY_HOST_S
+    return staging <= STAGING_SHARE * launches * LAUNCH_HOST_S
+
+
+def eager_reason(host_reads: bool, launches: int, staged_bytes: int, copies: int) -> str | None:
+    """Why an executable launches eagerly, or ``None`` where it replays a graph."""
+    if simulator_enabled():
+        return "the CUDA simulator has no graphs"
+    if not graphs_enabled():
+        return "graphs are off (DSL_CUDA_GRAPHS=1 turns them on)"
+    if host_reads:
+        return "the program reads device values back on the host (a while, a branch, a run-time bound)"
+    if not graphs_pay(launches, staged_bytes, copies):
+        return f"staging {staged_bytes} bytes in {copies} copies costs more than {launches} launches save"
+    return None
+
+
+def _driver() -> Any:
+    from cuda.bindings import driver
+
+    return driver
+
+
+def check(result: Any, what: str) -> Any:
+    """The value of a ``cuda.bindings`` call's ``(CUresult, value...)`` tuple (``None`` for none),
+    or a ``DeviceError`` naming the call and the error."""
+    err, *values = result
+    if err != _driver().CUresult.CUDA_SUCCESS:
+        raise DeviceError(f"{what} failed: {getattr(err, 'name', err)}")
+    return values[0] if len(values) == 1 else tuple(values) or None
+
+
+def copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
+    """A device-to-device copy of ``nbytes`` bytes on ``stream`` (addresses and handle as ints)."""
+    if nbytes:
+        check(_driver().cuMemcpyDtoDAsync(dst, src, nbytes, stream), "cuMemcpyDtoDAsync")
+
+
+_CAPTURE_LOCK = threading.Lock()  # one capture at a time on a device's capture stream
+_capture_streams: dict[int, Any] = {}
+
+
+def _capture_stream(cuda: Any) -> Any:
+    """The current device's capture stream (non-blocking, created once), as a Numba stream."""
+    device = cuda.get_current_device().id
+    if device not in _capture_streams:
+        driver = _driver()
+        flags = int(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        handle = check(driver.cuStreamCreate(flags), "cuStreamCreate")
+        _capture_streams[device] = cuda.external_stream(int(handle))  # lives as long as the process
+    return _capture_streams[device]
+
+
+class CallGraph:
+    """A captured call: the instantiated graph, the staging buffers of the arguments it reads, and
+    the results it writes (flat device arrays, the order of the driver's). It also keeps the driver
+    bound for the capture alive: the constants and views its kernels read are that binding's."""
+
+    def __init__(self, exec_handle: Any, args: list[Any], results: tuple[Any, ...], keep: Any) -> None:
+        self.args = args
+        self.results = results
+        self._exec = exec_handle
+        self._keep = keep
+        done = weakref.finalize(self, _destroy, exec_handle)
+        done.atexit = False  # the driver may be gone at exit; the process frees the graph then
+
+    def launch(self, stream: int) -> None:
+        check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
+
+
+def _destroy(exec_handle: Any) -> None:
+    _driver().cuGraphExecDestroy(exec_handle)
+
+
+def capture(
+    cuda: Any, bind: Callable[..., Any], arena: Any, outs: Sequence[Any], args: list[Any]
+) -> CallGraph:
+    """Capture one call of the generated driver ``bind`` (``codegen/cuda/driver.py``) on ``arena``,
+    with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments).
+
+    Every buffer ``run`` allocates is one of its results (the driver allocates only results per
+    call), so keeping the results keeps every address the graph holds alive."""
+    driver = _driver()
+    relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    with _CAPTURE_LOCK:
+        stream = _capture_stream(cuda)
+        run = bind(arena, stream)
+        stream.synchronize()  # bind copied the constants to the device on this stream
+        handle = int(stream)
+        with cuda.defer_cleanup():  # no cuMemFree while capturing
+            check(driver.cuStreamBeginCapture(handle, relaxed), "cuStreamBeginCapture")
+            try:
+                results = run(*outs, *args)
+            finally:  # ends the capture even when run failed (its error is the one raised)
+                ended = driver.cuStreamEndCapture(handle)
+            graph = check(ended, "cuStreamEndCapture")
+        try:
+            exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+        finally:
+            driver.cuGraphDestroy(graph)  # the executable graph is independent of it
+    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs)))
+
+
+_pool_ready: set[int] = set()
+
+
+def pool_array(cuda: Any, n: int, dtype: np.dtype, stream: Any) -> Any:
+    """A flat device array of ``n`` ``dtype`` elements from the device's stream-ordered pool, freed
+    on ``stream`` when its last reference dies (the module docstring's rule)."""
+    nbytes = n * dtype.itemsize
+    if not nbytes:
+        return cuda.device_array(n, dtype, stream=stream)
+    driver, handle = _driver(), int(stream)
+    context = cuda.current_context()
+    if context.device.id not in _pool_ready:  # keep freed blocks for the next call
+        _keep_pool_memory(driver, context.device.id)
+    ptr = int(check(driver.cuMemAllocAsync(nbytes, handle), "cuMemAllocAsync"))
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from numba.cuda.cudadrv.driver import MemoryPointer
+
+    memory = MemoryPointer(context, driver.CUdeviceptr(ptr), nbytes, finalizer=_freer(ptr, stream))
+    return DeviceNDArray((n,), (dtype.itemsize,), dtype, stream=stream, gpu_data=memory)
+
+
+def _freer(ptr: int, stream: Any) -> Callable[[], None]:
+    """``ptr``'s finalizer: freed in ``stream``'s order (the closure keeps the stream alive)."""
+
+    def free() -> None:
+        _driver().cuMemFreeAsync(ptr, int(stream))
+
+    return free
+
+
+def _keep_pool_memory(driver: Any, device: int) -> None:
+    """The device's default pool keeps the memory freed into it (its default threshold of 0 hands
+    it back to the driver at every synchronization, and the next call's allocation costs again)."""
+    handle = check(driver.cuDeviceGet(device), "cuDeviceGet")
+    pool = check(driver.cuDeviceGetDefaultMemPool(handle), "cuDeviceGetDefaultMemPool")
+    threshold = driver.CUmemPool_attribute.CU_MEMPOOL_ATTR_RELEASE_THRESHOLD
+    check(
+        driver.cuMemPoolSetAttribute(pool, threshold, driver.cuuint64_t(2**64 - 1)), "cuMemPoolSetAttribute"
+    )
+    _pool_ready.add(device)

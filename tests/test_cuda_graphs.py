@@ -1,0 +1,240 @@
+"""CUDA graphs (``runtime/cuda_graphs.py``): one launch per call.
+
+Here, without a GPU: the cost rule, why an executable stays eager, and the driver facts the choice
+reads (``host_reads``, ``launch_count`` of ``compiler/codegen/cuda/driver.py``). On a GPU (skipped
+elsewhere): graphs on against graphs off, bit for bit, on the suite's programs and on write-backs,
+donation, device and host arguments, calls with new arguments, loops, interleaved executables and
+threads. ``tests/cuda_sim/sim_graphs.py`` checks in the simulator that the eager path is the one taken.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+from dsl import pytree
+from runtime import cuda_graphs
+from runtime.devices import cuda_available
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+import suite_programs  # noqa: E402
+
+F32 = np.float32
+RNG = np.random.default_rng(0)
+
+# ---- the choice, without a GPU -----------------------------------------------------------------------
+
+
+def test_cost_rule_prefers_graphs_for_many_small_kernels() -> None:
+    # the transformer block at the CPU suite's size: 76 kernels, ~7 MB of arguments and gradients
+    assert cuda_graphs.graphs_pay(launches=76, staged_bytes=7_000_000, copies=20)
+    # a few launches over big arrays: the copies would cost more than the launches they save
+    assert not cuda_graphs.graphs_pay(launches=1, staged_bytes=80_000_000, copies=2)
+    assert not cuda_graphs.graphs_pay(launches=76, staged_bytes=1_000_000_000, copies=20)
+    # the copies' host time counts too: one kernel with many small arguments stays eager
+    assert not cuda_graphs.graphs_pay(launches=1, staged_bytes=64, copies=12)
+
+
+def test_graphs_are_a_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.delenv("DSL_CUDA_GRAPHS", raising=False)
+    assert cuda_graphs.graphs_enabled() is cuda_graphs.GRAPHS_BY_DEFAULT
+    monkeypatch.setenv("DSL_CUDA_GRAPHS", "0")
+    assert not cuda_graphs.graphs_enabled()
+    assert "DSL_CUDA_GRAPHS=1" in str(cuda_graphs.eager_reason(False, 76, 0, 1))
+    monkeypatch.setenv("DSL_CUDA_GRAPHS", "1")
+    assert cuda_graphs.graphs_enabled()
+    assert cuda_graphs.eager_reason(False, 76, 1000, 4) is None
+    assert "reads device values" in str(cuda_graphs.eager_reason(True, 76, 1000, 4))
+    assert "costs more" in str(cuda_graphs.eager_reason(False, 1, 10**9, 2))
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator has no graphs, whatever the flag
+    assert not cuda_graphs.graphs_enabled()
+    assert "simulator" in str(cuda_graphs.eager_reason(False, 76, 1000, 4))
+
+
+def _generated(fn: Callable[..., Any], *args: Any) -> Any:
+    return dsl.compile(fn, target="cuda").lower(*args).program.generated
+
+
+def test_driver_facts_of_straight_line_code() -> None:
+    x = RNG.standard_normal((8, 16)).astype(F32)
+    program = _generated(lambda x: dnp.tanh(x @ x.T).sum(axis=1), x)
+    assert not program.host_reads
+    assert program.launches >= 2  # the matmul and the tanh-and-sum
+
+
+def test_driver_facts_of_loops() -> None:
+    x = RNG.standard_normal(16).astype(F32)
+    body = lambda i, c: dnp.tanh(c) * 0.5  # noqa: E731
+    literal = _generated(lambda x: dsl.fori_loop(0, 6, body, x), x)
+    assert not literal.host_reads  # a host loop of a fixed count: one fixed sequence of launches
+    once = _generated(lambda x: dsl.fori_loop(0, 1, body, x), x)
+    assert literal.launches >= 6 * max(once.launches - 1, 1)  # the body's launches, once per trip
+    while_ = _generated(lambda x: dsl.while_loop(lambda c: c.sum() < 100.0, lambda c: c * 2.0 + 1.0, x), x)
+    assert while_.host_reads  # the condition is read back every trip
+
+
+# ---- on a GPU ----------------------------------------------------------------------------------------
+
+gpu = pytest.mark.skipif(
+    not cuda_available(), reason="needs a usable NVIDIA GPU: CUDA graphs do not exist in the simulator"
+)
+
+
+@pytest.fixture
+def graphs_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphs on for the executables built in the test, whatever the cost rule says (each test
+    program must take the graph path)."""
+    monkeypatch.setenv("DSL_CUDA_GRAPHS", "1")
+    monkeypatch.setattr(cuda_graphs, "graphs_pay", lambda *a: True)
+
+
+def _tree(x: Any, leaf: Callable[[Any], Any]) -> Any:
+    leaves, treedef = pytree.flatten(x)
+    return pytree.unflatten(treedef, [leaf(a) if isinstance(a, np.ndarray) else a for a in leaves])
+
+
+def _on_device(x: Any) -> Any:
+    from numba import cuda
+
+    return _tree(x, cuda.to_device)
+
+
+def _host(x: Any) -> list[np.ndarray]:
+    leaves, _ = pytree.flatten(x)
+    return [np.asarray(a.copy_to_host() if hasattr(a, "copy_to_host") else a) for a in leaves]
+
+
+def _same(got: Any, want: Any) -> None:
+    for g, w in zip(_host(got), _host(want), strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def _executable(f: Any, *args: Any) -> Any:
+    return f.lower(*args).program.executable
+
+
+def _calls(f: Callable[..., Any], args: Any, n: int, device: bool) -> list[tuple[Any, list[np.ndarray]]]:
+    """``n`` calls of ``f`` on fresh copies of ``args``: each call's result and its arguments after it
+    (write-backs)."""
+    out = []
+    for _ in range(n):
+        copy = _tree(args, np.copy)
+        given = _on_device(copy) if device else copy
+        out.append((f(*given), _host(given)))
+    return out
+
+
+@gpu
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+@pytest.mark.parametrize("name", list(suite_programs.BUILDERS))
+def test_suite_programs_replay_bit_for_bit(
+    graphs_on: None, monkeypatch: pytest.MonkeyPatch, name: str, device: bool
+) -> None:
+    monkeypatch.setenv("DSL_TARGET", "cuda")
+    program = suite_programs.BUILDERS[name]()
+    # the first call is eager, the second captures and replays, the third replays
+    (eager, eager_args), *replays = _calls(program.dslc, program.args, 3, device)
+    executable = _executable(program.dslc, *program.args)
+    assert executable.eager_reason is None and executable.graph is not None, executable.eager_reason
+    for result, args in replays:
+        _same(result, eager)
+        _same(args, eager_args)  # write-backs (the MLP step's SGD update)
+
+
+def _eager(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
+    """``fn`` compiled for ``args``' signature, its executable kept eager (the reference)."""
+    f = dsl.compile(fn, target="cuda", **options)
+    _executable(f, *args).eager_reason = "the test's eager reference"
+    return f
+
+
+def _step(w: Any, x: Any) -> Any:
+    loss = dnp.tanh(x @ w).sum()
+    w -= 0.1 * x.T @ dnp.tanh(x @ w)
+    return loss
+
+
+@gpu
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+def test_new_arguments_every_call(graphs_on: None, device: bool) -> None:
+    w0 = RNG.standard_normal((16, 8)).astype(F32)
+    xs = [RNG.standard_normal((4, 16)).astype(F32) for _ in range(5)]
+    fast = dsl.compile(_step, target="cuda")
+    runs = []
+    for f in (fast, _eager(_step, w0, xs[0])):
+        w = _on_device(w0.copy()) if device else w0.copy()
+        losses = [f(w, _on_device(x) if device else x) for x in xs]
+        runs.append((losses, _host(w)))
+    _same(runs[0], runs[1])
+    assert _executable(fast, w0, xs[0]).graph is not None
+
+
+@gpu
+def test_donated_arguments(graphs_on: None) -> None:
+    fn = lambda a, b: (dnp.exp(a) + b, a * b)  # noqa: E731
+    a, b = RNG.standard_normal(100).astype(F32), RNG.standard_normal(100).astype(F32)
+    fast = dsl.compile(fn, target="cuda", donate_argnums=(0,))
+    slow = _eager(fn, a, b, donate_argnums=(0,))
+    for _ in range(3):
+        _same(fast(_on_device(a), _on_device(b)), slow(_on_device(a), _on_device(b)))
+
+
+@gpu
+def test_device_results_are_fresh_arrays(graphs_on: None) -> None:
+    f = dsl.compile(lambda x: dnp.sin(x) * 2.0, target="cuda")
+    xs = [_on_device(RNG.standard_normal(64).astype(F32)) for _ in range(4)]
+    results = [f(x) for x in xs]  # the later ones replay the graph: their results must not share memory
+    for x, r in zip(xs, results):
+        np.testing.assert_array_equal(r.copy_to_host(), (np.sin(x.copy_to_host()) * F32(2.0)).astype(F32))
+    assert len({r.device_ctypes_pointer.value for r in results}) == len(results)
+
+
+@gpu
+def test_loops(graphs_on: None) -> None:
+    x = RNG.standard_normal(32).astype(F32)
+    literal = lambda x: dsl.fori_loop(0, 5, lambda i, c: dnp.tanh(c) * 1.5, x)  # noqa: E731
+    while_ = lambda x: dsl.while_loop(lambda c: c.sum() < 1e4, lambda c: c * 2.0 + 1.0, x)  # noqa: E731
+    for fn, captured in ((literal, True), (while_, False)):
+        fast, slow = dsl.compile(fn, target="cuda"), _eager(fn, x)
+        for _ in range(3):
+            _same(fast(x), slow(x))
+        executable = _executable(fast, x)
+        assert (executable.graph is not None) is captured, executable.eager_reason
+        if not captured:
+            assert "reads device values" in executable.eager_reason
+
+
+@gpu
+def test_interleaved_executables_and_threads(graphs_on: None) -> None:
+    fns = [lambda x: dnp.tanh(x @ x.T).sum(axis=0), lambda x: dnp.exp(x).sum() * x]
+    xs = [RNG.standard_normal((8, 8)).astype(F32) for _ in range(6)]
+    fast = [dsl.compile(fn, target="cuda") for fn in fns]
+    want = [[_host(f(x)) for x in xs] for f in (_eager(fn, xs[0]) for fn in fns)]
+    for x, *expected in zip(xs, *want):  # interleaved in one thread
+        for f, w in zip(fast, expected):
+            _same(f(x), w)
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        try:
+            for i in range(20):
+                j = (i + k) % len(xs)
+                _same(fast[k % 2](_on_device(xs[j])), want[k % 2][j])
+        except BaseException as err:  # reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
