@@ -12,7 +12,9 @@ import dsl
 import dsl.numpy as dnp
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.kernel.cuda.records import index_stmts, linear, store
 from compiler.kernel.emit import BodyBuilder, ConstantPool
+from compiler.kernel.ir import Access, Expr, Line, variables
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
 from compiler.prims import source
@@ -106,3 +108,31 @@ def test_a_cpu_loop_is_flat_unless_an_expression_uses_the_index() -> None:
     assert "for i in range(32):" in chain and "p0_f = p0.reshape(32)" in chain
     ramp = dsl.compile(lambda x: dnp.arange(8, dtype=np.float32) * 2.0).lower(x).source()
     assert "for i0 in range(8):" in ramp and "np.int64(i0)" in ramp and "for i in" not in ramp
+
+
+def test_statements_record_the_variables_their_text_and_indices_use() -> None:
+    """A statement's uses: its text's record (an ``Expr``: a primitive's expression) and its loads'
+    and stores' index expressions (a name, or an ``Expr`` such as a flat offset, which leaves out
+    the axes of one element)."""
+    offset = linear(("i0", "i1", "i2"), (4, 1, 8))
+    assert offset == "i0 * 8 + i2" and offset.uses == {"i0", "i2"}
+    ramp = Line(Expr("t0 = np.int64(i3)", {"i3"}))
+    load = Line("t1 = p0[g]", (Access("p0", ("g",)),))
+    assert ramp.uses == {"i3"} and load.uses == {"g"}
+    stored = store(Access("p1", (offset,)), "t1")
+    assert stored.uses == {"i0", "i2"} and variables([ramp, load, stored]) == {"i0", "i2", "i3", "g"}
+
+
+def test_a_gpu_thread_computes_only_the_indices_its_statements_use() -> None:
+    x = _arg(8)
+    b = Op.create(mv.broadcast, [x], {"shape": (4, 8)})
+    iota = Op.create(source.iota, [], {"shape": (4, 8), "dimension": 0, "dtype": DType.f32})
+    add = Op.create(ew.add, [b.result, iota.result])
+    builder, _ = _builder(b, iota, add)
+    builder.value_at(add.result, IDX)
+    body = [Line(text) for text in builder.lines]
+    assert variables(body) == {"i0"}  # the load's i1 is its Access's (none recorded here)
+    decomposition = [("i0", "g // 8"), ("i1", "g % 8")]
+    assert [s.text for s in index_stmts(body, decomposition)] == ["i0 = g // 8"]
+    body.append(Line("p1[g] = t2", (), (Access("p1", (linear(IDX, (4, 8)),)),)))
+    assert [s.text for s in index_stmts(body, decomposition)] == ["i0 = g // 8", "i1 = g % 8"]

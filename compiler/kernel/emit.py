@@ -14,12 +14,14 @@ mixes float widths, while NumPy (the oracle) wraps and rounds at every op, so th
 two bit-compatible; what a primitive made through ``ctx.const`` or ``ctx.cast`` is recorded as
 already of its dtype and not cast again.
 
-The builder records which of the iteration's variables the primitives' expressions use
-(``index_uses``): an emit receives its index as ``Indices``, and every entry it asks for (an
-iota's, a constant array's subscript, the index arithmetic of a broadcast, a reshape or a gather)
-is recorded; handing the index on whole to ``ctx.read`` records nothing. A backend adds the
-variables its loads spell (their ``Access``), and so decides a loop's form (a flat loop needs no
-multi-dimensional index) without reading generated text.
+The builder records which of the iteration's variables the primitives' expressions use: an emit
+receives its index as ``Indices``, and every entry it asks for (an iota's, a constant array's
+subscript, the index arithmetic of a broadcast, a reshape or a gather) is recorded, while handing
+the index, or a slice of it, on whole to ``ctx.read`` records nothing. Each line it writes is an
+``ir.Expr`` carrying the variables its own emit asked for (``index_uses``: all of them); a load's
+index is the backend's record (its ``Access``). A backend decides a loop's form from these
+(``ir.variables``: a flat CPU loop needs no multi-dimensional index, a GPU thread computes only
+the indices its statements use) without reading generated text.
 
 Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) and in ``load``.
 """
@@ -27,7 +29,6 @@ Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) an
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType, TensorType
+from compiler.kernel.ir import Expr
 from compiler.prims.base import Kind
 
 Load = Callable[[Value, tuple[str, ...]], str]
@@ -70,19 +72,12 @@ def subscript(name: str, idx: Sequence[str]) -> str:
     return f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
 
 
-def mentions(lines: Iterable[str], names: Iterable[str]) -> bool:
-    """Whether any of the identifiers ``names`` occurs in ``lines`` (used to choose loop forms)."""
-    wanted = set(names)
-    if not wanted:
-        return False
-    return any(tok in wanted for line in lines for tok in re.findall(r"[A-Za-z_]\w*", line))
-
-
 class Indices(Sequence[str]):
     """The index of the element a primitive's ``emit`` computes, one name per axis (an iteration
-    variable, an index temporary or an integer). Asking for entries records the iteration variables
-    among them in ``uses``; ``ctx.read(k, idx)`` with the whole object records nothing (the read
-    passes the index on unchanged: its load, or the next emit, records what it spells)."""
+    variable, an index temporary or an integer). Asking for an entry, or iterating, records the
+    iteration variables among them in ``uses``; ``ctx.read(k, idx)`` with the object itself, or
+    with a slice of it (``idx[a:b]``, again an ``Indices``), records nothing: the read passes those
+    entries on unchanged, and its load, or the next emit, records what it spells."""
 
     def __init__(self, entries: tuple[str, ...], variables: set[str], uses: set[str]) -> None:
         self.entries = entries
@@ -95,14 +90,18 @@ class Indices(Sequence[str]):
     @overload
     def __getitem__(self, i: int) -> str: ...
     @overload
-    def __getitem__(self, i: slice) -> Sequence[str]: ...
-    def __getitem__(self, i: int | slice) -> str | Sequence[str]:
+    def __getitem__(self, i: slice) -> Indices: ...
+    def __getitem__(self, i: int | slice) -> str | Indices:
+        if isinstance(i, slice):
+            return Indices(self.entries[i], self._variables, self._uses)
         got = self.entries[i]
-        self._uses.update(self._variables.intersection((got,) if isinstance(got, str) else got))
+        if got in self._variables:
+            self._uses.add(got)
         return got
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self[:])
+        self._uses.update(self._variables.intersection(self.entries))
+        return iter(self.entries)
 
 
 class ConstantPool:
@@ -162,7 +161,8 @@ class BodyBuilder:
         self.loads: dict[int, tuple[Value, tuple[str, ...]]] = {}
         self.constants: dict[str, None] = {}  # the pool's arrays the body reads, in first-use order
         self.variables: set[str] = set()  # the iteration's variables (the indices ``value_at`` is asked at)
-        self.index_uses: set[str] = set()  # those the primitives' expressions spell (``Indices``)
+        self.index_uses: set[str] = set()  # those the primitives asked for (``Indices``)
+        self._emitting: list[set[str]] = []  # the variables each emit running now asked for
         self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
         self._index_memo: dict[str, str] = {}
         self._temps: set[str] = set()
@@ -221,12 +221,16 @@ class BodyBuilder:
         if found is not None:
             return found
         op = self.inlined.get(value)
-        if op is None:
+        uses: set[str] = set()  # the iteration variables the line's own text uses
+        if op is None:  # a load: the index it spells is the backend's record (its ``Access``)
             expr = self.load(value, key[1])
             self.loads[len(self.lines)] = (value, key[1])
         else:
             assert op.prim.emit is not None, f"{op.prim.name} has no scalar lowering"
-            expr = op.prim.emit(OpContext(self, op), Indices(key[1], self.variables, self.index_uses))
+            self._emitting.append(uses)
+            expr = op.prim.emit(OpContext(self, op), Indices(key[1], self.variables, uses))
+            self._emitting.pop()
+            self.index_uses |= uses
             if expr in self._temps:  # an index map returned an operand read: share its temporary
                 self._memo[key] = expr
                 return expr
@@ -235,13 +239,13 @@ class BodyBuilder:
         name = f"{self.prefix}t{len(self._temps)}"
         self._temps.add(name)
         self._names.add(name)
-        self.lines.append(f"{name} = {expr}")
+        self.lines.append(Expr(f"{name} = {expr}", uses))
         self._memo[key] = name
         return name
 
     def _index(self, expr: str | int) -> str:
         """A name for one axis of an index: itself when it is one (or an integer), else a temporary
-        bound to it once."""
+        bound to it once (its line uses what the emit that made it has asked for so far)."""
         if isinstance(expr, int):
             self._names.add(str(expr))
             return str(expr)
@@ -252,7 +256,7 @@ class BodyBuilder:
             name = f"{self.prefix}k{len(self._index_memo)}"
             self._index_memo[expr] = name
             self._names.add(name)
-            self.lines.append(f"{name} = {expr}")
+            self.lines.append(Expr(f"{name} = {expr}", self._emitting[-1] if self._emitting else ()))
         return self._index_memo[expr]
 
 

@@ -6,9 +6,12 @@ flat views (``View``) and straight-line statements (``Line``). A statement's tex
 the primitives' lowerings produce (``compiler/kernel/emit.py``'s ``BodyBuilder``), the same on
 both backends; what a statement loads and stores is not read back from that text but recorded when
 the statement is built (``Line.reads`` / ``Line.writes``: an ``Access`` is an array and one index
-expression per axis). Questions a pass must answer about a kernel (is this a flat elementwise loop,
-may its parallel loop run as chunks, does a member of a row-block region touch only the rows of its
-block) are answered from these records and the loop structure, never from generated source.
+expression per axis), and so is which iteration variables it uses (``Line.uses``: an index
+expression is a name, an integer, or an ``Expr`` that carries the variables it was made of).
+Questions a pass must answer about a kernel (is this a flat elementwise loop, which indices must a
+GPU thread compute, may its parallel loop run as chunks, does a member of a row-block region touch
+only the rows of its block) are answered from these records and the loop structure, never from
+generated source.
 
 A GPU kernel's IR says how its work is spread over the device: a loop whose ``start`` and ``step``
 are thread or block coordinates (a grid-stride loop: ``start`` ``cuda.grid(1)``, ``step``
@@ -22,11 +25,31 @@ kernels' bodies.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from compiler.ir.types import DType
 from compiler.prims.base import Reducer
+
+
+class Expr(str):
+    """Generated code as printed, with the iteration variables it uses (``i0``, ``g``), recorded by
+    whoever builds it: the body builder's statements, a flat index of a multi-dimensional one
+    (``cuda.records.linear``). Where an index expression is expected, a plain ``str`` is a name
+    (a variable, a temporary) or an integer."""
+
+    __slots__ = ("uses",)
+    uses: frozenset[str]
+
+    def __new__(cls, text: str, uses: Iterable[str] = ()) -> Expr:
+        self = super().__new__(cls, text)
+        self.uses = frozenset(uses)
+        return self
+
+
+def uses_of(expr: str) -> frozenset[str]:
+    """The variables an index expression uses: its record, or itself when it is a name."""
+    return expr.uses if isinstance(expr, Expr) else frozenset((expr,))
 
 
 @dataclass(frozen=True)
@@ -45,6 +68,13 @@ class Line:
     text: str
     reads: tuple[Access, ...] = ()
     writes: tuple[Access, ...] = ()
+
+    @property
+    def uses(self) -> frozenset[str]:
+        """The iteration variables the statement uses: those its text records (an ``Expr``: the
+        primitives' expressions) and those of the index expressions it loads and stores at."""
+        own = self.text.uses if isinstance(self.text, Expr) else frozenset()
+        return own.union(*(uses_of(e) for a in (*self.reads, *self.writes) for e in a.index))
 
 
 @dataclass
@@ -174,16 +204,16 @@ def uses(body: Sequence[Stmt], name: str) -> bool:
     return False
 
 
-def texts(body: Sequence[Stmt]) -> Iterator[str]:
-    """The scalar expressions of ``body``: statements' text, loop bounds, conditions (for the
-    identifiers a body mentions: ``emit.mentions``)."""
+def variables(body: Sequence[Stmt]) -> set[str]:
+    """The iteration variables ``body`` uses (``Line.uses``, and its loops' bounds): a variable
+    outside that set need not be computed for it."""
+    out: set[str] = set()
     for s in walk(body):
         if isinstance(s, Line):
-            yield s.text
+            out |= s.uses
         elif isinstance(s, For):
-            yield from (str(e) for e in (s.start, s.stop, s.step))
-        elif isinstance(s, If):
-            yield s.cond
+            out.update(*(uses_of(e) for e in (s.start, s.stop, s.step) if isinstance(e, str)))
+    return out
 
 
 def np_type(dtype: DType) -> str:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from compiler.ir.core import Function, Op, Value
+from compiler.kernel.ir import Expr, uses_of
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.plan import MemoryPlan
 from compiler.prims import dynamic as dyn
@@ -59,13 +60,16 @@ def window_updates(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> set[
 
 def window_index(op: Op, at: Sequence[str], start: Callable[[Value], str]) -> tuple[str, ...]:
     """The index in ``op``'s result (a partial update) of element ``at`` of its update; ``start``:
-    the expression of a 0-d start operand (a dynamic update's)."""
+    the expression of a 0-d start operand (a dynamic update's). Each entry records the variable of
+    ``at`` it uses (an ``Expr``)."""
     base, update = (v.type for v in op.operands[:2])
     if op.prim is mv.update_slice:
         starts = (int(s) for s in op.attrs["start"])
         strides = (int(s) for s in op.attrs["stride"])
         return tuple(
-            f"{j}" if (s, st) == (0, 1) else f"{s} + {j}" if st == 1 else f"{s} + {st} * {j}"
+            Expr(
+                f"{j}" if (s, st) == (0, 1) else f"{s} + {j}" if st == 1 else f"{s} + {st} * {j}", uses_of(j)
+            )
             for j, s, st in zip(at, starts, strides, strict=True)
         )
     assert op.prim is dyn.dynamic_update_slice, f"{op.prim.name} is no window update"
@@ -74,5 +78,5 @@ def window_index(op: Op, at: Sequence[str], start: Callable[[Value], str]) -> tu
         if n == d:  # the window spans the axis: it starts at 0
             out.append(j)
         else:
-            out.append(f"{dyn.clamped_start(start(op.operands[2 + axis]), d, n)} + {j}")
+            out.append(Expr(f"{dyn.clamped_start(start(op.operands[2 + axis]), d, n)} + {j}", uses_of(j)))
     return tuple(out)

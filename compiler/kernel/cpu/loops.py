@@ -20,7 +20,20 @@ from compiler.ir.types import DType
 from compiler.kernel import arraylevel
 from compiler.kernel.cpu.records import CpuSchedule, Kernel, Scratch, jit_decorator
 from compiler.kernel.emit import ROW, BodyBuilder, ConstantPool, literal, subscript, typed
-from compiler.kernel.ir import Access, Alloc, For, If, KernelIR, Line, Stmt, View, lines, nest, print_python
+from compiler.kernel.ir import (
+    Access,
+    Alloc,
+    For,
+    If,
+    KernelIR,
+    Line,
+    Stmt,
+    View,
+    lines,
+    nest,
+    print_python,
+    variables,
+)
 from compiler.passes.fuse import Group
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS, PARTIALS_MAX_ELEMENTS, REDUCE_CHUNKS
 
@@ -163,10 +176,9 @@ def body(
     if not flat:
         return _Body([*stmts, *stores_ir], [], list(idx), list(shape), target)
     # a flat loop only if no statement needs the multi-dimensional index: the primitives'
-    # expressions (an iota's or a broadcast's index arithmetic, recorded by the builder) and the
-    # loads not at the flat position (their index entries: variables, temporaries, integers)
-    loaded = {e for s in stmts if isinstance(s, Line) for a in s.reads for e in a.index}
-    if not builder.index_uses.isdisjoint(idx) or not loaded.isdisjoint(idx):
+    # expressions (an iota's or a broadcast's index arithmetic) and the loads not at the flat
+    # position use it (``Line.uses``, recorded as the body was built)
+    if not variables(stmts).isdisjoint(idx):
         return None
     size = math.prod(shape)
     views: list[Stmt] = [View(f"{name}_f", name, (size,)) for name in flat_views]

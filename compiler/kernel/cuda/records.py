@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
-from compiler.kernel.emit import BodyBuilder, ConstantPool, mentions, subscript
-from compiler.kernel.ir import Access, KernelIR, Line, Stmt, texts
+from compiler.kernel.emit import BodyBuilder, ConstantPool, subscript
+from compiler.kernel.ir import Access, Expr, KernelIR, Line, Stmt, uses_of, variables
 from compiler.passes.fuse import Group
 
 Place = Access | str  # an element of an array, or a scalar variable (a band's one-element row)
@@ -69,14 +69,17 @@ class CudaKernel:
 
 
 def linear(idx: Sequence[str], shape: Sequence[int]) -> str:
-    """The flat C-order offset of ``idx`` in an array of ``shape`` (size-1 dims contribute 0)."""
+    """The flat C-order offset of ``idx`` in an array of ``shape`` (size-1 dims contribute 0), with
+    the variables it uses."""
     terms = []
+    uses: set[str] = set()
     stride = 1
     for name, extent in reversed(list(zip(idx, shape, strict=True))):
         if extent != 1:
             terms.append(name if stride == 1 else f"{name} * {stride}")
+            uses |= uses_of(name)
         stride *= extent
-    return " + ".join(reversed(terms)) or "0"
+    return Expr(" + ".join(reversed(terms)) or "0", uses)
 
 
 def unflatten(flat: str, names: Sequence[str], shape: Sequence[int]) -> list[tuple[str, str]]:
@@ -95,9 +98,10 @@ def unflatten(flat: str, names: Sequence[str], shape: Sequence[int]) -> list[tup
 
 
 def index_stmts(body: Sequence[Stmt], decomposition: list[tuple[str, str]]) -> list[Stmt]:
-    """The index computations ``body`` needs (each index is computed independently)."""
-    used = list(texts(body))
-    return [Line(f"{name} = {expr}") for name, expr in decomposition if mentions(used, [name])]
+    """The index computations ``body`` needs (each index is computed independently): those of the
+    variables its statements use (``ir.variables``, recorded as they were built)."""
+    used = variables(body)
+    return [Line(f"{name} = {expr}") for name, expr in decomposition if name in used]
 
 
 def body_stmts(builder: Builder) -> list[Stmt]:

@@ -19,6 +19,7 @@ from compiler.kernel.cuda.records import (
     store,
     unflatten,
 )
+from compiler.kernel.ir import Expr, uses_of
 from compiler.kernel.window import window_index
 
 
@@ -34,7 +35,7 @@ def window_kernel(spec: KernelSpec) -> CudaKernel | None:
     corner = window_index(root, at, lambda s: builder.value_at(s, ()))
     value = builder.value_at(update, at)
     out = root.result
-    dest = Access(spec.names[out], (linear([f"({e})" for e in corner], out.type.shape),))
+    dest = Access(spec.names[out], (linear([Expr(f"({e})", uses_of(e)) for e in corner], out.type.shape),))
     body = [*body_stmts(builder), store(dest, value)]
     loop = grid_loop("g", size, [*index_stmts(body, unflatten("g", at, shape)), *body])
     return spec.define([loop], spec.buffers, Launch(f"_grid({size})", "TPB"), "window", [builder])
