@@ -6,7 +6,8 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu (default: env suite plans bench). A
+# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs (default: env suite plans
+# bench); graphs (CUDA graphs, issue 27: tests/test_cuda_graphs.py and cuda_graphs.py) takes ~3 minutes. A
 # lease of 15 device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one
 # call. gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch
 # eager and torch.compile) take at most 5 minutes each (not yet timed on a GPU: --budget-s stops
@@ -49,6 +50,10 @@ for step in $steps; do
         ;;
     bench)
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
+        ;;
+    graphs) # CUDA graphs (issue 27): graphs against eager bit for bit, then the host cost per call
+        timeout 150 $PY -m pytest tests/test_cuda_graphs.py -q -rfEs -p no:randomly 2>&1 | tee "$OUT/graphs.log" | tail -30
+        timeout 100 $PY benchmarks/cuda_graphs.py --out "$OUT/graphs.md" 2>&1 | tee -a "$OUT/graphs.log" | tail -12
         ;;
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \

@@ -57,6 +57,7 @@ def _library() -> Any:
             return None
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(_P)]
     lib.cublasSetStream_v2.argtypes = [_P, _P]
+    lib.cublasSetWorkspace_v2.argtypes = [_P, _P, ctypes.c_size_t]
     for letter, scalar in _SCALAR.values():
         ptr = ctypes.POINTER(scalar)
         plain = getattr(lib, f"cublas{letter}gemm_v2")
@@ -87,6 +88,21 @@ def _handle() -> Any:
 
 _LOCK = threading.Lock()
 _stream_set: list[int | None] = [None]  # the stream the handle works on now
+# Workspaces of streams being captured into CUDA graphs (runtime/cuda_graphs.py), by stream handle: a
+# graph must own the memory its nodes use, and cuBLAS's own per-stream workspace would be allocated
+# inside the capture. Setting the handle's stream sets its workspace back to cuBLAS's own.
+_workspaces: dict[int, tuple[int, int]] = {}
+
+
+def capture_workspace(stream: int, workspace: int | None, nbytes: int = 0) -> None:
+    """cuBLAS calls on ``stream`` use ``nbytes`` of device memory at ``workspace`` from now on
+    (``None``: cuBLAS's own again)."""
+    with _LOCK:
+        if workspace is None:
+            _workspaces.pop(stream, None)
+        else:
+            _workspaces[stream] = (workspace, nbytes)
+        _stream_set[0] = None  # the next call sets the stream, and the workspace with it
 
 
 def _check(status: int, what: str) -> None:
@@ -202,6 +218,8 @@ def _runner(dtype: np.dtype, calls: list[Call], stream: int) -> Callable[..., No
         with _LOCK:
             if _stream_set[0] != stream:
                 _check(lib.cublasSetStream_v2(handle, stream), "cublasSetStream")
+                if stream in _workspaces:
+                    _check(lib.cublasSetWorkspace_v2(handle, *_workspaces[stream]), "cublasSetWorkspace")
                 _stream_set[0] = stream
             for c in calls:
                 xa, xb, xc = pa + c.a_off * size, pb + c.b_off * size, po + c.c_off * size

@@ -122,6 +122,7 @@ class CudaExecutable(ArgumentChecks):
         self.stream = cuda.stream()
         self.arena = cuda.device_array(max(int(arena_bytes), 1), np.uint8, stream=self.stream)
         self._bind = getattr(module, entry)
+        self._blas = hasattr(module, "_matmul_launcher")  # its matmuls may run on cuBLAS
         self.run = self._bind(self.arena, self.stream)
         self.n_results = n_results
         self.writeback = tuple(writeback)
@@ -225,7 +226,7 @@ class CudaExecutable(ArgumentChecks):
         outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
         stream.synchronize()
         try:
-            self.graph = cuda_graphs.capture(self.cuda, self._bind, self.arena, outs, args)
+            self.graph = cuda_graphs.capture(self.cuda, self._bind, self.arena, outs, args, self._blas)
         except Exception as err:  # any failure of a capture means: launch eagerly
             self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
         return self.graph

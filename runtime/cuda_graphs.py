@@ -156,32 +156,46 @@ def _destroy(exec_handle: Any) -> None:
 
 
 def capture(
-    cuda: Any, bind: Callable[..., Any], arena: Any, outs: Sequence[Any], args: list[Any]
+    cuda: Any, bind: Callable[..., Any], arena: Any, outs: Sequence[Any], args: list[Any], blas: bool
 ) -> CallGraph:
     """Capture one call of the generated driver ``bind`` (``codegen/cuda/driver.py``) on ``arena``,
-    with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments).
+    with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments);
+    with ``blas``, its cuBLAS calls get a workspace of the graph's own.
 
     Every buffer ``run`` allocates is one of its results (the driver allocates only results per
     call), so keeping the results keeps every address the graph holds alive."""
+    from runtime import cublas  # (it imports the executable, which imports this module)
+
     driver = _driver()
     relaxed = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    workspace = cuda.device_array(_blas_workspace_bytes(cuda) if blas else 0, np.uint8)
     with _CAPTURE_LOCK:
         stream = _capture_stream(cuda)
         run = bind(arena, stream)
         stream.synchronize()  # bind copied the constants to the device on this stream
         handle = int(stream)
+        if blas:
+            cublas.capture_workspace(handle, int(workspace.device_ctypes_pointer.value), workspace.nbytes)
         with cuda.defer_cleanup():  # no cuMemFree while capturing
             check(driver.cuStreamBeginCapture(handle, relaxed), "cuStreamBeginCapture")
             try:
                 results = run(*outs, *args)
             finally:  # ends the capture even when run failed (its error is the one raised)
                 ended = driver.cuStreamEndCapture(handle)
+                cublas.capture_workspace(handle, None)
             graph = check(ended, "cuStreamEndCapture")
         try:
             exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         finally:
             driver.cuGraphDestroy(graph)  # the executable graph is independent of it
-    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs)))
+    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs), workspace))
+
+
+def _blas_workspace_bytes(cuda: Any) -> int:
+    """The size of cuBLAS's own workspace on the current device (its documentation: 32 MiB on
+    Hopper and later, 4 MiB before), so that a captured gemm picks the algorithm an eager one does."""
+    major, _ = cuda.get_current_device().compute_capability
+    return (32 if major >= 9 else 4) * 2**20
 
 
 _pool_ready: set[int] = set()

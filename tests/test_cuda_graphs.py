@@ -133,9 +133,15 @@ def _calls(f: Callable[..., Any], args: Any, n: int, device: bool) -> list[tuple
     return out
 
 
+# every program with its arguments on the device; two with NumPy arguments too (a signature each)
+SUITE = [(name, True) for name in suite_programs.BUILDERS] + [
+    ("layer norm", False),
+    ("MLP training step", False),
+]
+
+
 @gpu
-@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
-@pytest.mark.parametrize("name", list(suite_programs.BUILDERS))
+@pytest.mark.parametrize("name, device", SUITE, ids=[f"{n}-{'device' if d else 'host'}" for n, d in SUITE])
 def test_suite_programs_replay_bit_for_bit(
     graphs_on: None, monkeypatch: pytest.MonkeyPatch, name: str, device: bool
 ) -> None:
@@ -143,7 +149,7 @@ def test_suite_programs_replay_bit_for_bit(
     program = suite_programs.BUILDERS[name]()
     # the first call is eager, the second captures and replays, the third replays
     (eager, eager_args), *replays = _calls(program.dslc, program.args, 3, device)
-    executable = _executable(program.dslc, *program.args)
+    executable = _executable(program.dslc, *(_on_device(program.args) if device else program.args))
     assert executable.eager_reason is None and executable.graph is not None, executable.eager_reason
     for result, args in replays:
         _same(result, eager)
@@ -151,7 +157,8 @@ def test_suite_programs_replay_bit_for_bit(
 
 
 def _eager(fn: Callable[..., Any], *args: Any, **options: Any) -> Any:
-    """``fn`` compiled for ``args``' signature, its executable kept eager (the reference)."""
+    """``fn`` compiled for ``args``' signature, its executable kept eager (the reference). Host and
+    device arguments are two signatures: pass the kind the test calls with."""
     f = dsl.compile(fn, target="cuda", **options)
     _executable(f, *args).eager_reason = "the test's eager reference"
     return f
@@ -170,12 +177,13 @@ def test_new_arguments_every_call(graphs_on: None, device: bool) -> None:
     xs = [RNG.standard_normal((4, 16)).astype(F32) for _ in range(5)]
     fast = dsl.compile(_step, target="cuda")
     runs = []
-    for f in (fast, _eager(_step, w0, xs[0])):
-        w = _on_device(w0.copy()) if device else w0.copy()
-        losses = [f(w, _on_device(x) if device else x) for x in xs]
+    given = (lambda a: _on_device(a)) if device else (lambda a: a)  # noqa: E731
+    for f in (fast, _eager(_step, given(w0), given(xs[0]))):
+        w = given(w0.copy())
+        losses = [f(w, given(x)) for x in xs]
         runs.append((losses, _host(w)))
     _same(runs[0], runs[1])
-    assert _executable(fast, w0, xs[0]).graph is not None
+    assert _executable(fast, given(w0), given(xs[0])).graph is not None
 
 
 @gpu
@@ -183,7 +191,7 @@ def test_donated_arguments(graphs_on: None) -> None:
     fn = lambda a, b: (dnp.exp(a) + b, a * b)  # noqa: E731
     a, b = RNG.standard_normal(100).astype(F32), RNG.standard_normal(100).astype(F32)
     fast = dsl.compile(fn, target="cuda", donate_argnums=(0,))
-    slow = _eager(fn, a, b, donate_argnums=(0,))
+    slow = _eager(fn, _on_device(a), _on_device(b), donate_argnums=(0,))
     for _ in range(3):
         _same(fast(_on_device(a), _on_device(b)), slow(_on_device(a), _on_device(b)))
 
