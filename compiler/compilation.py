@@ -84,7 +84,8 @@ class Options:
     row_fusion: bool = _default("row_fusion", lambda: True)
     row_compute_once: bool = _default("row_compute_once", lambda: True)
     # rows (CUDA): where a band's column reductions run: "auto" (a cost model), "kernel" (a column
-    # kernel after the band's rows), "band" (partial rows per block in the band: the one-pass form)
+    # kernel after the band's rows), "band" (partial rows per block in the band, and its kept rows as
+    # fusion made them: the one-pass form)
     band_columns: str = _default("band_columns", lambda: "auto")
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
@@ -134,8 +135,9 @@ class Target:
     # its kernel-level passes (``compiler/kernel/``), looked up when they run
     kernel_passes: Callable[[], KernelPasses] | None = None
     row_max: int | None = None
-    # the rows pass's sizes for running a band's column reductions after its rows (``rows.ColumnCosts``,
-    # or None: the bands compute them); looked up when a program is planned
+    # the rows pass's sizes for a band's column reductions and kept rows (``rows.BandCosts``, or None:
+    # the bands run their column reductions and keep their rows as fusion made them); looked up when
+    # a program is planned
     columns: Callable[[Options], Any] | None = None
 
 
@@ -160,9 +162,9 @@ def _cuda_kernels() -> KernelPasses:
 
 
 def _cuda_columns(options: Options) -> Any:
-    from compiler.kernel.cuda.bands import column_costs
+    from compiler.kernel.cuda.bands import band_costs
 
-    return column_costs(options.band_columns)
+    return band_costs(options.band_columns)
 
 
 @dataclass(frozen=True)

@@ -115,15 +115,17 @@ def test_layer_norm_columns_after_the_band_at_the_cpu_suite_size() -> None:
 
 
 def test_layer_norm_columns_after_the_band_at_the_gpu_size() -> None:
-    """At 16384x4096 (issue 27's GPU size): 20,973,568 bytes in one pass, now 4,327,424: the per-row
-    values (131,072) and one of the band's three local rows (16 KiB each), which do not all fit in a
-    block's 48 KiB of static shared memory: a global row per block slot (4,194,304), whose bytes the
-    column kernels' partials (8 chunks of 2048 rows: 262,144) take after the band. XLA: 2,097,152."""
-    plan, _ = layer_norm_plan(16384, 4096)
+    """At 16384x4096 (issue 27's GPU size): 20,973,568 bytes in one pass, now 393,216: the per-row
+    values (131,072) and the column kernels' partials (8 chunks of 2048 rows x 4096 x float64,
+    262,144, gamma's and beta's in the same bytes). The band's three kept rows (16 KiB each) do not
+    all fit a block's shared memory: ``x - mean`` is computed again by its readers from ``x`` instead
+    of a global row per block slot (4,194,304 bytes). XLA: 2,097,152."""
+    plan, source = layer_norm_plan(16384, 4096)
     values = [row for row in plan.buffers if row.scratch_of is None]
     assert sum(row.bytes for row in values) == 2 * 16384 * 4, str(plan)
-    local_row = GPU.BANDB * 4096 * 4
-    assert plan.peak_bytes <= 2 * 16384 * 4 + local_row + GPU.BANDB * 8, str(plan)
+    assert plan.peak_bytes <= 2 * 16384 * 4 + 8 * 4096 * 8, str(plan)
+    band = source.split("def k0_rows(")[1].split("\n\n\n")[0]
+    assert band.count("cuda.shared.array(k0_rows_S") == 2 and "_row[" not in band, band
 
 
 def test_the_cost_model_keeps_a_column_reduction_that_would_reread_much() -> None:

@@ -31,7 +31,7 @@ A column reduction (over axis 0, keeping the others) may instead leave the band'
 of its own after them (``columns_after``, where the target asks: CUDA): it re-reads the band's
 full-size inputs and the per-row values the band then stores (a layer norm's mean and deviation,
 small) and recomputes its prologue (``xhat * dy``), as a tail member, in place of a partial row per
-block of the band that every row the block takes reads and writes. The target's ``ColumnCosts``
+block of the band that every row the block takes reads and writes. The target's ``BandCosts``
 give the sizes the choice weighs: bytes re-read against the partials' traffic and memory.
 
 Reads of values produced before the band may be at any row. The memory planner sees a band as one
@@ -92,17 +92,21 @@ def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int 
 
 
 @dataclass(frozen=True)
-class ColumnCosts:
-    """A target's sizes for placing a band's column reductions (``columns_after``).
+class BandCosts:
+    """A target's sizes for a band's column reductions (``columns_after``) and kept rows
+    (``rows_in_fast_memory``).
 
     ``partial_rows(band)``: the partial rows per output a band keeps for a column reduction it runs
     itself (its blocks times its row slots: the scratch, each row of which every row the block
     takes reads and writes). ``chunks(rows, columns)``: the row chunks a column kernel after the
-    band splits its rows into (a partial row each, combined in chunk order). ``always``: every
-    column reduction that can leave a band does (the cost model off; ``Options.band_columns``)."""
+    band splits its rows into (a partial row each, combined in chunk order). ``row_bytes(band)``:
+    the bytes of kept rows a row slot of the band holds in fast memory (a block's shared memory);
+    rows past it cost a row of global scratch per slot. ``always``: every column reduction that
+    can leave a band does (the cost model off; ``Options.band_columns``)."""
 
     partial_rows: Callable[[Band], int]
     chunks: Callable[[int, int], int]
+    row_bytes: Callable[[Band], int]
     always: bool = False
 
 
@@ -115,7 +119,7 @@ def form_bands(
     role: Callable[[Group], str | None],
     compute_once: bool = True,
     cache: ReadsCache | None = None,
-    columns: ColumnCosts | None = None,
+    columns: BandCosts | None = None,
 ) -> None:
     """Group ``fusion.groups`` into bands of two or more members (``fusion.bands``, ``band_of``) and
     mark the values each band keeps per row (``Band.local``).
@@ -175,6 +179,8 @@ def form_bands(
                     and all(r in members and r not in band.tail for r in readers[v])
                 ):
                     band.local.add(v)
+        if columns is not None:
+            rows_in_fast_memory(func, fusion, band, columns.row_bytes(band), readers)
         for g in band.groups:
             fusion.band_of[g] = band
     fusion.bands = bands
@@ -320,7 +326,7 @@ class _Recompute:
     dropped: dict[Value, Group]
 
 
-def columns_after(func: Function, fusion: FusionPlan, band: Band, costs: ColumnCosts) -> None:
+def columns_after(func: Function, fusion: FusionPlan, band: Band, costs: BandCosts) -> None:
     """Each column reduction of ``band`` (a member over axis 0 alone that stores only its result)
     that the cost model sends after the rows becomes a tail: a kernel of its own after the band's
     rows (XLA's second pass) that reads the band's full-size inputs and the per-row values the band
@@ -387,7 +393,7 @@ def _recompute(
     return _Recompute(ops, list(leaves), dropped)
 
 
-def _after_pays(band: Band, g: Group, found: _Recompute, costs: ColumnCosts) -> bool:
+def _after_pays(band: Band, g: Group, found: _Recompute, costs: BandCosts) -> bool:
     """The cost model, in bytes of memory traffic and of scratch. In the band: each row reads and
     writes its slot's partial row, and the partial rows are scratch. After it: the full-size leaves
     read again, the per-row values stored and read back (and kept), and, split into chunks, the
@@ -408,18 +414,79 @@ def _after_pays(band: Band, g: Group, found: _Recompute, costs: ColumnCosts) -> 
 def _move_after(fusion: FusionPlan, band: Band, g: Group, found: _Recompute, position: dict[Op, int]) -> None:
     """``g`` becomes a tail of ``band`` that computes ``found.ops`` again and reads ``found.leaves``;
     every member keeps its reads of them (no member may overwrite them: ``Band.aligned``)."""
-    for v in g.inputs:
-        band.aligned.get(v, {}).pop(g, None)
-        fusion.access.get(v, {}).pop(g, None)
     g.ops = sorted(set(g.ops) | found.ops, key=lambda op: position[op])
-    inside = {op.result for op in g.ops}
-    g.inputs = list(dict.fromkeys(v for op in g.ops for v in op.operands if v not in inside))
     band.tail.add(g)
-    own = tuple(f"i{d}" for d in range(len(g.shape)))
-    for v, ats in _loads(g).items():
-        band.aligned.setdefault(v, {})[g] = False  # it runs after every row
-        keys = {IDENTITY if at == own else ((g.root_pos, k),) for k, at in enumerate(sorted(ats))}
-        fusion.access.setdefault(v, {})[g] = frozenset(keys)
+    _read_again(fusion, band, g, in_rows=False)
     for v, member in found.dropped.items():
         member.outputs.remove(v)
         fusion.materialized.discard(v)
+
+
+# ---- kept rows past fast memory ------------------------------------------------------------------------
+
+
+def rows_in_fast_memory(
+    func: Function, fusion: FusionPlan, band: Band, budget: int, readers: dict[Value, list[Group]]
+) -> None:
+    """While the rows ``band`` keeps (full-size local values) need more than ``budget`` bytes per row
+    slot, a kept row that its readers can compute again cheaply (arithmetic and index maps on what
+    its producer read: ``x - mean`` from ``x`` and the row's mean) is computed again by each reader
+    instead of being kept: the band re-reads an input row (from cache, just read) instead of keeping
+    a row of global scratch per block slot. The rows with fewest readers go first (the backend gives
+    fast memory to the most read)."""
+    producer = {r: op for op in func.ops for r in op.results}
+    position = {op: i for i, op in enumerate(func.ops)}
+    made_by = {v: m for m in band.groups for v in m.outputs}
+    kept = sorted(
+        (v for v in band.local if math.prod(v.type.shape[1:]) > 1),
+        key=lambda v: (len(readers[v]), position[producer[v]]),
+    )
+    need = sum(math.prod(v.type.shape[1:]) * v.type.dtype.itemsize for v in kept)
+    for v in kept:
+        if need <= budget:
+            return
+        member = made_by[v]
+        chain = _row_chain(v, producer, fusion.materialized)
+        if chain is None or v is member.root.result:
+            continue
+        for r in _readers(fusion)[v]:  # (a reader may read it through a row computed again before)
+            r.ops = sorted(set(r.ops) | chain, key=lambda op: position[op])
+            _read_again(fusion, band, r, in_rows=True)
+        member.outputs.remove(v)
+        band.local.discard(v)
+        fusion.materialized.discard(v)
+        need -= math.prod(v.type.shape[1:]) * v.type.dtype.itemsize
+
+
+def _row_chain(v: Value, producer: dict[Value, Op], stored: set[Value]) -> set[Op] | None:
+    """The ops that compute ``v`` from values with a buffer or a row of the band (``stored``: the ops
+    its producer inlined), if they are all cheap arithmetic or index maps; else None."""
+    chain: set[Op] = set()
+    stack = [v]
+    while stack:
+        op = producer[stack.pop()]
+        if op.prim.kind not in _RECOMPUTABLE or op.prim in ew.TRANSCENDENTAL:
+            return None
+        if len(chain) >= _RECOMPUTE_MAX_OPS:
+            return None
+        chain.add(op)
+        stack += [u for u in op.operands if u in producer and u not in stored]
+    return chain
+
+
+def _read_again(fusion: FusionPlan, band: Band, g: Group, in_rows: bool) -> None:
+    """``g``'s inputs once its ops changed, and what the planner asks of its reads: whether each is
+    at the row being computed (``Band.aligned``: never, for a kernel after the rows, ``in_rows``
+    False) and, for a new input, its access keys (the identity, or another index)."""
+    before = set(g.inputs)
+    inside = {op.result for op in g.ops}
+    g.inputs = list(dict.fromkeys(v for op in g.ops for v in op.operands if v not in inside))
+    for v in before - set(g.inputs):
+        band.aligned.get(v, {}).pop(g, None)
+        fusion.access.get(v, {}).pop(g, None)
+    own = tuple(f"i{d}" for d in range(len(g.shape)))
+    for v, ats in _loads(g).items():
+        band.aligned.setdefault(v, {})[g] = in_rows and all(at and at[0] == ROW for at in ats)
+        if v not in before:
+            keys = {IDENTITY if at == own else ((g.root_pos, k),) for k, at in enumerate(sorted(ats))}
+            fusion.access.setdefault(v, {})[g] = frozenset(keys)

@@ -15,7 +15,7 @@ from sim_bands import layer_norm_loss, xent_loss
 
 import dsl
 import dsl.numpy as dnp
-from compiler.kernel.cuda import loops
+from compiler.kernel.cuda import bands, loops
 from compiler.pipeline import option_defaults
 
 RNG = np.random.default_rng(11)
@@ -89,3 +89,14 @@ def test_a_band_with_a_column_loss(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(loops, "BLOCK_REDUCE_MIN", 10)
     check_forms(fn, (f32(12, 9), f32(12, 9)), after=1)
+
+
+def test_kept_rows_past_shared_memory_are_computed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With shared memory for two of layer norm's three kept rows (a GPU block's 8 row slots of 20
+    float32 each), the one-pass form keeps the third in a global row per block slot; the default
+    computes ``x - mean`` again in its readers instead (the same bits)."""
+    monkeypatch.setattr(bands, "SHARED_BYTES", 2 * 8 * 20 * 4)
+    args = (f32(6, 20), 1 + 0.1 * f32(20), 0.1 * f32(20), f32(6, 20))
+    sources = check_forms(dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2)), args, after=2)
+    assert re.search(r"v\d+_row\[", sources["band"]), sources["band"]
+    assert not re.search(r"v\d+_row\[", sources["auto"]), sources["auto"]

@@ -55,7 +55,7 @@ from compiler.kernel.cuda.sizes import GPU, SIM, LaunchSizes
 from compiler.kernel.emit import ROW, ConstantPool, literal, typed
 from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, Expr, For, If, Line, Stmt, uses_of
 from compiler.passes.fuse import Band, Group, GroupKind
-from compiler.passes.rows import ColumnCosts
+from compiler.passes.rows import BandCosts
 from compiler.prims.base import Reducer
 
 SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
@@ -138,8 +138,7 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
     (combines of partial results, tails) attached."""
     name = f"{pool.prefix}k{band.groups[0].index}_rows"
     members = [g for g in band.groups if g not in band.tail]
-    width = max(_spread(g) for g in members)
-    ct = 1 << max(width - 1, 0).bit_length()
+    ct = _threads_per_row(band)
     stores = _stores(band, names, name, GPU.TPB // min(GPU.TPB, ct))  # rows per block on a GPU
     # A block that keeps partial results or rows in global scratch has a slot of its own there: such
     # a band takes at most BANDB blocks (each striding over more rows), not one per row.
@@ -211,22 +210,35 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
     return top
 
 
+def _threads_per_row(band: Band) -> int:
+    """``CT``: the widest member's row rounded up to a power of two (at most ``TPB`` on a GPU)."""
+    width = max(_spread(g) for g in band.groups if g not in band.tail)
+    return 1 << max(width - 1, 0).bit_length()
+
+
 def partial_rows(band: Band) -> int:
     """The partial rows per output a band keeps for a reduction over axis 0 on a GPU: a row per
     block slot (``BANDB`` blocks of ``RT`` rows), the scratch each row a slot takes reads and writes
-    (the rows pass's cost model, ``rows.ColumnCosts``)."""
-    width = max(_spread(g) for g in band.groups if g not in band.tail)
-    _, rt, blocks = _launch(GPU, 1 << max(width - 1, 0).bit_length(), band.rows, True)
+    (the rows pass's cost model, ``rows.BandCosts``)."""
+    _, rt, blocks = _launch(GPU, _threads_per_row(band), band.rows, True)
     return rt * blocks
 
 
-def column_costs(mode: str) -> ColumnCosts | None:
-    """The rows pass's sizes for a band's column reductions (``Options.band_columns``): "auto" (the
-    cost model decides per reduction), "kernel" (each that can leaves the band: a column kernel
-    after it), "band" (none does: partial rows per block, combined after the band)."""
+def row_bytes(band: Band) -> int:
+    """The bytes of kept rows a row slot of the band holds in shared memory on a GPU (``_stores``)."""
+    return SHARED_BYTES // (GPU.TPB // min(GPU.TPB, _threads_per_row(band)))
+
+
+def band_costs(mode: str) -> BandCosts | None:
+    """The rows pass's sizes for a band's column reductions and kept rows (``Options.band_columns``):
+    "auto" (the cost model decides per reduction), "kernel" (each that can leaves the band: a column
+    kernel after it), "band" (none does, partial rows per block combined after the band, and the
+    kept rows as fusion made them: the one-pass form)."""
     if mode not in ("auto", "kernel", "band"):
         raise ValueError(f"band_columns must be 'auto', 'kernel' or 'band', not {mode!r}")
-    return None if mode == "band" else ColumnCosts(partial_rows, column_chunks, always=mode == "kernel")
+    if mode == "band":
+        return None
+    return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel")
 
 
 def _launch(sizes: LaunchSizes, ct: int, rows: int, per_block: bool) -> tuple[int, int, int]:
