@@ -134,13 +134,11 @@ class CudaExecutable(ArgumentChecks):
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
-        # graphs (runtime/cuda_graphs.py): the cost rule counts every argument copied in and every
-        # public result and write-back copied out
-        nbytes = [math.prod(s) * d.itemsize for s, d in self.input_types]
-        staged = sum(nbytes) + sum(math.prod(s) * d.itemsize for s, d in self.result_types[: self.n_public])
-        staged += sum(nbytes[i] for i in self.writeback)
-        copies = len(nbytes) + n_results
-        self.eager_reason = cuda_graphs.eager_reason(host_reads, launches, staged, copies)
+        nbytes = lambda types: [math.prod(s) * d.itemsize for s, d in types]  # noqa: E731
+        staged, copies = cuda_graphs.staging(
+            nbytes(self.input_types), nbytes(self.result_types[: self.n_public]), self.writeback
+        )
+        self.eager_reason = cuda_graphs.eager_reason(host_reads, launches, staged, copies)  # None: graphs
         self.graph: cuda_graphs.CallGraph | None = None
         self._warm = False  # a first, eager call compiled and loaded every kernel
 
@@ -195,7 +193,8 @@ class CudaExecutable(ArgumentChecks):
             return self._eager(arrays, on_device)
         for stage, a in zip(graph.args, given):
             if isinstance(a, np.ndarray):
-                stage.copy_to_device(a, stream=stream)
+                if a.size:
+                    stage.copy_to_device(a, stream=stream)
             else:
                 cuda_graphs.copy_async(device_address(stage), device_address(a), stage.nbytes, handle)
         graph.launch(handle)

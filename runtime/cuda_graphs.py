@@ -63,10 +63,10 @@ from runtime.errors import DeviceError
 GRAPHS_BY_DEFAULT = False  # True once validated on a GPU (tests/test_cuda_graphs.py; issue 27)
 
 # The cost rule's figures (issue 27's H100/H200 measurements; the GPU session refines them):
-LAUNCH_HOST_S = 20e-6  # host time of one kernel launch through runtime/cuda_launch.py (Numba's: ~39 us)
+LAUNCH_HOST_S = 30e-6  # host time of one launch: ~39 us through Numba (H100), less through cuda_launch.py
 COPY_HOST_S = 3e-6  # host time of one staging copy (cuMemcpy*Async through cuda.bindings)
-COPY_BYTES_PER_S = 1.0e12  # bytes a device-to-device copy moves per second (an H100 reaches ~1.3e12)
-STAGING_SHARE = 0.25  # the copies may cost at most this share of the launch time graphs save
+COPY_BYTES_PER_S = 1.0e12  # bytes a device-to-device copy moves per second (low: an H100 copies ~1.3e12)
+STAGING_SHARE = 0.5  # the copies may cost at most this share of the launch time graphs save
 
 
 def graphs_enabled() -> bool:
@@ -83,6 +83,13 @@ def graphs_pay(launches: int, staged_bytes: int, copies: int) -> bool:
     when ``copies`` staging copies moving ``staged_bytes`` bytes in all come with it."""
     staging = staged_bytes / COPY_BYTES_PER_S + copies * COPY_HOST_S
     return staging <= STAGING_SHARE * launches * LAUNCH_HOST_S
+
+
+def staging(inputs: Sequence[int], results: Sequence[int], writeback: Sequence[int]) -> tuple[int, int]:
+    """``(bytes, copies)`` a call through a graph stages, from the bytes of each argument and public
+    result: every argument copied in, every public result and every write-back copied out."""
+    copies = len(inputs) + len(results) + len(writeback)
+    return sum(inputs) + sum(results) + sum(inputs[i] for i in writeback), copies
 
 
 def eager_reason(host_reads: bool, launches: int, staged_bytes: int, copies: int) -> str | None:

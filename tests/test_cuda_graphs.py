@@ -9,6 +9,7 @@ threads. ``tests/cuda_sim/sim_graphs.py`` checks in the simulator that the eager
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -34,13 +35,36 @@ RNG = np.random.default_rng(0)
 
 
 def test_cost_rule_prefers_graphs_for_many_small_kernels() -> None:
-    # the transformer block at the CPU suite's size: 76 kernels, ~7 MB of arguments and gradients
-    assert cuda_graphs.graphs_pay(launches=76, staged_bytes=7_000_000, copies=20)
+    # the transformer block at the CPU suite's size: 46 launches, ~7 MB of arguments and gradients
+    assert cuda_graphs.graphs_pay(launches=46, staged_bytes=7_350_276, copies=19)
     # a few launches over big arrays: the copies would cost more than the launches they save
-    assert not cuda_graphs.graphs_pay(launches=1, staged_bytes=80_000_000, copies=2)
-    assert not cuda_graphs.graphs_pay(launches=76, staged_bytes=1_000_000_000, copies=20)
+    assert not cuda_graphs.graphs_pay(launches=1, staged_bytes=80_000_000, copies=2)  # the chain, 10^7
+    assert not cuda_graphs.graphs_pay(launches=46, staged_bytes=4_000_000_000, copies=19)
     # the copies' host time counts too: one kernel with many small arguments stays eager
     assert not cuda_graphs.graphs_pay(launches=1, staged_bytes=64, copies=12)
+    # what a call stages: every argument in, every public result and write-back out
+    assert cuda_graphs.staging([40, 8, 4], [4], writeback=[0]) == (40 + 8 + 4 + 4 + 40, 5)
+
+
+def test_cost_rule_on_the_suite_programs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite's programs at the CPU sizes: graphs where many launches stage few bytes (the MLP
+    step, the second derivative, the transformer block), eager for one kernel over 40 MB (the chain)."""
+    monkeypatch.setenv("DSL_TARGET", "cuda")  # (compiling needs no GPU)
+    chosen = {}
+    for name in ("elementwise chain", "MLP training step", "transformer block"):
+        program = suite_programs.BUILDERS[name]()
+        lowered = program.dslc.lower(*program.args).program
+        func, generated = lowered.compilation.func, lowered.generated
+        n_public = generated.n_results - len(generated.writeback)
+        size = lambda t: math.prod(t.shape) * t.dtype.np.itemsize  # noqa: E731
+        staged, copies = cuda_graphs.staging(
+            [size(p.type) for p in func.params],
+            [size(t) for t in generated.result_types[:n_public]],
+            generated.writeback,
+        )
+        assert not generated.host_reads
+        chosen[name] = cuda_graphs.graphs_pay(generated.launches, staged, copies)
+    assert chosen == {"elementwise chain": False, "MLP training step": True, "transformer block": True}
 
 
 def test_graphs_are_a_switch(monkeypatch: pytest.MonkeyPatch) -> None:
