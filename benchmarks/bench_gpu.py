@@ -66,6 +66,8 @@ import suite_programs as sp  # noqa: E402
 from bench_suite import Runner, compare, copy_tree, versions  # noqa: E402
 from gpu_report import LABELS, PEERS, markdown  # noqa: E402
 
+from runtime.devices import cuda_available  # noqa: E402
+
 SIM_BUILDERS: dict[str, Callable[[], sp.Program]] = {
     "elementwise chain": lambda: sp.chain_program(1000),
     "softmax + cross-entropy": lambda: sp.xent_program(8, 16),
@@ -138,9 +140,9 @@ def unavailable(framework: str) -> str | None:
 
 
 def first_line(err: BaseException) -> str:
-    """An error's first line (with the next one where the first only says that a backend raised)."""
+    """An error's first line (with the next one where the first only introduces it: "... raised:")."""
     lines = [s.strip() for s in str(err).strip().splitlines() if s.strip()] or [""]
-    text = " ".join(lines[:2]) if lines[0].endswith("raised:") and len(lines) > 1 else lines[0]
+    text = " ".join(lines[:2]) if lines[0].endswith(":") else lines[0]
     return f"{type(err).__name__}: {text}"[:240]
 
 
@@ -287,6 +289,10 @@ def main() -> None:
         size, name = opts.child.split(":", 1)
         print(json.dumps(measure(size, name, peers, opts.rounds, opts.warm)))
         return
+    if not SIM and not cuda_available():
+        sys.exit(
+            "bench_gpu: no usable NVIDIA GPU here (numba.cuda.is_available() is False); --sim runs it here"
+        )
     wanted = [p.strip().lower() for p in opts.programs.split(",") if p.strip()]
     sizes = ["sim"] if SIM else opts.sizes.split(",")
     configs = [(s, n) for s in sizes for n in SIZES[s] if not wanted or any(w in n.lower() for w in wanted)]

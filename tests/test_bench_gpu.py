@@ -114,3 +114,4 @@ def test_first_line_of_a_backend_error() -> None:
 
     err = RuntimeError("backend='inductor' raised:\nRuntimeError: out of memory\n\nmore")
     assert bench_gpu.first_line(err) == "RuntimeError: backend='inductor' raised: RuntimeError: out of memory"
+    assert bench_gpu.first_line(ValueError("two\nlines")) == "ValueError: two"
