@@ -19,10 +19,21 @@ def cell(entry: dict[str, Any], key: str) -> str:
     return next((shown for state, shown in STATES.items() if state in entry), "-")
 
 
-def ratio_to_best(row: dict[str, Any]) -> str:
+def best_peer_ms(row: dict[str, Any]) -> float | None:
+    """The fastest peer's wall time where dslc and at least one peer were timed."""
     fw = row["frameworks"]
     peers = [fw[p]["ms"] for p in PEERS if "ms" in fw.get(p, {})]
-    return f"{fw['dslc']['ms'] / min(peers):.2f}" if peers and "ms" in fw.get("dslc", {}) else "-"
+    return min(peers) if peers and "ms" in fw.get("dslc", {}) else None
+
+
+def ratio_to_best(row: dict[str, Any]) -> str:
+    best = best_peer_ms(row)
+    return "-" if best is None else f"{row['frameworks']['dslc']['ms'] / best:.2f}"
+
+
+def floor_ms(row: dict[str, Any]) -> float:
+    """The program's minimal bytes at the copy bandwidth, in milliseconds."""
+    return row["min_bytes"] / (row["copy_GBps"] * 1e9) * 1e3
 
 
 def gpu_cell(entry: dict[str, Any]) -> str:
@@ -72,7 +83,7 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         host = f"{ours['ms'] - ours['gpu_ms']:.3f}" if "gpu_ms" in ours else "-"
         peers = " | ".join(gpu_cell(fw.get(p, {})) for p in PEERS)
         lines.append(f"| {r['program']} | {r['size']} | {gpu_cell(ours)} | {host} | {peers} |")
-    lines += roofline_lines(ok, copy, names) + memory_lines(ok) + note_lines(rows, meta)
+    lines += roofline_lines(ok, copy, names) + memory_lines(ok) + target_lines(ok) + note_lines(rows, meta)
     return "\n".join(lines) + "\n"
 
 
@@ -91,7 +102,7 @@ def roofline_lines(rows: list[dict[str, Any]], copy: float | None, names: list[s
     for r in rows:
         if r["size"] != "gpu" or r["program"] not in MEMORY_BOUND or copy is None:
             continue
-        floor = r["min_bytes"] / (r["copy_GBps"] * 1e9) * 1e3
+        floor = floor_ms(r)
         fracs = [r["frameworks"].get(f, {}).get("ms") for f in ("dslc", *PEERS)]
         cells = " | ".join("-" if t is None else f"{floor / t:.2f}" for t in fracs)
         lines.append(f"| {r['program']} | {r['min_bytes']:,} | {floor:.3f} | {cells} |")
@@ -114,6 +125,34 @@ def memory_lines(rows: list[dict[str, Any]]) -> list[str]:
             f"| {r['program']} | {r['size']} | {r.get('planned_peak', 0):,} | {shown} | "
             f"{r.get('xla_backend', '-')} | {ratio} |"
         )
+    return lines
+
+
+def target_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 27's targets for dslc, each counted over the rows it applies to, with the rows missing it."""
+    met: dict[str, list[tuple[str, bool]]] = {
+        "wall time at most the best peer's": [],
+        "memory-bound programs at the gpu size: at least 0.70 of the roofline": [],
+        "host cost at most 20 us + 2 us per launch": [],
+        "planned intermediates at most XLA's temp bytes": [],
+    }
+    goals = list(met.values())
+    for r in rows:
+        label, ours = f"{r['program']} ({r['size']})", r["frameworks"].get("dslc", {})
+        best = best_peer_ms(r)
+        if best is not None:
+            goals[0].append((label, ours["ms"] <= best))
+        if r["size"] == "gpu" and r["program"] in MEMORY_BOUND and "ms" in ours and "copy_GBps" in r:
+            goals[1].append((label, floor_ms(r) / ours["ms"] >= 0.70))
+        if "gpu_ms" in ours:
+            goals[2].append((label, ours["ms"] - ours["gpu_ms"] <= 0.020 + 0.002 * ours["launches"]))
+        if r.get("xla_temp") is not None and "planned_peak" in r:
+            goals[3].append((label, r["planned_peak"] <= r["xla_temp"]))
+    lines = ["", "## Issue 27's targets (dslc)", ""]
+    for goal, checks in met.items():
+        missed = [label for label, ok in checks if not ok]
+        lines.append(f"- {goal}: {len(checks) - len(missed)} of {len(checks)} rows")
+        lines[-1] += f"; not: {', '.join(missed)}" if missed else ""
     return lines
 
 

@@ -106,6 +106,9 @@ def test_report_of_a_gpu_run() -> None:
     assert "| layer norm | gpu | 4,096 | 2,048 | gpu | 2.00 |" in text
     assert "torch.compile fails: RuntimeError: no" in text and "MLP training step (cpu): not run" in text
     assert "device: H100; copy bandwidth 1000 GB/s (device-to-device, 400 MB)" in text
+    assert "- wall time at most the best peer's: 0 of 1 rows; not: layer norm (gpu)" in text
+    assert "- memory-bound programs at the gpu size: at least 0.70 of the roofline: 0 of 1 rows;" in text
+    assert "- host cost at most 20 us + 2 us per launch: 0 of 1 rows;" in text  # 0.5 ms > 28 us
 
 
 def test_first_line_of_a_backend_error() -> None:
