@@ -52,8 +52,9 @@ for step in $steps; do
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
         ;;
     graphs) # CUDA graphs (issue 27): graphs against eager bit for bit, then the host cost per call
-        timeout 150 $PY -m pytest tests/test_cuda_graphs.py -q -rfEs -p no:randomly 2>&1 | tee "$OUT/graphs.log" | tail -30
-        timeout 100 $PY benchmarks/cuda_graphs.py --out "$OUT/graphs.md" 2>&1 | tee -a "$OUT/graphs.log" | tail -12
+        timeout 180 $PY -m pytest tests/test_cuda_graphs.py -n 4 -q -rfEs -p no:randomly 2>&1 \
+            | tee "$OUT/graphs.log" | tail -30
+        timeout 150 $PY benchmarks/cuda_graphs.py --out "$OUT/graphs.md" 2>&1 | tee -a "$OUT/graphs.log" | tail -12
         ;;
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \

@@ -134,6 +134,7 @@ class CudaExecutable(ArgumentChecks):
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
+        self._threads = threading.local()  # ``ready``: Numba made its context current in this thread
         nbytes = lambda types: [math.prod(s) * d.itemsize for s, d in types]  # noqa: E731
         staged, copies = cuda_graphs.staging(
             nbytes(self.input_types), nbytes(self.result_types[: self.n_public]), self.writeback
@@ -187,33 +188,37 @@ class CudaExecutable(ArgumentChecks):
         staging buffers, one launch, the write-backs and results copied out of its buffers."""
         stream = self.stream
         handle = int(stream)
+        if not getattr(self._threads, "ready", False):  # the driver API calls below need a context
+            self.cuda.current_context()
+            self._threads.ready = True
         given = [self._checked(i, a) for i, a in enumerate(arrays)]
         graph = self.graph or self._capture()
         if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
             return self._eager(arrays, on_device)
-        for stage, a in zip(graph.args, given):
+        for stage, address, a in zip(graph.args, graph.arg_addresses, given):
             if isinstance(a, np.ndarray):
                 if a.size:
                     stage.copy_to_device(a, stream=stream)
             else:
-                cuda_graphs.copy_async(device_address(stage), device_address(a), stage.nbytes, handle)
+                cuda_graphs.copy_async(address, device_address(a), stage.nbytes, handle)
         graph.launch(handle)
-        for index, new in zip(self.writeback, graph.results[self.n_public :]):
+        written = zip(self.writeback, graph.results[self.n_public :], graph.addresses[self.n_public :])
+        for index, new, address in written:
             target = given[index]
             if isinstance(target, np.ndarray):
                 self._write_host(arrays, index, new)
             else:
-                cuda_graphs.copy_async(device_address(target), device_address(new), new.nbytes, handle)
-        public = graph.results[: self.n_public]
+                cuda_graphs.copy_async(device_address(target), address, new.nbytes, handle)
+        public = zip(graph.results[: self.n_public], graph.addresses, self.result_types)
         if not on_device:
-            host = [r.copy_to_host(stream=stream).reshape(s) for r, (s, _) in zip(public, self.result_types)]
+            host = [r.copy_to_host(stream=stream).reshape(s) for r, _, (s, _) in public]
             stream.synchronize()
             return tuple(host)
         fresh = []
-        for r, (s, _) in zip(public, self.result_types):
-            out = cuda_graphs.pool_array(self.cuda, r.size, r.dtype, stream)
-            cuda_graphs.copy_async(device_address(out), device_address(r), r.nbytes, handle)
-            fresh.append(out.reshape(s) if out.shape != s else out)
+        for r, address, (s, dtype) in public:
+            out = cuda_graphs.pool_array(self.cuda, s, dtype, stream)
+            cuda_graphs.copy_async(device_address(out), address, r.nbytes, handle)
+            fresh.append(out)
         stream.synchronize()
         return tuple(fresh)
 
@@ -235,11 +240,11 @@ class CudaExecutable(ArgumentChecks):
         checked = self._checked(i, a)
         if isinstance(checked, np.ndarray):
             return self.cuda.to_device(checked, stream=self.stream)
-        return checked
+        return checked.reshape(checked.size) if checked.ndim != 1 else checked
 
     def _checked(self, i: int, a: Any) -> Any:
-        """Argument ``i`` checked against the compiled signature, flat: a Numba device array (a
-        device argument, in place) or a C-ordered NumPy array (anything else)."""
+        """Argument ``i`` checked against the compiled signature: a Numba device array of its shape
+        (a device argument, in place) or a flat C-ordered NumPy array (anything else)."""
         shape, dtype = self.input_types[i]
         if is_device_array(a):
             numba_own = is_numba_device_array(a) or not hasattr(self.cuda, "as_cuda_array")
@@ -259,7 +264,7 @@ class CudaExecutable(ArgumentChecks):
                     f"{self.name}: argument {self._arg(i)} is a non-contiguous device array; pass a "
                     "C-contiguous one (e.g. .copy() on the device)"
                 )
-            return d.reshape(math.prod(shape)) if d.ndim != 1 else d
+            return d
         host = np.asarray(a, dtype=dtype, order="C")
         if host.shape != shape:
             raise ShapeError(

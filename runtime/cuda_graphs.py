@@ -49,6 +49,7 @@ result is dropped (keep the array alive until then, or synchronize that stream).
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import weakref
@@ -149,6 +150,8 @@ class CallGraph:
     def __init__(self, exec_handle: Any, args: list[Any], results: tuple[Any, ...], keep: Any) -> None:
         self.args = args
         self.results = results
+        self.arg_addresses = [_address(a) for a in args]
+        self.addresses = [_address(r) for r in results]
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
@@ -156,6 +159,11 @@ class CallGraph:
 
     def launch(self, stream: int) -> None:
         check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
+
+
+def _address(array: Any) -> int:
+    """A Numba device array's address (0 for an empty one)."""
+    return int(array.device_ctypes_pointer.value or 0)
 
 
 def _destroy(exec_handle: Any) -> None:
@@ -208,12 +216,12 @@ def _blas_workspace_bytes(cuda: Any) -> int:
 _pool_ready: set[int] = set()
 
 
-def pool_array(cuda: Any, n: int, dtype: np.dtype, stream: Any) -> Any:
-    """A flat device array of ``n`` ``dtype`` elements from the device's stream-ordered pool, freed
-    on ``stream`` when its last reference dies (the module docstring's rule)."""
-    nbytes = n * dtype.itemsize
+def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) -> Any:
+    """A C-ordered device array of ``shape`` from the device's stream-ordered pool, freed on
+    ``stream`` when its last reference dies (the module docstring's rule)."""
+    nbytes = math.prod(shape) * dtype.itemsize
     if not nbytes:
-        return cuda.device_array(n, dtype, stream=stream)
+        return cuda.device_array(shape, dtype, stream=stream)
     driver, handle = _driver(), int(stream)
     context = cuda.current_context()
     if context.device.id not in _pool_ready:  # keep freed blocks for the next call
@@ -223,7 +231,10 @@ def pool_array(cuda: Any, n: int, dtype: np.dtype, stream: Any) -> Any:
     from numba.cuda.cudadrv.driver import MemoryPointer
 
     memory = MemoryPointer(context, driver.CUdeviceptr(ptr), nbytes, finalizer=_freer(ptr, stream))
-    return DeviceNDArray((n,), (dtype.itemsize,), dtype, stream=stream, gpu_data=memory)
+    strides = [dtype.itemsize]
+    for n in reversed(shape[1:]):
+        strides.insert(0, strides[0] * n)
+    return DeviceNDArray(shape, tuple(strides) if shape else (), dtype, stream, memory)
 
 
 def _freer(ptr: int, stream: Any) -> Callable[[], None]:

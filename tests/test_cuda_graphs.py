@@ -9,11 +9,13 @@ threads. ``tests/cuda_sim/sim_graphs.py`` checks in the simulator that the eager
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import sys
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -82,6 +84,58 @@ def test_graphs_are_a_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator has no graphs, whatever the flag
     assert not cuda_graphs.graphs_enabled()
     assert "simulator" in str(cuda_graphs.eager_reason(False, 76, 1000, 4))
+
+
+class RecordingDriver:
+    """The few ``cuda.bindings.driver`` calls of the pool, recorded; every one succeeds."""
+
+    def __init__(self, driver: Any) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.CUresult, self.CUdeviceptr = driver.CUresult, driver.CUdeviceptr
+        self.CUmemPool_attribute, self.cuuint64_t = driver.CUmemPool_attribute, driver.cuuint64_t
+
+    def _done(self, *values: Any) -> tuple[Any, ...]:
+        return (self.CUresult.CUDA_SUCCESS, *values)
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[Any, ...]:
+        return self._done(ordinal)
+
+    def cuDeviceGetDefaultMemPool(self, device: Any) -> tuple[Any, ...]:
+        return self._done("pool")
+
+    def cuMemPoolSetAttribute(self, pool: Any, attribute: Any, value: Any) -> tuple[Any, ...]:
+        self.calls.append(("threshold", int(value)))
+        return self._done()
+
+    def cuMemAllocAsync(self, nbytes: int, stream: int) -> tuple[Any, ...]:
+        self.calls.append(("alloc", nbytes, stream))
+        return self._done(self.CUdeviceptr(4096))
+
+    def cuMemFreeAsync(self, ptr: int, stream: int) -> tuple[Any, ...]:
+        self.calls.append(("free", int(ptr), stream))
+        return self._done()
+
+
+class FakeStream:
+    def __int__(self) -> int:
+        return 77
+
+
+def test_pool_arrays_are_freed_in_stream_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device result from the pool: a Numba array of the result's shape (C order) over the block
+    ``cuMemAllocAsync`` gave, handed back with ``cuMemFreeAsync`` on the stream when dropped (the
+    driver API recorded, Numba's real array class)."""
+    fake = RecordingDriver(pytest.importorskip("cuda.bindings.driver"))
+    pytest.importorskip("numba.cuda.cudadrv.devicearray")
+    monkeypatch.setattr(cuda_graphs, "_driver", lambda: fake)
+    monkeypatch.setattr(cuda_graphs, "_pool_ready", set())
+    cuda = SimpleNamespace(current_context=lambda: SimpleNamespace(device=SimpleNamespace(id=0)))
+    a = cuda_graphs.pool_array(cuda, (3, 4), np.dtype(F32), FakeStream())
+    assert (a.shape, a.strides, a.dtype, a.device_ctypes_pointer.value) == ((3, 4), (16, 4), F32, 4096)
+    assert fake.calls == [("threshold", 2**64 - 1), ("alloc", 48, 77)]
+    del a
+    gc.collect()
+    assert fake.calls[-1] == ("free", 4096, 77)
 
 
 def _generated(fn: Callable[..., Any], *args: Any) -> Any:
@@ -228,6 +282,21 @@ def test_device_results_are_fresh_arrays(graphs_on: None) -> None:
     for x, r in zip(xs, results):
         np.testing.assert_array_equal(r.copy_to_host(), (np.sin(x.copy_to_host()) * F32(2.0)).astype(F32))
     assert len({r.device_ctypes_pointer.value for r in results}) == len(results)
+
+
+@gpu
+def test_results_memory_goes_back_to_the_pool(graphs_on: None) -> None:
+    from cuda.bindings import driver
+
+    f = dsl.compile(lambda x: x * 2.0, target="cuda")
+    x = _on_device(RNG.standard_normal(2**18).astype(F32))  # 1 MiB results
+    for _ in range(3):
+        f(x)
+    free_before = cuda_graphs.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+    for _ in range(300):  # each result dropped at once: freed in the stream's order
+        f(x)
+    free_after = cuda_graphs.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+    assert free_before - free_after < 64 * 2**20, (free_before, free_after)
 
 
 @gpu
