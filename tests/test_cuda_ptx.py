@@ -137,7 +137,7 @@ def _band_programs() -> list[tuple[str, object, tuple[np.ndarray, ...]]]:
 def test_band_kernels(what: str) -> None:
     """Each band kernel form compiles for sm_80 and sm_90 (the kernels, their partials' combines and
     tails), and its static shared memory fits a block's 48 KiB (the layer norm with rows of 4096
-    keeps some of its rows in global scratch)."""
+    computes one of its three kept rows again where it is read: ``rows.rows_in_fast_memory``)."""
     _, fn, args = next(p for p in _band_programs() if p[0] == what)
     program = dsl.compile(fn, target="cuda").lower(*args).program.generated
     bands = [k.name for k in program.kernels if k.name.endswith("_rows")]
