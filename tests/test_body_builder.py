@@ -1,8 +1,10 @@
-"""The body builder's records (compiler/kernel/emit.py): which of the iteration's variables the
-primitives' expressions use (``index_uses``, what decides a CPU loop's flat form), which index
-entries are names used as they are (integers, variables, temporaries: anything else gets an index
-temporary), and which expressions are already of their dtype (literals and casts: not cast again).
-Each is recorded where the primitive asks for it, never read back from the generated text."""
+"""The body builder's records (compiler/kernel/emit.py, compiler/kernel/ir.py): which of the
+iteration's variables each statement uses (a primitive's expressions: ``emit.Var``s spelled into
+code; a load's or store's index: its ``Access``), which decides a CPU loop's flat form and the
+indices a GPU thread computes; which index entries are names used as they are (integers,
+variables, temporaries: anything else gets an index temporary); and which expressions are already
+of their dtype (literals and casts: not cast again). Each is recorded where it is made, never read
+back from the generated text."""
 
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ def test_an_iota_uses_its_dimension_and_is_already_of_its_dtype() -> None:
     assert builder.lines == ["t0 = np.int64(i1)"]  # the cast it asked for is not cast again
 
 
-def test_a_broadcast_records_the_variables_it_routes() -> None:
+def test_a_broadcast_passes_variables_on_to_its_loads_without_spelling_them() -> None:
     row = _arg(8)
     col = _arg(4, 1)
     b_row = Op.create(mv.broadcast, [row], {"shape": (4, 8)})
@@ -64,8 +66,9 @@ def test_a_broadcast_records_the_variables_it_routes() -> None:
     add = Op.create(ew.add, [b_row.result, b_col.result])
     builder, loads = _builder(b_row, b_col, add)
     builder.value_at(add.result, IDX)
-    assert builder.index_uses == {"i0", "i1"}
+    assert builder.index_uses == set()  # the loads' own records (their Access) hold i0 and i1
     assert loads == [(row, ("i1",)), (col, ("i0", "0"))]  # the stretched axis: the integer 0
+    assert all(type(e) is str for _, at in loads for e in at)
 
 
 def test_a_broadcast_of_a_scalar_uses_no_variable() -> None:
@@ -83,7 +86,7 @@ def test_index_expressions_get_temporaries_names_and_integers_do_not() -> None:
     builder.value_at(sl.result, ("i0", "i1"))
     assert builder.lines == ["k0 = (2 + i1 * 2)", "t0 = p0[i0, k0]"]
     assert loads == [(x, ("i0", "k0"))]
-    assert builder.index_uses == {"i0", "i1"}
+    assert builder.index_uses == {"i1"} and [Line(t).uses for t in builder.lines] == [{"i1"}, set()]
 
 
 def test_a_constant_is_a_literal_not_cast_again_and_a_mismatched_one_is() -> None:

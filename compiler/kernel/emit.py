@@ -14,14 +14,14 @@ mixes float widths, while NumPy (the oracle) wraps and rounds at every op, so th
 two bit-compatible; what a primitive made through ``ctx.const`` or ``ctx.cast`` is recorded as
 already of its dtype and not cast again.
 
-The builder records which of the iteration's variables the primitives' expressions use: an emit
-receives its index as ``Indices``, and every entry it asks for (an iota's, a constant array's
-subscript, the index arithmetic of a broadcast, a reshape or a gather) is recorded, while handing
-the index, or a slice of it, on whole to ``ctx.read`` records nothing. Each line it writes is an
-``ir.Expr`` carrying the variables its own emit asked for (``index_uses``: all of them); a load's
-index is the backend's record (its ``Access``). A backend decides a loop's form from these
-(``ir.variables``: a flat CPU loop needs no multi-dimensional index, a GPU thread computes only
-the indices its statements use) without reading generated text.
+The builder records which of the iteration's variables each line spells: an emit receives the
+iteration's variables in its index as ``Var``s, which record their use when the primitive writes
+them into code (an iota's value, a constant array's subscript, the index arithmetic of a reshape
+or a slice), and nothing when it passes them on to ``ctx.read`` (a broadcast's, a transpose's,
+a gather's routing). Each line is an ``ir.Expr`` carrying the variables its emit spelled
+(``index_uses``: all of them); a load's index is the backend's record (its ``Access``). A backend
+decides a loop's form from these (``ir.variables``: a flat CPU loop needs no multi-dimensional
+index, a GPU thread computes only the indices its statements use) without reading generated text.
 
 Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) and in ``load``.
 """
@@ -29,8 +29,8 @@ Backends differ only in the scaffolding around a body (loops vs. a CUDA grid) an
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,36 +72,36 @@ def subscript(name: str, idx: Sequence[str]) -> str:
     return f"{name}[{', '.join(idx)}]" if idx else f"{name}[()]"
 
 
-class Indices(Sequence[str]):
-    """The index of the element a primitive's ``emit`` computes, one name per axis (an iteration
-    variable, an index temporary or an integer). Asking for an entry, or iterating, records the
-    iteration variables among them in ``uses``; ``ctx.read(k, idx)`` with the object itself, or
-    with a slice of it (``idx[a:b]``, again an ``Indices``), records nothing: the read passes those
-    entries on unchanged, and its load, or the next emit, records what it spells."""
+class Var(str):
+    """An iteration variable as a primitive's ``emit`` receives it in its index. Spelling it into
+    code (formatting it: ``f"{i} + 1"``, ``str(i)``, ``i + "..."``) records its use in ``uses``, the
+    set of the emit that received it; passing it on to ``ctx.read`` records nothing (the read's
+    load, or the next emit, records what it spells)."""
 
-    def __init__(self, entries: tuple[str, ...], variables: set[str], uses: set[str]) -> None:
-        self.entries = entries
-        self._variables = variables
+    __slots__ = ("_uses",)
+    _uses: set[str]
+
+    def __new__(cls, name: str, uses: set[str]) -> Var:
+        self = super().__new__(cls, name)
         self._uses = uses
+        return self
 
-    def __len__(self) -> int:
-        return len(self.entries)
+    def _spelled(self) -> str:
+        name = str.__str__(self)
+        self._uses.add(name)
+        return name
 
-    @overload
-    def __getitem__(self, i: int) -> str: ...
-    @overload
-    def __getitem__(self, i: slice) -> Indices: ...
-    def __getitem__(self, i: int | slice) -> str | Indices:
-        if isinstance(i, slice):
-            return Indices(self.entries[i], self._variables, self._uses)
-        got = self.entries[i]
-        if got in self._variables:
-            self._uses.add(got)
-        return got
+    def __format__(self, spec: str) -> str:
+        return format(self._spelled(), spec)
 
-    def __iter__(self) -> Iterator[str]:
-        self._uses.update(self._variables.intersection(self.entries))
-        return iter(self.entries)
+    def __str__(self) -> str:
+        return self._spelled()
+
+    def __add__(self, other: str) -> str:
+        return self._spelled() + other
+
+    def __radd__(self, other: str) -> str:
+        return other + self._spelled()
 
 
 class ConstantPool:
@@ -161,8 +161,8 @@ class BodyBuilder:
         self.loads: dict[int, tuple[Value, tuple[str, ...]]] = {}
         self.constants: dict[str, None] = {}  # the pool's arrays the body reads, in first-use order
         self.variables: set[str] = set()  # the iteration's variables (the indices ``value_at`` is asked at)
-        self.index_uses: set[str] = set()  # those the primitives asked for (``Indices``)
-        self._emitting: list[set[str]] = []  # the variables each emit running now asked for
+        self.index_uses: set[str] = set()  # those the primitives spelled (``Var``)
+        self._emitting: list[set[str]] = []  # the variables each emit running now has spelled
         self._memo: dict[tuple[Value, tuple[str, ...]], str] = {}
         self._index_memo: dict[str, str] = {}
         self._temps: set[str] = set()
@@ -177,8 +177,6 @@ class BodyBuilder:
 
     def read(self, value: Value, idx: Sequence[str | int]) -> str:
         """``value`` at ``idx`` as a primitive's ``emit`` asks for it (``ctx.read``)."""
-        if isinstance(idx, Indices):  # the emit's own index, handed on whole
-            idx = idx.entries
         key = (value, tuple(self._index(e) for e in idx))
         found = self._memo.get(key)
         if found is not None:
@@ -227,8 +225,9 @@ class BodyBuilder:
             self.loads[len(self.lines)] = (value, key[1])
         else:
             assert op.prim.emit is not None, f"{op.prim.name} has no scalar lowering"
+            idx = tuple(Var(e, uses) if e in self.variables else e for e in key[1])
             self._emitting.append(uses)
-            expr = op.prim.emit(OpContext(self, op), Indices(key[1], self.variables, uses))
+            expr = op.prim.emit(OpContext(self, op), idx)
             self._emitting.pop()
             self.index_uses |= uses
             if expr in self._temps:  # an index map returned an operand read: share its temporary
@@ -245,12 +244,12 @@ class BodyBuilder:
 
     def _index(self, expr: str | int) -> str:
         """A name for one axis of an index: itself when it is one (or an integer), else a temporary
-        bound to it once (its line uses what the emit that made it has asked for so far)."""
+        bound to it once (its line uses what the emit that made it has spelled so far)."""
         if isinstance(expr, int):
             self._names.add(str(expr))
             return str(expr)
         if expr in self._names:
-            return expr
+            return str.__str__(expr)  # a ``Var`` passed on: not spelled here
         expr = expr.strip()
         if expr not in self._index_memo:
             name = f"{self.prefix}k{len(self._index_memo)}"

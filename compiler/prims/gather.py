@@ -65,10 +65,9 @@ def clamped(i: str, n: int) -> str:
     return f"min(max(({i} + {n} if {i} < 0 else {i}), 0), {n - 1})"
 
 
-def split_index(idx: Sequence[str], axis: int, k: int) -> tuple[Sequence[str], Sequence[str], Sequence[str]]:
-    """An index of the gathered shape as (leading axes, the index array's ``k`` axes, trailing):
-    slices of ``idx`` (of an emit's index: passed on to a read, they spell nothing themselves)."""
-    return idx[:axis], idx[axis : axis + k], idx[axis + k :]
+def split_index(idx: Sequence[str], axis: int, k: int) -> tuple[list[str], list[str], list[str]]:
+    """An index of the gathered shape as (leading axes, the index array's ``k`` axes, trailing)."""
+    return list(idx[:axis]), list(idx[axis : axis + k]), list(idx[axis + k :])
 
 
 # ---- gather ----------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def _constant_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     if value.size == 1 or is_splat(value):
         return ctx.const(value.flat[0].item(), ctx.result_type.dtype)
     name = ctx.global_array(value)
-    return f"{name}[{', '.join(idx)}]"
+    return f"{name}[{', '.join(map(str, idx))}]"  # each index formatted: its use is recorded
 
 
 constant = Primitive(
