@@ -14,11 +14,14 @@ A program with a band of row-fused kernels gets a row per ``--forms`` value of
 run after its rows as column kernels that re-read its inputs) and "band" (the one-pass form: partial
 rows per block). ``--time`` (needs a GPU) adds each row's median milliseconds per call, inputs on the
 device, after the values of both forms are checked to agree: the A/B of the two forms.
+``--row-max N`` lets bands take rows of up to N elements (CUDA's ``Target.row_max``, 4096): softmax +
+cross-entropy at 16384x8192 becomes one band from 8192 (an experiment to time before changing it).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import os
 import sys
@@ -34,7 +37,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import suite_programs as sp  # noqa: E402
 
 import dsl  # noqa: E402
-from compiler.compilation import option_defaults  # noqa: E402
+from compiler.compilation import TARGETS, option_defaults  # noqa: E402
 
 GPU_BUILDERS: dict[str, Callable[[], sp.Program]] = {
     "elementwise chain": lambda: sp.chain_program(10**8),
@@ -156,7 +159,10 @@ def main() -> None:
     parser.add_argument("--out", default="", help="write the table to this Markdown file")
     parser.add_argument("--forms", default="auto,band", help="band_columns forms of a program with a band")
     parser.add_argument("--time", action="store_true", help="time each row on the GPU (needs one)")
+    parser.add_argument("--row-max", type=int, default=0, help="CUDA bands' longest row (0: the target's)")
     opts = parser.parse_args()
+    if opts.row_max:
+        TARGETS["cuda"] = dataclasses.replace(TARGETS["cuda"], row_max=opts.row_max)
     rows = []
     for size in opts.sizes.split(","):
         for name, build in SIZES[size].items():
