@@ -187,7 +187,7 @@ class CudaExecutable(ArgumentChecks):
         """A call through the graph (captured on the first call here): the arguments copied into its
         staging buffers, one launch, the write-backs and results copied out of its buffers."""
         stream = self.stream
-        handle = int(stream)
+        handle = cuda_graphs.stream_handle(stream)
         if not getattr(self._threads, "ready", False):  # the driver API calls below need a context
             self.cuda.current_context()
             self._threads.ready = True

@@ -121,6 +121,11 @@ def check(result: Any, what: str) -> Any:
     return values[0] if len(values) == 1 else tuple(values) or None
 
 
+def stream_handle(stream: Any) -> int:
+    """The driver's handle of a Numba stream, for ``cuda.bindings`` calls."""
+    return int(stream)
+
+
 def copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
     """A device-to-device copy of ``nbytes`` bytes on ``stream`` (addresses and handle as ints)."""
     if nbytes:
@@ -188,7 +193,7 @@ def capture(
         stream = _capture_stream(cuda)
         run = bind(arena, stream)
         stream.synchronize()  # bind copied the constants to the device on this stream
-        handle = int(stream)
+        handle = stream_handle(stream)
         if blas:
             cublas.capture_workspace(handle, int(workspace.device_ctypes_pointer.value), workspace.nbytes)
         with cuda.defer_cleanup():  # no cuMemFree while capturing

@@ -4,14 +4,17 @@ every kernel on every call, captures nothing, and its results match the CPU back
 
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import dsl
 import dsl.numpy as dnp
 from runtime import cuda_graphs
+from runtime.cuda_executable import device_address
 
 RNG = np.random.default_rng(5)
 
@@ -37,3 +40,95 @@ def test_graphs_off_launches_eagerly(monkeypatch: pytest.MonkeyPatch) -> None:
     executable = on_gpu.lower(w0, xs[0]).program.executable
     assert executable.graph is None
     assert executable.eager_reason == cuda_graphs.eager_reason(False, 0, 0, 0)  # off or simulator
+
+
+class ReplayedRun:
+    """Stands for a captured graph in the simulator (which has none): "capturing" binds the driver
+    and runs it once on the staging buffers; each launch runs it again and moves its results into
+    the first run's buffers, as a graph writes to the addresses it captured. What is checked is the
+    executable's side: arguments copied in, write-backs and results copied out."""
+
+    def __init__(self, cuda, bind, arena, outs, args, blas) -> None:
+        self.run = bind(arena, cuda.stream())
+        self.outs, self.args = list(outs), args
+        self.results = tuple(self.run(*self.outs, *self.args))
+        self.arg_addresses = [device_address(a) for a in args]
+        self.addresses = [device_address(r) for r in self.results]
+        self.launches = 0
+
+    def launch(self, stream: int) -> None:
+        self.launches += 1
+        for mine, new in zip(self.results, self.run(*self.outs, *self.args)):
+            if new is not mine and mine.size:
+                mine.copy_to_device(new)
+
+
+def _memmove(dst: int, src: int, nbytes: int, stream: int) -> None:
+    ctypes.memmove(dst, src, nbytes)  # the simulator's device memory is the host's
+
+
+@pytest.fixture
+def replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("tests/test_cuda_graphs.py replays real graphs on the GPU")
+    monkeypatch.setattr(cuda_graphs, "capture", ReplayedRun)
+    monkeypatch.setattr(cuda_graphs, "copy_async", _memmove)
+    monkeypatch.setattr(cuda_graphs, "stream_handle", lambda stream: 0)
+    monkeypatch.setattr(
+        cuda_graphs, "pool_array", lambda cuda, shape, dtype, stream: cuda.device_array(shape, dtype)
+    )
+
+
+def _graphs_forced(f, *args):
+    executable = f.lower(*args).program.executable
+    executable.eager_reason = None
+    return executable
+
+
+def _ret_arg_too(a, b):
+    a += b  # a write-back
+    return dnp.exp(b).sum(), b, a * 2.0  # b: an argument returned (the driver's copy)
+
+
+@pytest.mark.parametrize("device", [False, True], ids=["host", "device"])
+def test_replayed_calls_stage_arguments_and_results(replayed: None, device: bool) -> None:
+    put = (lambda x: cuda.to_device(x)) if device else (lambda x: x)
+    get = (lambda x: x.copy_to_host()) if device else np.asarray
+    f, ref = dsl.compile(_ret_arg_too, target="cuda"), dsl.compile(_ret_arg_too, target="cpu")
+    inputs = [
+        (RNG.standard_normal((4, 5)).astype(np.float32), RNG.standard_normal((4, 5)).astype(np.float32))
+    ]
+    inputs += [(a + 1.0, b * 3.0) for a, b in inputs * 3]
+    executable = _graphs_forced(f, put(inputs[0][0]), put(inputs[0][1]))
+    for a, b in inputs:  # the first call eager, the others "replayed", each on new arguments
+        a_gpu, a_cpu = put(a.copy()), a.copy()
+        got, want = f(a_gpu, put(b)), ref(a_cpu, b)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(get(g), w, rtol=1e-5)
+        np.testing.assert_allclose(get(a_gpu), a_cpu, rtol=1e-6)
+    assert executable.graph is not None and executable.graph.launches == len(inputs) - 1
+    results = [f(put(a.copy()), put(b))[2] for a, b in inputs[:2]]  # fresh arrays, not the graph's
+    np.testing.assert_allclose(get(results[0]), (inputs[0][0] + inputs[0][1]) * 2.0, rtol=1e-5)
+
+
+def test_replayed_donated_and_mutated_arguments(replayed: None) -> None:
+    fn = lambda w, x, y: (dnp.tanh(x @ w).sum(), w, x * 2.0)  # noqa: E731
+
+    def step(w, x, y):
+        w -= 0.1 * x.T @ (dnp.tanh(x @ w) - y)
+        return dnp.tanh(x @ w).sum()
+
+    w0, y = RNG.standard_normal((6, 3)).astype(np.float32), RNG.standard_normal((5, 3)).astype(np.float32)
+    xs = [RNG.standard_normal((5, 6)).astype(np.float32) for _ in range(4)]
+    for body, options in ((step, {}), (fn, {"donate_argnums": (1,)})):
+        f, ref = dsl.compile(body, target="cuda", **options), dsl.compile(body, target="cpu", **options)
+        w_gpu, w_cpu = cuda.to_device(w0.copy()), w0.copy()
+        executable = _graphs_forced(f, w_gpu, cuda.to_device(xs[0]), cuda.to_device(y))
+        for x in xs:
+            got, want = f(w_gpu, cuda.to_device(x.copy()), cuda.to_device(y)), ref(w_cpu, x.copy(), y)
+            for g, w in zip(
+                got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+            ):
+                np.testing.assert_allclose(g.copy_to_host(), w, rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(w_gpu.copy_to_host(), w_cpu, rtol=1e-4, atol=1e-5)
+        assert executable.graph is not None
