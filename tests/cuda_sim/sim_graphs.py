@@ -136,3 +136,19 @@ def test_replayed_donated_and_mutated_arguments(replayed: bool) -> None:
                 np.testing.assert_allclose(g.copy_to_host(), w, rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(w_gpu.copy_to_host(), w_cpu, rtol=1e-4, atol=1e-5)
         assert executable.graph is not None
+
+
+def test_a_failed_capture_falls_back_to_eager(replayed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args):
+        raise cuda_graphs.DeviceError("cuStreamBeginCapture failed: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED")
+
+    monkeypatch.setattr(cuda_graphs, "capture", refuse)
+    f, ref = dsl.compile(_ret_arg_too, target="cuda"), dsl.compile(_ret_arg_too, target="cpu")
+    a, b = RNG.standard_normal(7).astype(np.float32), RNG.standard_normal(7).astype(np.float32)
+    executable = _graphs_forced(f, a, b)
+    for _ in range(3):
+        a_gpu, a_cpu = a.copy(), a.copy()
+        for g, w in zip(f(a_gpu, b), ref(a_cpu, b), strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5)
+        np.testing.assert_allclose(a_gpu, a_cpu, rtol=1e-6)
+    assert executable.graph is None and "capture failed" in executable.eager_reason
