@@ -30,6 +30,7 @@ from numba import cuda  # noqa: E402
 from suite_programs import BUILDERS  # noqa: E402
 
 from dsl import pytree  # noqa: E402
+from runtime import cuda_graphs  # noqa: E402
 
 
 def on_device(tree: Any) -> Any:
@@ -77,7 +78,7 @@ def measure(name: str, repeats: int, rounds: int) -> dict[str, Any]:
         off.append(per_call(lambda: eager_prog.dslc(*eager_args), repeats))
         on.append(per_call(lambda: graph_prog.dslc(*graph_args), repeats))
     stream = graph_exe.stream
-    handle = int(stream)
+    handle = cuda_graphs.stream_handle(stream)
     stream.synchronize()
     begin = time.perf_counter()
     for _ in range(repeats):
@@ -103,7 +104,7 @@ def main() -> None:
     parser.add_argument("--only", default=None, help="one program's name")
     args = parser.parse_args()
     os.environ["DSL_CUDA_GRAPHS"] = "1"  # the rule's own choice is reported; both paths are forced
-    name = cuda.get_current_device().name
+    name = getattr(cuda.get_current_device(), "name", "the CUDA simulator")
     device = name.decode() if isinstance(name, bytes) else name
     load = " ".join(open("/proc/loadavg").read().split()[:3]) if os.path.exists("/proc/loadavg") else "?"
     command = f"python benchmarks/cuda_graphs.py --repeats {args.repeats} --rounds {args.rounds}"
