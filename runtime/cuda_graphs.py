@@ -4,9 +4,9 @@ replayed (issue 27).
 At the CPU suite's sizes a CUDA call is host-bound: each launch costs tens of microseconds of
 Python and driver work, while its kernel runs for a few. A graph replays the whole sequence with one
 ``cuGraphLaunch``. The driver API comes from ``cuda.bindings.driver`` (the ``cuda`` extra): Numba has
-no graph API (numba-cuda issue #832), and cuda-core's ``GraphBuilder`` records launches made through
-cuda-core on its own builder, not the launches Numba and cuBLAS make on a stream of ours, which
-stream capture records whoever makes them.
+no graph API (numba-cuda issue #832), and cuda-core's ``GraphBuilder`` records what is launched on
+the builder itself (numba-cuda 0.30 accepts one as a launch's stream), while cuBLAS and Numba's
+copies take a stream handle; capturing a stream records every one of them, whoever makes it.
 
 How a call is captured (``capture``): the generated driver is bound a second time, to a process-wide
 non-blocking *capture stream* (a capture on a blocking stream would fail, and fail the other
