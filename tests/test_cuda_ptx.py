@@ -166,3 +166,14 @@ def test_band_column_reductions_in_both_forms(form: str) -> None:
     assert len(columns) == (4 if form == "kernel" else 0), [k.name for k in program.kernels]
     for cc in ARCHS:
         assert set(compile_ptx(program, cc)) == {k.name for k in program.kernels}
+
+
+def test_a_column_reduction_of_one_chunk() -> None:
+    """A column sum of 300 rows (fewer than two chunks of ``COLUMN_ROWS``): one kernel whose blocks
+    stride down every row and write the outputs, no partials and no second pass."""
+    x = _f32(300, 64)
+    program = dsl.compile(lambda x, w: (x * w).sum(axis=0), target="cuda").lower(x, x).program.generated
+    assert [k.name for k in program.kernels] == ["k0_reduce_sum"] and "(COLS, LANES)" in program.source
+    assert program.plan.peak_bytes == 0, str(program.plan)
+    for cc in ARCHS:
+        assert set(compile_ptx(program, cc)) == {"k0_reduce_sum"}
