@@ -27,12 +27,14 @@ A transcendental value that fusion recomputes in several members (softmax's ``ex
 for the row sum and once for the gradient) is computed once per row instead, by the first of them,
 and kept in the row scratch for the others (``_compute_once``).
 
-A column reduction (over axis 0, keeping the others) may instead leave the band's rows for a kernel
+A column reduction (over axis 0, keeping the others) may leave the band's rows for a kernel
 of its own after them (``columns_after``, where the target asks: CUDA): it re-reads the band's
 full-size inputs and the per-row values the band then stores (a layer norm's mean and deviation,
 small) and recomputes its prologue (``xhat * dy``), as a tail member, in place of a partial row per
 block of the band that every row the block takes reads and writes. The target's ``BandCosts``
-give the sizes the choice weighs: bytes re-read against the partials' traffic and memory.
+give the sizes the choice weighs: bytes re-read against the partials' traffic and memory. With the
+same sizes, a row the band keeps past the target's fast memory that is cheap to compute again is
+computed by its readers instead (``rows_in_fast_memory``).
 
 Reads of values produced before the band may be at any row. The memory planner sees a band as one
 step (``FusionPlan.time``): every buffer a member writes is born where the band starts, every buffer
