@@ -153,13 +153,23 @@ def _copied(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def window(shape: Sequence[int], starts: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[slice, ...]:
+def window(shape: Sequence[int], starts: Sequence[np.ndarray], sizes: Sequence[int]) -> tuple[Any, ...]:
     """The window of ``sizes`` at ``starts`` as JAX's ``lax.dynamic_slice`` places it: a negative
     start counts from the end once, then it is clamped into ``[0, dim - size]`` (the window always
-    lies inside the array)."""
-    wrapped = [int(s) + d if int(s) < 0 else int(s) for s, d in zip(starts, shape, strict=True)]
-    at = [min(max(s, 0), d - n) for s, d, n in zip(wrapped, shape, sizes, strict=True)]
-    return tuple(slice(a, a + n) for a, n in zip(at, sizes, strict=True))
+    lies inside the array). Slices when every start is 0-d; for starts per row (of shape
+    ``shape[:r]``, ``prims/dynamic.py``) an index array per axis, broadcast to ``sizes``: each
+    row's window at its own start."""
+    if all(np.ndim(s) == 0 for s in starts):
+        wrapped = [int(s) + d if int(s) < 0 else int(s) for s, d in zip(starts, shape, strict=True)]
+        at = [min(max(s, 0), d - n) for s, d, n in zip(wrapped, shape, sizes, strict=True)]
+        return tuple(slice(a, a + n) for a, n in zip(at, sizes, strict=True))
+    rank, index = len(shape), []
+    for axis, (s, d, n) in enumerate(zip(starts, shape, sizes, strict=True)):
+        s = np.asarray(s, np.int64)
+        s = np.clip(np.where(s < 0, s + d, s), 0, d - n)
+        step = np.arange(n).reshape((1,) * axis + (n,) + (1,) * (rank - axis - 1))
+        index.append(s.reshape(s.shape + (1,) * (rank - s.ndim)) + step)
+    return tuple(index)
 
 
 def dynamic_slice(x: np.ndarray, *starts: np.ndarray, sizes: Sequence[int]) -> np.ndarray:

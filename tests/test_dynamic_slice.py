@@ -243,8 +243,8 @@ def test_second_order_through_a_dynamic_slice() -> None:
 
 
 def test_vmap_with_shared_and_per_example_starts() -> None:
-    """A shared start batches into one window over the batch axis; per-example starts run the
-    window once per example (no primitive reads a window per example)."""
+    """A shared start batches into one window over the batch axis; per-example starts into one
+    window per row of it (a start per row: ``prims/dynamic.py``), not the op once per example."""
 
     def f(c, i, v):
         c = c * 1.0
@@ -266,6 +266,80 @@ def test_vmap_with_shared_and_per_example_starts() -> None:
         dsl.vmap(f, in_axes=(None, 0, None))(cs[0], starts, vs[0]),
         np.stack([f_jax(cs[0], int(i), vs[0]) for i in starts]),
     )
+
+
+def per_example(c, i, v):
+    """Reads and writes at a start per example, negative and out-of-range ones among them."""
+    c = c * 1.0
+    c[i : i + 2] = c[i : i + 2] * 2.0 + v
+    c[:, i] += 1.0
+    return c, c[i - 1 : i + 2, ::2] + c[i + 1, 1:3]
+
+
+def per_example_jax(c, i, v):
+    ds, dus = lax.dynamic_slice, lax.dynamic_update_slice
+    c = dus(c, ds(c, (i, 0), (2, 4)) * 2.0 + v, (i, 0))
+    k = traced_at(i, 4)
+    c = dus(c, ds(c, (0, k), (5, 1)) + 1.0, (0, k))
+    return c, ds(c, (i - 1, 0), (3, 4))[:, ::2] + ds(c, (traced_at(i + 1, 5), 0), (1, 4))[0, 1:3]
+
+
+def traced_at(j, d: int):
+    """``at`` of a traced integer (a window of one)."""
+    return jnp.clip(jnp.where(j < 0, j + d, j), 0, d - 1)
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_vmap_of_per_example_windows_against_jax(inplace: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starts per example (jax lowers them to gathers and scatters) over 100 examples, more than a
+    per-example unroll took: one window per row, the program's size independent of the batch; in
+    place and not."""
+    if not inplace:
+        monkeypatch.setenv("DSL_NO_INPLACE", "1")
+    n = 100
+    cs, vs = RNG.standard_normal((n, 5, 4)), RNG.standard_normal((n, 2, 4))
+    starts = RNG.integers(-8, 9, n)
+    want = jax.vmap(per_example_jax)(cs, starts, vs)
+    f = dsl.compile(dsl.vmap(per_example))
+    close(f(cs, starts, vs), want)
+    ir = f.lower(cs, starts, vs).ir("traced")
+    assert ir.count("dsl.dynamic_update_slice") == 2 and "dsl.concatenate" not in ir
+    shared = dsl.vmap(per_example, in_axes=(None, 0, None))(cs[0], starts, vs[0])
+    close(shared, jax.vmap(per_example_jax, in_axes=(None, 0, None))(cs[0], starts, vs[0]))
+
+
+def test_nested_vmap_and_gradients_of_per_example_windows_against_jax() -> None:
+    """A start per row of two batch axes (vmap of vmap), and gradients both ways round."""
+
+    def loss(c, i, v):
+        new, read = per_example(c, i, v)
+        return (new * new).sum() + (read * read).sum()
+
+    def loss_jax(c, i, v):
+        new, read = per_example_jax(c, i, v)
+        return (new * new).sum() + (read * read).sum()
+
+    cs, vs = RNG.standard_normal((3, 4, 5, 4)), RNG.standard_normal((3, 4, 2, 4))
+    starts = RNG.integers(-6, 7, (3, 4))
+    close(
+        dsl.vmap(dsl.vmap(per_example))(cs, starts, vs), jax.vmap(jax.vmap(per_example_jax))(cs, starts, vs)
+    )
+    want = jax.vmap(jax.grad(loss_jax, argnums=(0, 2)))(cs[0], starts[0], vs[0])
+    close(dsl.vmap(dsl.grad(loss, argnums=(0, 2)))(cs[0], starts[0], vs[0]), want)
+    summed = jax.grad(lambda c, v: jax.vmap(loss_jax)(c, starts[0], v).sum(), argnums=(0, 1))(cs[0], vs[0])
+    close(dsl.grad(lambda c, v: dsl.vmap(loss)(c, starts[0], v).sum(), argnums=(0, 1))(cs[0], vs[0]), summed)
+
+
+def test_a_start_per_row_must_vary_along_axes_the_window_spans() -> None:
+    from compiler.ir.types import DType, TensorType
+    from compiler.prims import dynamic
+
+    x, row, i = TensorType((3, 5), DType.f64), TensorType((3,), DType.i64), TensorType((), DType.i64)
+    assert dynamic.dynamic_slice.shape_rule([x, i, row], {"sizes": (3, 2)}) == [TensorType((3, 2), DType.f64)]
+    with pytest.raises(Exception, match="one per row"):
+        dynamic.dynamic_slice.shape_rule([x, i, row], {"sizes": (2, 2)})  # the rows' axis is cut
+    with pytest.raises(Exception, match="one per row"):
+        dynamic.dynamic_slice.shape_rule([x, row, i], {"sizes": (3, 2)})  # a start per row of its own axis
 
 
 # ---- loops, errors, export ------------------------------------------------------------------------
@@ -323,8 +397,13 @@ def test_exported_mlir_verifies_and_bufferizes() -> None:
     program = dsl.compile(writes).lower(C, V, W, np.int64(1))._program
     text = export_module([program.stages["optimized"]])
     assert "tensor.insert_slice" in text and "arith.minsi" in text
-    for flags in ([], ["--one-shot-bufferize=bufferize-function-boundaries"]):
-        proc = subprocess.run(
-            [find_mlir_opt(), *flags], input=text, capture_output=True, text=True, timeout=60
-        )
-        assert proc.returncode == 0, proc.stderr
+    cs, vs = RNG.standard_normal((3, 5, 4)), RNG.standard_normal((3, 2, 4))
+    rows = dsl.compile(dsl.vmap(per_example)).lower(cs, np.array([1, -1, 7]), vs)._program
+    text_rows = export_module([rows.stages["optimized"]])  # windows per row: generics
+    assert "linalg.index" in text_rows and "tensor.insert_slice" not in text_rows
+    for program_text in (text, text_rows):
+        for flags in ([], ["--one-shot-bufferize=bufferize-function-boundaries"]):
+            proc = subprocess.run(
+                [find_mlir_opt(), *flags], input=program_text, capture_output=True, text=True, timeout=60
+            )
+            assert proc.returncode == 0, proc.stderr

@@ -58,10 +58,13 @@ def window_updates(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> set[
     return out
 
 
-def window_index(op: Op, at: Sequence[str], start: Callable[[Value], str]) -> tuple[str, ...]:
+def window_index(
+    op: Op, at: Sequence[str], start: Callable[[Value, tuple[str, ...]], str]
+) -> tuple[str, ...]:
     """The index in ``op``'s result (a partial update) of element ``at`` of its update; ``start``:
-    the expression of a 0-d start operand (a dynamic update's). Each entry records the variable of
-    ``at`` it uses (an ``Expr``)."""
+    the expression of a start operand (a dynamic update's) at an index (a start per row is read at
+    the row of ``at``, on axes the window spans whole). Each entry records the variables of ``at``
+    it uses (an ``Expr``)."""
     base, update = (v.type for v in op.operands[:2])
     if op.prim is mv.update_slice:
         starts = (int(s) for s in op.attrs["start"])
@@ -78,5 +81,8 @@ def window_index(op: Op, at: Sequence[str], start: Callable[[Value], str]) -> tu
         if n == d:  # the window spans the axis: it starts at 0
             out.append(j)
         else:
-            out.append(Expr(f"{dyn.clamped_start(start(op.operands[2 + axis]), d, n)} + {j}", uses_of(j)))
+            s = op.operands[2 + axis]
+            row = tuple(at[: s.type.rank])
+            corner = dyn.clamped_start(start(s, row), d, n)
+            out.append(Expr(f"{corner} + {j}", uses_of(j).union(*(uses_of(r) for r in row))))
     return tuple(out)

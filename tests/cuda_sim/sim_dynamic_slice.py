@@ -109,3 +109,13 @@ def test_write_into_an_argument() -> None:
         dsl.compile(step, target="cuda")(on_gpu, V, i)
         dsl.compile(step, target="cpu")(on_cpu, V, i)
         np.testing.assert_array_equal(on_gpu, on_cpu)
+
+
+def test_windows_per_example_under_vmap() -> None:
+    """Starts per example: a start per row, read in the kernel at the element's row (the writes and
+    reads of ``writes`` and ``windows`` batched), in place and not."""
+    cs, vs, ws = RNG.standard_normal((3, 5, 4)), RNG.standard_normal((3, 4)), RNG.standard_normal((3, 2, 4))
+    starts = np.array([2, -1, 9])
+    for inplace in (True, False):
+        close(*both(dsl.vmap(writes), cs, vs, ws, starts, inplace=inplace))
+        close(*both(dsl.vmap(windows), cs, starts, inplace=inplace))

@@ -24,7 +24,7 @@ def window_kernel(spec: KernelSpec) -> Kernel | None:
     at = tuple(f"j{d}" for d in range(len(shape)))
     builder = BodyBuilder(spec.inlined(), lambda v, idx: text(spec.locate(v, idx)), spec.pool, spec.prefix)
     # the corner's statements first (loop-invariant: LLVM hoists them), then the update's value
-    dest = spec.locate(root.result, window_index(root, at, lambda s: builder.value_at(s, ())))
+    dest = spec.locate(root.result, window_index(root, at, builder.value_at))
     value = builder.value_at(update, at)
     stmts: list[Stmt] = []
     for k, line in enumerate(builder.lines):

@@ -32,7 +32,7 @@ def window_kernel(spec: KernelSpec) -> CudaKernel | None:
         return None
     at = tuple(f"j{d}" for d in range(len(shape)))
     builder = spec.builder(None)
-    corner = window_index(root, at, lambda s: builder.value_at(s, ()))
+    corner = window_index(root, at, builder.value_at)
     value = builder.value_at(update, at)
     out = root.result
     dest = Access(spec.names[out], (linear([Expr(f"({e})", uses_of(e)) for e in corner], out.type.shape),))
