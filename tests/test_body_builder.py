@@ -19,7 +19,7 @@ from compiler.kernel.emit import BodyBuilder, ConstantPool
 from compiler.kernel.ir import Access, Expr, Line, variables
 from compiler.prims import elementwise as ew
 from compiler.prims import movement as mv
-from compiler.prims import source
+from compiler.prims import random, source
 
 F32 = DType.f32
 IDX = ("i0", "i1")
@@ -139,3 +139,21 @@ def test_a_gpu_thread_computes_only_the_indices_its_statements_use() -> None:
     assert [s.text for s in index_stmts(body, decomposition)] == ["i0 = g // 8"]
     body.append(Line("p1[g] = t2", (), (Access("p1", (linear(IDX, (4, 8)),)),)))
     assert [s.text for s in index_stmts(body, decomposition)] == ["i0 = g // 8", "i1 = g % 8"]
+
+
+def test_variables_passed_on_to_a_read_are_the_loads_to_record() -> None:
+    """random_bits over a batch of keys passes its leading index on to the key's read; on a flat
+    buffer a size-1 axis drops out of the offset (``linear``), so no statement uses ``i1``."""
+    key = _arg(3, 1, 2, dtype=DType.i64)
+    bits = Op.create(random.random_bits, [key], {"shape": ()})
+    places: dict[int, Access] = {}
+
+    def load(v: Value, at: tuple[str, ...]) -> str:
+        places[len(builder.lines)] = Access("p0", (linear(at, v.type.shape),))
+        return f"p0[{places[len(builder.lines)].index[0]}]"
+
+    builder = BodyBuilder({bits.result: bits}, load, ConstantPool())
+    builder.value_at(bits.result, IDX)
+    body = [Line(t, (places[k],) if k in places else ()) for k, t in enumerate(builder.lines)]
+    assert builder.lines[0] == "t0 = p0[i0 * 2 + 0]"
+    assert variables(body) == {"i0", "0", "1"}  # the integers are the key words' axis

@@ -76,7 +76,8 @@ class Var(str):
     """An iteration variable as a primitive's ``emit`` receives it in its index. Spelling it into
     code (formatting it: ``f"{i} + 1"``, ``str(i)``, ``i + "..."``) records its use in ``uses``, the
     set of the emit that received it; passing it on to ``ctx.read`` records nothing (the read's
-    load, or the next emit, records what it spells)."""
+    load, or the next emit, records what it spells). ``str.join`` copies its items without asking
+    them: join ``map(str, idx)``."""
 
     __slots__ = ("_uses",)
     _uses: set[str]

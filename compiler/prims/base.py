@@ -67,8 +67,11 @@ class EmitContext(Protocol):
 
     ``read`` returns a name or literal that is safe to repeat in an expression; its index is the
     emit's own (handed on whole), or one entry per axis: an entry of the emit's index, a Python
-    ``int``, or an expression of them. ``const`` and ``cast`` return expressions already of their
-    dtype (the code generator does not convert them again).
+    ``int``, or an expression of them. The entries of the emit's index record where they are
+    written into code (formatted: the code generator computes only the indices a body uses), so
+    an emit formats them (f-strings, ``str``) rather than ``str.join``-ing them raw. ``const`` and
+    ``cast`` return expressions already of their dtype (the code generator does not convert them
+    again).
     """
 
     result_type: TensorType
