@@ -225,6 +225,21 @@ def test_a_call_allocates_only_its_results(fn, shape, dtype, chunked) -> None:
     assert peak - results_bytes < 2 * np.getbufsize() * 8, (peak, results_bytes)
 
 
+@pytest.mark.parametrize("chunked", [True, False], ids=["chunked", "whole"])
+def test_the_last_ufunc_writes_its_output_itself(chunked) -> None:
+    """A loop group's last op, a ufunc, computes straight into its output's buffer (its rows of it,
+    chunked): no copy from scratch, also where the output is stored over a dying input (in place;
+    the values are checked in test_numpy_kernel_temporaries_are_rows_of_the_plan)."""
+    from compiler.compilation import option_defaults
+
+    for fn, shape in [(_chain, (512, 1024)), (_in_place, (512, 512))]:
+        fn, args = _case(fn, shape, np.float64)
+        with option_defaults(chunked_numpy=chunked):
+            source = dsl.compile(fn).lower(*args).source()
+        (kernel,) = [p for p in source.split("\n\n") if re.match(r"def \w+_np\(", p)]
+        assert "np.copyto(" not in kernel and re.search(r"out=v\d+(\[r0:r1\])?\)", kernel), kernel
+
+
 def test_numpy_kernel_scratch_under_the_sanitizer(monkeypatch) -> None:
     """Under ``DSL_SANITIZE`` the plan with the NumPy kernels' scratch passes the overlap check (the
     scratch pass runs it), each scratch row is poisoned once its kernel ran, and the results are the

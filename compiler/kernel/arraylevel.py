@@ -9,7 +9,8 @@ tanh, log and logistic have vectorizable polynomials (``compiler/prims/vecmath.p
 loop code; what still comes here is float64 transcendental math and the functions without one. The price is
 ~3 us to enter object mode, so only big groups containing such an op take this path. Semantics are
 the primitives' references: exactly what the reference interpreter computes. Outputs are stored
-after every op has run, so a kernel whose output shares a block with an input (in place) still
+after every op has run (the last op, a ufunc, writes its output's buffer itself:
+``_stored_directly``), so a kernel whose output shares a block with an input (in place) still
 reads every input before writing.
 
 Temporaries are planned memory: each op whose reference has an ``out`` (a ufunc, or a function of
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -152,16 +153,22 @@ class _Temporaries:
         extent: Callable[[Op], tuple[tuple[int, ...], bool]],
         keep: AbstractSet[Value],
         pool: ConstantPool,
+        stored: Mapping[Value, str] | None = None,
     ) -> list[str]:
         """Lines computing ``ops`` in order (``t<k>``, named in ``local``), read as ``read(v)``;
         ``extent(op)``: the shape of its scratch and whether an op's result is its first
         ``r1 - r0`` rows (a chunk's); ``keep``: values read after ``ops`` (stored outputs, values
-        every chunk reads), whose scratch no later op takes."""
+        every chunk reads), whose scratch no later op takes; ``stored``: values computed straight
+        into their output's buffer, there (``_stored_directly``)."""
         last = {v: k for k, op in enumerate(ops) for v in op.operands}
         lines = []
         for k, op in enumerate(ops):
             local[op.result] = name = f"t{len(self.held)}"  # (every op evaluated is in ``held``)
             operands = [read(v) for v in op.operands]
+            if stored and op.result in stored:
+                self.held[op.result] = frozenset()
+                lines.append(f"{name} = {_call(op, operands, pool, stored[op.result])}")
+                continue
             if not _into(op):
                 self.held[op.result] = frozenset().union(
                     *(self.held.get(v, frozenset()) for v in op.operands)
@@ -213,8 +220,27 @@ def _whole_array_body(
     def whole(op: Op) -> tuple[tuple[int, ...], bool]:
         return op.result.type.shape, False
 
-    lines = temps.evaluate(group.ops, local, local.__getitem__, whole, set(group.outputs), pool)
-    return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in group.outputs]
+    direct = _stored_directly(group, group.ops)
+    stored = {} if direct is None else {direct: names[direct]}
+    lines = temps.evaluate(group.ops, local, local.__getitem__, whole, set(group.outputs), pool, stored)
+    copies = [v for v in group.outputs if v not in stored]
+    return lines + [f"np.copyto({names[v]}, {local[v]}, casting='unsafe')" for v in copies]
+
+
+def _stored_directly(group: Group, ops: list[Op]) -> Value | None:
+    """The output that the last of ``ops`` may compute straight into its buffer (no scratch, no
+    copy): a LOOP group's, when that op is a ufunc's (an input stored over in place is read element
+    by element, exactly where it is written: NumPy reads each element before writing it; every
+    other op has run) and every other output is computed into scratch (stored from there, not from
+    a view of an input this write could change)."""
+    if group.kind is not GroupKind.LOOP or not ops:
+        return None
+    op = ops[-1]
+    made = {o.result: o for o in group.ops}
+    others = [made[v] for v in group.outputs if v is not op.result]
+    if op.result in group.outputs and isinstance(op.prim.reference, np.ufunc) and _into(op):
+        return op.result if all(_into(o) for o in others) else None
+    return None
 
 
 def _chunk_plan(group: Group) -> tuple[set[Value], int] | None:
@@ -272,7 +298,9 @@ def _chunked_body(
     every_chunk = {op.result for op in once}  # (their scratch is theirs until the kernel returns)
     before = temps.evaluate(once, local, local.__getitem__, extent, every_chunk, pool)
     stores = every_chunk | set(group.outputs)
-    lines = temps.evaluate(inside, local, chunk_of, extent, stores, pool)
+    direct = _stored_directly(group, inside)
+    stored = {} if direct is None else {direct: f"{names[direct]}[r0:r1]"}
+    lines = temps.evaluate(inside, local, chunk_of, extent, stores, pool, stored)
     after = []
     for v in group.outputs:
         if v is reduced and 0 in axes:  # every chunk adds to the whole result (in the reducer's accumulator)
@@ -290,7 +318,7 @@ def _chunked_body(
             ]
         elif v is reduced:
             lines.append(f"np.copyto({names[v]}[r0:r1], {local[v]}, casting='unsafe')")
-        else:
+        elif v not in stored:
             lines.append(f"np.copyto({names[v]}[r0:r1], {chunk_of(v)}, casting='unsafe')")
     loop = [f"for r0 in range(0, {shape[0]}, {rows}):", f"    r1 = min(r0 + {rows}, {shape[0]})"]
     return before + loop + indent(lines, 1) + after
