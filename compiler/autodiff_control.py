@@ -13,7 +13,9 @@ its cotangent is the sum over iterations); its ``ys`` are the cotangents of the 
 the backward body reads from the forward:
 
 - stacked: each iteration's values of the forward body that depend on a carry or a row (the
-  carries coming in, the body's intermediates the vjp rules read): storing them is what saves
+  carries coming in, the body's intermediates the vjp rules read; a carry needed both as it comes
+  in and as it goes out is stacked once, the backward carrying each row to the step that needs
+  it as the outgoing value): storing them is what saves
   running the forward again, as JAX's scan stores its residuals; a loop is not checkpointed. The
   ops the sweep adds (the rules' factors such as ``1 - tanh^2``, and the cotangent arithmetic) run
   in the backward body, so only values the forward computes anyway are stored (JAX computes those
@@ -209,6 +211,16 @@ class _BodyVjp:
         recompute = _closure(forward_ops, {v for v in reads if v in invariant and v not in consts})
         consts.update(dict.fromkeys(v for o in recompute for v in o.operands if v in k_args))
         stacked = [v for v in reads if v not in invariant and v not in xs]
+        # A carry both stacked as it comes in and as the body yields it (an RNN's h: its matmul's vjp
+        # reads the old h, tanh's the new) is stacked once: the backward scan carries each
+        # iteration's row of it into the next step, which runs the iteration before, whose
+        # outgoing value it is (the first step gets the forward scan's final carry).
+        chained = [
+            k
+            for k in range(n)
+            if carry_args[k] in stacked and body.results[k] in stacked and body.results[k] not in args
+        ]
+        stacked = [v for v in stacked if v not in {body.results[k] for k in chained}]
         # the forward scan, stacking the residuals as extra ys
         fwd_body = Block(args, tuple(forward_ops), tuple(body.results) + tuple(stacked))
         typed = Op.create(op.prim, op.operands, op.attrs, op.loc, (fwd_body,))
@@ -218,15 +230,23 @@ class _BodyVjp:
         rows = [Value(v.type) for v in stacked]
         x_rows = [Value(v.type) for v in xs]
         const_args = [Value(v.type) for v in consts]
+        outgoing = [Value(carry_args[k].type) for k in chained]  # the chained carries' new values
         mapping: dict[Value, Value] = dict(
-            zip(stacked + xs + list(consts), rows + x_rows + const_args, strict=True)
+            zip(
+                stacked + xs + list(consts) + [body.results[k] for k in chained],
+                rows + x_rows + const_args + outgoing,
+                strict=True,
+            )
         )
         ops = clone_ops(recompute, mapping) + clone_ops(backward, mapping)
-        block_args = self.seed_c + acc_args + rows + x_rows + self.seed_y + const_args
-        bwd_body = Block(tuple(block_args), tuple(ops), tuple(mapping.get(v, v) for v in yields))
+        block_args = self.seed_c + acc_args + outgoing + rows + x_rows + self.seed_y + const_args
+        carried = len(self.z) + len(accs)  # the yields of the carries before the chained ones
+        ends = [*yields[:carried], *(carry_args[k] for k in chained), *yields[carried:]]
+        bwd_body = Block(tuple(block_args), tuple(ops), tuple(mapping.get(v, v) for v in ends))
         build.loc = op.loc
         inits = [cts[k] or build.zeros(carry_args[k].type) for k in self.z]
         inits += [build.zeros(k_args[k].type) for k in accs]
+        inits += [op.results[k] for k in chained]
         x_of = dict(zip(x_args, operands[n : n + m], strict=True))
         k_of = dict(zip(k_args, operands[n + m :], strict=True))
         bwd_operands = (
@@ -249,6 +269,8 @@ class _BodyVjp:
             grads[k] = next(out)
         for k in accs:
             grads[n + m + k] = next(out)
+        for _ in chained:
+            next(out)
         for j in xcts:
             grads[n + j] = next(out)
         return forward, [g if w else None for g, w in zip(grads, wanted, strict=True)]

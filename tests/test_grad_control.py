@@ -184,6 +184,30 @@ def test_joint_size_does_not_depend_on_the_trip_count() -> None:
     )
 
 
+@pytest.mark.parametrize("every", [False, True])
+def test_a_carry_read_coming_in_and_going_out_is_stacked_once(every: bool) -> None:
+    """An RNN's h: its matmul's vjp reads the h that comes in, tanh's the h that goes out. The
+    forward scan stacks h once (one row per step); the backward scan carries each step's row to the
+    step before, where it is the outgoing h. Values against JAX, for a loss on the last h and on
+    every h (h then also a row of ys)."""
+
+    def rnn(lax, np_, w, x, every):
+        def step(h, s):
+            h = np_.tanh(h @ w + s)
+            return h, h
+
+        h, hs = lax.scan(step, x, XS)
+        return (hs * hs).sum() if every else (h * h).sum()
+
+    func = joint(lambda w, x: rnn(dsl, dnp, w, x, every), (W, X))
+    forward = [op for op in func.ops if op.prim is control.scan and not op.attrs["reverse"]]
+    residuals = forward[0].results[2:]  # after the scan's own results: its h and its ys
+    assert [r.type.shape for r in residuals] == [XS.shape]
+    want = jax.grad(lambda w, x: rnn(jax.lax, jnp, w, x, every), argnums=(0, 1))(W, X)
+    close(dsl.grad(lambda w, x: rnn(dsl, dnp, w, x, every), argnums=(0, 1))(W, X), want)
+    close(dsl.compile(dsl.grad(lambda w, x: rnn(dsl, dnp, w, x, every), argnums=(0, 1)))(W, X), want)
+
+
 def _backward_body_ops(fn, args, argnums) -> int:
     func = joint(fn, args, argnums)
     backward = [op for op in func.ops if op.prim is control.scan and op.attrs["reverse"]]
