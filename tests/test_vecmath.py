@@ -18,7 +18,7 @@ import dsl
 import dsl.nn
 import dsl.numpy as dnp
 from compiler.compilation import option_defaults
-from compiler.prims import vecmath
+from compiler.prims import random, vecmath
 
 SPECIAL = np.array(
     [np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-40, 1.1754944e-38, 3.4e38, -3.4e38]
@@ -109,6 +109,7 @@ def test_declared_calls_are_the_calls_in_the_helpers_source() -> None:
             n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
         }
         assert set(vecmath.CALLS.get(name, ())) == called & set(vecmath.HELPERS), name
+        assert ("fma" in called) == (name in vecmath.FMA), name
         for callee in vecmath.CALLS.get(name, ()):
             assert vecmath.HELPERS.index(callee) < vecmath.HELPERS.index(name)
     tanh = vecmath.helper_source({"tanh_f32"})
@@ -196,3 +197,21 @@ def test_helpers_are_inlined_into_every_kernel_that_calls_them() -> None:
     assert any(re.search(r"k\d+_\w+_chunk", d) for d in defined)  # the kernels' own IR is there
     left = sorted(set(re.findall(r"call [^\n]*@(\w*(?:" + "|".join(vecmath.HELPERS) + r")\w*)\(", ir)))
     assert left == []
+
+
+def test_the_prelude_defines_the_helpers_the_kernels_recorded() -> None:
+    """Where the code calling a helper is made, the helper is recorded in the program's pool (a
+    float32 tanh, a keyed float max, ``random_bits``' Threefry); the prelude defines exactly those
+    (and their callees), without reading the kernels' text."""
+    x = np.ones((64, 64), np.float32)
+
+    def f(x):
+        return dnp.tanh(x).max() + dsl.random.normal(dsl.random.key(0), x.shape).sum()
+
+    lowered = dsl.compile(f).lower(x)
+    pool = lowered._program.compilation.kernels.pool
+    assert {"tanh_f32", "max_key_f32", "from_key_f32", random.HELPER} <= pool.helpers
+    source = lowered.source()
+    for name in vecmath.with_callees(pool.helpers & set(vecmath.HELPERS)) | {random.HELPER}:
+        assert f"def {name}(" in source, name
+    assert "def exp_f32(" not in source and "def log_f32(" not in source

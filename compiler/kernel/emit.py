@@ -106,11 +106,15 @@ class Var(str):
 
 
 class ConstantPool:
-    """Big constant arrays referenced by generated code as module globals ``c0, c1, ...``."""
+    """What a program's generated code names at module level: big constant arrays (globals ``c0,
+    c1, ...``) and ``helpers``, the scalar helper functions its kernels call (``vecmath``'s
+    float32 math and keyed max/min, ``random_bits``' Threefry), which the printer's prelude defines:
+    recorded where the code that calls them is made, so the prelude is built without reading it."""
 
     def __init__(self, prefix: str = "") -> None:
         self.prefix = prefix  # a loop body's scope (``passes/loops.py``): names unique in the module
         self.arrays: dict[str, np.ndarray] = {}
+        self.helpers: set[str] = set()
         self._names: dict[tuple[str, tuple[int, ...], bytes], str] = {}
 
     def add(self, value: np.ndarray) -> str:
@@ -145,6 +149,10 @@ class OpContext:
     def global_array(self, value: np.ndarray) -> str:
         name = self._builder.pool.add(value)
         self._builder.constants[name] = None
+        return name
+
+    def helper(self, name: str) -> str:
+        self._builder.pool.helpers.add(name)
         return name
 
 

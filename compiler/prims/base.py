@@ -86,6 +86,11 @@ class EmitContext(Protocol):
 
     def global_array(self, value: np.ndarray) -> str: ...
 
+    def helper(self, name: str) -> str:
+        """``name``, a scalar helper function of the generated module the expression calls
+        (``vecmath``'s, ``random``'s), recorded for the module's prelude."""
+        ...
+
 
 # A scalar lowering: given the context and the output element's index expressions, return the
 # expression of that element's value.

@@ -92,7 +92,7 @@ def _math(name: str) -> Callable[[EmitContext, str], str]:
     assert helper in vecmath.F32_MATH
 
     def code(ctx: EmitContext, x: str) -> str:
-        return f"{helper}({x})" if ctx.result_type.dtype is DType.f32 else f"math.{name}({x})"
+        return f"{ctx.helper(helper)}({x})" if ctx.result_type.dtype is DType.f32 else f"math.{name}({x})"
 
     return code
 

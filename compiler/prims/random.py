@@ -135,7 +135,7 @@ def _emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     keys = ctx.operand_types[0].rank - 1  # leading axes that pick a key (vmap over keys)
     k0, k1 = (ctx.read(0, [*idx[:keys], word]) for word in (0, 1))
     n = _flat_index(ctx.result_type.shape[keys:], idx[keys:])
-    return f"{HELPER}({k0}, {k1}, np.int64({n}))"
+    return f"{ctx.helper(HELPER)}({k0}, {k1}, np.int64({n}))"
 
 
 def _mlir(b: ml.Builder, op: Op, xs: list[str], loc: str) -> str:

@@ -193,6 +193,8 @@ HELPERS = tuple(_FUNCTIONS)  # every helper name, in the order a prelude defines
 # The helpers each helper calls (declared, so a prelude is built without reading the helpers' text;
 # tests/test_vecmath.py checks the list against the calls in their source).
 CALLS: dict[str, tuple[str, ...]] = {"exp_f32": ("exp_poly_f32",), "tanh_f32": ("exp_poly_f32",)}
+# The helpers whose polynomial steps call ``fma`` (a prelude defining one binds ``fma`` too).
+FMA = frozenset({"exp_poly_f32", "exp_f32", "tanh_f32", "log_f32"})
 
 
 def with_callees(names: set[str]) -> set[str]:

@@ -100,7 +100,7 @@ def _band_rows(spec: KernelSpec, chunks: int) -> RowCode:
     b = body(spec, shape, extra, root.operands[0], flat=False)
     assert b is not None and b.target is not None
     acc_name = f"{spec.prefix}acc"
-    identity, acc = accumulation(root, b.target, spec.schedule, spec.prefix)
+    identity, acc = accumulation(root, b.target, spec.schedule, spec.pool, spec.prefix)
     dtype = out.type.dtype
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     outer = max(split, 1)  # loops 1..outer-1 keep their axis; loops from ``outer`` on accumulate

@@ -219,7 +219,7 @@ def reduce_kernel(spec: KernelSpec) -> Kernel | None:
     reducer = root.prim.reducer
     assert reducer is not None
     dtype = out.type.dtype
-    identity, partial = accumulation(root, b.target, spec.schedule)
+    identity, partial = accumulation(root, b.target, spec.schedule, spec.pool)
     kept = tuple(f"i{d}" for d in range(len(shape)) if d not in axes)
     dest = spec.locate(out, kept)
     n_outer = split  # a flat body only happens for a full reduction, where split == 0
@@ -312,10 +312,13 @@ def reduced_tail(shape: tuple[int, ...], axes: AbstractSet[int]) -> int:
     return split
 
 
-def accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> tuple[str, _Partial]:
+def accumulation(
+    root: Op, target: str, schedule: CpuSchedule, pool: ConstantPool, p: str = ""
+) -> tuple[str, _Partial]:
     """A reduction root's identity literal (as a kept partial) and how ``{p}acc`` accumulates the
     temporary ``target``: in the reducer's accumulator dtype (float32 sums in float64), or for a
-    keyed float max/min as integer keys (``acc`` holds key(value))."""
+    keyed float max/min as integer keys (``acc`` holds key(value): the helpers it calls recorded in
+    ``pool``)."""
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     dtype = root.result.type.dtype
@@ -335,6 +338,7 @@ def accumulation(root: Op, target: str, schedule: CpuSchedule, p: str = "") -> t
         )
         return identity, _Partial(_same, update, _same, wide, lambda v: typed(v, dtype), block)
     which, width = reducer.selects, dtype.name
+    pool.helpers.update((f"{which}_key_{width}", f"from_key_{width}"))
     return identity, _Partial(
         lambda v: f"{which}_key_{width}({v})",
         f"{acc} = {which}({acc}, {which}_key_{width}({target}))",
