@@ -6,8 +6,9 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs (default: env suite plans
-# bench); graphs (CUDA graphs, issue 27: tests/test_cuda_graphs.py and cuda_graphs.py) takes ~3 minutes. A
+# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns (default: env suite
+# plans bench); columns (layer norm and softmax with their column reductions in the band or after it,
+# timed: ~3 minutes); graphs (CUDA graphs, issue 27: tests/test_cuda_graphs.py and cuda_graphs.py) takes ~3 minutes. A
 # lease of 15 device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one
 # call. gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch
 # eager and torch.compile) take at most 5 minutes each (not yet timed on a GPU: --budget-s stops
@@ -50,6 +51,12 @@ for step in $steps; do
         ;;
     bench)
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
+        ;;
+    columns) # a band's column reductions in the band or after it (Options.band_columns), timed (issue 26, 27)
+        timeout 200 $PY benchmarks/cuda_plans.py --sizes gpu,cpu --only layer --time --out "$OUT/columns.md" 2>&1 \
+            | tee "$OUT/columns.log" | tail -12
+        timeout 150 $PY benchmarks/cuda_plans.py --sizes gpu --only softmax --time --row-max 8192 \
+            --out "$OUT/columns_softmax.md" 2>&1 | tee -a "$OUT/columns.log" | tail -8
         ;;
     graphs) # CUDA graphs (issue 27): graphs against eager bit for bit, then the host cost per call
         timeout 180 $PY -m pytest tests/test_cuda_graphs.py -n 4 -q -rfEs -p no:randomly 2>&1 \
