@@ -18,7 +18,6 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from gpu_measure import median_time  # noqa: E402
 from numba import cuda  # noqa: E402
 from suite_programs import BUILDERS  # noqa: E402
 
@@ -42,16 +42,6 @@ def host(tree: Any) -> list[np.ndarray]:
     return [
         np.asarray(a.copy_to_host() if hasattr(a, "copy_to_host") else a) for a in pytree.flatten(tree)[0]
     ]
-
-
-def per_call(fn: Callable[[], Any], repeats: int) -> float:
-    """Seconds per call, the median of ``repeats`` calls timed one by one."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def build(name: str, graphs: bool) -> tuple[Any, Any, Any]:
@@ -75,8 +65,9 @@ def measure(name: str, repeats: int, rounds: int) -> dict[str, Any]:
     assert graph_exe.graph is not None, graph_exe.eager_reason
     off, on = [], []
     for _ in range(rounds):  # alternating, so that drift in the machine's speed hits both alike
-        off.append(per_call(lambda: eager_prog.dslc(*eager_args), repeats))
-        on.append(per_call(lambda: graph_prog.dslc(*graph_args), repeats))
+        # (a call returns after its stream finished: timed to its return, no warm-up of its own)
+        off.append(median_time(lambda: eager_prog.dslc(*eager_args), repeats, warmup=0, wait=False))
+        on.append(median_time(lambda: graph_prog.dslc(*graph_args), repeats, warmup=0, wait=False))
     stream = graph_exe.stream
     handle = cuda_graphs.stream_handle(stream)
     stream.synchronize()

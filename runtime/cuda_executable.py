@@ -115,6 +115,7 @@ class CudaExecutable(ArgumentChecks):
         donated: Sequence[int] = (),
         launches: int = 0,
         host_reads: bool = True,
+        blas: bool = False,
     ) -> None:
         cuda = cuda_module()
         self.cuda = cuda
@@ -122,7 +123,7 @@ class CudaExecutable(ArgumentChecks):
         self.stream = cuda.stream()
         self.arena = cuda.device_array(max(int(arena_bytes), 1), np.uint8, stream=self.stream)
         self._bind = getattr(module, entry)
-        self._blas = hasattr(module, "_matmul_launcher")  # its matmuls may run on cuBLAS
+        self._blas = blas  # its matmuls may run on cuBLAS
         self.run = self._bind(self.arena, self.stream)
         self.n_results = n_results
         self.writeback = tuple(writeback)

@@ -94,6 +94,7 @@ def _cuda_executable(program: Compilation, generated: CudaProgram) -> Any:
         donated=program.options.donate_argnums,
         launches=generated.launches,
         host_reads=generated.host_reads,
+        blas=generated.blas,
     )
 
 

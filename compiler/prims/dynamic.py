@@ -285,11 +285,12 @@ def _update_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
                     src.append(i)
                     continue
                 rel = bb.emit(f"arith.subi {i}, {c} : index")
-                low = bb.emit(f"arith.cmpi sge, {rel}, {bb.emit('arith.constant 0 : index')} : index")
-                high = bb.emit(f"arith.cmpi slt, {rel}, {bb.emit(f'arith.constant {n} : index')} : index")
+                zero, size = bb.emit("arith.constant 0 : index"), bb.emit(f"arith.constant {n} : index")
+                low = bb.emit(f"arith.cmpi sge, {rel}, {zero} : index")
+                high = bb.emit(f"arith.cmpi slt, {rel}, {size} : index")
                 both = bb.emit(f"arith.andi {low}, {high} : i1")
                 inside = both if inside is None else bb.emit(f"arith.andi {inside}, {both} : i1")
-                zero, last = bb.emit("arith.constant 0 : index"), bb.emit(f"arith.constant {n - 1} : index")
+                last = bb.emit(f"arith.constant {n - 1} : index")
                 src.append(
                     bb.emit(f"arith.minsi {bb.emit(f'arith.maxsi {rel}, {zero} : index')}, {last} : index")
                 )

@@ -64,6 +64,7 @@ class CudaProgram:
     plan: MemoryPlan  # the plan the module follows (with the kernels' scratch)
     launches: int = 0  # kernel launches per call (``driver.launch_count``): the graphs' cost rule
     host_reads: bool = False  # the driver reads device values back (``driver.host_reads``): no graph
+    blas: bool = False  # its float matmuls may run on cuBLAS (a captured graph gives them a workspace)
 
 
 def generate_cuda(
@@ -90,7 +91,8 @@ def generate_cuda(
         libraries.insert(0, "from runtime.module_cache import load_module as _load_module  # noqa: E402\n")
     if every:
         libraries.insert(0, "from runtime.cuda_launch import fast_launch as _fast_launch  # noqa: E402\n")
-    if any(k.wrapper for k in every):
+    blas = any(k.wrapper for k in every)  # its float matmuls go through runtime/cublas.py
+    if blas:
         libraries.insert(0, "from runtime.cublas import matmul_launcher as _matmul_launcher  # noqa: E402\n")
     own = [texts[k.name] for k in every if not k.shared]
     parts = [PRELUDE, "\n".join(libraries), _constants(constants), *own, host]
@@ -102,6 +104,7 @@ def generate_cuda(
         plan=plan,
         launches=launch_count(top),
         host_reads=host_reads(top),
+        blas=blas,
         **program_facts(func, plan, outs),
     )
 
