@@ -192,7 +192,7 @@ def repack_by_size(rows: list[BufferRow], online_peak: int) -> int:
     for i, chain in enumerate(order):
         start, end, size = chain[0].live[0], max(r.live[1] for r in chain), align(chain[0].bytes)
         live = (starts[:i] <= end) & (ends[:i] >= start)  # lifetimes are inclusive kernel positions
-        offsets[i] = _best_gap(offsets[:i][live], sizes[:i][live], size)
+        offsets[i] = best_gap(offsets[:i][live], sizes[:i][live], size)
         starts[i], ends[i], sizes[i] = start, end, size
     peak = int((offsets + sizes).max()) if n else 0
     if peak >= online_peak:
@@ -203,7 +203,7 @@ def repack_by_size(rows: list[BufferRow], online_peak: int) -> int:
     return peak
 
 
-def _best_gap(offsets: np.ndarray, sizes: np.ndarray, size: int) -> int:
+def best_gap(offsets: np.ndarray, sizes: np.ndarray, size: int) -> int:
     """The offset of the smallest hole of at least ``size`` bytes below, between or above the
     occupied ranges ``[offset, offset + size)`` (which may overlap each other)."""
     best, best_room, cursor = -1, -1, 0
@@ -446,7 +446,7 @@ def place_scratch(
         busy.sort(key=lambda r: r.offset)
         offsets = np.array([r.offset for r in busy], dtype=np.int64)
         sizes = np.array([align(r.bytes) for r in busy], dtype=np.int64)
-        offset = _best_gap(offsets, sizes, align(nbytes))
+        offset = best_gap(offsets, sizes, align(nbytes))
         value = Value(TensorType((nbytes // dtype.itemsize,), dtype))
         row = BufferRow(name, value, nbytes, offset, live, scratch_of=kernel)
         rows.append(row)

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
 from compiler.kernel.cuda.bands import band_kernel
@@ -22,7 +24,7 @@ from compiler.kernel.emit import ConstantPool, py_name
 from compiler.kernel.window import window_updates
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
 from compiler.passes.loops import SCOPE_ATTR
-from compiler.passes.plan import MemoryPlan, align, place_scratch
+from compiler.passes.plan import MemoryPlan, align, best_gap, place_scratch
 
 
 @dataclass
@@ -105,12 +107,9 @@ def _shared_scratch(chain: list[CudaKernel]) -> tuple[int, list[tuple[Scratch, i
     local: list[tuple[Scratch, int]] = []
     placed: list[tuple[int, int, int, int]] = []  # offset, bytes, first, last
     for s, first, last in spans:
-        busy = sorted((o, n) for o, n, a, b in placed if a <= last and first <= b)
-        offset = 0
-        for o, n in busy:  # the lowest gap that fits
-            if offset + align(s.nbytes) <= o:
-                break
-            offset = max(offset, o + n)
+        busy = [(o, n) for o, n, a, b in placed if a <= last and first <= b]
+        offsets, sizes = (np.array([x[k] for x in busy], dtype=np.int64) for k in (0, 1))
+        offset = best_gap(offsets, sizes, align(s.nbytes))  # as the planner places its blocks
         placed.append((offset, align(s.nbytes), first, last))
         local.append((s, offset))
     return max((o + n for o, n, _, _ in placed), default=0), local
