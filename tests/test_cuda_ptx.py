@@ -177,3 +177,58 @@ def test_a_column_reduction_of_one_chunk() -> None:
     assert program.plan.peak_bytes == 0, str(program.plan)
     for cc in ARCHS:
         assert set(compile_ptx(program, cc)) == {"k0_reduce_sum"}
+
+
+def _shuffles_and_barriers(
+    fn, args, shuffle: bool, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, tuple[int, int]]:
+    """Per kernel of ``fn``'s CUDA program for sm_90: its ``shfl.sync.down`` and ``bar.sync``
+    instructions, block reduces as shuffles (``DSL_CUDA_SHUFFLE=1``) or as the tree."""
+    monkeypatch.setenv("DSL_CUDA_SHUFFLE", "1" if shuffle else "0")
+    program = dsl.compile(fn, target="cuda").lower(*args).program.generated
+    return {
+        name: (len(re.findall(r"shfl\.sync\.down", text)), len(re.findall(r"bar\.sync", text)))
+        for name, text in compile_ptx(program, (9, 0)).items()
+    }
+
+
+@pytest.mark.parametrize(
+    "what, fn, x, words",
+    [
+        ("sum f32 (float64 partials)", lambda x: x.sum(axis=1), _f32(64, 3000), 2),
+        ("max f32", lambda x: x.max(axis=1), _f32(64, 3000), 1),
+        ("sum f64", lambda x: x.sum(axis=1), _f32(64, 3000).astype(np.float64), 2),
+        ("split sum f32", lambda x: x.sum(), _f32(1 << 17), 2),
+    ],
+)
+def test_block_reductions_are_warp_shuffles(what, fn, x, words, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block of ``TPB`` threads reduces by shuffles, log2(32) steps in each warp and log2(TPB/32)
+    over the warps' results (a 64-bit value: two 32-bit shuffles a step), with two barriers (after
+    the warps' results, after the block's) beside the kernel's own one after its result is read:
+    no barrier per halving step, as the tree has (one before and one after each of log2(TPB) steps),
+    and no tree left in the PTX (Numba drops the simulator's branch)."""
+    from compiler.kernel.cuda.sizes import GPU
+
+    steps = GPU.TPB.bit_length() - 1
+    shuffled = _shuffles_and_barriers(fn, (x,), True, monkeypatch)
+    tree = _shuffles_and_barriers(fn, (x,), False, monkeypatch)
+    assert set(shuffled) == set(tree) and shuffled, what
+    for name in shuffled:
+        assert shuffled[name] == (steps * words, 3), (what, name, shuffled[name])
+        assert tree[name] == (0, steps + 2), (what, name, tree[name])
+
+
+@pytest.mark.parametrize(
+    "what", ["layer norm 4096x1024", "layer norm, narrow rows", "softmax xent 4096x1000 (a tail)"]
+)
+def test_band_row_reductions_are_warp_shuffles(what: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A band's row reductions (rows of 256 threads, of 4 threads sharing a warp) shuffle, with fewer
+    barriers than the tree's."""
+    _, fn, args = next(p for p in _band_programs() if p[0] == what)
+    shuffled = _shuffles_and_barriers(fn, args, True, monkeypatch)
+    tree = _shuffles_and_barriers(fn, args, False, monkeypatch)
+    bands = [name for name in shuffled if name.endswith("_rows")]
+    assert bands, list(shuffled)
+    for name in bands:
+        assert shuffled[name][0] > 0 and tree[name][0] == 0, (name, shuffled[name], tree[name])
+        assert shuffled[name][1] < tree[name][1], (name, shuffled[name], tree[name])

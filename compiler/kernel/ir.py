@@ -133,8 +133,10 @@ class BlockReduce:
     """Combine ``acc`` of ``width`` consecutive threads of a GPU block into the first one's slot of
     the shared array ``sm`` (each thread's slot: ``tid``; ``lane``: its place among the ``width``),
     in a fixed order (the same bits every run), with ``reducer``'s combine in ``dtype``.
-    ``strategy``: how the printer combines them ("tree": halving steps through shared memory).
-    ``prefix`` names its temporaries (a band member's own)."""
+    ``strategy``: how the printer combines them, the kernel builder's choice ("tree": halving steps
+    through shared memory, a barrier each; "shuffle": warp shuffles, a barrier after the warps' and
+    one after the block's combine: needs a whole number of warps per block, ``width`` a power of two
+    and ``dtype`` a 32- or 64-bit number). ``prefix`` names its temporaries (a band member's own)."""
 
     acc: str
     sm: str

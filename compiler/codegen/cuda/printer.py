@@ -1,7 +1,8 @@
 """The CUDA printer of the kernel IR: a ``CudaKernel`` as the text of a ``numba.cuda.jit`` function
 (a band's launch constants before it). Loops print as Python ``range`` loops whose start and step
 are thread and block coordinates; a ``BlockReduce`` of strategy "tree" as halving steps through
-shared memory."""
+shared memory, of strategy "shuffle" as warp shuffles (the tree under the CUDA simulator, which has
+none: the module's ``SIM`` constant picks one, and Numba drops the other branch on a GPU)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Sequence
 
 from compiler.ir.types import DType
 from compiler.kernel.cuda.records import CudaKernel
-from compiler.kernel.emit import typed
+from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Alloc, Barrier, BlockReduce, Stmt, View, print_python
 
 
@@ -45,17 +46,27 @@ def _gpu_statement(s: Stmt) -> list[str] | None:
     if isinstance(s, Barrier):
         return ["cuda.syncthreads()"]
     if isinstance(s, BlockReduce):
-        return _tree(s)
+        return _block_reduce(s)
     if isinstance(s, View):
         raise TypeError("a CUDA kernel indexes flat buffers: no views")
     return None
 
 
+def _block_reduce(r: BlockReduce) -> list[str]:
+    if r.strategy == "tree":
+        return _tree(r)
+    if r.strategy == "shuffle":  # the simulator runs kernels as Python threads, without warp shuffles
+        return ["if SIM:", *_indent(_tree(r)), "else:", *_indent(_shuffle(r))]
+    raise ValueError(f"block reduce strategy {r.strategy!r}: the CUDA printer knows 'tree' and 'shuffle'")
+
+
+def _indent(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
 def _tree(r: BlockReduce) -> list[str]:
     """Halving steps: the first ``s`` lanes of ``width`` combine their slot with the slot ``s``
     above, ``s`` = width/2, width/4 ... 1, a barrier after each: a fixed order."""
-    if r.strategy != "tree":
-        raise ValueError(f"block reduce strategy {r.strategy!r}: the CUDA printer knows 'tree'")
     mine, theirs = f"{r.prefix}mine", f"{r.prefix}theirs"
     return [
         f"{r.sm}[tid] = {r.acc}",
@@ -67,5 +78,45 @@ def _tree(r: BlockReduce) -> list[str]:
         f"        {theirs} = {r.sm}[tid + s]",
         f"        {r.sm}[tid] = {typed(r.reducer.combine(mine, theirs), r.dtype)}",
         "    cuda.syncthreads()",
+        "    s //= 2",
+    ]
+
+
+def _shuffle(r: BlockReduce) -> list[str]:
+    """Each warp's lanes combined by shuffles (the tree's pairs, lane ``l`` with ``l + s``, in
+    registers); a warp's first lane stores its result in the slot of the group's ``l // 32``-th
+    thread, one barrier; past 32 lanes, the group's first warp combines those the same way into the
+    group's first slot, a second barrier. A fixed order. Every lane of a warp runs the shuffles
+    (``width`` a power of two, groups aligned to it, the block a whole number of warps); where
+    ``width`` < 32 a warp holds several groups, and lane ``l`` of a group reads lanes above it in
+    its own group at every step that matters to the group's first lane (the others' results are
+    never read)."""
+    warp, first = f"{r.prefix}warp", f"tid - {r.lane}"
+    identity = literal(r.reducer.identity(r.dtype), r.dtype)
+    return [
+        f"{warp} = {r.acc}",
+        *_warp_steps(r, f"min({r.width}, 32) // 2"),
+        f"if {r.lane} % 32 == 0:",
+        f"    {r.sm}[{first} + {r.lane} // 32] = {warp}",
+        "cuda.syncthreads()",
+        f"if {r.width} > 32:",
+        f"    if {r.lane} < 32:",
+        f"        {warp} = {r.sm}[tid] if {r.lane} < {r.width} // 32 else {identity}",
+        *("        " + line for line in _warp_steps(r, f"{r.width} // 64")),
+        f"        if {r.lane} == 0:",
+        f"            {r.sm}[tid] = {warp}",
+        "    cuda.syncthreads()",
+    ]
+
+
+def _warp_steps(r: BlockReduce, start: str) -> list[str]:
+    """Lane ``l`` combines its value with lane ``l + s``'s, ``s`` = start, start/2 ... 1. The shuffle
+    is a statement of its own: a combine may spell an operand more than once, or in one branch."""
+    warp, other = f"{r.prefix}warp", f"{r.prefix}other"
+    return [
+        f"s = {start}",
+        "while s > 0:",
+        f"    {other} = cuda.shfl_down_sync(0xFFFFFFFF, {warp}, s)",
+        f"    {warp} = {typed(r.reducer.combine(warp, other), r.dtype)}",
         "    s //= 2",
     ]

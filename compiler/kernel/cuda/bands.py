@@ -35,7 +35,14 @@ from dataclasses import dataclass, field
 
 from compiler.ir.core import Value
 from compiler.ir.types import DType
-from compiler.kernel.cuda.loops import column_chunks, combine, grid_loop, loop_kernel, reduce_kernel
+from compiler.kernel.cuda.loops import (
+    block_reduce,
+    column_chunks,
+    combine,
+    grid_loop,
+    loop_kernel,
+    reduce_kernel,
+)
 from compiler.kernel.cuda.records import (
     Builder,
     CudaKernel,
@@ -53,7 +60,7 @@ from compiler.kernel.cuda.records import (
 )
 from compiler.kernel.cuda.sizes import GPU, SIM, LaunchSizes
 from compiler.kernel.emit import ROW, ConstantPool, literal, typed
-from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, Expr, For, If, Line, Stmt, uses_of
+from compiler.kernel.ir import Access, Alloc, Barrier, Expr, For, If, Line, Stmt, uses_of
 from compiler.passes.fuse import Band, Group, GroupKind
 from compiler.passes.rows import BandCosts
 from compiler.prims.base import Reducer
@@ -358,7 +365,7 @@ def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
         code.row += [
             Line(f"{acc} = {identity}"),
             *_row_loop(bk, n_red, "c", [*_row_index(group, "c", inner), *inner]),
-            BlockReduce(acc, sm, "tx", bk.ct, wide, reducer, f"m{j}_"),
+            block_reduce(acc, wide, reducer, sm, "tx", bk.ct, f"m{j}_"),
             *broadcast,
         ]
         return
@@ -398,7 +405,7 @@ def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, r
         code.row += _row_loop(bk, math.prod(shape[1:]), "c", [*_row_index(group, "c", inner), *inner])
         flushed = Access(part, ("cuda.blockIdx.x",))
         code.after += [
-            BlockReduce(acc, sm, "tid", "TPB", wide, reducer, f"m{j}_"),
+            block_reduce(acc, wide, reducer, sm, prefix=f"m{j}_"),
             If("tid == 0", [store(flushed, f"{sm}[0]")]),
             Barrier(),
         ]

@@ -7,6 +7,7 @@ loop), "block" (a block per output and a ``BlockReduce``), "split" (two passes: 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 from compiler.ir.types import DType
@@ -69,9 +70,28 @@ def combine(reducer: Reducer, acc: str, x: str, wide: DType, reads: tuple[Access
     return Line(f"{acc} = {typed(reducer.combine(acc, x), wide)}", reads)
 
 
-def tree(acc: str, wide: DType, reducer: Reducer) -> Stmt:
-    """The block's ``acc`` values combined into ``sm[0]`` (a thread per slot of ``sm``)."""
-    return BlockReduce(acc, "sm", "tid", "cuda.blockDim.x", wide, reducer)
+def block_reduce(
+    acc: str,
+    wide: DType,
+    reducer: Reducer,
+    sm: str = "sm",
+    lane: str = "tid",
+    width: str = "TPB",
+    prefix: str = "",
+) -> BlockReduce:
+    """The ``acc`` values of ``width`` consecutive threads (by default the block's) combined into
+    the first one's slot of ``sm`` (a thread per slot), by warp shuffles where ``block_strategy``
+    allows them."""
+    return BlockReduce(acc, sm, lane, width, wide, reducer, prefix, block_strategy(wide))
+
+
+def block_strategy(dtype: DType) -> str:
+    """How a block reduce in ``dtype`` combines: "shuffle" (every block is a whole number of warps,
+    ``GPU.TPB`` threads) unless ``DSL_CUDA_SHUFFLE=0`` (the shared-memory tree, for comparison) or
+    ``dtype`` is bool (numba-cuda shuffles 32- and 64-bit numbers only)."""
+    if os.environ.get("DSL_CUDA_SHUFFLE", "1").strip() == "0" or dtype.is_bool or GPU.TPB % 32:
+        return "tree"
+    return "shuffle"
 
 
 def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
@@ -128,7 +148,7 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
         per_o = [
             *o_index,
             *accumulate(n_red, "tid", "cuda.blockDim.x"),
-            tree("acc", wide, reducer),
+            block_reduce("acc", wide, reducer),
             If("tid == 0", [first_slot]),
             Barrier(),
         ]
@@ -143,7 +163,7 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
         Line(f"c = q % {chunks}"),
         *o_index,
         *accumulate(f"min((c + 1) * {SPLIT_CHUNK}, {n_red})", f"c * {SPLIT_CHUNK} + tid", "TPB"),
-        tree("acc", wide, reducer),
+        block_reduce("acc", wide, reducer),
         If("tid == 0", [store(Access(part.name, ("q",)), "sm[0]")]),
         Barrier(),
     ]
@@ -171,7 +191,7 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
                     "tid",
                     step="cuda.blockDim.x",
                 ),
-                tree("acc", wide, reducer),
+                block_reduce("acc", wide, reducer),
                 If("tid == 0", [first_slot]),
                 Barrier(),
             ],
