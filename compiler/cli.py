@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from compiler.compilation import PRECISIONS
 from compiler.ir.core import Function
 from compiler.ir.printer import print_function, print_module
 from compiler.ir.types import DType, TensorType
@@ -84,7 +85,9 @@ def _lower(args: argparse.Namespace) -> Any:
         except ValueError:
             raise UsageError(f"--grad takes argument numbers like 0 or 0,2; got {args.grad!r}") from None
         fn = dsl.grad(fn, argnums=nums[0] if len(nums) == 1 else nums)
-    compiled = dsl.compile(fn, target=args.target_device, inplace=not args.no_inplace)
+    compiled = dsl.compile(
+        fn, target=args.target_device, inplace=not args.no_inplace, precision=args.precision
+    )
     return compiled.lower(*_zeros(args.arg))
 
 
@@ -300,6 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
             default="cpu",
             choices=("cpu", "cuda", "auto"),
             help="backend to compile for (default: cpu)",
+        )
+        p.add_argument(
+            "--precision",
+            default="highest",
+            choices=PRECISIONS,
+            help="float32 matmuls on a GPU: full float32, or TensorFloat-32 allowed (default: highest)",
         )
         p.add_argument("--no-inplace", action="store_true", help="the reference plan: no buffer reuse")
         p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")

@@ -52,6 +52,9 @@ def option_defaults(**fields: Any) -> Iterator[None]:
         _DEFAULTS.update(saved)
 
 
+PRECISIONS = ("highest", "tf32")  # Options.precision's values (dsl.compile's ``precision``)
+
+
 @dataclass
 class Options:
     """Compiler options, one field per choice a pass makes; ``dsl.compile`` and the CLI set them.
@@ -65,6 +68,9 @@ class Options:
     inplace: bool = _default("inplace", lambda: _env_off("DSL_NO_INPLACE"))  # buffer reuse, plan
     strict_inplace: bool = False  # an in-place request demoted to a copy is an error (bufferize)
     donate_argnums: tuple[int, ...] = ()
+    # float32 matmuls on a GPU: "highest" (full float32), "tf32" (TensorFloat-32 allowed: cuBLAS's
+    # tensor-op math; the CPU and the generated matmul kernel compute in full float32 either way)
+    precision: str = "highest"
     verify: bool = _default("verify", verify_enabled)  # the IR verifier after every pass
     sanitize: bool = _default("sanitize", lambda: not _env_off("DSL_SANITIZE"))
     grad: GradSpec | None = None  # set for grad/value_and_grad programs: what the autodiff pass derives

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from compiler.compilation import PRECISIONS
 from compiler.ir.core import Block, Function, Location, Value
 from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
 from compiler.pipeline import Options, Program, compile_function
@@ -144,9 +145,14 @@ class Compiled:
         inplace: bool | None = None,
         strict_inplace: bool = False,
         static_argnames: str | Sequence[str] = (),
+        precision: str = "highest",
     ) -> None:
         functools.update_wrapper(self, fn)
+        if precision not in PRECISIONS:
+            choices = ", ".join(map(repr, PRECISIONS))
+            raise tracing.user_error(DeviceError, f"unknown precision {precision!r}; choose one of {choices}")
         self._fn = fn
+        self._precision = precision
         self._target = target
         self._binder = Binder(fn, static_argnums, static_argnames)
         donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
@@ -217,7 +223,12 @@ class Compiled:
                 if target == "cpu":
                     self._no_device_arrays(args, layout)
                 donated = self._donated_leaves(args, layout)
-                options = Options(target=target, donate_argnums=donated, strict_inplace=self._strict_inplace)
+                options = Options(
+                    target=target,
+                    donate_argnums=donated,
+                    strict_inplace=self._strict_inplace,
+                    precision=self._precision,
+                )
                 if self._inplace is not None:
                     options.inplace = self._inplace
                 if getattr(self._fn, "dsl_grad_transform", False):  # autodiff runs as a pipeline pass
@@ -403,6 +414,7 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
     inplace: bool | None = None,
     strict_inplace: bool = False,
     static_argnames: str | Sequence[str] = (),
+    precision: str = "highest",
 ) -> Any:
     """Compile ``fn``; usable as ``@dsl.compile`` or ``@dsl.compile(target=..., ...)``.
 
@@ -418,7 +430,13 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
     is applied to it directly (``dsl.grad(dsl.compile(f, static_argnums=1))``), and with
     ``strict_inplace=True`` an in-place request written in its lines that would need a copy still
     raises ``InplaceError``, whatever the outer program's own ``strict_inplace``. ``target``,
-    ``donate_argnums`` and ``inplace`` belong to the program that runs: the outermost one.
+    ``donate_argnums``, ``inplace`` and ``precision`` belong to the program that runs: the outermost
+    one.
+
+    ``precision`` is that of float32 matmuls on a GPU: ``"highest"`` (full float32, as JAX's
+    ``"highest"`` and PyTorch with TF32 off) or ``"tf32"`` (cuBLAS may use TensorFloat-32 tensor
+    cores: faster, about 10 bits of mantissa in the products). The CPU computes in full float32
+    either way.
     """
     options = dict(
         target=target,
@@ -427,6 +445,7 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
         inplace=inplace,
         strict_inplace=strict_inplace,
         static_argnames=static_argnames,
+        precision=precision,
     )
     if fn is None:
         return lambda f: Compiled(f, **options)  # type: ignore[arg-type]

@@ -8,15 +8,19 @@ the program's stream instead; otherwise the kernel runs. cuBLAS is used when:
 
 - a GPU is there (never under the CUDA simulator) and ``libcublas`` loads (``pip install
   'dslc[cuda]'`` brings it; found by ``cuda.pathfinder``), and ``DSL_CUDA_BLAS`` is not ``0``;
-- the dtype is float32 or float64 (in their own precision: TF32 is never switched on);
-- each operand is a BLAS matrix (one of its two strides is 1) and the result's columns are
-  contiguous; the batch walks are one stride per operand, or one common inner count;
+- the dtype is float32 or float64, in full precision: cuBLAS's default math. A program compiled with
+  ``precision="tf32"`` runs its float32 matmuls in ``CUBLAS_TF32_TENSOR_OP_MATH`` instead (the
+  handle's math mode is set per call, as its stream is);
+- each operand and the result is a BLAS matrix (one of its two strides is 1); the batch walks
+  are one stride per operand, or one common inner count;
 - the accumulated value ``cin`` is the result's own buffer, or ``beta`` is 0 (cuBLAS's C is read
   and written in place);
 - sizes and leading dimensions fit the 32-bit API.
 
 cuBLAS is column-major: a row-major ``m x n`` result with row stride ``ld`` is its ``n x m``
-transpose in column-major order, so ``O = A @ B`` is computed as ``O^T = B^T @ A^T``.
+transpose in column-major order, so ``O = A @ B`` is computed as ``O^T = B^T @ A^T``; a result
+whose rows are contiguous instead (written through a transposing epilogue: an attention gradient
+laid out by heads) is computed as it is, ``O = A @ B`` in column-major terms.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from runtime.cuda_executable import device_address
 from runtime.devices import cuda_available
 
 OP_N, OP_T = 0, 1
+MATH_MODES = {"highest": 0, "tf32": 3}  # CUBLAS_DEFAULT_MATH, CUBLAS_TF32_TENSOR_OP_MATH
 INT_MAX = 2**31 - 1
 _P, _I, _L = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong
 _SCALAR = {np.dtype(np.float32): ("S", ctypes.c_float), np.dtype(np.float64): ("D", ctypes.c_double)}
@@ -58,6 +63,7 @@ def _library() -> Any:
     lib.cublasCreate_v2.argtypes = [ctypes.POINTER(_P)]
     lib.cublasSetStream_v2.argtypes = [_P, _P]
     lib.cublasSetWorkspace_v2.argtypes = [_P, _P, ctypes.c_size_t]
+    lib.cublasSetMathMode.argtypes = [_P, _I]
     for letter, scalar in _SCALAR.values():
         ptr = ctypes.POINTER(scalar)
         plain = getattr(lib, f"cublas{letter}gemm_v2")
@@ -88,6 +94,7 @@ def _handle() -> Any:
 
 _LOCK = threading.Lock()
 _stream_set: list[int | None] = [None]  # the stream the handle works on now
+_math_set: list[int | None] = [None]  # the handle's math mode now (``MATH_MODES``)
 # Workspaces of streams being captured into CUDA graphs (runtime/cuda_graphs.py), by stream handle: a
 # graph must own the memory its nodes use, and cuBLAS's own per-stream workspace would be allocated
 # inside the capture. Setting the handle's stream sets its workspace back to cuBLAS's own.
@@ -162,6 +169,7 @@ class Call(NamedTuple):
     ldc: int
     c_stride: int
     batch: int
+    swapped: bool = True  # cuBLAS's A is our ``b`` (``O^T = B^T @ A^T``), else our ``a`` (``O = A @ B``)
 
 
 def gemm_calls(*sizes: int) -> list[Call] | None:
@@ -172,23 +180,42 @@ def gemm_calls(*sizes: int) -> list[Call] | None:
     a_walk, b_walk, (so_i, so_j), o_walk = rest[0:3], rest[3:6], rest[6:8], rest[8:11]
     lay_a, lay_b, lay_o = layout(m, k, sa_i, sa_p), layout(k, n, sb_p, sb_j), layout(m, n, so_i, so_j)
     batches = batch_plan(nb, [tuple(a_walk), tuple(b_walk), tuple(o_walk)])  # type: ignore[list-item]
-    if lay_a is None or lay_b is None or lay_o is None or lay_o[0] != OP_N or batches is None:
+    if lay_a is None or lay_b is None or lay_o is None or batches is None:
         return None
-    (op_a, lda), (op_b, ldb), (_, ldo) = lay_a, lay_b, lay_o
+    (op_a, lda), (op_b, ldb), (op_o, ldo) = lay_a, lay_b, lay_o
     if max(m, n, k, lda, ldb, ldo) > INT_MAX:  # the 32-bit API's sizes: the kernel takes 64-bit ones
         return None
     groups, count, ((a_step, a_s), (b_step, b_s), (o_step, o_s)) = batches
-    return [  # O^T = B^T @ A^T: our B is cuBLAS's A
-        Call(op_b, op_a, n, m, k, g * b_step, ldb, b_s, g * a_step, lda, a_s, g * o_step, ldo, o_s, count)
+    if op_o == OP_N:  # O^T = B^T @ A^T: our B is cuBLAS's A
+        return [
+            Call(op_b, op_a, n, m, k, g * b_step, ldb, b_s, g * a_step, lda, a_s, g * o_step, ldo, o_s, count)
+            for g in range(groups)
+        ]
+    flip = {OP_N: OP_T, OP_T: OP_N}  # the column-major reading of each operand is transposed back
+    return [  # O = A @ B, the result column-major already: our A is cuBLAS's A
+        Call(
+            flip[op_a],
+            flip[op_b],
+            m,
+            n,
+            k,
+            *(g * a_step, lda, a_s, g * b_step, ldb, b_s, g * o_step, ldo, o_s),
+            count,
+            swapped=False,
+        )
         for g in range(groups)
     ]
 
 
-def matmul_launcher(kernel: Callable[..., Any], stream: Any) -> Callable[..., Any]:
+def matmul_launcher(
+    kernel: Callable[..., Any], stream: Any, precision: str = "highest"
+) -> Callable[..., Any]:
     """``kernel`` (a configured launch of the generated matmul kernel) or, where cuBLAS can do the
-    matmul, cuBLAS on ``stream``; the same arguments either way. A launcher belongs to one launch
-    site of a generated driver, whose sizes, ``beta`` and buffers (``cin`` the result's own or not)
-    are the same at every call: the first call chooses."""
+    matmul, cuBLAS on ``stream`` in ``precision`` (``MATH_MODES``: float32 products in TF32 or not);
+    the same arguments either way. A launcher belongs to one launch site of a generated driver, whose
+    sizes, ``beta`` and buffers (``cin`` the result's own or not) are the same at every call: the
+    first call chooses."""
+    math = MATH_MODES[precision]
     if not available():
         return kernel
     chosen: list[Callable[..., None]] = []
@@ -198,22 +225,23 @@ def matmul_launcher(kernel: Callable[..., Any], stream: Any) -> Callable[..., An
             in_place = beta == 0 or cin is o or device_address(cin) == device_address(o)  # C is read
             dtype = np.dtype(o.dtype)
             calls = gemm_calls(*sizes) if in_place and dtype in _SCALAR else None
-            chosen.append(kernel if calls is None else _runner(dtype, calls, int(stream)))
+            chosen.append(kernel if calls is None else _runner(dtype, calls, int(stream), math))
         chosen[0](a, b, o, cin, alpha, beta, *sizes)
 
     return launch
 
 
-def _runner(dtype: np.dtype, calls: list[Call], stream: int) -> Callable[..., None]:
-    """Runs ``calls`` on a matmul's buffers (our ``b`` is cuBLAS's A, our ``a`` its B) on ``stream``,
-    taking the kernel's arguments (``cin`` is ``o``; the sizes are in ``calls``)."""
+def _runner(dtype: np.dtype, calls: list[Call], stream: int, math: int) -> Callable[..., None]:
+    """Runs ``calls`` on a matmul's buffers (``Call.swapped``: our ``b`` is cuBLAS's A and our ``a``
+    its B, else the other way round) on ``stream`` in math mode ``math``, taking the kernel's
+    arguments (``cin`` is ``o``; the sizes are in ``calls``)."""
     letter, scalar = _SCALAR[dtype]
     lib = _library()
     plain, batched = getattr(lib, f"cublas{letter}gemm_v2"), getattr(lib, f"cublas{letter}gemmStridedBatched")
     size, handle = dtype.itemsize, _handle()
 
     def run(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
-        pa, pb, po = device_address(b), device_address(a), device_address(o)
+        ours_a, ours_b, po = device_address(a), device_address(b), device_address(o)
         al, be = ctypes.byref(scalar(alpha)), ctypes.byref(scalar(beta))
         with _LOCK:
             if _stream_set[0] != stream:
@@ -221,8 +249,12 @@ def _runner(dtype: np.dtype, calls: list[Call], stream: int) -> Callable[..., No
                 if stream in _workspaces:
                     _check(lib.cublasSetWorkspace_v2(handle, *_workspaces[stream]), "cublasSetWorkspace")
                 _stream_set[0] = stream
+            if _math_set[0] != math:
+                _check(lib.cublasSetMathMode(handle, math), "cublasSetMathMode")
+                _math_set[0] = math
             for c in calls:
-                xa, xb, xc = pa + c.a_off * size, pb + c.b_off * size, po + c.c_off * size
+                first, second = (ours_b, ours_a) if c.swapped else (ours_a, ours_b)  # cuBLAS's A, B
+                xa, xb, xc = first + c.a_off * size, second + c.b_off * size, po + c.c_off * size
                 head = (handle, c.trans_a, c.trans_b, c.m, c.n, c.k, al)
                 if c.batch == 1:
                     status = plain(*head, xa, c.lda, xb, c.ldb, be, xc, c.ldc)

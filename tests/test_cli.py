@@ -360,3 +360,15 @@ def test_plot_without_matplotlib_says_how_to_install_it(capsys, tmp_path, monkey
     monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
     code, _, err = dslc(capsys, "plan", *MLP, "--plot", str(tmp_path / "m.png"))
     assert code == 1 and "pip install 'dslc[plot]'" in err
+
+
+def test_compile_precision(capsys) -> None:
+    """``--precision tf32`` reaches the float matmuls' launchers (dsl.compile's ``precision``); an
+    unknown value is a usage error (exit status 2)."""
+    for precision, spelled in (("highest", ", stream)"), ("tf32", ", stream, 'tf32')")):
+        code, out, err = dslc(
+            capsys, "compile", *MLP, "--target", "cuda", "--emit", "numba", "--precision", precision
+        )
+        launchers = [line for line in out.splitlines() if "_matmul_launcher(_fast_launch(" in line]
+        assert code == 0 and launchers and all(line.endswith(spelled) for line in launchers), err
+    assert dslc(capsys, "compile", *MLP, "--precision", "fp16")[0] == 2

@@ -404,3 +404,26 @@ def test_transforms_keep_defaults_and_static_arguments_python_values() -> None:
     assert_same(dsl.vjp(f, x)[1](np.ones(()))[0], 3 * x**2)
     assert_same(dsl.compile(dsl.grad(f), static_argnames="mode")(x, mode="mean"), 1.5 * x**2)
     assert_same(dsl.compile(dsl.hessian(f), static_argnames="mode")(x, mode="mean"), np.diag(3 * x))
+
+
+def test_precision_option() -> None:
+    """``precision`` (``../shared/api.md``, "Options for the GPU"): "highest" by default, "tf32" opts
+    float32 matmuls into TensorFloat-32 on a GPU. Every float matmul launcher of a CUDA program gets
+    it (its backward's and a loop body's too); the CPU computes in full float32 either way; another
+    value is an error at the user's line. (On the GPU: tests/cuda_sim/sim_precision.py.)"""
+    w = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+    x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)
+
+    def loss(w, x):
+        h = dsl.fori_loop(0, 3, lambda i, h: dnp.tanh(h @ w), x)
+        return (h @ w.T).sum()
+
+    grad = dsl.grad(loss)
+    want = dsl.compile(grad)(w, x)
+    np.testing.assert_array_equal(dsl.compile(grad, precision="tf32")(w, x), want)
+    for precision, spelled in (("highest", ", stream)"), ("tf32", ", stream, 'tf32')")):
+        source = dsl.compile(grad, target="cuda", precision=precision).lower(w, x).source()
+        launchers = [line for line in source.splitlines() if "_matmul_launcher(_fast_launch(" in line]
+        assert len(launchers) >= 4 and all(line.endswith(spelled) for line in launchers), launchers
+    with pytest.raises(dsl.DeviceError, match=r"test_compile_api.py:\d+: unknown precision 'fp16'"):
+        dsl.compile(loss, precision="fp16")

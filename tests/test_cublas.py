@@ -1,7 +1,7 @@
 """The cuBLAS mapping of CUDA matmuls (``runtime/cublas.py``), checked without a GPU: the calls that
 ``gemm_calls`` plans are run by a NumPy model of cuBLAS's column-major gemm and compared with the
 generated kernel's own indexing (``compiler/kernel/cuda/matmul.py``) on random layouts: transposed
-operands, padded rows, batches that are strided, broadcast or split over two axes, an in-place
+operands and results, padded rows, batches that are strided, broadcast or split over two axes, an in-place
 accumulation. On a GPU the same mapping runs for real in the CUDA suite (``tests/cuda_sim``)."""
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def kernel_semantics(a, b, o, alpha, beta, sizes) -> np.ndarray:
 
 
 def cublas_model(calls: list[Call], a, b, o, alpha, beta) -> np.ndarray:
-    """cuBLAS's gemm (column-major) run on the flat buffers: our ``b`` is its A, our ``a`` its B."""
+    """cuBLAS's gemm (column-major) run on the flat buffers: our ``b`` is its A and our ``a`` its B
+    where a call is swapped, else the other way round."""
     out = o.copy()
     for c in calls:
         for q in range(c.batch):
@@ -49,8 +50,9 @@ def cublas_model(calls: list[Call], a, b, o, alpha, beta) -> np.ndarray:
                     return buf[positions(off, (rows, cols), (1, ld))]
                 return buf[positions(off, (cols, rows), (1, ld))].T
 
-            left = operand(b, c.a_off + q * c.a_stride, c.lda, c.trans_a, c.m, c.k)
-            right = operand(a, c.b_off + q * c.b_stride, c.ldb, c.trans_b, c.k, c.n)
+            first, second = (b, a) if c.swapped else (a, b)
+            left = operand(first, c.a_off + q * c.a_stride, c.lda, c.trans_a, c.m, c.k)
+            right = operand(second, c.b_off + q * c.b_stride, c.ldb, c.trans_b, c.k, c.n)
             at = positions(c.c_off + q * c.c_stride, (c.m, c.n), (1, c.ldc))
             out[at] = alpha * (left @ right) + beta * out[at]
     return out
@@ -67,7 +69,7 @@ def case(kind: str, nb: int, m: int, k: int, n: int) -> tuple[list[int], int, in
     """Sizes (the kernel's parameters) of a random layout of ``kind`` and each buffer's length."""
     layouts, walks, lengths = [], [], []
     for rows, cols, name in ((m, k, "a"), (k, n, "b"), (m, n, "o")):
-        transposed = name != "o" and bool(RNG.integers(2))
+        transposed = bool(RNG.integers(2))  # a result too: written through a transposing epilogue
         s_r, s_c, foot = matrix(rows, cols, transposed, int(RNG.integers(0, 3)))
         layouts.append((s_r, s_c))
         if nb == 1:
@@ -107,9 +109,8 @@ def test_planned_calls_compute_what_the_kernel_computes(kind: str, beta: float) 
 def test_what_cublas_cannot_do_stays_on_the_kernel() -> None:
     assert layout(4, 3, 6, 2) is None  # neither stride 1: no BLAS matrix
     assert gemm_calls(1, 4, 3, 5, 6, 2, 5, 1, 1, 0, 0, 1, 0, 0, 5, 1, 1, 0, 0) is None
-    assert (
-        gemm_calls(1, 4, 3, 5, 3, 1, 5, 1, 1, 0, 0, 1, 0, 0, 1, 4, 1, 0, 0) is None
-    )  # result columns strided
+    no_blas_result = (2, 10, 1, 0, 0)  # the result's strides: neither is 1
+    assert gemm_calls(1, 4, 3, 5, 3, 1, 5, 1, 1, 0, 0, 1, 0, 0, *no_blas_result) is None
     assert batch_plan(8, [(4, 1000, 10), (2, 0, 5), (8, 0, 20)]) is None  # runs of 4 and of 2
     big = 2**31  # past cuBLAS's 32-bit sizes
     assert gemm_calls(1, 2, big, 2, big, 1, 2, 1, 1, 0, 0, 1, 0, 0, 2, 1, 1, 0, 0) is None
@@ -124,3 +125,18 @@ def test_batch_runs() -> None:
         [(1000, 10), (20, 5), (2000, 20)],
     )
     assert batch_plan(6, [(1, 7, 0), (3, 30, 10), (6, 0, 9)]) == (1, 6, [(42, 7), (60, 10), (54, 9)])
+
+
+def test_a_result_laid_out_by_heads_goes_to_cublas() -> None:
+    """The transformer block's backward (``benchmarks/suite_programs.transformer_program``, B=4 T=128
+    D=256 H=4) writes one batched gradient through a transposing epilogue: element (i, j) of head t at
+    ``i + 256 * j``, heads walked as (batch, head). That matmul ran on the generated kernel; it is one
+    strided-batched cuBLAS call run as ``O = A @ B`` (not swapped)."""
+    sizes = [16, 64, 128, 128, 1, 256, 128, 1, 4, 32768, 64, 16, 0, 16384, 1, 256, 4, 32768, 64]
+    calls = gemm_calls(*sizes)
+    assert calls is not None and len(calls) == 4 and not calls[0].swapped
+    la = walk_offset(15, (4, 32768, 64)) + 256 * 127 + 64
+    lb, lo = 16 * 16384, la
+    a, b, o = (RNG.standard_normal(size) for size in (la, lb, lo))
+    want = kernel_semantics(a, b, o, 1.0, 0.0, sizes)
+    np.testing.assert_allclose(cublas_model(calls, a, b, o, 1.0, 0.0), want, rtol=1e-12, atol=1e-12)

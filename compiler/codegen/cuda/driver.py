@@ -84,7 +84,7 @@ def _statements(level: Level, base: int, setup: list[str], counter: list[int]) -
             counter[0] += 1
             configured = f"_fast_launch({kernel.name}{launch_text(kernel)})"  # runtime/cuda_launch.py
             if kernel.wrapper:
-                configured = f"{kernel.wrapper}({configured}, stream)"
+                configured = f"{kernel.wrapper}({', '.join([configured, 'stream', *kernel.wrapper_args])})"
             setup.append(f"{launcher} = {configured}")
             args = [a + "_d" if a in pool.arrays else a for a in kernel.args]
             body.append(f"{launcher}({', '.join(args)})")

@@ -43,7 +43,9 @@ class CudaKernels:
 
 
 def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options: Any) -> CudaKernels:
-    """The ``kernels`` pass for CUDA: each group's (or band's) kernel."""
+    """The ``kernels`` pass for CUDA: each group's (or band's) kernel. Float matmuls launch through
+    ``runtime.cublas.matmul_launcher`` with the program's ``Options.precision``."""
+    precision = getattr(options, "precision", "highest")
     scope = str(func.attrs.get(SCOPE_ATTR, ""))  # a loop body's (``passes/loops.py``)
     names = {v: scope + py_name(n) for v, n in fusion.names.items()}
     pool = ConstantPool(scope)
@@ -58,6 +60,8 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
         spec = KernelSpec(group, names, pool)
         kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
         if kernel is not None:
+            if kernel.wrapper and precision != "highest":
+                kernel.wrapper_args = (repr(precision),)
             kernels[group] = kernel
     return CudaKernels(names, pool, kernels)
 

@@ -66,6 +66,7 @@ class CudaKernel:
     constants: list[tuple[str, str]] = field(default_factory=list)
     shared: bool = False  # defined in a library module of its own, shared by every program using it
     wrapper: str = ""  # a runtime function the configured launch goes through (``_matmul_launcher``)
+    wrapper_args: tuple[str, ...] = ()  # the wrapper's arguments after the launch and stream (literals)
 
 
 def linear(idx: Sequence[str], shape: Sequence[int]) -> str:
