@@ -9,11 +9,14 @@ arena (its kernels' scratch included) on any machine.
 XLA's figure is ``memory_analysis().temp_size_in_bytes`` of ``jax.jit(...).lower(...).compile()`` on
 JAX's backend (the machine this runs on: its GPU where there is one, else the CPU's approximation).
 
-A program with a band of row-fused kernels gets a row per ``--forms`` value of
-``Options.band_columns``: "auto" (the rows pass's cost model: by default a band's column reductions
-run after its rows as column kernels that re-read its inputs) and "band" (the one-pass form: partial
-rows per block). ``--time`` (needs a GPU) adds each row's median milliseconds per call, inputs on the
-device, after the values of both forms are checked to agree: the A/B of the two forms.
+A program with a band of row-fused kernels gets a row per ``--forms`` value (``FORMS``): "auto"
+(``Options.band_columns``'s default, the rows pass's cost model: by default a band's column
+reductions run after its rows as a column kernel that re-reads its inputs, those sharing inputs in
+one kernel with an output each), "apart" (the same with ``sibling_reductions=False``: a column
+kernel per reduction), "kernel" (every column reduction that can leaves the band) and "band" (the
+one-pass form: partial rows per block). ``--time`` (needs a GPU) adds each row's median
+milliseconds per call, inputs on the device, after the values of the forms are checked to agree:
+the A/B of the forms.
 ``--row-max N`` lets bands take rows of up to N elements (CUDA's ``Target.row_max``, 4096): softmax +
 cross-entropy at 16384x8192 becomes one band from 8192 (an experiment to time before changing it).
 """
@@ -48,19 +51,25 @@ GPU_BUILDERS: dict[str, Callable[[], sp.Program]] = {
     "transformer block": lambda: sp.transformer_program(16, 512, 1024, 4),
 }
 SIZES = {"cpu": sp.BUILDERS, "gpu": GPU_BUILDERS}
+FORMS: dict[str, dict[str, Any]] = {  # the options of each form
+    "auto": {"band_columns": "auto"},
+    "apart": {"band_columns": "auto", "sibling_reductions": False},
+    "kernel": {"band_columns": "kernel"},
+    "band": {"band_columns": "band"},
+}
 
 
 def cuda_compiled(prog: sp.Program, form: str) -> Any:
-    """The program's function compiled for ``target="cuda"`` with ``band_columns=form``."""
+    """The program's function compiled for ``target="cuda"`` with ``FORMS[form]``."""
     inner = getattr(prog.dslc, "_fn", prog.dslc)
-    with option_defaults(band_columns=form):
+    with option_defaults(**FORMS[form]):
         return dsl.compile(lambda *a: inner(*a), target="cuda")
 
 
 def cuda_plan(prog: sp.Program, form: str = "auto") -> tuple[Any, bool]:
     """The memory plan of the program compiled for ``target="cuda"`` (no GPU needed), and whether
     it has a band (``_rows`` kernels)."""
-    with option_defaults(band_columns=form):
+    with option_defaults(**FORMS[form]):
         lowered = cuda_compiled(prog, form).lower(*prog.args)
         return lowered.memory_plan(), "_rows(" in lowered.source()
 
@@ -99,7 +108,7 @@ def xla_temp_bytes(prog: sp.Program) -> int | None:
 
 
 def rows_of(size: str, name: str, prog: sp.Program, forms: list[str], timed: bool) -> list[dict[str, Any]]:
-    """A row per form of ``band_columns`` (one row for a program without a band)."""
+    """A row per form (``FORMS``; one row for a program without a band)."""
     out: list[dict[str, Any]] = []
     xla = xla_temp_bytes(prog)
     want = None
@@ -111,7 +120,7 @@ def rows_of(size: str, name: str, prog: sp.Program, forms: list[str], timed: boo
         if timed:
             ms, got = median_ms(prog, form, want)
             want = want or got
-        label = name if form == forms[0] else f"{name} (band_columns={form})"
+        label = name if form == forms[0] else f"{name} ({form})"
         out.append(
             {
                 "size": size,
@@ -157,7 +166,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="cpu,gpu", help="comma-separated: cpu, gpu")
     parser.add_argument("--only", default="", help="programs whose name contains this")
     parser.add_argument("--out", default="", help="write the table to this Markdown file")
-    parser.add_argument("--forms", default="auto,band", help="band_columns forms of a program with a band")
+    parser.add_argument("--forms", default="auto,apart,band", help="forms of a program with a band (FORMS)")
     parser.add_argument("--time", action="store_true", help="time each row on the GPU (needs one)")
     parser.add_argument("--row-max", type=int, default=0, help="CUDA bands' longest row (0: the target's)")
     opts = parser.parse_args()

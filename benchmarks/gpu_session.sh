@@ -52,7 +52,8 @@ for step in $steps; do
     bench)
         timeout 400 $PY benchmarks/bench_cuda.py --out "$OUT/cuda.md" 2>&1 | tee "$OUT/bench.log" | tail -40
         ;;
-    columns) # a band's column reductions in the band or after it (Options.band_columns), timed (issue 26, 27)
+    columns) # a band's column reductions in the band, after it in one kernel with an output each, or in a
+        # kernel each (cuda_plans.FORMS: auto, apart, band), timed (issue 26, 27)
         timeout 200 $PY benchmarks/cuda_plans.py --sizes gpu,cpu --only layer --time --out "$OUT/columns.md" 2>&1 \
             | tee "$OUT/columns.log" | tail -12
         timeout 150 $PY benchmarks/cuda_plans.py --sizes gpu --only softmax --time --row-max 8192 \

@@ -93,6 +93,8 @@ class Options:
     # kernel after the band's rows), "band" (partial rows per block in the band, and its kept rows as
     # fusion made them: the one-pass form)
     band_columns: str = _default("band_columns", lambda: "auto")
+    # rows (CUDA): column reductions after a band that share inputs run as one kernel, an output each
+    sibling_reductions: bool = _default("sibling_reductions", lambda: True)
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
     # kernels and regions for the CPU (compiler/kernel/cpu/records.py's CpuSchedule says what each does)
@@ -170,7 +172,7 @@ def _cuda_kernels() -> KernelPasses:
 def _cuda_columns(options: Options) -> Any:
     from compiler.kernel.cuda.bands import band_costs
 
-    return band_costs(options.band_columns)
+    return band_costs(options.band_columns, options.sibling_reductions)
 
 
 @dataclass(frozen=True)

@@ -150,20 +150,24 @@ def test_band_kernels(what: str) -> None:
             assert shared and sum(map(int, shared)) <= 48 * 1024, (name, shared)
 
 
-@pytest.mark.parametrize("form", ["band", "kernel"])
-def test_band_column_reductions_in_both_forms(form: str) -> None:
+@pytest.mark.parametrize("form, kernels", [("band", 0), ("kernel", 2), ("apart", 4)])
+def test_band_column_reductions_in_both_forms(form: str, kernels: int) -> None:
     """Layer norm's gamma and beta gradients in the band (partial rows per block, combined after it)
-    or after it (``band_columns="kernel"``: column kernels of 8 row chunks and their second passes):
+    or after it (``band_columns="kernel"``: one column kernel of 8 row chunks with both outputs and
+    its second pass; "apart", ``sibling_reductions=False``: a column kernel and a second pass each):
     every kernel compiles for sm_80 and sm_90."""
     from compiler.pipeline import option_defaults
 
     _, fn, args = _band_programs()[0]
-    with option_defaults(band_columns=form):
+    options = (
+        {"band_columns": "kernel", "sibling_reductions": False} if form == "apart" else {"band_columns": form}
+    )
+    with option_defaults(**options):
         program = dsl.compile(fn, target="cuda").lower(*args).program.generated
     columns = [
         k.name for k in program.kernels if "(COLS, LANES)" in program.source and "_reduce_sum" in k.name
     ]
-    assert len(columns) == (4 if form == "kernel" else 0), [k.name for k in program.kernels]
+    assert len(columns) == kernels, [k.name for k in program.kernels]
     for cc in ARCHS:
         assert set(compile_ptx(program, cc)) == {k.name for k in program.kernels}
 

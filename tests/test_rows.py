@@ -254,3 +254,47 @@ def test_three_dimensional_rows_and_integer_values() -> None:
     _, _, fusion, _ = build(f, x, n)
     assert fusion.bands
     check_against_off(f, x, n)
+
+
+def cuda_fusion(fn: Any, *args: Any, **options: Any) -> Any:
+    """``fn``'s fusion plan, bands formed, for the CUDA target (planned without a GPU)."""
+    func = dsl.compile(fn)._trace(args)[0]
+    opts = Options(target="cuda", **options)
+    return plan_program(run_passes(func, opts)["optimized"], opts).fusion
+
+
+def test_column_reductions_after_a_band_that_share_inputs_are_one_group() -> None:
+    """On CUDA, layer norm's gamma and beta gradients leave the band (``band_columns="kernel"``) and,
+    both reading ``dy``, become one REDUCE group with two outputs (``rows.columns_together``): one
+    column kernel reads ``dy`` once. ``sibling_reductions=False``: a group each. The CPU's bands
+    keep their column reductions (no tails, no siblings)."""
+    args = (f32(300, 128), f32(128), f32(128), f32(300, 128))
+    grad = dsl.value_and_grad(layer_norm, argnums=(0, 1, 2))
+    fusion = cuda_fusion(grad, *args, band_columns="kernel")
+    (band,) = fusion.bands
+    (tail,) = band.tail
+    assert tail.kind is GroupKind.REDUCE and len(tail.reductions) == 2 and tail.reduced_axes == {0}
+    assert [op.result for op in tail.reductions] == tail.outputs and tail in fusion.groups
+    assert all(fusion.group_of[op] is tail for op in tail.reductions)
+    apart = cuda_fusion(grad, *args, band_columns="kernel", sibling_reductions=False)
+    assert [len(g.reductions) for g in apart.bands[0].tail] == [1, 1]
+    _, _, on_cpu, _ = build(grad, *args)
+    assert not any(g.siblings for g in on_cpu.groups) and not on_cpu.bands[0].tail
+
+
+@pytest.mark.parametrize("read_between", [False, True])
+def test_a_column_reduction_read_before_a_later_one_keeps_its_group(read_between: bool) -> None:
+    """Two column sums after a band's rows that share ``y`` run as one group at the later one's
+    place, unless a tail between them reads the earlier's result (``s[3:4] * 2``): it would run
+    before the sum it reads."""
+
+    def fn(x: Any, y: Any) -> Any:
+        c = x - x.mean(axis=-1, keepdims=True)
+        p = c / (c * c).sum(axis=-1, keepdims=True)
+        s = (c * y).sum(axis=0)
+        return p / p.max(axis=-1, keepdims=True), s[3:4] * 2.0 if read_between else s, (y * y).sum(axis=0)
+
+    fusion = cuda_fusion(fn, f32(300, 128), f32(300, 128), band_columns="kernel")
+    (band,) = fusion.bands
+    sums = [g for g in band.tail if g.kind is GroupKind.REDUCE]
+    assert [len(g.reductions) for g in sums] == ([1, 1] if read_between else [2])

@@ -8,7 +8,8 @@ with no intermediate buffer.
 Group kinds follow the root's primitive kind:
 - ``LOOP``: an elementwise, movement or source root; iterates over the root's shape.
 - ``REDUCE``: a reduction root; iterates over its operand's shape; producers of the operand
-  (the prologue) are inlined.
+  (the prologue) are inlined. Fusion makes one reduction per group; the rows pass may join
+  reductions over the same space and axes into one group with several (``Group.siblings``).
 - ``SCATTER``: a scatter (``compiler/prims/gather.py``); reads materialized operands, combines its
   updates into a copy of its base (or into the base itself, in place) in a kernel of its own form.
 - ``SCAN``: a cumulative sum or product (``compiler/prims/scan.py``); iterates over its operand's
@@ -132,6 +133,9 @@ class Group:
     outputs: list[Value] = field(default_factory=list)  # values this kernel stores (root first)
     inputs: list[Value] = field(default_factory=list)  # buffers it reads (params or other outputs)
     index: int = -1  # position in execution order
+    # A REDUCE group's further reductions over the same iteration space and axes, whose results it
+    # stores too, in one pass over what they read (a multi-output reduction: ``rows.columns_together``)
+    siblings: list[Op] = field(default_factory=list)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -148,6 +152,11 @@ class Group:
         if self.kind is not GroupKind.REDUCE:
             return frozenset()
         return frozenset(int(a) for a in self.root.attrs["axes"])
+
+    @property
+    def reductions(self) -> list[Op]:
+        """A REDUCE group's reductions: its root, then its ``siblings`` (empty for other kinds)."""
+        return [self.root, *self.siblings] if self.kind is GroupKind.REDUCE else []
 
     def produces(self, value: Value) -> bool:
         return any(value in op.results for op in self.ops)

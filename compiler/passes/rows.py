@@ -104,12 +104,15 @@ class BandCosts:
     band splits its rows into (a partial row each, combined in chunk order). ``row_bytes(band)``:
     the bytes of kept rows a row slot of the band holds in fast memory (a block's shared memory);
     rows past it cost a row of global scratch per slot. ``always``: every column reduction that
-    can leave a band does (the cost model off; ``Options.band_columns``)."""
+    can leave a band does (the cost model off; ``Options.band_columns``). ``siblings(shape,
+    axes)``: the target runs reductions of ``shape`` over ``axes`` in one kernel with several
+    outputs (``columns_together``); None: each in a kernel of its own."""
 
     partial_rows: Callable[[Band], int]
     chunks: Callable[[int, int], int]
     row_bytes: Callable[[Band], int]
     always: bool = False
+    siblings: Callable[[tuple[int, ...], frozenset[int]], bool] | None = None
 
 
 ReadsCache = dict[tuple[object, ...], dict[Value, bool]]  # a group's ops and outputs -> ``_reads``
@@ -169,6 +172,8 @@ def form_bands(
             _compute_once(band, returned)
         if columns is not None:
             columns_after(func, fusion, band, columns)
+        if columns is not None and columns.siblings is not None:
+            columns_together(func, fusion, band, columns.siblings)
     readers = _readers(fusion)
     for band in bands:
         members = set(band.groups)
@@ -228,7 +233,7 @@ def _late(band: Band, group: Group, value: Value) -> bool:
     over axis 0 (the prologue values such a reduction also stores are ready row by row)."""
     if group in band.tail:
         return True
-    return value is group.root.result and 0 in group.reduced_axes
+    return 0 in group.reduced_axes and any(value is op.result for op in group.reductions)
 
 
 def _may_join(band: Band, group: Group, reads: dict[Value, bool]) -> bool:
@@ -290,10 +295,11 @@ def _loads(group: Group, hidden: Value | None = None) -> dict[Value, set[tuple[s
 
     inlined = {op.result: op for op in group.ops if op.result is not hidden}
     builder = BodyBuilder(inlined, load, ConstantPool())
-    if group.kind is GroupKind.REDUCE:
-        builder.value_at(group.root.operands[0], idx)
+    results = {op.result for op in group.reductions}
+    for op in group.reductions:
+        builder.value_at(op.operands[0], idx)
     for v in group.outputs:
-        if v is not group.root.result or group.kind is GroupKind.LOOP:
+        if v not in results:
             builder.value_at(v, idx)
     return reads
 
@@ -422,6 +428,66 @@ def _move_after(fusion: FusionPlan, band: Band, g: Group, found: _Recompute, pos
     for v, member in found.dropped.items():
         member.outputs.remove(v)
         fusion.materialized.discard(v)
+
+
+def columns_together(
+    func: Function,
+    fusion: FusionPlan,
+    band: Band,
+    together: Callable[[tuple[int, ...], frozenset[int]], bool],
+) -> None:
+    """Column reductions that run after ``band``'s rows (tails: ``columns_after``) over the same
+    iteration space and axes, which share an input, become one group with several outputs
+    (``Group.siblings``) where the target runs such a reduction as one kernel (``together``):
+    one pass over what they read instead of one each. Layer norm's beta gradient (the sum of ``dy``
+    over the rows) and gamma's (of ``dy * xhat``) read ``dy`` once, as XLA's and torch.compile's
+    multi-output reductions do. Each result is combined in the order its own kernel would use.
+
+    A later tail absorbs an earlier one (the group runs at the later's place: every input of both
+    is ready there) when no member between them, the later one included, reads the earlier's
+    results."""
+    position = {op: i for i, op in enumerate(func.ops)}
+    tails = [g for g in band.groups if g in band.tail and g.kind is GroupKind.REDUCE]
+    joined: list[Group] = []
+    for g in tails:
+        partner = next((m for m in joined if _siblings(band, m, g, together)), None)
+        if partner is None:
+            joined.append(g)
+            continue
+        _absorb(fusion, band, g, partner, position)
+        joined[joined.index(partner)] = g
+
+
+def _siblings(
+    band: Band, earlier: Group, later: Group, together: Callable[[tuple[int, ...], frozenset[int]], bool]
+) -> bool:
+    if earlier.shape != later.shape or earlier.reduced_axes != later.reduced_axes:
+        return False
+    if not together(later.shape, later.reduced_axes) or not set(earlier.inputs) & set(later.inputs):
+        return False
+    between = band.groups[band.groups.index(earlier) + 1 : band.groups.index(later) + 1]
+    return not any(v in m.inputs for m in between for v in earlier.outputs)
+
+
+def _absorb(fusion: FusionPlan, band: Band, group: Group, earlier: Group, position: dict[Op, int]) -> None:
+    """``group`` computes ``earlier``'s reductions too, at its own place; ``earlier`` is gone."""
+    group.ops = sorted(set(group.ops) | set(earlier.ops), key=lambda op: position[op])
+    group.siblings += earlier.reductions
+    group.outputs += earlier.outputs
+    inside = {op.result for op in group.ops}
+    group.inputs = list(dict.fromkeys(v for op in group.ops for v in op.operands if v not in inside))
+    for by_group in fusion.access.values():
+        if earlier in by_group:
+            by_group[group] = by_group.get(group, frozenset()) | by_group.pop(earlier)
+    for readers in band.aligned.values():
+        if earlier in readers:
+            readers[group] = readers.pop(earlier) and readers.get(group, True)
+    for op, g in fusion.group_of.items():
+        if g is earlier:
+            fusion.group_of[op] = group
+    fusion.groups.remove(earlier)
+    band.groups.remove(earlier)
+    band.tail.discard(earlier)
 
 
 # ---- kept rows past fast memory ------------------------------------------------------------------------

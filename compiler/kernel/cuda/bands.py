@@ -25,7 +25,9 @@ earlier member wrote, and a member may store its result over an operand the earl
   blocks, each striding over more rows, so its scratch is ``BANDB`` rows per slot of the block
   however many rows the band has.
 - Tails (``Band.tail``) run after the band as their own loop kernels, in member order with the
-  partials' combines (a tail reads only values from before the band or combined after it).
+  partials' combines (a tail reads only values from before the band or combined after it); column
+  reductions the rows pass sent there that share their inputs are one kernel with several outputs
+  (``rows.columns_together``).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from compiler.kernel.cuda.loops import (
     grid_loop,
     loop_kernel,
     reduce_kernel,
+    takes_siblings,
 )
 from compiler.kernel.cuda.records import (
     Builder,
@@ -236,16 +239,19 @@ def row_bytes(band: Band) -> int:
     return SHARED_BYTES // (GPU.TPB // min(GPU.TPB, _threads_per_row(band)))
 
 
-def band_costs(mode: str) -> BandCosts | None:
+def band_costs(mode: str, siblings: bool = True) -> BandCosts | None:
     """The rows pass's sizes for a band's column reductions and kept rows (``Options.band_columns``):
     "auto" (the cost model decides per reduction), "kernel" (each that can leaves the band: a column
     kernel after it), "band" (none does, partial rows per block combined after the band, and the
-    kept rows as fusion made them: the one-pass form)."""
+    kept rows as fusion made them: the one-pass form). ``siblings`` (``Options.sibling_reductions``):
+    column reductions after the band that share inputs run as one kernel with several outputs
+    (``rows.columns_together``, where ``loops.takes_siblings``)."""
     if mode not in ("auto", "kernel", "band"):
         raise ValueError(f"band_columns must be 'auto', 'kernel' or 'band', not {mode!r}")
     if mode == "band":
         return None
-    return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel")
+    together = takes_siblings if siblings else None
+    return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel", siblings=together)
 
 
 def _launch(sizes: LaunchSizes, ct: int, rows: int, per_block: bool) -> tuple[int, int, int]:

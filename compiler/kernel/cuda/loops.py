@@ -2,14 +2,19 @@
 space; a reduction with a strategy chosen by its shape: "serial" (a thread per output, a serial
 loop), "block" (a block per output and a ``BlockReduce``), "split" (two passes: chunks -> partials
 -> a block per output) or, keeping the innermost axis, "column" (warps over consecutive outputs,
-``column_reduce``). No atomics: every order is fixed."""
+``column_reduce``). No atomics: every order is fixed. A group with several reductions (a
+multi-output group, ``Group.siblings``) keeps an accumulator per output in the "serial" and
+"column" strategies (``takes_siblings``), each added in its own kernel's order."""
 
 from __future__ import annotations
 
 import math
 import os
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 
+from compiler.ir.core import Value
 from compiler.ir.types import DType
 from compiler.kernel.cuda.records import (
     Access,
@@ -22,11 +27,13 @@ from compiler.kernel.cuda.records import (
     kernel,
     linear,
     store,
+    text,
     unflatten,
 )
 from compiler.kernel.cuda.sizes import GPU
 from compiler.kernel.emit import literal, typed
 from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, If, Line, Stmt
+from compiler.passes.fuse import Group
 from compiler.prims.base import Reducer
 
 BLOCK_REDUCE_MIN = 128  # reduced extents at least this big get a block (and a tree) per output
@@ -94,13 +101,72 @@ def block_strategy(dtype: DType) -> str:
     return "shuffle"
 
 
+@dataclass(frozen=True)
+class _Output:
+    """One result of a reduction group (a multi-output group has several, ``Group.siblings``): its
+    reducer, the dtype of its partial results (``wide``: shared memory and scratch; f32 sums: f64),
+    and the suffix ``k`` of its variables (``acc{k}``, ``sm{k}``; none for the first)."""
+
+    value: Value
+    reducer: Reducer
+    wide: DType
+    k: str
+
+    @property
+    def acc(self) -> str:
+        return f"acc{self.k}"
+
+    @property
+    def identity(self) -> str:
+        return literal(self.reducer.identity(self.value.type.dtype), self.wide)
+
+
+def _outputs(group: Group) -> list[_Output]:
+    outs = []
+    for k, op in enumerate(group.reductions):
+        reducer = op.prim.reducer
+        assert reducer is not None, f"{op.prim.name} has no reducer"
+        outs.append(_Output(op.result, reducer, reducer.accumulator(op.result.type.dtype), str(k or "")))
+    return outs
+
+
+def _result(spec: KernelSpec, o: _Output) -> Line:
+    """The store of output ``o``'s element ``o`` (the loop variable) from its accumulator."""
+    return store(Access(spec.names[o.value], ("o",)), typed(o.acc, o.value.type.dtype))
+
+
+def reduce_strategy(shape: tuple[int, ...], axes: AbstractSet[int]) -> str:
+    """How ``reduce_kernel`` spreads a reduction of ``shape`` over ``axes``: "serial", "column",
+    "block" or "split" (the module docstring)."""
+    kept = [d for d in range(len(shape)) if d not in axes]
+    n_out = math.prod(shape[d] for d in kept)
+    n_red = math.prod(shape) // max(n_out, 1)
+    if n_red < BLOCK_REDUCE_MIN:  # one thread per output element, a serial loop
+        return "serial"
+    if kept and kept[-1] == len(shape) - 1 and shape[-1] >= 8:  # the innermost axis kept: side by side
+        return "column"
+    return "block" if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS else "split"
+
+
+def takes_siblings(shape: tuple[int, ...], axes: AbstractSet[int]) -> bool:
+    """Whether a reduction of ``shape`` over ``axes`` runs in a kernel that takes several outputs
+    (an accumulator each: the "serial" and "column" strategies; the rows pass's
+    ``BandCosts.siblings``)."""
+    return reduce_strategy(shape, axes) in ("serial", "column")
+
+
 def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
+    """A REDUCE group's kernel: each of its reductions (``Group.reductions``) an accumulator of its
+    own in one pass over the group's reads, added in the order a kernel of its own would add it."""
     root = spec.group.root
     out = root.result
     if out.type.size == 0:
         return None
     shape = spec.group.shape
     axes = {int(a) for a in root.attrs["axes"]}
+    strategy = reduce_strategy(shape, axes)
+    outs = _outputs(spec.group)
+    assert len(outs) == 1 or takes_siblings(shape, axes), f"a {strategy} reduction takes one output"
     kept = [d for d in range(len(shape)) if d not in axes]
     red = [d for d in range(len(shape)) if d in axes]
     n_out = math.prod(shape[d] for d in kept)
@@ -108,23 +174,24 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
     trailing = red == list(range(len(kept), len(shape)))  # the flat position is o * n_red + r
     builder = spec.builder("g" if trailing else None)
     idx = tuple(f"i{d}" for d in range(len(shape)))
-    target = builder.value_at(root.operands[0], idx)
-    extra = [v for v in spec.group.outputs if v is not out]  # prologue values stored as well
+    targets = [builder.value_at(op.operands[0], idx) for op in spec.group.reductions]
+    results = {o.value for o in outs}
+    extra = [v for v in spec.group.outputs if v not in results]  # prologue values stored as well
     extra_values = [builder.value_at(v, idx) for v in extra]
     stores = [
         store(Access(spec.names[v], (linear(idx, shape),)), t)
         for v, t in zip(extra, extra_values, strict=True)
     ]
-    reducer = root.prim.reducer
-    assert reducer is not None, f"{root.prim.name} has no reducer"
+    reducer, wide, identity = outs[0].reducer, outs[0].wide, outs[0].identity  # (one output from here)
     dtype = out.type.dtype
-    wide = reducer.accumulator(dtype)  # partial results, shared memory and scratch (f32 sums: f64)
-    identity = literal(reducer.identity(dtype), wide)
 
     inner = [
         *body_stmts(builder),
         *stores,
-        combine(reducer, "acc", target if wide is dtype else typed(target, wide), wide),
+        *(
+            combine(o.reducer, o.acc, t if o.wide is o.value.type.dtype else typed(t, o.wide), o.wide)
+            for o, t in zip(outs, targets, strict=True)
+        ),
     ]
     kept_ix = unflatten("o", [f"i{d}" for d in kept], [shape[d] for d in kept])
     red_ix = unflatten("r", [f"i{d}" for d in red], [shape[d] for d in red])
@@ -132,19 +199,19 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
 
     def accumulate(stop: int | str, start: int | str = 0, step: int | str = 1) -> list[Stmt]:
         per_r = [*index_stmts(inner, red_ix + flat), *inner]
-        return [Line(f"acc = {identity}"), For("r", stop, per_r, start, step=step)]
+        return [*(Line(f"{o.acc} = {o.identity}") for o in outs), For("r", stop, per_r, start, step=step)]
 
     o_index = index_stmts(inner, kept_ix)
     o_name = spec.names[out]
-    result = store(Access(o_name, ("o",)), typed("acc", dtype))
-    if n_red < BLOCK_REDUCE_MIN:  # one thread per output element, a serial loop
-        loop = grid_loop("o", n_out, [*o_index, *accumulate(n_red), result])
+    if strategy == "serial":
+        results_stored = [_result(spec, o) for o in outs]
+        loop = grid_loop("o", n_out, [*o_index, *accumulate(n_red), *results_stored])
         return spec.define([loop], spec.buffers, Launch(f"_grid({n_out})", "TPB"), "serial", [builder])
-    if kept and kept[-1] == len(shape) - 1 and shape[-1] >= 8:  # the innermost axis kept: side by side
-        return column_reduce(spec, o_index, accumulate, builder, n_out, n_red)
+    if strategy == "column":
+        return column_reduce(spec, outs, o_index, accumulate, builder, n_out, n_red)
     shared: list[Stmt] = [Alloc("sm", ("TPB",), wide, shared=True), Line("tid = cuda.threadIdx.x")]
     first_slot = store(Access(o_name, ("o",)), typed("sm[0]", dtype))  # the tree's result
-    if n_red < SPLIT_MIN or n_out >= SPLIT_OUTPUTS:  # a block per output element
+    if strategy == "block":  # a block per output element
         per_o = [
             *o_index,
             *accumulate(n_red, "tid", "cuda.blockDim.x"),
@@ -216,6 +283,7 @@ def column_chunks(n_red: int, n_out: int) -> int:
 
 def column_reduce(
     spec: KernelSpec,
+    outs: list[_Output],
     o_index: list[Stmt],
     accumulate: Callable[..., list[Stmt]],
     builder: object,
@@ -228,25 +296,27 @@ def column_reduce(
     would read one element per row, a sector each). Lane ``y`` of a column takes positions ``y,
     y + LANES...`` of the chunk, its partial in a register; the lanes are combined in order into the
     output (one chunk) or a partial per (chunk, output), which a second kernel combines in chunk
-    order: a fixed order, deterministic."""
-    out = spec.group.root.result
-    dtype = out.type.dtype
-    reducer = spec.group.root.prim.reducer
-    assert reducer is not None, f"{spec.group.root.prim.name} has no reducer"
-    wide = reducer.accumulator(dtype)  # of the partials, as in reduce_kernel
-    identity = literal(reducer.identity(dtype), wide)
+    order: a fixed order, deterministic. Each of ``outs`` (a multi-output group's reductions) has
+    its own accumulator, lanes' slots and partials, combined in that same order: the bits of a
+    kernel of its own."""
     rows = -(-n_red // column_chunks(n_red, n_out))
     chunks = -(-n_red // rows)
     tiles = f"(({n_out} + COLS - 1) // COLS)"
-    part = Scratch(f"{spec.kernel_name}_part", n_out * chunks, wide)
-    lane = Access("sm", ("y * COLS + tx",))
-    partial = Access(part.name, (f"c * {n_out} + o",))
-    o_name = spec.names[out]
-    done = store(partial, "acc") if chunks > 1 else store(Access(o_name, ("o",)), typed("acc", dtype))
+    parts = [Scratch(f"{spec.kernel_name}_part{o.k}", n_out * chunks, o.wide) for o in outs]
+    at = f"c * {n_out} + o"  # (chunk, output) in the partials
+
+    lanes: list[Stmt] = []
+    for o in outs:
+        lane = Access(f"sm{o.k}", ("y * COLS + tx",))
+        lanes += [Line(f"x{o.k} = {text(lane)}", (lane,)), combine(o.reducer, o.acc, f"x{o.k}", o.wide)]
+    done = [
+        store(Access(p.name, (at,)), o.acc) if chunks > 1 else _result(spec, o)
+        for o, p in zip(outs, parts, strict=True)
+    ]
     per_q: list[Stmt] = [
         Line(f"c = q // {tiles}"),
         Line(f"o = (q % {tiles}) * COLS + tx"),
-        Line(f"acc = {identity}"),
+        *(Line(f"{o.acc} = {o.identity}") for o in outs),
         If(
             f"o < {n_out}",
             [
@@ -254,24 +324,13 @@ def column_reduce(
                 *accumulate(f"min((c + 1) * {rows}, {n_red})", f"c * {rows} + ty", "LANES"),
             ],
         ),
-        store(Access("sm", ("ty * COLS + tx",)), "acc"),
+        *(store(Access(f"sm{o.k}", ("ty * COLS + tx",)), o.acc) for o in outs),
         Barrier(),
-        If(
-            f"ty == 0 and o < {n_out}",
-            [
-                For(
-                    "y",
-                    "LANES",
-                    [Line(f"x = sm[{lane.index[0]}]", (lane,)), combine(reducer, "acc", "x", wide)],
-                    1,
-                ),
-                done,
-            ],
-        ),
+        If(f"ty == 0 and o < {n_out}", [For("y", "LANES", lanes, 1), *done]),
         Barrier(),
     ]
     body: list[Stmt] = [
-        Alloc("sm", ("SLOTS",), wide, shared=True),
+        *(Alloc(f"sm{o.k}", ("SLOTS",), o.wide, shared=True) for o in outs),
         Line("tx = cuda.threadIdx.x"),
         Line("ty = cuda.threadIdx.y"),
         block_loop("q", f"{tiles} * {chunks}", per_q),
@@ -279,37 +338,34 @@ def column_reduce(
     launch = Launch(f"max(1, min({tiles} * {chunks}, MAXB))", "(COLS, LANES)")
     if chunks == 1:  # the block's lanes make the output: no partials, no second pass
         return spec.define(body, spec.buffers, launch, "column", [builder])  # type: ignore[list-item]
-    extra = [v for v in spec.group.outputs if v is not out]
+    results = {o.value for o in outs}
+    extra = [v for v in spec.group.outputs if v not in results]
     first = spec.define(
         body,
         spec.group.inputs + extra,
         launch,
         "column",
         [builder],  # type: ignore[list-item]
-        scratch=[part],
+        scratch=parts,
         name=f"{spec.kernel_name}_1",
     )
+    per_c: list[Stmt] = []
+    for o, p in zip(outs, parts, strict=True):
+        partial = Access(p.name, (at,))
+        per_c += [Line(f"x{o.k} = {text(partial)}", (partial,)), combine(o.reducer, o.acc, f"x{o.k}", o.wide)]
     finish = [  # a thread per output: its partials in chunk order (consecutive outputs side by side)
         grid_loop(
             "o",
             n_out,
             [
-                Line(f"acc = {identity}"),
-                For(
-                    "c",
-                    chunks,
-                    [
-                        Line(f"x = {part.name}[{partial.index[0]}]", (partial,)),
-                        combine(reducer, "acc", "x", wide),
-                    ],
-                ),
-                store(Access(o_name, ("o",)), typed("acc", dtype)),
+                *(Line(f"{o.acc} = {o.identity}") for o in outs),
+                For("c", chunks, per_c),
+                *(_result(spec, o) for o in outs),
             ],
         )
     ]
+    args = [p.name for p in parts] + [spec.names[o.value] for o in outs]
+    types = [(o.wide, 1) for o in outs] + [(o.value.type.dtype, 1) for o in outs]
     launch = Launch(f"_grid({n_out})", "TPB")
-    second = kernel(
-        f"{spec.kernel_name}_2", [part.name, o_name], [(wide, 1), (dtype, 1)], finish, launch, "column"
-    )
-    first.follow.append(second)
+    first.follow.append(kernel(f"{spec.kernel_name}_2", args, types, finish, launch, "column"))
     return first
