@@ -163,6 +163,8 @@ class CudaExecutable(ArgumentChecks):
         outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
         results = self.run(*outs, *args)
         for index, new in zip(self.writeback, results[self.n_public :]):
+            if not new.size:  # nothing to write (and Numba refuses a copy between empty layouts)
+                continue
             if is_device_array(arrays[index]):
                 if not (index in self.direct and new is args[index]):
                     args[index].copy_to_device(new, stream=stream)
@@ -206,6 +208,8 @@ class CudaExecutable(ArgumentChecks):
         written = zip(self.writeback, graph.results[self.n_public :], graph.addresses[self.n_public :])
         for index, new, address in written:
             target = given[index]
+            if not new.size:
+                continue
             if isinstance(target, np.ndarray):
                 self._write_host(arrays, index, new)
             else:
