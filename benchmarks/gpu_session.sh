@@ -6,8 +6,10 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns (default: env suite
-# plans bench); columns (layer norm and softmax with their column reductions in the band or after it,
+# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle (default: env
+# suite plans bench); shuffle (block reductions as warp shuffles against the tree, issue 27:
+# tests/test_cuda_shuffle.py and the PTX checks, then cuda_shuffle.py's A/B at the GPU sizes: not yet
+# run on a GPU, its timeouts allow 8 minutes); columns (layer norm and softmax with their column reductions in the band or after it,
 # timed: ~3 minutes); graphs (CUDA graphs, issue 27: tests/test_cuda_graphs.py and cuda_graphs.py) takes ~3 minutes. A
 # lease of 15 device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one
 # call. gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch
@@ -63,6 +65,11 @@ for step in $steps; do
         timeout 180 $PY -m pytest tests/test_cuda_graphs.py -n 4 -q -rfEs -p no:randomly 2>&1 \
             | tee "$OUT/graphs.log" | tail -30
         timeout 150 $PY benchmarks/cuda_graphs.py --out "$OUT/graphs.md" 2>&1 | tee -a "$OUT/graphs.log" | tail -12
+        ;;
+    shuffle) # block reductions as warp shuffles against the shared-memory tree (issue 27): GPU tests, A/B
+        timeout 200 $PY -m pytest tests/test_cuda_shuffle.py tests/test_cuda_ptx.py -k shuffle -n 4 -q -rfEs \
+            -p no:randomly 2>&1 | tee "$OUT/shuffle.log" | tail -20
+        timeout 300 $PY benchmarks/cuda_shuffle.py --out "$OUT/shuffle.md" 2>&1 | tee -a "$OUT/shuffle.log" | tail -12
         ;;
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \
