@@ -42,7 +42,8 @@ class GradSpec:
 
     The joint function returns ``[value] if keep_value`` + the ``n_aux`` results after the value +
     one gradient per ``wrt`` param + the write-backs (unchanged, last, as ``dsl.writeback`` wants).
-    With ``cotangent_param`` the seed is a new last parameter instead of 1.0 (for ``vjp``).
+    With ``cotangent_param`` (for ``vjp``) the seeds are new last parameters instead of 1.0: one per
+    floating-point public result, in order (the others get none, as JAX's ``float0``).
     """
 
     wrt: tuple[int, ...]
@@ -179,15 +180,20 @@ def grad_function(func: Function, spec: GradSpec) -> Function:
     build = _Builder()
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)  # the function's def line
     params = func.params
+    build.loc = where
+    seeds: dict[Value, Value] = {}
     if spec.cotangent_param:
-        seed = Value(value.type)
-        params = params + (seed,)
+        floats = [r for r in func.results[:n_public] if r.type.dtype.is_float]
+        cotangents = tuple(Value(r.type) for r in floats)
+        params = params + cotangents
+        for r, c in zip(floats, cotangents, strict=True):
+            seeds[r] = build(ew.add, [seeds[r], c]) if r in seeds else c  # a result returned twice
     else:
         if value.type.shape != () or not value.type.dtype.is_float:
             raise TypeError(f"grad requires a real scalar output, got an array of type {value.type}")
-        build.loc = where
-        seed = build.one(value.type.dtype)
-    grads = backward(func, spec.wrt, {value: seed}, build)
+        seeds[value] = build.one(value.type.dtype)
+        cotangents = ()
+    grads = backward(func, spec.wrt, seeds, build)
     build.loc = where
     grad_values = [g if g is not None else build.zeros(func.params[i].type) for g, i in zip(grads, spec.wrt)]
     results = (
@@ -197,6 +203,6 @@ def grad_function(func: Function, spec: GradSpec) -> Function:
         + list(func.results[n_public:])
     )
     body = Block(params, tuple(build.forward(func.ops)) + tuple(build.ops), tuple(results))
-    names = func.arg_names + (("cotangent",) if spec.cotangent_param else ())
-    locs = func.arg_locs + ((func.arg_locs[0],) if spec.cotangent_param and func.arg_locs else ())
+    names = func.arg_names + tuple(f"cotangent{k}" if k else "cotangent" for k in range(len(cotangents)))
+    locs = func.arg_locs + ((func.arg_locs[0],) * len(cotangents) if func.arg_locs else ())
     return Function(func.name, body, names, dict(func.attrs), locs)

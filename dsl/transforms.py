@@ -11,6 +11,7 @@ outer trace, so the outer transform differentiates it again: nesting works to an
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -274,13 +275,10 @@ class _VjpFn:
             self.fixed.get(i) if i in self.fixed else next(given) for i in range(len(self.layout.names))
         )
         traced = trace_function(self.f, slots, self.layout, frozen=set(range(len(slots))))
-        if traced.out_tree != pytree.LEAF:
-            raise tracing.user_error(TransformError, "dsl.vjp supports functions returning one array")
         wrt = tuple(k for k, p in enumerate(traced.func.params) if p.type.dtype.is_float)
         joint = grad_function(traced.func, GradSpec(wrt, cotangent_param=True))
         leaves = _leaves(slots, self.layout)
-        seed = ops.cast(ops.asarray(ct), traced.func.results[0].type.dtype)
-        outs = inline(joint, [a.value for a in leaves] + [seed.value])
+        outs = inline(joint, [a.value for a in leaves] + [s.value for s in _seeds(traced, ct)])
         grads = iter(Array.fresh(v) for v in outs[: len(wrt)])
         flat = iter(
             next(grads) if k in wrt else ops.full(leaves[k].shape, 0, leaves[k].dtype)
@@ -290,6 +288,38 @@ class _VjpFn:
             None if i in self.layout.static else pytree.unflatten(pytree.flatten(slots[i])[1], flat)
             for i in range(self.n_primals)
         )
+
+
+def _seeds(traced: Traced, ct: Any) -> list[Array]:
+    """The cotangent ``ct`` of ``dsl.vjp``'s output, one seed per floating-point output leaf (as the
+    joint function takes them), each cast to its leaf's dtype; ``ct`` has the output's structure
+    (JAX's rule; the leaves of integer outputs are not read, as JAX's ``float0``)."""
+    leaves, tree = pytree.flatten(ct)
+    if tree != traced.out_tree:
+        raise tracing.user_error(
+            TransformError,
+            f"vjp_fn: the cotangent must have the structure of the function's output, "
+            f"{_structure(traced.out_tree)}, but it is {_structure(tree)}",
+        )
+    results = traced.func.results[: len(leaves)]
+    return [
+        ops.cast(ops.asarray(c), r.type.dtype)
+        for c, r in zip(leaves, results, strict=True)
+        if r.type.dtype.is_float
+    ]
+
+
+def _structure(tree: pytree.TreeDef) -> str:
+    """A pytree's structure for messages: ``(*, {'s': *})``."""
+    return repr(pytree.unflatten(tree, iter(lambda: _LEAF, None)))
+
+
+class _Leaf:
+    def __repr__(self) -> str:
+        return "*"
+
+
+_LEAF = _Leaf()
 
 
 def _snapshot(tree: Any) -> Any:
@@ -332,7 +362,7 @@ def vjp(f: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[[Any], Any]
 
 
 class _HessianFn:
-    def __init__(self, f: Callable[..., Any], argnums: int) -> None:
+    def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int]) -> None:
         functools.update_wrapper(self, _unwrap(f))
         self.f = f
         self.argnums = argnums
@@ -343,43 +373,67 @@ class _HessianFn:
         return self.dsl_call_slots(*self.binder.bind(args, kwargs))
 
     def dsl_call_slots(self, args: tuple[Any, ...], layout: Layout) -> Any:
-        (i,) = _argnums(self.argnums, args, layout)
-        x = ops.asarray(args[i])
+        nums = _argnums(self.argnums, args, layout)
+        trees = [pytree.flatten(args[i]) for i in nums]
+        xs = [ops.asarray(x) for leaves, _ in trees for x in leaves]  # every differentiated leaf
         # the inner gradient sees the call's slots as the outer one does: static arguments and
         # defaults not passed stay Python values
         inner = layout._replace(
             static=layout.static | {k for k, a in enumerate(args) if isinstance(a, Default)}
         )
-        rows = []
+        # one reverse-over-reverse sweep per row: (leaf, element), or one sweep when all are empty
+        rows = [(k, j) for k, x in enumerate(xs) for j in range(x.size)] or [(-1, 0)]
+        swept: list[list[Array]] = []
         write_back = None
-        for j in range(max(x.size, 1)):  # one reverse-over-reverse sweep per row of the Hessian
+        for k, j in rows:
 
             @functools.wraps(_unwrap(self.f))  # f's signature: names in messages are the user's
-            def component(*a: Any, j: int = j, **kw: Any) -> Any:
+            def component(*a: Any, k: int = k, j: int = j, **kw: Any) -> Any:
                 slots = a + tuple(kw[name] for name in layout.keywords)
-                g, inner_write_back = GradFn(self.f, i, False, False).inline(slots, inner)
+                g, inner_write_back = GradFn(self.f, nums, False, False).inline(slots, inner)
                 inner_write_back()
-                return ops.reshape(g, (-1,))[j] if x.size else ops.sum(g)
+                flat = pytree.flatten(g)[0]
+                return ops.reshape(flat[k], (-1,))[j] if k >= 0 else ops.sum(flat[0])
 
-            row, row_write_back = GradFn(component, i, False, False).inline(args, layout)
-            rows.append(row)
+            row, row_write_back = GradFn(component, nums, False, False).inline(args, layout)
+            swept.append(pytree.flatten(row)[0])
             # every row reads the arguments as given and the function's own in-place updates of
             # non-differentiated arguments happen once, as in the eager program: after all rows
             write_back = write_back or row_write_back
         assert write_back is not None
         write_back()
-        flat = ops.stack(rows, 0) if x.size else ops.full((0,) + x.shape, 0.0, x.dtype)
-        return ops.reshape(flat, x.shape + x.shape)
+
+        def block(k: int, m: int) -> Array:
+            """d2f / dx_k dx_m, shaped ``xs[k].shape + xs[m].shape``."""
+            parts = [r[m] for r, (kk, _) in zip(swept, rows) if kk == k]
+            shape = xs[k].shape + xs[m].shape
+            return ops.reshape(ops.stack(parts, 0), shape) if parts else ops.full(shape, 0.0, xs[m].dtype)
+
+        return self._nest(trees, block)
+
+    def _nest(self, trees: list[tuple[list[Any], pytree.TreeDef]], block: Callable[[int, int], Array]) -> Any:
+        """JAX's layout: per argnum (a tuple for a tuple), its structure of rows, each per argnum
+        its structure of blocks."""
+        starts = list(itertools.accumulate([len(leaves) for leaves, _ in trees], initial=0))
+
+        def per_argnum(leaf: Callable[[int], Any]) -> Any:
+            parts = [
+                pytree.unflatten(tree, [leaf(starts[a] + i) for i in range(len(leaves))])
+                for a, (leaves, tree) in enumerate(trees)
+            ]
+            return parts[0] if isinstance(self.argnums, int) else tuple(parts)
+
+        return per_argnum(lambda k: per_argnum(lambda m: block(k, m)))
 
 
-def hessian(f: Callable[..., Any], argnums: int = 0) -> Compiled:
-    """The dense Hessian of scalar ``f`` w.r.t. argument ``argnums``: shape ``x.shape + x.shape``.
+def hessian(f: Callable[..., Any], argnums: int | Sequence[int] = 0) -> Compiled:
+    """The dense Hessian of scalar ``f`` w.r.t. ``argnums`` (an int or a tuple of ints), laid out as
+    JAX's: for an array argument ``x``, shape ``x.shape + x.shape``; for a tuple of argnums, the
+    nested tuple of blocks ``H[a][b]``; for a pytree argument, its structure of structures.
 
     A non-differentiated argument that ``f`` modifies in place is updated once, as by one call of
     ``f``, and every row of the Hessian is taken at the arguments' values before that update.
     """
-    if not isinstance(argnums, int):
-        raise tracing.user_error(TransformError, f"dsl.hessian takes a single int argnums, got {argnums!r}")
     return Compiled(_HessianFn(f, argnums), **_options(f))
 
 
