@@ -93,7 +93,8 @@ class Options:
     # kernel after the band's rows), "band" (partial rows per block in the band, and its kept rows as
     # fusion made them: the one-pass form)
     band_columns: str = _default("band_columns", lambda: "auto")
-    # rows (CUDA): column reductions after a band that share inputs run as one kernel, an output each
+    # rows (CUDA): reductions over the same space and axes that share inputs run as one kernel with an
+    # output each (rows.reductions_together)
     sibling_reductions: bool = _default("sibling_reductions", lambda: True)
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))

@@ -100,7 +100,7 @@ def test_layer_norm_scratch_at_gpu_size_in_one_pass() -> None:
 
 def test_layer_norm_columns_after_the_band_at_the_cpu_suite_size() -> None:
     """By default gamma's and beta's gradients leave the band for a column kernel after it (the rows
-    pass's cost model) with two outputs (``rows.columns_together``): the band stores each row's mean
+    pass's cost model) with two outputs (``rows.reductions_together``): the band stores each row's mean
     and deviation (a float32 per row each), the column kernel re-reads ``x`` and ``dy`` once and
     keeps a partial row per chunk of rows for each output (8 chunks of 512 rows; the band's loss
     partials before them in the same bytes). At 4096x1024 it planned 4,196,352 bytes (the one-pass

@@ -172,6 +172,23 @@ def test_band_column_reductions_in_both_forms(form: str, kernels: int) -> None:
         assert set(compile_ptx(program, cc)) == {k.name for k in program.kernels}
 
 
+@pytest.mark.parametrize("rows", [64, 4096])
+def test_reductions_with_several_outputs(rows: int) -> None:
+    """Layer norm with rows past CUDA's ``row_max`` (no band): gamma's and beta's gradients are one
+    kernel with two outputs (``rows.reductions_together``), serial (64 rows) or by columns in
+    chunks (4096 rows: 4 chunks, partials per output, a second pass with both): PTX for sm_80 and
+    sm_90."""
+    _, ln, _ = _band_programs()[0]
+    args = (_f32(rows, 8192), _f32(8192), _f32(8192), _f32(rows, 8192))
+    program = dsl.compile(ln, target="cuda").lower(*args).program.generated
+    bodies = {k.name: program.source.split(f"def {k.name}(")[1].split("\n\n\n")[0] for k in program.kernels}
+    merged = [name for name, body in bodies.items() if "acc1 = " in body]  # two accumulators
+    assert len(merged) == (1 if rows == 64 else 2) and "_rows" not in program.source, merged
+    assert all(name.endswith(("_1", "_2")) for name in merged) == (rows == 4096), merged
+    for cc in ARCHS:
+        assert set(compile_ptx(program, cc)) == set(bodies)
+
+
 def test_a_column_reduction_of_one_chunk() -> None:
     """A column sum of 300 rows (fewer than two chunks of ``COLUMN_ROWS``): one kernel whose blocks
     stride down every row and write the outputs, no partials and no second pass."""

@@ -265,7 +265,7 @@ def cuda_fusion(fn: Any, *args: Any, **options: Any) -> Any:
 
 def test_column_reductions_after_a_band_that_share_inputs_are_one_group() -> None:
     """On CUDA, layer norm's gamma and beta gradients leave the band (``band_columns="kernel"``) and,
-    both reading ``dy``, become one REDUCE group with two outputs (``rows.columns_together``): one
+    both reading ``dy``, become one REDUCE group with two outputs (``rows.reductions_together``): one
     column kernel reads ``dy`` once. ``sibling_reductions=False``: a group each. The CPU's bands
     keep their column reductions (no tails, no siblings)."""
     args = (f32(300, 128), f32(128), f32(128), f32(300, 128))
@@ -298,3 +298,21 @@ def test_a_column_reduction_read_before_a_later_one_keeps_its_group(read_between
     (band,) = fusion.bands
     sums = [g for g in band.tail if g.kind is GroupKind.REDUCE]
     assert [len(g.reductions) for g in sums] == ([1, 1] if read_between else [2])
+
+
+@pytest.mark.parametrize("read_later", [False, True])
+def test_reductions_outside_bands_wait_only_where_no_buffer_lives_longer(read_later: bool) -> None:
+    """Rows past CUDA's ``row_max`` form no band; two column sums sharing ``y`` become one group at
+    the later one's place only when the earlier's other input (``v``, a buffer) is read there or
+    after anyway (``v[::-1] * 3``): else running it later would keep ``v`` alive longer."""
+
+    def fn(x: Any, y: Any) -> Any:
+        v = dnp.sin(x)
+        a = v[::-1] + 1.0
+        s, t = (v * y).sum(axis=0), (y * y).sum(axis=0)
+        return (a, s, t, v[::-1] * 3.0) if read_later else (a, s, t)
+
+    fusion = cuda_fusion(fn, f32(4, 5000), f32(4, 5000))
+    assert not fusion.bands
+    sums = [g for g in fusion.groups if g.kind is GroupKind.REDUCE]
+    assert [len(g.reductions) for g in sums] == ([2] if read_later else [1, 1])

@@ -134,7 +134,7 @@ class Group:
     inputs: list[Value] = field(default_factory=list)  # buffers it reads (params or other outputs)
     index: int = -1  # position in execution order
     # A REDUCE group's further reductions over the same iteration space and axes, whose results it
-    # stores too, in one pass over what they read (a multi-output reduction: ``rows.columns_together``)
+    # stores too, in one pass over what they read (a multi-output reduction: ``rows.reductions_together``)
     siblings: list[Op] = field(default_factory=list)
 
     @property

@@ -106,7 +106,7 @@ class BandCosts:
     rows past it cost a row of global scratch per slot. ``always``: every column reduction that
     can leave a band does (the cost model off; ``Options.band_columns``). ``siblings(shape,
     axes)``: the target runs reductions of ``shape`` over ``axes`` in one kernel with several
-    outputs (``columns_together``); None: each in a kernel of its own."""
+    outputs (``reductions_together``); None: each in a kernel of its own."""
 
     partial_rows: Callable[[Band], int]
     chunks: Callable[[int, int], int]
@@ -172,8 +172,6 @@ def form_bands(
             _compute_once(band, returned)
         if columns is not None:
             columns_after(func, fusion, band, columns)
-        if columns is not None and columns.siblings is not None:
-            columns_together(func, fusion, band, columns.siblings)
     readers = _readers(fusion)
     for band in bands:
         members = set(band.groups)
@@ -192,6 +190,8 @@ def form_bands(
             fusion.band_of[g] = band
     fusion.bands = bands
     fusion.materialized -= fusion.local
+    if columns is not None and columns.siblings is not None:
+        reductions_together(func, fusion, columns.siblings)
 
 
 def _readers(fusion: FusionPlan) -> dict[Value, list[Group]]:
@@ -430,27 +430,52 @@ def _move_after(fusion: FusionPlan, band: Band, g: Group, found: _Recompute, pos
         fusion.materialized.discard(v)
 
 
-def columns_together(
-    func: Function,
-    fusion: FusionPlan,
-    band: Band,
-    together: Callable[[tuple[int, ...], frozenset[int]], bool],
+def reductions_together(
+    func: Function, fusion: FusionPlan, together: Callable[[tuple[int, ...], frozenset[int]], bool]
 ) -> None:
-    """Column reductions that run after ``band``'s rows (tails: ``columns_after``) over the same
-    iteration space and axes, which share an input, become one group with several outputs
-    (``Group.siblings``) where the target runs such a reduction as one kernel (``together``):
-    one pass over what they read instead of one each. Layer norm's beta gradient (the sum of ``dy``
-    over the rows) and gamma's (of ``dy * xhat``) read ``dy`` once, as XLA's and torch.compile's
-    multi-output reductions do. Each result is combined in the order its own kernel would use.
+    """Reductions over the same iteration space and axes that share an input and can run at the same
+    point become one group with several outputs (``Group.siblings``), where the target runs such a
+    reduction as one kernel (``together``): one pass over what they read instead of one each. Layer
+    norm's beta gradient (the sum of ``dy`` over the rows) and gamma's (of ``dy * xhat``) read ``dy``
+    once, as XLA's and torch.compile's multi-output reductions do. Each result is combined in the
+    order its own kernel would use.
 
-    A later tail absorbs an earlier one (the group runs at the later's place: every input of both
-    is ready there) when no member between them, the later one included, reads the earlier's
-    results."""
+    A later group absorbs an earlier one (the group runs at the later's place: every input of both
+    is ready there) when no group between them, the later one included, reads the earlier's
+    results. Candidates: a band's column reductions after its rows (its tails, ``columns_after``:
+    they all run after the rows) and the groups outside bands, where the earlier's inputs must be
+    read at the later's place or after anyway (waiting keeps no buffer alive longer)."""
     position = {op: i for i, op in enumerate(func.ops)}
-    tails = [g for g in band.groups if g in band.tail and g.kind is GroupKind.REDUCE]
+    for band in fusion.bands:
+        tails = [g for g in band.groups if g in band.tail and g.kind is GroupKind.REDUCE]
+        _join(fusion, tails, band, together, position, lambda earlier, later: True)
+    params = set(func.params)
+
+    def inputs_live_on(earlier: Group, later: Group) -> bool:
+        readers = _readers(fusion)
+        return all(
+            v in params or any(r.root_pos >= later.root_pos for r in readers[v]) for v in earlier.inputs
+        )
+
+    alone = [g for g in fusion.groups if g not in fusion.band_of and g.kind is GroupKind.REDUCE]
+    _join(fusion, alone, None, together, position, inputs_live_on)
+
+
+def _join(
+    fusion: FusionPlan,
+    candidates: list[Group],
+    band: Band | None,
+    together: Callable[[tuple[int, ...], frozenset[int]], bool],
+    position: dict[Op, int],
+    may_wait: Callable[[Group, Group], bool],
+) -> None:
+    """``reductions_together`` over ``candidates`` (groups of ``band``, or outside bands: None), in
+    their order; ``may_wait(earlier, later)``: ``earlier`` may run at ``later``'s place."""
     joined: list[Group] = []
-    for g in tails:
-        partner = next((m for m in joined if _siblings(band, m, g, together)), None)
+    for g in candidates:
+        partner = next(
+            (m for m in joined if _siblings(fusion, band, m, g, together) and may_wait(m, g)), None
+        )
         if partner is None:
             joined.append(g)
             continue
@@ -459,17 +484,24 @@ def columns_together(
 
 
 def _siblings(
-    band: Band, earlier: Group, later: Group, together: Callable[[tuple[int, ...], frozenset[int]], bool]
+    fusion: FusionPlan,
+    band: Band | None,
+    earlier: Group,
+    later: Group,
+    together: Callable[[tuple[int, ...], frozenset[int]], bool],
 ) -> bool:
     if earlier.shape != later.shape or earlier.reduced_axes != later.reduced_axes:
         return False
     if not together(later.shape, later.reduced_axes) or not set(earlier.inputs) & set(later.inputs):
         return False
-    between = band.groups[band.groups.index(earlier) + 1 : band.groups.index(later) + 1]
+    order = fusion.groups if band is None else band.groups
+    between = order[order.index(earlier) + 1 : order.index(later) + 1]
     return not any(v in m.inputs for m in between for v in earlier.outputs)
 
 
-def _absorb(fusion: FusionPlan, band: Band, group: Group, earlier: Group, position: dict[Op, int]) -> None:
+def _absorb(
+    fusion: FusionPlan, band: Band | None, group: Group, earlier: Group, position: dict[Op, int]
+) -> None:
     """``group`` computes ``earlier``'s reductions too, at its own place; ``earlier`` is gone."""
     group.ops = sorted(set(group.ops) | set(earlier.ops), key=lambda op: position[op])
     group.siblings += earlier.reductions
@@ -479,15 +511,17 @@ def _absorb(fusion: FusionPlan, band: Band, group: Group, earlier: Group, positi
     for by_group in fusion.access.values():
         if earlier in by_group:
             by_group[group] = by_group.get(group, frozenset()) | by_group.pop(earlier)
-    for readers in band.aligned.values():
-        if earlier in readers:
-            readers[group] = readers.pop(earlier) and readers.get(group, True)
     for op, g in fusion.group_of.items():
         if g is earlier:
             fusion.group_of[op] = group
     fusion.groups.remove(earlier)
-    band.groups.remove(earlier)
-    band.tail.discard(earlier)
+    fusion.band_of.pop(earlier, None)
+    if band is not None:
+        for readers in band.aligned.values():
+            if earlier in readers:
+                readers[group] = readers.pop(earlier) and readers.get(group, True)
+        band.groups.remove(earlier)
+        band.tail.discard(earlier)
 
 
 # ---- kept rows past fast memory ------------------------------------------------------------------------

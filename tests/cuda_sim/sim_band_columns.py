@@ -1,7 +1,7 @@
 """A band's column reductions in its rows (partial rows per block, ``band_columns="band"``) or after
 them as column kernels that re-read the band's inputs (``"kernel"``; ``"auto"``: the rows pass's cost
 model, ``compiler/passes/rows.py``), those that share inputs in one kernel with an output each
-(``rows.columns_together``; "apart": ``sibling_reductions=False``, a kernel each): the same bits in
+(``rows.reductions_together``; "apart": ``sibling_reductions=False``, a kernel each): the same bits in
 every form, close to the CPU's (whose sums add in another order) and to NumPy's. Layer norm forward
 and backward, softmax + cross-entropy, a band with a column loss, a band with three column
 reductions (two reducers); rows past ``BLOCK_REDUCE_MIN`` (made small here) take the column kernel
@@ -9,6 +9,7 @@ reductions (two reducers); rows past ``BLOCK_REDUCE_MIN`` (made small here) take
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -17,6 +18,7 @@ from sim_bands import layer_norm_loss, layer_norm_numpy, xent_loss
 
 import dsl
 import dsl.numpy as dnp
+from compiler.compilation import TARGETS
 from compiler.kernel.cuda import bands, loops
 from compiler.pipeline import option_defaults
 
@@ -143,3 +145,22 @@ def test_three_column_reductions_in_one_kernel(
     want = [p / p.max(axis=-1, keepdims=True), (c * y).sum(0), y.sum(0), (x * y).max(0)]
     for a, w in zip(got, want, strict=True):
         np.testing.assert_allclose(a, w, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows, column_rows", [(12, 512), (6, 512)])
+def test_layer_norm_without_a_band(rows: int, column_rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows longer than the target's ``row_max`` (made 4 here: a GPU's rows past 4096) form no band:
+    gamma's and beta's gradients are column reductions outside bands, one kernel with two outputs
+    (one pass over ``dy``) with the bits of a kernel each ("apart") and close to NumPy's. (In
+    chunks, at this size, the schedule pass orders them apart: both partials at once would raise
+    the planned peak; the chunked form with several outputs runs in the band tests above.)"""
+    monkeypatch.setitem(TARGETS, "cuda", dataclasses.replace(TARGETS["cuda"], row_max=4))
+    monkeypatch.setattr(loops, "BLOCK_REDUCE_MIN", 10)
+    monkeypatch.setattr(loops, "COLUMN_ROWS", column_rows)
+    args = (f32(rows, 20), 1 + 0.1 * f32(20), 0.1 * f32(20), f32(rows, 20))
+    fn = dsl.value_and_grad(layer_norm_loss, argnums=(0, 1, 2))
+    (together, source), (apart, separate) = (results(fn, args, form) for form in ("auto", "apart"))
+    assert "_rows(" not in source and column_kernels(separate) == column_kernels(source) + 1, source
+    for a, b, w in zip(together, apart, layer_norm_numpy(*args), strict=True):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, w, rtol=1e-4, atol=1e-4 * max(1.0, float(np.max(np.abs(w)))))

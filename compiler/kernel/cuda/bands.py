@@ -27,7 +27,7 @@ earlier member wrote, and a member may store its result over an operand the earl
 - Tails (``Band.tail``) run after the band as their own loop kernels, in member order with the
   partials' combines (a tail reads only values from before the band or combined after it); column
   reductions the rows pass sent there that share their inputs are one kernel with several outputs
-  (``rows.columns_together``).
+  (``rows.reductions_together``).
 """
 
 from __future__ import annotations
@@ -245,7 +245,7 @@ def band_costs(mode: str, siblings: bool = True) -> BandCosts | None:
     kernel after it), "band" (none does, partial rows per block combined after the band, and the
     kept rows as fusion made them: the one-pass form). ``siblings`` (``Options.sibling_reductions``):
     column reductions after the band that share inputs run as one kernel with several outputs
-    (``rows.columns_together``, where ``loops.takes_siblings``)."""
+    (``rows.reductions_together``, where ``loops.takes_siblings``)."""
     if mode not in ("auto", "kernel", "band"):
         raise ValueError(f"band_columns must be 'auto', 'kernel' or 'band', not {mode!r}")
     if mode == "band":
