@@ -17,17 +17,18 @@ import dsl
 import dsl.numpy as dnp
 from compiler.codegen import compile_ptx
 from compiler.kernel.cuda import scatter
-from compiler.kernel.cuda.sort import TILE, RadixSort
+from compiler.kernel.cuda.sizes import GPU
+from compiler.kernel.cuda.sort import SCAN_CHUNK, TILE, RadixSort
 
 
 def test_the_choice_follows_the_work() -> None:
     """An embedding gradient of 50,000 x 512 from 1,000,000 tokens (``benchmarks/bench_cuda.py``'s
-    row): the walk's 65,536 threads read every index, 6.6e10 compares; the sort is two passes of
-    8 bits over the index. A (5, 4) scatter of 6 updates keeps the walk."""
+    row): the walk's 65,536 threads read every index, 6.6e10 compares; the sort is four passes of
+    4 bits over the index. A (5, 4) scatter of 6 updates keeps the walk."""
     lines, n, count = 512, 50_000, 1_000_000
     assert scatter.walk_work(lines, n, count) == 512 * 128 * count
     sort = RadixSort(count, n)
-    assert (sort.passes, sort.bits, sort.tiles) == (2, 8, -(-count // TILE))
+    assert (sort.passes, sort.bits, sort.tiles) == (4, 4, -(-count // TILE))
     assert scatter.sorted_work(lines, n, count) < scatter.walk_work(lines, n, count) // 100
     assert scatter.sorts(lines, n, count)
     assert scatter.sorts(64, 1000, 20_000)  # tests/test_cuda_ptx.py's embedding, before: the walk
@@ -39,11 +40,28 @@ def test_radix_digits_split_the_row_bits_evenly() -> None:
     assert [(RadixSort(10, n).passes, RadixSort(10, n).bits) for n in (1, 2, 256, 257, 1000, 1 << 20)] == [
         (1, 1),
         (1, 1),
-        (1, 8),
-        (2, 5),
-        (2, 5),
-        (3, 7),
+        (2, 4),
+        (3, 3),
+        (3, 4),
+        (5, 4),
     ]
+
+
+def test_the_sort_spreads_over_the_gpu() -> None:
+    """The radix sort's count and place kernels run a block of ``TPB`` threads per tile of ``TILE``
+    entries: the embedding gradient's 1,000,000 entries take 977 blocks, 250,112 threads (an H100
+    holds 270,336), where a thread per tile of 256 entries took 3,907; the table of (digit, tile)
+    counters is 15,632 of them (62.5 KB, not 4 MB). The scan of a table is a block per chunk of
+    ``SCAN_CHUNK`` counters: hundreds of blocks for a table of a million counters (64,000,000
+    entries), not one."""
+    sort = RadixSort(1_000_000, 50_000)
+    assert (TILE, GPU.TPB, sort.tiles, sort.radix, sort.table) == (1024, 256, 977, 16, 15_632)
+    assert sort.tiles * GPU.TPB >= 250_000
+    assert (sort.chunks, sort.launches) == (4, 16)
+    huge = RadixSort(64_000_000, 50_000)
+    assert huge.table == 1_000_000 and huge.chunks == -(-huge.table // SCAN_CHUNK) == 245
+    assert RadixSort(100_000, 50_000).chunks == 1  # (one block scans it: no chunk sums kernel)
+    assert RadixSort(100_000, 50_000).launches == 12
 
 
 def _embedding_gradient(rows: int, width: int, tokens: int):
@@ -58,29 +76,39 @@ def _embedding_gradient(rows: int, width: int, tokens: int):
 
 @pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)
 def test_a_large_embedding_gradient_is_sorted_with_planned_scratch() -> None:
-    """50,000 x 512 from 1,000,000 tokens: the copy, two radix passes (count, scan, place), the
-    segment marks and the segments; the sort's table, its two position arrays and the segment
-    bounds are scratch rows of the memory plan (no device allocation in the driver), and every
-    kernel compiles for both archs."""
+    """50,000 x 512 from 1,000,000 tokens: the copy, four radix passes (count, the table's chunk
+    sums and scan, place), the segment marks and the segments; the sort's table (62,528 bytes,
+    4,000,768 before), its chunk totals, its two position arrays and the segment bounds are scratch
+    rows of the memory plan (no device allocation in the driver); every kernel compiles for both
+    archs, the sort's with barriers and without atomics, its count and place kernels launched on a
+    block per tile."""
     lowered = _embedding_gradient(50_000, 512, 1_000_000)
     generated = lowered.program.generated
     names = [k.name for k in generated.kernels]
     (first,) = [k for k in names if k.endswith("_scatter_add")]
-    forms = ["count0", "scan", "place0", "count1", "place1", "marks", "segments"]
+    passes = [f"{kind}{k}" for k in range(4) for kind in ("count", "place")]
+    forms = ["count0", "sums", "scan", *passes[1:], "marks", "segments"]
     assert [k[len(first) + 1 :] for k in names if k.startswith(first + "_")] == forms
     sort = RadixSort(1_000_000, 50_000)
     scratch = {r.name[len(first) + 1 :]: r for r in lowered.memory_plan().buffers if r.scratch_of}
     assert {k: r.bytes for k, r in scratch.items()} == {
-        "hist": sort.table * 4,
+        "hist": 62_528,
+        "totals": 16,
         "perm0": 4_000_000,
         "perm1": 4_000_000,
         "bounds": 2 * 50_000 * 4,
     }
+    assert sort.table * 4 == 62_528
     assert all(r.offset + r.bytes <= lowered.memory_plan().peak_bytes for r in scratch.values())
     assert "cuda.device_array(" not in generated.source.split("def bind(")[1].split("def run(")[0]
+    for f in passes:  # (the driver's launches)
+        assert f"{first}_{f}[max(1, min({sort.tiles}, MAXB)), TPB, stream]" in generated.source
+    assert f"{first}_scan[max(1, min({sort.chunks}, MAXB)), TPB, stream]" in generated.source
     for cc in ARCHS:
         ptx = compile_ptx(generated, cc)
         assert {first, *(f"{first}_{f}" for f in forms)} <= set(ptx)
+        for f in ["sums", "scan", *passes]:
+            assert "bar.sync" in ptx[f"{first}_{f}"] and "atom." not in ptx[f"{first}_{f}"], f
 
 
 @pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)

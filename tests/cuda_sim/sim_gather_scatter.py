@@ -132,17 +132,27 @@ def test_mixed_indexing_and_augmented_mask_writes(inplace: bool) -> None:
     same(on_gpu, mixed(x.copy(), i, j, r))
 
 
-@pytest.fixture
-def sorted_form(monkeypatch):
+def sort_sizes(monkeypatch, tile: int, bits: int, chunk: int) -> None:
     """Every scatter with updates takes the sorted form (``compiler/kernel/cuda/scatter.py``: the
-    weights of its choice zeroed), its radix sort (``sort.py``) over tiles of 3 entries and digits
-    of 2 bits, so the simulator's tiny shapes sort over several tiles and passes."""
+    weights of its choice zeroed), its radix sort (``sort.py``) over tiles of ``tile`` entries (a
+    block of the simulator's 8 threads each), digits of at most ``bits`` bits, and the table scanned
+    in chunks of ``chunk`` counters (a block each)."""
     from compiler.kernel.cuda import scatter, sort
 
     monkeypatch.setattr(scatter, "SORT_STEP", 0)
     monkeypatch.setattr(scatter, "LAUNCH_WORK", 0)
-    monkeypatch.setattr(sort, "TILE", 3)
-    monkeypatch.setattr(sort, "RADIX_BITS", 2)
+    monkeypatch.setattr(sort, "TILE", tile)
+    monkeypatch.setattr(sort, "RADIX_BITS", bits)
+    monkeypatch.setattr(sort, "SCAN_CHUNK", chunk)
+
+
+@pytest.fixture
+def sorted_form(monkeypatch):
+    """The sorted form on sizes that take the simulator's tiny shapes over every path of the sort:
+    tiles of 20 entries (3 a thread, the last threads of a block idle, a shorter last tile), digits
+    of 2 bits (several passes), the table in chunks of 5 (several, the last shorter: the chunk sums
+    kernel, then each chunk scanned from the totals before it)."""
+    sort_sizes(monkeypatch, 20, 2, 5)
 
 
 def clamp(i: np.ndarray, n: int) -> np.ndarray:
@@ -245,3 +255,26 @@ def test_sorted_scatter_in_a_loop_body(sorted_form) -> None:
 
     assert "_segments(" in dsl.compile(f, target="cuda").lower(x, i, v).source()
     same(*both(f, x, i, v))
+
+
+def test_sorted_scatter_with_wide_digits_and_many_chunks(monkeypatch) -> None:
+    """Digits of 4 bits (16 counters a thread: more digits than the simulator's 8 threads, each
+    thread taking several digits' tile counts) over tiles of 6 entries, the table in 10 chunks of 8
+    counters (more than a block's threads: one adds up two chunk totals): bit for bit NumPy's
+    ``np.add.at`` (and the last write of a set) with repeated, negative and past-the-end rows."""
+    sort_sizes(monkeypatch, 6, 4, 8)
+    x = RNG.standard_normal((200, 2))
+    i = np.concatenate([RNG.integers(-210, 210, 26), [5, 5, -195, 5]])  # 8 bits of row: 2 passes
+    v = RNG.standard_normal((30, 2))
+
+    def f(x, i, v):
+        return x.at[i].add(v), x.at[i].set(v)
+
+    source = dsl.compile(f, target="cuda").lower(x, i, v).source()
+    assert "_segments(" in source and "_sums(" in source, "the sorted form with chunk sums was not taken"
+    on_gpu, on_cpu = both(f, x, i, v)
+    same(on_gpu, on_cpu)
+    c, added, put = clamp(i, 200), x.copy(), x.copy()
+    np.add.at(added, c, v)
+    put[c] = v
+    same(on_gpu, (added, put))
