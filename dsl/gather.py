@@ -462,7 +462,7 @@ def scatter_into(x: Array, index: Any, v: Any, prim: Any, request: str) -> Array
     """``x`` (written in place) with the updates ``v`` combined by ``prim`` at ``index``: the basic
     items as a view, the integer arrays as one scatter over the merged indexed axes."""
     if not has_index_arrays(index):
-        index = _static_as_array(index)
+        index = _static_as_array(x, index)
     since = len(tracing.current().ops)
     view, axis, arrays = _split(x, index)
     base, position = _linear(view, axis, arrays)
@@ -484,18 +484,24 @@ def _fit(v: Array, shape: tuple[int, ...], dtype: DType, request: str) -> Array:
     return ops.cast(v, dtype) if v.ir_dtype is not dtype else v
 
 
-def _static_as_array(index: Any) -> Any:
-    """An index without integer arrays (``x.at[2]``, ``x.at[:, i]``): its first integer as a
-    one-element array, a scatter of one slice."""
+def _static_as_array(x: Array, index: Any) -> Any:
+    """An index without integer arrays (``x.at[2]``, ``x.at[:, i]``, ``x.at[1:3]``): its first
+    integer as a one-element array, a scatter of one slice; with slices only, the first slice as the
+    positions it selects along its axis (each once, so every combining rule is the basic-index
+    update's)."""
     items = list(index) if isinstance(index, tuple) else [index]
     for k, it in enumerate(items):
         static = isinstance(it, int | np.integer) and not isinstance(it, bool | np.bool_)
         if static or (isinstance(it, Array) and it.ndim == 0 and it.ir_dtype.is_int):
             items[k] = ops.reshape(ops.asarray(it), (1,))
             return tuple(items)
-    raise tracing.user_error(
-        IndexingError, "x.at[...] with slices only: index with integers or integer arrays"
-    )
+    items, axis = _items(x, index), 0
+    for k, it in enumerate(items):
+        if isinstance(it, slice):
+            items[k] = np.arange(x.shape[axis])[it]
+            return tuple(items)
+        axis += it is not None
+    raise tracing.user_error(IndexingError, f"x.at[{index!r}] selects no axis of an array of shape {x.shape}")
 
 
 # ---- NumPy and PyTorch functions ------------------------------------------------------------------

@@ -247,8 +247,8 @@ def _positive(self: Array) -> Array:
 
 
 def _reducer(fn: Callable[..., Array]) -> Callable[..., Array]:
-    def method(self: Array, axis: Any = None, keepdims: bool = False) -> Array:
-        return fn(self, axis, keepdims)
+    def method(self: Array, axis: Any = None, keepdims: bool = False, **options: Any) -> Array:
+        return fn(self, axis, keepdims, **options)  # sum's and mean's dtype=
 
     return method
 

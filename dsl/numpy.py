@@ -482,12 +482,14 @@ def where(cond: Any, x: Any, y: Any) -> Array:
 # ---- reductions -----------------------------------------------------------------------------------
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
-    return ops.sum(x, axis, keepdims)
+def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:  # noqa: A001
+    """``np.sum``; with ``dtype`` the elements are cast to it first, so it is also the sum's type."""
+    return ops.sum(x if dtype is None else astype(x, dtype), axis, keepdims)
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
-    return ops.mean(x, axis, keepdims)
+def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:
+    """``np.mean``; with ``dtype`` the elements are cast to it first (NumPy computes in it)."""
+    return ops.mean(x if dtype is None else astype(x, dtype), axis, keepdims)
 
 
 def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool) -> Array:

@@ -1,0 +1,115 @@
+"""../shared/api.md checked section by section, as a user who read only that page writes programs,
+against NumPy 2 and JAX (the oracles the contract names). One test per section; each compiles few
+programs (several checks per program) to stay fast."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+RNG = np.random.default_rng(27)
+X = RNG.standard_normal((3, 4)).astype(np.float32)
+W = RNG.standard_normal((4, 2)).astype(np.float32)
+
+
+def close(got, want, tol: float = 1e-5) -> None:
+    """``got`` equals ``want`` leaf by leaf: same structure, shape and dtype, values to ``tol``."""
+    got_leaves, got_tree = jax.tree.flatten(got)
+    want_leaves, want_tree = jax.tree.flatten(want)
+    assert got_tree == want_tree
+    for g, w in zip(got_leaves, want_leaves, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
+# ---- Differentiating --------------------------------------------------------------------------------
+
+
+def test_differentiating() -> None:
+    def dsl_f(w, x):
+        return {"y": dnp.tanh(x @ w), "s": (x * x).sum()}
+
+    def jax_f(w, x):
+        return {"y": jnp.tanh(x @ w), "s": (x * x).sum()}
+
+    # vjp of a function returning a pytree: one cotangent per output leaf, as JAX
+    ct = {"y": np.ones((3, 2), np.float32), "s": np.float32(2.0)}
+    out, vjp_fn = dsl.vjp(dsl_f, W, X)
+    want_out, jax_vjp_fn = jax.vjp(jax_f, W, X)
+    close(out, want_out)
+    close(vjp_fn(ct), jax_vjp_fn(ct))
+    # a result returned twice gets the sum of its cotangents
+    out, vjp_fn = dsl.vjp(lambda x: (x * 2, x * 2), X)
+    close(vjp_fn((X, X)), (4 * X,))
+
+    # hessian with a tuple of argnums: the nested blocks of JAX's
+    def g(a, b):
+        return (a * a * b).sum() + (dnp.sin(a) * b[0]).sum()
+
+    def jax_g(a, b):
+        return (a * a * b).sum() + (jnp.sin(a) * b[0]).sum()
+
+    a, b = X[0], X[1]
+    close(dsl.hessian(g, argnums=(0, 1))(a, b), jax.hessian(jax_g, argnums=(0, 1))(a, b))
+    close(dsl.hessian(g, argnums=(1,))(a, b), jax.hessian(jax_g, argnums=(1,))(a, b))
+
+
+# ---- Indexing, gather and scatter -----------------------------------------------------------------
+
+
+def test_indexing_gather_scatter() -> None:
+    x = jnp.asarray(X)
+
+    @dsl.compile
+    def at_updates(x):
+        # JAX's .at with basic indices only (slices, steps, an ellipsis): a functional update too
+        return (
+            x.at[1:3].set(7.0),
+            x.at[:, ::2].add(1.0),
+            x.at[..., 1].mul(3.0),
+            x.at[::-1, 1:].max(0.0),
+            x.at[1:].min(dnp.zeros(4, dnp.float32)),
+            x.at[2:2].set(5.0),  # an empty selection: unchanged
+        )
+
+    close(
+        at_updates(X),
+        (
+            x.at[1:3].set(7.0),
+            x.at[:, ::2].add(1.0),
+            x.at[..., 1].mul(3.0),
+            x.at[::-1, 1:].max(0.0),
+            x.at[1:].min(jnp.zeros(4)),
+            x.at[2:2].set(5.0),
+        ),
+    )
+    close(
+        dsl.grad(lambda x: (x.at[1:, ::2].set(x[0, ::2] * 3.0) ** 2).sum())(X),
+        jax.grad(lambda x: (x.at[1:, ::2].set(x[0, ::2] * 3.0) ** 2).sum())(x),
+    )
+
+
+# ---- More of NumPy --------------------------------------------------------------------------------
+
+
+def test_more_of_numpy() -> None:
+    @dsl.compile
+    def reductions(x):
+        return dnp.sum(x, axis=0, dtype=dnp.float64), dnp.mean(x, dtype=np.float64), x.sum(dtype=dnp.float64)
+
+    close(
+        reductions(X),
+        (np.sum(X, axis=0, dtype=np.float64), np.mean(X, dtype=np.float64), X.sum(dtype=np.float64)),
+    )
+    xi = (X * 10).astype(np.int32)
+    close(dsl.compile(lambda x: dnp.sum(x, dtype=dnp.float32))(xi), np.sum(xi, dtype=np.float32))
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-q"])
