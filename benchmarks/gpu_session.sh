@@ -71,6 +71,11 @@ for step in $steps; do
             -p no:randomly 2>&1 | tee "$OUT/shuffle.log" | tail -20
         timeout 300 $PY benchmarks/cuda_shuffle.py --out "$OUT/shuffle.md" 2>&1 | tee -a "$OUT/shuffle.log" | tail -12
         ;;
+    scatter) # the sorted scatter's radix sort (issue 27): embedding gradients (100k and 1M tokens) against
+        # PyTorch's embedding backward and index_add_ (atomics, deterministic), bits checked against the
+        # walk, dslc's GPU time by kernel (count, sums, scan, place, marks, segments) (~1-2 minutes)
+        timeout 240 $PY benchmarks/cuda_scatter.py --out "$OUT/scatter.md" 2>&1 | tee "$OUT/scatter.log" | tail -40
+        ;;
     bench_quick)
         timeout 240 $PY benchmarks/bench_cuda.py --quick --out "$OUT/cuda_quick.md" 2>&1 \
             | tee "$OUT/bench_quick.log" | tail -40
