@@ -16,13 +16,13 @@ same step across the grid: a broadcast load) but only combines the updates landi
 Its work is the copy plus (threads) x (index entries) compares plus one combine per update element.
 
 The *sorted* form (large scatters): the update positions sorted stably by the row they land on
-(``sort.py``: a radix sort, no atomics), each row's *segment* of the sorted positions marked (its
-first and one-past-last entry: ``bounds``, zeroed with the copy, so a row without updates has an
-empty one), then a thread per result element combining its segment's updates in the sorted order,
-which within a row is the original order: the CPU's bits. Its work is O(updates + result): the sort
-(a few passes over the index), the marks, and one combine per update element plus two bound reads
-per result element. A row with many updates is still walked by one thread per element (the serial
-order is the contract), as in the walk.
+(``sort.py``: a radix sort by blocks of threads, no atomics), each row's *segment* of the sorted
+positions marked (its first and one-past-last entry: ``bounds``, zeroed with the copy, so a row
+without updates has an empty one), then a thread per result element combining its segment's updates
+in the sorted order, which within a row is the original order: the CPU's bits. Its work is
+O(updates + result): the sort (a few passes over the index), the marks, and one combine per update
+element plus two bound reads per result element. A row with many updates is still walked by one thread per
+element (the serial order is the contract), as in the walk.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ THREADS = 1 << 16
 """Threads the walk's blocked form aims at: enough resident warps to hide the walk's load latency on
 any current GPU (an H100 holds 270,336 threads; a T4 40,960)."""
 SORT_STEP = 8
-"""What one step of the sorted form (a dependent load, a counter's read-modify-write in a thread's
-serial loop) costs in the choice, in the walk's compares (a broadcast load and a compare each)."""
+"""What one step of the sorted form (a dependent load, a counter's read-modify-write) costs in the
+choice, in the walk's compares (a broadcast load and a compare each)."""
 LAUNCH_WORK = 1 << 22
 """What one kernel launch costs in the choice, in the walk's compares (a few microseconds of a GPU)."""
 
