@@ -19,6 +19,7 @@ from compiler.codegen import compile_ptx
 from compiler.kernel.cuda import scatter
 from compiler.kernel.cuda.sizes import GPU
 from compiler.kernel.cuda.sort import SCAN_CHUNK, TILE, RadixSort
+from runtime.devices import cuda_available
 
 
 def test_the_choice_follows_the_work() -> None:
@@ -119,3 +120,47 @@ def test_a_small_scatter_keeps_the_walk() -> None:
     assert not [k for k in names if k.endswith("_segments")], names
     assert [k for k in names if k.endswith("_scatter_add_2")], names
     assert not [r for r in lowered.memory_plan().buffers if r.scratch_of]
+
+
+def _full_size_case(rows: int, count: int, seed: int = 0):
+    """Scatters of ``count`` repeated, negative and past-the-end rows into ``rows`` x 3, float32 and
+    float64 adds and a set, the function and its arguments, and NumPy's results."""
+    rng = np.random.default_rng(seed)
+    i = rng.integers(-rows - 50, rows + 50, count)
+    i[: count // 4] = i[0]  # a quarter of them on one row: a long segment, spread over many tiles
+    x32, v32 = (
+        rng.standard_normal((rows, 3)).astype(np.float32),
+        rng.standard_normal((count, 3)).astype(np.float32),
+    )
+    x64, v64 = x32.astype(np.float64), v32.astype(np.float64)
+    c = np.clip(np.where(i < 0, i + rows, i), 0, rows - 1)
+    added32, added64, put = x32.copy(), x64.copy(), x64.copy()
+    np.add.at(added32, c, v32)
+    np.add.at(added64, c, v64)
+    put[c] = v64
+
+    def f(x32, x64, i, v32, v64):
+        return x32.at[i].add(v32), x64.at[i].add(v64), x64.at[i].set(v64)
+
+    return f, (x32, x64, i, v32, v64), (added32, added64, put)
+
+
+@pytest.mark.skipif(
+    not cuda_available(),
+    reason="needs a usable NVIDIA GPU: at the GPU's sizes (TPB 256, "
+    "tiles of 1,024 entries, a table of several scan chunks) the simulator is far too slow",
+)
+def test_sorted_scatter_at_the_gpus_sizes() -> None:
+    """300,000 updates into 20,000 rows: 293 tiles of 1,024 entries (the last shorter), four passes of
+    4 bits, a table of 4,688 counters scanned in two chunks: NumPy's ``np.add.at`` bit for bit in
+    float32 and float64 and the last write of a set, run after run."""
+    f, args, want = _full_size_case(20_000, 300_000)
+    sort = RadixSort(300_000, 20_000)
+    assert (sort.tiles, sort.passes, sort.chunks) == (293, 4, 2)
+    compiled = dsl.compile(f, target="cuda")
+    assert "_sums(" in compiled.lower(*args).source()
+    first = compiled(*[np.copy(a) for a in args])
+    for got, expected in zip(first, want, strict=True):
+        assert np.array_equal(np.asarray(got), expected)
+    again = compiled(*[np.copy(a) for a in args])
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(first, again, strict=True))
