@@ -74,7 +74,7 @@ for step in $steps; do
     scatter) # the sorted scatter's radix sort (issue 27): embedding gradients (100k and 1M tokens) against
         # PyTorch's embedding backward and index_add_ (atomics, deterministic), bits checked against the
         # walk, dslc's GPU time by kernel (count, sums, scan, place, marks, segments) (~2 minutes)
-        timeout 120 $PY -m pytest tests/test_cuda_scatter.py -q -rfEs -p no:randomly 2>&1 | tee "$OUT/scatter.log" | tail -8
+        timeout 120 $PY -m pytest tests/test_cuda_scatter.py -n 2 -q -rfEs -p no:randomly 2>&1 | tee "$OUT/scatter.log" | tail -8
         timeout 240 $PY benchmarks/cuda_scatter.py --out "$OUT/scatter.md" 2>&1 | tee -a "$OUT/scatter.log" | tail -40
         ;;
     bench_quick)

@@ -9,6 +9,8 @@ sm_80 and sm_90. Their results are checked bit for bit against NumPy in the CUDA
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from cuda_ptx import ARCHS, PTX_AVAILABLE, PTX_UNAVAILABLE
@@ -110,6 +112,10 @@ def test_a_large_embedding_gradient_is_sorted_with_planned_scratch() -> None:
         assert {first, *(f"{first}_{f}" for f in forms)} <= set(ptx)
         for f in ["sums", "scan", *passes]:
             assert "bar.sync" in ptx[f"{first}_{f}"] and "atom." not in ptx[f"{first}_{f}"], f
+            assert ".local" not in ptx[f"{first}_{f}"], f"{f}: spills to local memory"
+        for f in passes:  # the scan's 256 int64 totals; 16 counters a thread, a pad word per 32
+            shared = re.findall(r"\.shared \.align \d+ \.b8 \S+\[(\d+)\]", ptx[f"{first}_{f}"])
+            assert sorted(map(int, shared)) == ([64] if f.startswith("place") else []) + [2048, 16_896], f
 
 
 @pytest.mark.skipif(not PTX_AVAILABLE, reason=PTX_UNAVAILABLE)
