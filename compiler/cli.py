@@ -312,6 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
         p.add_argument("--no-inplace", action="store_true", help="the reference plan: no buffer reuse")
         p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
+        p.add_argument(
+            "--grad", metavar="ARGNUMS", help="compile the gradient w.r.t. these arguments (0 or 0,2)"
+        )
 
     p = sub.add_parser("compile", help="trace and compile a Python function; print one stage")
     add_lowering(p)
@@ -323,7 +326,6 @@ def build_parser() -> argparse.ArgumentParser:
         "(CUDA), upstream MLIR (func/arith/math/tensor/linalg) or the dataflow graph in DOT "
         "(default: optimized)",
     )
-    p.add_argument("--grad", metavar="ARGNUMS", help="compile the gradient w.r.t. these arguments (0 or 0,2)")
     p.add_argument(
         "--arch",
         default="sm_90",

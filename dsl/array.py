@@ -33,7 +33,7 @@ from compiler.ir.core import Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Primitive
 from dsl import layout, tracing
-from dsl.errors import InplaceError, ReadOnlyError, TraceError
+from dsl.errors import InplaceError, ReadOnlyError, ShapeError, TraceError
 
 # A view step: the view primitive, its attributes and its operands after the base (a dynamic slice's
 # starts: SSA values fixed when the view was made, as NumPy fixes a view's place).
@@ -210,6 +210,13 @@ class Array:
     @property
     def T(self) -> Array:  # noqa: N802 (NumPy's name)
         return _ops.transpose(self)
+
+    @property
+    def mT(self) -> Array:  # noqa: N802 (NumPy 2's name)
+        """The last two axes swapped (a view, as ``.T``): NumPy 2's and PyTorch's matrix transpose."""
+        if self.ndim < 2:
+            raise tracing.user_error(ShapeError, "matrix transpose with ndim < 2 is undefined")
+        return _ops.transpose(self, (*range(self.ndim - 2), self.ndim - 1, self.ndim - 2))
 
     def __len__(self) -> int:
         if not self.shape:

@@ -28,6 +28,44 @@ def close(got, want, tol: float = 1e-5) -> None:
         np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
 
 
+# ---- Compiling ------------------------------------------------------------------------------------
+
+
+def test_compiling() -> None:
+    traces = []
+
+    @dsl.compile(target="cpu", static_argnames=("mode",))
+    def f(p, n, mode="mul"):
+        traces.append(mode)
+        y = p["x"] * n if mode == "mul" else p["x"] + n
+        return {"y": y, "pair": [y.sum(), (3,)]}
+
+    p = {"x": X}
+    got = f(p, 2, mode="mul")
+    close(got, {"y": X * 2, "pair": [(X * 2).sum(), (np.asarray(3),)]})
+    assert not np.shares_memory(got["y"], X) and np.array_equal(p["x"], X)  # no alias, input kept
+    f(p, 3, mode="mul")
+    close(f(p, 3, mode="add")["y"], X + 3)
+    assert traces == ["mul", "add"]  # once per signature; the static value is in the key
+    with pytest.raises(dsl.DeviceError, match="target='cuda' needs a usable NVIDIA GPU"):
+        dsl.compile(lambda x: x, target="cuda")(X)
+
+
+# ---- Inspecting -----------------------------------------------------------------------------------
+
+
+def test_inspecting() -> None:
+    lo = dsl.compile(lambda x, w: dnp.tanh(x @ w).sum()).lower(X, W)
+    stages = lo.stages()
+    contract = ["traced", "functional", "grad", "optimized", "bufferized"]
+    assert [s for s in stages if s in contract] == contract
+    assert all('"dsl.' in lo.ir(s) for s in contract)
+    plan = lo.memory_plan()
+    assert plan.peak_bytes >= 0 and plan.naive_bytes > 0 and "peak" in str(plan)
+    assert all(hasattr(plan.buffers[0], f) for f in ("name", "bytes", "offset", "live", "reused_from"))
+    assert "def " in lo.source() and isinstance(lo.explain_inplace(), str)
+
+
 # ---- Differentiating --------------------------------------------------------------------------------
 
 
@@ -55,9 +93,31 @@ def test_differentiating() -> None:
     def jax_g(a, b):
         return (a * a * b).sum() + (jnp.sin(a) * b[0]).sum()
 
-    a, b = X[0], X[1]
+    a, b = X[0, :2], X[1, :2]
     close(dsl.hessian(g, argnums=(0, 1))(a, b), jax.hessian(jax_g, argnums=(0, 1))(a, b))
     close(dsl.hessian(g, argnums=(1,))(a, b), jax.hessian(jax_g, argnums=(1,))(a, b))
+
+
+# ---- Arrays inside a compiled function ------------------------------------------------------------
+
+
+def test_arrays_inside_a_compiled_function() -> None:
+    x3 = X.reshape(2, 3, 2)
+
+    def program(x, xi):
+        return (
+            x.mT,
+            x[::-1, None, ..., 1],
+            x.reshape(-1, 2).transpose(1, 0),
+            x.sum(axis=-1, keepdims=True),
+            x.max(axis=(0, 2)),
+            (xi / 2, xi // 2, xi * 1.5, xi + True, x**2, 2**xi),
+        )
+
+    xi = np.abs(x3 * 4).astype(np.int32)
+    close(dsl.compile(program)(x3, xi), program(x3, xi))
+    with pytest.raises(dsl.TraceError, match="not known at trace time"):
+        dsl.compile(lambda x: x if x.sum() > 0 else -x)(X)
 
 
 # ---- Indexing, gather and scatter -----------------------------------------------------------------

@@ -172,6 +172,14 @@ def test_emit_plan_and_numba(capsys) -> None:
     assert "@numba.njit" in source and "def run(arena" in source
 
 
+def test_plan_of_a_gradient_is_compiles_plan(capsys) -> None:
+    loss = [f"{MODEL}:loss", "--arg", "f32[16,8]", "--arg", "f32[8,8]"]
+    code, out, _ = dslc(capsys, "plan", *loss, "--grad", "1")
+    assert code == 0 and "peak" in out
+    assert out == dslc(capsys, "compile", *loss, "--grad", "1", "--emit", "plan")[1]
+    assert out != dslc(capsys, "plan", *loss)[1]
+
+
 def test_emit_llvm_has_every_kernel_and_the_driver(capsys) -> None:
     code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "llvm")
     assert code == 0
