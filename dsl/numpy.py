@@ -16,7 +16,7 @@ from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
 from compiler.prims.base import Primitive
-from dsl import layout, ops, tracing
+from dsl import layout, ops, pytree, tracing
 from dsl.array import Array
 from dsl.errors import DTypeError, ShapeError, TraceError
 
@@ -29,11 +29,27 @@ bool_ = np.bool_
 
 def asarray(x: Any, dtype: Any = None) -> Array:
     """An array: strong even from a Python number (``np.asarray(5)`` is an int64 array, which
-    promotes ``int32`` arrays to ``int64``; the number itself would not)."""
-    a = ops.asarray(x)
+    promotes ``int32`` arrays to ``int64``; the number itself would not). A (nested) list or tuple
+    holding traced arrays is stacked, as ``jnp.asarray`` does."""
+    a = _from_sequence(x) if isinstance(x, (list, tuple)) else ops.asarray(x)
     if a.weak:
         a = Array(a._storage, a._steps, a._shadow, False, a.type)
     return astype(a, dtype) if dtype is not None else a
+
+
+def array(x: Any, dtype: Any = None) -> Array:
+    """``np.array``: as ``asarray``, but always a new array (writing to it leaves ``x`` unchanged)."""
+    return ops.new_storage(asarray(x, dtype))
+
+
+def _from_sequence(x: list[Any] | tuple[Any, ...]) -> Array:
+    """Numbers only: NumPy's constant; with traced arrays: the items stacked (NumPy's shape rules,
+    the promotion of ``stack``: Python numbers among them are weak, as in JAX)."""
+    if not builtins.any(isinstance(leaf, Array) for leaf in pytree.flatten(x)[0]):
+        return ops.asarray(np.asarray(x))
+    if not x:
+        raise tracing.user_error(ShapeError, "asarray: an empty list among traced arrays has no shape")
+    return ops.stack([_from_sequence(e) if isinstance(e, (list, tuple)) else e for e in x])
 
 
 def astype(x: Any, dtype: Any) -> Array:
@@ -578,8 +594,9 @@ def broadcast_to(x: Any, shape: Any) -> Array:
     return ops.broadcast_view(x, (shape,) if isinstance(shape, int) else shape)
 
 
-def concatenate(xs: Any, axis: int = 0) -> Array:
-    return ops.concatenate(xs, axis)
+def concatenate(xs: Any, axis: int | None = 0) -> Array:
+    """``np.concatenate``; ``axis=None`` joins the flattened arrays."""
+    return ops.concatenate([ravel(x) for x in xs], 0) if axis is None else ops.concatenate(xs, axis)
 
 
 def stack(xs: Any, axis: int = 0) -> Array:

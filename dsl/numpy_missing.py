@@ -57,7 +57,6 @@ ALTERNATIVES: dict[str, str] = {
     "cross": "slices and products: a[1] * b[2] - a[2] * b[1], ...",
     "isclose": "dsl.numpy.abs(a - b) <= atol + rtol * dsl.numpy.abs(b)",
     "allclose": "dsl.numpy.all(dsl.numpy.abs(a - b) <= atol + rtol * dsl.numpy.abs(b))",
-    "array": "dsl.numpy.asarray",
     "atleast_2d": "dsl.numpy.reshape or x[None]",
     "column_stack": "dsl.numpy.stack(arrays, axis=1)",
     "dstack": "dsl.numpy.stack(arrays, axis=-1)",

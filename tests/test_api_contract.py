@@ -64,6 +64,8 @@ def test_inspecting() -> None:
     assert plan.peak_bytes >= 0 and plan.naive_bytes > 0 and "peak" in str(plan)
     assert all(hasattr(plan.buffers[0], f) for f in ("name", "bytes", "offset", "live", "reused_from"))
     assert "def " in lo.source() and isinstance(lo.explain_inplace(), str)
+    # one 24-byte buffer, planned 64-byte aligned: no saving to claim
+    assert (plan.peak_bytes, plan.naive_bytes) == (64, 48) and "x less" not in str(plan)
 
 
 # ---- Differentiating --------------------------------------------------------------------------------
@@ -169,6 +171,18 @@ def test_more_of_numpy() -> None:
     )
     xi = (X * 10).astype(np.int32)
     close(dsl.compile(lambda x: dnp.sum(x, dtype=dnp.float32))(xi), np.sum(xi, dtype=np.float32))
+
+    def building(x):
+        y = dnp.array(x)  # a copy: writing to it leaves x alone
+        y[0] = 9.0
+        return x, y, dnp.asarray([[x[0, 0], 1.0], [2.0, x[1, 1]]]), dnp.concatenate([x, x[0]], axis=None)
+
+    y = X.copy()
+    y[0] = 9.0
+    close(
+        dsl.compile(building)(X),
+        (X, y, jnp.asarray([[X[0, 0], 1.0], [2.0, X[1, 1]]]), np.concatenate([X, X[0]], axis=None)),
+    )
 
 
 if __name__ == "__main__":

@@ -89,7 +89,10 @@ class MemoryPlan:
             lines.append(f"{b.name:<10}{b.bytes:>12}{where:>12}  {live:<14}{reused:<12}{b.value.type}")
             if b.stored_as:
                 lines.append(f"{'':<10}{b.stored_as}")
-        saved = f" ({self.naive_bytes / self.peak_bytes:.1f}x less)" if self.peak_bytes else ""
+        # a saving only: tiny programs can plan more than naive, whose sizes are not 64-byte aligned
+        saved = (
+            f" ({self.naive_bytes / self.peak_bytes:.1f}x less)" if self.naive_bytes > self.peak_bytes else ""
+        )
         lines.append(f"peak {self.peak_bytes} bytes, naive {self.naive_bytes} bytes{saved}")
         lines += [f"  {d}" for d in self.inplace]
         return "\n".join(lines)
