@@ -113,7 +113,7 @@ def _round(x: Any, decimals: int = 0) -> Array:
 INPLACE: dict[str, Callable[..., Array]] = {
     "add_": _add_scaled(1),
     "sub_": _add_scaled(-1),
-    "subtract_": dnp.subtract,
+    "subtract_": _add_scaled(-1),  # PyTorch's subtract takes alpha too
     "mul_": dnp.multiply,
     "multiply_": dnp.multiply,
     "div_": dnp.divide,

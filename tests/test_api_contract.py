@@ -122,6 +122,73 @@ def test_arrays_inside_a_compiled_function() -> None:
         dsl.compile(lambda x: x if x.sum() > 0 else -x)(X)
 
 
+# ---- In-place -------------------------------------------------------------------------------------
+
+
+def test_inplace() -> None:
+    def step(w, g, lr):
+        same = w.scale_(1.0, bias=0.0)
+        w.sub_(g, alpha=lr).clip_(min=-1.0)
+        v = w.T  # a view: writing through it changes w
+        v[0] += 1.0
+        return same is w
+
+    w = X.copy()
+    want = np.clip(X - 0.5 * X[::-1], -1.0, None)
+    want.T[0] += 1.0
+    assert dsl.compile(step)(w, X[::-1].copy(), 0.5)  # a Python bool result is a 0-d array
+    close(w, want)  # a modified argument is updated in the caller's array
+    with pytest.raises(dsl.DSLError):
+        dsl.compile(step)(w, w, 0.5)  # one array as two arguments, one modified
+    with pytest.raises(
+        dsl.InplaceError, match="'weights' is being differentiated and can't be modified in place"
+    ):
+        dsl.grad(lambda weights: weights.mul_(2.0).sum())(X)
+
+
+# ---- Control flow ---------------------------------------------------------------------------------
+
+
+def test_control_flow() -> None:
+    def program(x, n):
+        a = dsl.fori_loop(0, n, lambda i, c: c * 0.5 + i.astype(x.dtype), x)
+        b = dsl.scan(lambda c, r: (c + r, c * r), x[0], x, reverse=True)
+        c = dsl.while_loop(lambda c: c.sum() < 50.0, lambda c: c * 2.0, dnp.abs(x) + 1.0)
+        d = dsl.cond(x.sum() > 0, lambda u: u * 2.0, lambda u: -u, x)
+        return a, b, c, d, x[n : n + 2]
+
+    def jax_program(x, n):
+        a = jax.lax.fori_loop(0, n, lambda i, c: c * 0.5 + i.astype(x.dtype), x)
+        b = jax.lax.scan(lambda c, r: (c + r, c * r), x[0], x, reverse=True)
+        c = jax.lax.while_loop(lambda c: c.sum() < 50.0, lambda c: c * 2.0, jnp.abs(x) + 1.0)
+        d = jax.lax.cond(x.sum() > 0, lambda u: u * 2.0, lambda u: -u, x)
+        return a, b, c, d, jax.lax.dynamic_slice_in_dim(x, n, 2)
+
+    n = np.int32(2)
+    close(dsl.compile(program)(X, n), jax.jit(jax_program)(X, n))
+    with pytest.raises(dsl.TransformError):
+        dsl.grad(lambda x: dsl.while_loop(lambda c: c.sum() < 50.0, lambda c: c * 2.0, x).sum())(X)
+
+
+# ---- More transforms ------------------------------------------------------------------------------
+
+
+def test_more_transforms() -> None:
+    def u(p):
+        return (dnp.sin(p) ** 2).sum() * p[0]
+
+    def jax_u(p):
+        return (jnp.sin(p) ** 2).sum() * p[0]
+
+    x = X[:2, :3]
+    close(dsl.vmap(dsl.jacfwd(dsl.jacrev(u)))(x), jax.vmap(jax.jacfwd(jax.jacrev(jax_u)))(x), tol=1e-4)
+    close(
+        dsl.vmap(lambda a, b: a @ b, in_axes=(1, None), out_axes=1)(X, W[:3]),
+        jax.vmap(lambda a, b: a @ b, in_axes=(1, None), out_axes=1)(X, W[:3]),
+    )
+    close(dsl.jvp(u, (x[0],), (x[1],)), jax.jvp(jax_u, (x[0],), (x[1],)))
+
+
 # ---- Indexing, gather and scatter -----------------------------------------------------------------
 
 
@@ -157,10 +224,105 @@ def test_indexing_gather_scatter() -> None:
     )
 
 
+# ---- Random numbers -------------------------------------------------------------------------------
+
+
+def test_random_numbers() -> None:
+    def draws(key):
+        k1, k2 = dsl.random.split(key)
+        return (
+            dsl.random.uniform(k1, (4000,), dtype=dsl.float64, minval=-1.0, maxval=3.0),
+            dsl.random.normal(k2, (4000,)),
+            dsl.random.bernoulli(k1, 0.25, (4000,)),
+            dsl.nn.dropout(k2, dnp.ones(4000, dnp.float32), 0.5),
+            dsl.random.split(key, 3),
+        )
+
+    key = dsl.random.key(0)
+    u, z, b, d, keys = dsl.compile(draws)(key)
+    assert u.dtype == np.float64 and -1.0 <= u.min() and u.max() < 3.0 and abs(u.mean() - 1.0) < 0.1
+    assert z.dtype == np.float32 and abs(z.mean()) < 0.1 and abs(z.std() - 1.0) < 0.1
+    assert b.dtype == np.bool_ and abs(b.mean() - 0.25) < 0.05
+    assert set(np.unique(d)) == {0.0, 2.0} and keys.shape[0] == 3
+    again = dsl.compile(lambda key: dsl.random.normal(dsl.random.split(key)[1], (4000,)))(key)
+    np.testing.assert_array_equal(again, z)  # the same key, the same bits, whatever else is drawn
+
+
+# ---- Errors ---------------------------------------------------------------------------------------
+
+
+def test_errors() -> None:
+    for name in ("TraceError", "ShapeError", "InplaceError", "DeviceError", "IRParseError"):
+        assert issubclass(getattr(dsl, name), dsl.DSLError)
+    assert issubclass(dsl.ShapeError, ValueError)
+    with pytest.raises(dsl.ShapeError, match=rf"{__file__}:\d+: operands could not be broadcast"):
+        dsl.compile(lambda x: x + x[:2])(X)
+
+
+# ---- Command line ---------------------------------------------------------------------------------
+
+
+def test_command_line(tmp_path) -> None:
+    from compiler import cli
+
+    src = tmp_path / "prog.py"
+    src.write_text("import dsl.numpy as dnp\n\ndef f(x, w):\n    return dnp.tanh(x @ w).sum()\n")
+    spec = [f"{src}:f", "--arg", "f32[8,4]", "--arg", "f32[4]"]
+    assert cli.main(["compile", *spec, "--grad", "1", "--emit", "bufferized", "-o", str(tmp_path / "o")]) == 0
+    assert (
+        cli.main(["plan", *spec, "-o", str(tmp_path / "p")]) == 0 and "peak" in (tmp_path / "p").read_text()
+    )
+    assert cli.main(["compile", *spec[:3]]) == 1  # a user error: one argument too few
+    with pytest.raises(SystemExit) as usage:
+        cli.main(["compile", *spec, "--emit", "nonsense"])
+    assert usage.value.code == 2
+
+
 # ---- More of NumPy --------------------------------------------------------------------------------
 
 
 def test_more_of_numpy() -> None:
+    xi = (X * 10).astype(np.int32)
+
+    def breadth(np_, x, xi):
+        return (
+            np_.einsum("ij,kj->ik", x, x),
+            np_.argmax(x, axis=-1),
+            np_.argmin(x),
+            np_.cumsum(xi, axis=0),
+            np_.cumprod(x, axis=1),
+            np_.var(x, axis=0, ddof=1),
+            np_.std(x),
+            np_.clip(x, -0.5, None),
+            np_.pad(x, ((1, 0), (0, 2)), mode="edge"),
+            np_.split(x, [1, 3], axis=1),
+            np_.logaddexp(x, -x),
+            np_.linalg.norm(x, axis=-1),
+            np_.take(x, np.array([2, -1]), axis=1),
+            np_.take_along_axis(x, np.argsort(X, axis=1), axis=1),
+            (np_.bitwise_and(xi, 6), np_.bitwise_or(xi, 1), np_.bitwise_xor(xi, xi // 3), np_.invert(xi)),
+            (np_.left_shift(xi, 2), np_.right_shift(xi, 1)),
+            (np_.floor(x), np_.ceil(x), np_.round(x, 1), np_.floor_divide(xi, -3), np_.remainder(xi, -3)),
+            (np_.mod(x, 0.3), np_.fmod(xi, -3), np_.isnan(x), np_.isinf(x), np_.isfinite(x)),
+        )
+
+    close(dsl.compile(lambda x, xi: breadth(dnp, x, xi))(X, xi), breadth(np, X, xi))
+
+    def methods(x):
+        y = x.copy()
+        y.abs_().add_(1.0).rsqrt_().reciprocal_().multiply_(2.0).subtract_(x, alpha=0.5).divide_(3.0)
+        z = x.copy().floor_().clamp_(-1.0, 1.0)
+        v = x.copy().ceil_().round_().clip_(max=0.5)
+        r = x.copy().reshape_(2, 6).unsqueeze_(0).squeeze_(0).flatten_()
+        return y, z, v, r, x.exp(), x.scale(2.0, bias=1.0), x.unsqueeze(0)
+
+    def numpy_methods(x):
+        y = (1 / (1 / np.sqrt(np.abs(x) + 1.0)) * 2.0 - 0.5 * x) / 3.0
+        z, v = np.clip(np.floor(x), -1.0, 1.0), np.minimum(np.round(np.ceil(x)), 0.5)
+        return y, z, v, x.reshape(-1), np.exp(x), x * 2.0 + 1.0, x[None]
+
+    close(dsl.compile(methods)(X), numpy_methods(X))
+
     @dsl.compile
     def reductions(x):
         return dnp.sum(x, axis=0, dtype=dnp.float64), dnp.mean(x, dtype=np.float64), x.sum(dtype=dnp.float64)
