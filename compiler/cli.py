@@ -151,7 +151,8 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
             continue
         shown = obj
         if name not in own:
-            shown = numba.njit(**obj.targetoptions)(obj.py_func)
+            options = {k: v for k, v in obj.targetoptions.items() if k != "nopython"}  # njit's own: it warns
+            shown = numba.njit(**options)(obj.py_func)
             for sig in dict.fromkeys(key for d, key in used if d is obj):
                 shown.compile(sig)
         for sig, ir in shown.inspect_llvm().items():

@@ -9,6 +9,7 @@ import re
 import struct
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -181,7 +182,9 @@ def test_plan_of_a_gradient_is_compiles_plan(capsys) -> None:
 
 
 def test_emit_llvm_has_every_kernel_and_the_driver(capsys) -> None:
-    code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "llvm")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning of Numba's on the user's terminal
+        code, out, _ = dslc(capsys, "compile", *MLP, "--emit", "llvm")
     assert code == 0
     # the float matmuls are calls of the runtime's gemm_rows (shown once: one signature)
     assert re.findall(r"^; ---- (\w+)\(", out, re.M) == [
