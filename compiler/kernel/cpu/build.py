@@ -58,6 +58,8 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     over = _overwrites(func, fusion, plan, names, schedule)
     windows = window_updates(func, fusion, plan)  # in place: only the window is written
     for group in fusion.groups:
+        # one reduction per kernel: the rows pass joins reductions only for targets that take several
+        assert not group.siblings, f"group {group.index}: a CPU kernel computes one reduction"
         band = fusion.band_of.get(group)
         if band is not None:
             if group is band.groups[0]:  # the band's kernel runs where its first member would
