@@ -9,7 +9,8 @@ earlier member wrote, and a member may store its result over an operand the earl
 (``Band.aligned``).
 
 - A LOOP member: the row's threads stride over its elements (a row of one element: every thread
-  computes it, one stores it).
+  computes it, one stores it, after a barrier where the store lands on a buffer the member reads:
+  an in-place update, an argument written back).
 - A row reduction into one value per row: each thread accumulates its elements, a ``BlockReduce``
   over the row's threads combines them, and every thread reads the result (a broadcast). One that
   keeps inner axes gives each thread whole outputs, a serial loop each.
@@ -33,6 +34,7 @@ earlier member wrote, and a member may store its result over an operand the earl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Value
@@ -107,6 +109,7 @@ class _Band:
     pool: ConstantPool
     name: str
     stores: dict[Value, _Store]  # rows of local values and of partial results (a reduction's root)
+    overlap: Callable[[Value, Value], bool]  # whether two values' buffers share bytes (the plan's)
 
     @property
     def ct(self) -> str:
@@ -143,9 +146,12 @@ class _Band:
         return store(Access(self.names[v], (flat or linear(idx, v.type.shape),)), value)
 
 
-def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> CudaKernel:
+def band_kernel(
+    band: Band, names: dict[Value, str], pool: ConstantPool, overlap: Callable[[Value, Value], bool]
+) -> CudaKernel:
     """The kernel of ``band`` (launched where its first member would run), its follow kernels
-    (combines of partial results, tails) attached."""
+    (combines of partial results, tails) attached. ``overlap``: whether two values' buffers share
+    bytes in the memory plan (a member storing over what it reads: ``_loop_member``)."""
     name = f"{pool.prefix}k{band.groups[0].index}_rows"
     members = [g for g in band.groups if g not in band.tail]
     ct = _threads_per_row(band)
@@ -160,7 +166,7 @@ def band_kernel(band: Band, names: dict[Value, str], pool: ConstantPool) -> Cuda
     launches = [_launch(sizes, ct, band.rows, per_block) for sizes in (GPU, SIM)]
     blocks = max(b for _, _, b in launches)
     slots = max(r * b for _, r, b in launches)
-    bk = _Band(band, names, pool, name, stores)
+    bk = _Band(band, names, pool, name, stores, overlap)
     code = _Code()
     for v, row_store in stores.items():  # local rows past the shared memory: global scratch per block
         if v in band.local and not row_store.shared:
@@ -324,7 +330,22 @@ def _loop_member(bk: _Band, j: int, group: Group, code: _Code) -> None:
     lines = body_stmts(builder)
     if width == 1:  # every thread computes the row's one element (its registers); one stores it
         kept = [s for v, s in zip(group.outputs, stores, strict=True) if v in bk.band.local]
-        stored: list[Stmt] = [s for v, s in zip(group.outputs, stores, strict=True) if v not in bk.band.local]
+        out = [(v, t) for v, t in zip(group.outputs, values, strict=True) if v not in bk.band.local]
+        over = [x for x in group.inputs if x not in bk.band.local]
+        if any(bk.overlap(v, x) for v, _ in out for x in over):
+            # A store over what the row's other threads read (in place, or into an argument): they
+            # all read first, into registers, and the store waits for them at a barrier.
+            held = [Line(f"{bk.names[v]}_w = {t}") for v, t in out]
+            code.before += [Line(f"{bk.names[v]}_w = {literal(0, v.type.dtype)}") for v, _ in out]
+            body = [*lines, *kept, *held]
+            late: list[Stmt] = [bk.store(v, idx, f"{bk.names[v]}_w", "g") for v, _ in out]
+            code.row += [
+                If("live", [*_row_index(group, "c", body), *body]),
+                Barrier(),
+                If("live and tx == 0", [*_row_index(group, "c", late), *late]),
+            ]
+            return
+        stored: list[Stmt] = [bk.store(v, idx, t, "g") for v, t in out]
         body = [*lines, *kept, *([If("tx == 0", stored)] if stored else [])]
         code.row.append(If("live", [*_row_index(group, "c", body), *body]))
         return

@@ -55,7 +55,7 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
         band = fusion.band_of.get(group)
         if band is not None:  # one kernel for the band, where its first member would run
             if group is band.groups[0]:
-                kernels[group] = band_kernel(band, names, pool)
+                kernels[group] = band_kernel(band, names, pool, memory_overlap(func, plan))
             continue
         spec = KernelSpec(group, names, pool)
         kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
@@ -64,6 +64,27 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
                 kernel.wrapper_args = (repr(precision),)
             kernels[group] = kernel
     return CudaKernels(names, pool, kernels)
+
+
+def memory_overlap(func: Function, plan: MemoryPlan) -> Callable[[Value, Value], bool]:
+    """Whether two values' buffers share bytes under ``plan``: the same argument (a parameter, a
+    value the plan writes into an argument or keeps in a donated one), or overlapping arena slots.
+    A value with no placement here (a result, a band's kept row) shares with nothing."""
+    params = {p: i for i, p in enumerate(func.params)}
+
+    def where(v: Value) -> tuple[str, int, int] | None:
+        for kind, table in (("param", params), ("param", plan.direct_writeback), ("param", plan.in_param)):
+            if v in table:
+                return kind, table[v], table[v] + 1
+        if v in plan.offsets:
+            return "arena", plan.offsets[v], plan.offsets[v] + v.type.nbytes
+        return None
+
+    def overlap(v: Value, w: Value) -> bool:
+        a, b = where(v), where(w)
+        return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+    return overlap
 
 
 def plan_scratch(
