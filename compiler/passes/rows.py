@@ -443,19 +443,17 @@ def reductions_together(
     A later group absorbs an earlier one (the group runs at the later's place: every input of both
     is ready there) when no group between them, the later one included, reads the earlier's
     results. Candidates: a band's column reductions after its rows (its tails, ``columns_after``:
-    they all run after the rows) and the groups outside bands, where the earlier's inputs must be
-    read at the later's place or after anyway (waiting keeps no buffer alive longer)."""
+    they all run after the rows) and the groups outside bands, where each of the earlier's inputs
+    must be read at the later's place or after anyway (waiting keeps no buffer alive longer, and
+    no argument from being overwritten or donated earlier)."""
     position = {op: i for i, op in enumerate(func.ops)}
     for band in fusion.bands:
         tails = [g for g in band.groups if g in band.tail and g.kind is GroupKind.REDUCE]
         _join(fusion, tails, band, together, position, lambda earlier, later: True)
-    params = set(func.params)
 
     def inputs_live_on(earlier: Group, later: Group) -> bool:
         readers = _readers(fusion)
-        return all(
-            v in params or any(r.root_pos >= later.root_pos for r in readers[v]) for v in earlier.inputs
-        )
+        return all(any(r.root_pos >= later.root_pos for r in readers[v]) for v in earlier.inputs)
 
     alone = [g for g in fusion.groups if g not in fusion.band_of and g.kind is GroupKind.REDUCE]
     _join(fusion, alone, None, together, position, inputs_live_on)
