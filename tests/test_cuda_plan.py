@@ -4,6 +4,8 @@ full-size intermediate is planned (the suite's sizes, ``benchmarks/suite_program
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -129,6 +131,10 @@ def test_layer_norm_columns_after_the_band_at_the_gpu_size() -> None:
     assert plan.peak_bytes <= 2 * 16384 * 4 + 2 * 8 * 4096 * 8, str(plan)
     band = source.split("def k0_rows(")[1].split("\n\n\n")[0]
     assert band.count("cuda.shared.array(k0_rows_S") == 2 and "_row[" not in band, band
+    # after the band, one pass over x (a0) and dy (a3) for both gradients: each read once
+    (columns,) = re.findall(r"def (k\d+_reduce_sum)_1\(", source)
+    body = source.split(f"def {columns}_1(")[1].split("\n\n\n")[0]
+    assert body.count("a0[") == body.count("a3[") == 1 and "acc1 = " in body, body
 
 
 def test_the_cost_model_keeps_a_column_reduction_that_would_reread_much() -> None:
