@@ -20,11 +20,43 @@ from dsl import layout, ops, pytree, tracing
 from dsl.array import Array
 from dsl.errors import DTypeError, ShapeError, TraceError
 
-float32 = np.float32
-float64 = np.float64
-int32 = np.int32
-int64 = np.int64
-bool_ = np.bool_
+
+class _ScalarType(type):
+    """``dsl.numpy``'s ``float32`` ... ``bool_``: a dtype wherever NumPy takes one (``np.dtype(dnp.float32)``,
+    ``x.dtype == dnp.float32``, ``np.zeros(3, dnp.int32)``: its ``dtype`` attribute) and equal to
+    NumPy's scalar type, and, called, a cast as ``jnp.float32(x)``: a traced array (or a list
+    holding one) becomes an array of this dtype, anything else NumPy's scalar or array (JAX's
+    ``_ScalarMeta``)."""
+
+    dtype: np.dtype
+
+    def __call__(cls, x: Any = 0) -> Any:
+        if builtins.any(isinstance(leaf, Array) for leaf in pytree.flatten(x)[0]):
+            return asarray(x, cls.dtype)
+        return cls.dtype.type(x)
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other or other is cls.dtype.type
+
+    def __hash__(cls) -> int:
+        return hash(cls.dtype.type)
+
+    def __instancecheck__(cls, obj: object) -> bool:
+        return isinstance(obj, cls.dtype.type)
+
+    def __repr__(cls) -> str:
+        return f"dsl.numpy.{cls.__name__}"
+
+
+def _scalar_type(t: type[np.generic]) -> Any:
+    return _ScalarType(np.dtype(t).name if t is not np.bool_ else "bool_", (), {"dtype": np.dtype(t)})
+
+
+float32 = _scalar_type(np.float32)
+float64 = _scalar_type(np.float64)
+int32 = _scalar_type(np.int32)
+int64 = _scalar_type(np.int64)
+bool_ = _scalar_type(np.bool_)
 
 
 def asarray(x: Any, dtype: Any = None) -> Array:

@@ -114,10 +114,18 @@ def test_arrays_inside_a_compiled_function() -> None:
             x.sum(axis=-1, keepdims=True),
             x.max(axis=(0, 2)),
             (xi / 2, xi // 2, xi * 1.5, xi + True, x**2, 2**xi),
+            (x.astype(dnp.int32), x.astype("float64"), x.dtype == dnp.float32),
         )
+
+    def casts(x, xi):  # the dtype names called, as jnp.float32(x)
+        return dnp.float32(xi), dnp.int64(x), dnp.bool_(xi), x * dnp.float64(2)
 
     xi = np.abs(x3 * 4).astype(np.int32)
     close(dsl.compile(program)(x3, xi), program(x3, xi))
+    close(
+        dsl.compile(casts)(x3, xi), (xi.astype(np.float32), x3.astype(np.int64), xi != 0, x3 * np.float64(2))
+    )
+    assert np.dtype(dnp.float32) == np.float32 and dnp.float32 == np.float32 and dnp.int64(3) == np.int64(3)
     with pytest.raises(dsl.TraceError, match="not known at trace time"):
         dsl.compile(lambda x: x if x.sum() > 0 else -x)(X)
 
