@@ -104,7 +104,7 @@ class _Simplifier:
         if neutral is not None:
             for k in neutral.positions:
                 other = op.operands[1 - k]
-                c = source.splat_value(self.producer.get(op.operands[k]))
+                c = self.splat(op.operands[k])
                 if c is not None and other.type == op.result.type and neutral.matches(c, other.type.dtype):
                     return other
         if op.prim is ew.select and op.operands[1] is op.operands[2]:  # either way the same value
@@ -114,6 +114,15 @@ class _Simplifier:
             if inner is not None and inner.prim is ew.neg:
                 return inner.operands[0]
         return None
+
+    def splat(self, v: Value) -> float | int | bool | None:
+        """The repeated value of ``v`` where it is a splat constant or a broadcast or reshape of one
+        (past ``FOLD_LIMIT`` elements a splat stays a broadcast of a small constant: the seed of a
+        gradient, ``ones_like`` of a large array), else None."""
+        op = self.producer.get(v)
+        while op is not None and op.prim in (mv.broadcast, mv.reshape):
+            op = self.producer.get(op.operands[0])
+        return source.splat_value(op)
 
     def fold(self, op: Op) -> Op:
         """Evaluate an op whose operands are all constants (small results only)."""

@@ -119,3 +119,19 @@ func.func @integer_identities(%arg0: tensor<3xi32>) -> (tensor<3xi32>, tensor<3x
   %7 = "dsl.shift_left"(%arg0, %zero) : (tensor<3xi32>, tensor<3xi32>) -> tensor<3xi32>
   return %0, %1, %2, %3, %4, %5, %6, %7 : tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>, tensor<3xi32>
 }
+
+// A neutral operand past FOLD_LIMIT elements is a broadcast of a small splat constant (the gradient
+// of a sum seeds ones so): x * broadcast(1.0) is x, as x * 1.0 is. (An embedding gradient of
+// 1,000,000 x 512 multiplied its 2 GB cotangent by such ones before scattering it.)
+// CHECK-LABEL: func.func @neutral_broadcast
+// CHECK-NEXT:    return %arg0, %arg0
+func.func @neutral_broadcast(%arg0: tensor<2000x512xf32>) -> (tensor<2000x512xf32>, tensor<2000x512xf32>) {
+  %0 = "dsl.constant"() {value = dense<1.0> : tensor<1x1xf32>} : () -> tensor<1x1xf32>
+  %1 = "dsl.broadcast"(%0) {shape = array<i64: 2000, 512>} : (tensor<1x1xf32>) -> tensor<2000x512xf32>
+  %2 = "dsl.mul"(%1, %arg0) : (tensor<2000x512xf32>, tensor<2000x512xf32>) -> tensor<2000x512xf32>
+  %3 = "dsl.constant"() {value = dense<-0.0> : tensor<f32>} : () -> tensor<f32>
+  %4 = "dsl.reshape"(%3) {shape = array<i64: 1, 1>} : (tensor<f32>) -> tensor<1x1xf32>
+  %5 = "dsl.broadcast"(%4) {shape = array<i64: 2000, 512>} : (tensor<1x1xf32>) -> tensor<2000x512xf32>
+  %6 = "dsl.add"(%arg0, %5) : (tensor<2000x512xf32>, tensor<2000x512xf32>) -> tensor<2000x512xf32>
+  return %2, %6 : tensor<2000x512xf32>, tensor<2000x512xf32>
+}
