@@ -14,7 +14,8 @@ gradients are checked against finite differences by the CPU fuzzer).
 ``DSL_FUZZ_CUDA_BATCHES`` batches of ``BATCH`` programs (default 12: about 20 s in the simulator) and
 ``DSL_FUZZ_CUDA_GRAD_BATCHES`` gradient batches (default 4); ``DSL_FUZZ_SEED`` draws other programs,
 as for the CPU fuzzer. Campaign of 2026-11-26 (seeds 1-4 and 10-13, 5,100 programs; gradients: seeds
-20-22, 111 batches of about 7): one finding, the empty write-back below."""
+20-22, 111 batches of about 7; with small thresholds, seeds 30-33, 2,000 programs): two findings, the
+empty write-back below and a band's row scalar stored over what its threads read (sim_bands.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import dsl
+from compiler.kernel.cuda import bands, loops
 
 BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_BATCHES", "12"))
 GRAD_BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_GRAD_BATCHES", "4"))
@@ -65,6 +67,30 @@ def test_random_programs_on_cuda(batch: list[fuzz.Program]) -> None:
     if BATCHES == 0:
         pytest.skip("DSL_FUZZ_CUDA_BATCHES=0 turns the CUDA batches off")
     check_batch_on_cuda(batch)
+
+
+# The fuzzer's shapes are tiny (axes of at most 4): with a GPU's thresholds every reduction is a
+# thread's serial loop. These make its reductions take every other strategy (a block per output,
+# two passes, columns in row chunks) and its bands keep rows in global scratch.
+SMALL_THRESHOLDS = {
+    (loops, "BLOCK_REDUCE_MIN"): 2,
+    (loops, "SPLIT_MIN"): 6,
+    (loops, "SPLIT_CHUNK"): 3,
+    (loops, "COLUMN_ROWS"): 1,
+    (bands, "SHARED_BYTES"): 64,
+}
+
+
+@fuzz.shard
+@settings(max_examples=max(BATCHES // 2, 1), phases=[Phase.generate], **fuzz.FUZZ_SETTINGS)
+@given(st.lists(fuzz.any_programs, min_size=BATCH, max_size=BATCH))
+def test_random_programs_on_cuda_every_strategy(batch: list[fuzz.Program]) -> None:
+    if BATCHES == 0:
+        pytest.skip("DSL_FUZZ_CUDA_BATCHES=0 turns the CUDA batches off")
+    with pytest.MonkeyPatch.context() as mp:
+        for (module, name), value in SMALL_THRESHOLDS.items():
+            mp.setattr(module, name, value)
+        check_batch_on_cuda(batch)
 
 
 def differentiable(p: fuzz.Program) -> bool:
