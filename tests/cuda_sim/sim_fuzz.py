@@ -11,8 +11,9 @@ the inputs' final contents) summed into one, its ``dsl.grad`` with respect to ev
 for CUDA against the same compiled for the CPU (its kernels run as Python: fast; the CPU's own
 gradients are checked against finite differences by the CPU fuzzer).
 
-``DSL_FUZZ_CUDA_BATCHES`` batches of ``BATCH`` programs (default 12: about 20 s in the simulator) and
-``DSL_FUZZ_CUDA_GRAD_BATCHES`` gradient batches (default 4); ``DSL_FUZZ_SEED`` draws other programs,
+``DSL_FUZZ_CUDA_BATCHES`` batches of ``BATCH`` programs (default 12 in the simulator, about 20 s; 2
+on a GPU) and half as many with small thresholds, ``DSL_FUZZ_CUDA_GRAD_BATCHES`` gradient batches
+(default 4; 1 on a GPU); ``DSL_FUZZ_SEED`` draws other programs,
 as for the CPU fuzzer. Campaign of 2026-11-26 (seeds 1-4 and 10-13, 5,100 programs; gradients: seeds
 20-22, 111 batches of about 7; with small thresholds, seeds 30-33, 2,000 programs): two findings, the
 empty write-back below and a band's row scalar stored over what its threads read (sim_bands.py)."""
@@ -29,9 +30,13 @@ from hypothesis import strategies as st
 
 import dsl
 from compiler.kernel.cuda import bands, loops
+from runtime.devices import simulator_enabled
 
-BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_BATCHES", "12"))
-GRAD_BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_GRAD_BATCHES", "4"))
+# On a GPU every kernel of a batch's module is compiled by NVVM (~0.3 s each, 10-60 kernels a batch):
+# fewer batches there, where the simulator's checks are repeated on the GPU's own paths.
+SIMULATED = simulator_enabled()
+BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_BATCHES", "12" if SIMULATED else "2"))
+GRAD_BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_GRAD_BATCHES", "4" if SIMULATED else "1"))
 BATCH = 10
 GRAD_BATCH = 8
 
