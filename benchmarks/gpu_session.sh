@@ -6,16 +6,25 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle (default: env
-# suite plans bench); shuffle (block reductions as warp shuffles against the tree, issue 27:
-# tests/test_cuda_shuffle.py and the PTX checks, then cuda_shuffle.py's A/B at the GPU sizes: not yet
-# run on a GPU, its timeouts allow 8 minutes); columns (layer norm and softmax with their column reductions in the band or after it,
-# timed: ~3 minutes); graphs (CUDA graphs, issue 27: tests/test_cuda_graphs.py and cuda_graphs.py) takes ~3 minutes. A
-# lease of 15 device minutes fits env, suite (~2 min warm), plans (~1 min) and bench (~3-5 min) in one
-# call. gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch
-# eager and torch.compile) take at most 5 minutes each (not yet timed on a GPU: --budget-s stops
-# starting programs after 200 s and the table is rewritten after each, so a slow run still leaves one);
-# run them in a call of their own: `bash benchmarks/gpu_session.sh env gpu`.
+# Steps: env, suite, checks, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle,
+# scatter (default: env suite plans bench). None of issue 27's steps has run on a GPU yet; their times
+# are estimates and each is bounded by its timeouts:
+# - checks (~3 min): every GPU-only test of the paths the simulator cannot run, in one pytest call:
+#   CUDA graphs (tests/test_cuda_graphs.py), warp-shuffle reductions (test_cuda_shuffle.py), the sorted
+#   scatter's multi-block sort (test_cuda_scatter.py);
+# - graphs, shuffle, scatter: those tests again (skipped with TIMINGS_ONLY=1), then each one's A/B
+#   (benchmarks/cuda_graphs.py: host cost per call; cuda_shuffle.py: shuffles against the tree;
+#   cuda_scatter.py: embedding gradients against PyTorch), ~2-4 minutes each;
+# - columns (~3 min): layer norm's column reductions in the band, after it in one kernel with an output
+#   each, or a kernel each (cuda_plans.FORMS), and softmax + xent with rows up to 8192;
+# - gpu and gpu_cpu (issue 27's table: bench_gpu.py, the six suite programs against JAX, PyTorch eager
+#   and torch.compile): at most 5 minutes each (--budget-s stops starting programs after 200 s and the
+#   table is rewritten after each).
+# The suite (tests/cuda_sim on the GPU, ~2-3 min warm) runs the new simulator files too: sim_fuzz
+# (random programs and gradients), sim_precision (TF32 and transposed cuBLAS results), sim_shuffle.
+# Issue 27's next lease (15 device minutes): first `bash benchmarks/gpu_session.sh env suite checks`
+# (~6 min: every default that changed without a GPU is checked first), then `TIMINGS_ONLY=1 bash
+# benchmarks/gpu_session.sh shuffle columns graphs scatter` (~9 min); `env gpu` in the next lease.
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -43,6 +52,10 @@ for step in $steps; do
             -o python_files='sim_*.py' -p no:cacheprovider -W ignore::RuntimeWarning -n 8 -q -rfE \
             --maxfail 40 2>&1) | tee "$OUT/suite.log" | tail -60
         ;;
+    checks) # issue 27's GPU-only tests in one call (the header)
+        timeout 300 $PY -m pytest tests/test_cuda_graphs.py tests/test_cuda_shuffle.py tests/test_cuda_scatter.py \
+            -n 8 -q -rfEs -p no:randomly 2>&1 | tee "$OUT/checks.log" | tail -40
+        ;;
     ptx)
         timeout 300 $PY -m pytest tests/test_cuda_ptx.py tests/test_cuda_sim.py -n 8 -q -rfE 2>&1 \
             | tee "$OUT/ptx.log" | tail -30
@@ -62,19 +75,22 @@ for step in $steps; do
             --out "$OUT/columns_softmax.md" 2>&1 | tee -a "$OUT/columns.log" | tail -8
         ;;
     graphs) # CUDA graphs (issue 27): graphs against eager bit for bit, then the host cost per call
-        timeout 180 $PY -m pytest tests/test_cuda_graphs.py -n 4 -q -rfEs -p no:randomly 2>&1 \
-            | tee "$OUT/graphs.log" | tail -30
+        [ "${TIMINGS_ONLY:-0}" = 1 ] ||
+            timeout 180 $PY -m pytest tests/test_cuda_graphs.py -n 4 -q -rfEs -p no:randomly 2>&1 \
+                | tee "$OUT/graphs.log" | tail -30
         timeout 150 $PY benchmarks/cuda_graphs.py --out "$OUT/graphs.md" 2>&1 | tee -a "$OUT/graphs.log" | tail -12
         ;;
     shuffle) # block reductions as warp shuffles against the shared-memory tree (issue 27): GPU tests, A/B
-        timeout 200 $PY -m pytest tests/test_cuda_shuffle.py tests/test_cuda_ptx.py -k shuffle -n 4 -q -rfEs \
-            -p no:randomly 2>&1 | tee "$OUT/shuffle.log" | tail -20
+        [ "${TIMINGS_ONLY:-0}" = 1 ] ||
+            timeout 200 $PY -m pytest tests/test_cuda_shuffle.py tests/test_cuda_ptx.py -k shuffle -n 4 -q -rfEs \
+                -p no:randomly 2>&1 | tee "$OUT/shuffle.log" | tail -20
         timeout 300 $PY benchmarks/cuda_shuffle.py --out "$OUT/shuffle.md" 2>&1 | tee -a "$OUT/shuffle.log" | tail -12
         ;;
     scatter) # the sorted scatter's radix sort (issue 27): embedding gradients (100k and 1M tokens) against
         # PyTorch's embedding backward and index_add_ (atomics, deterministic), bits checked against the
         # walk, dslc's GPU time by kernel (count, sums, scan, place, marks, segments) (~2 minutes)
-        timeout 120 $PY -m pytest tests/test_cuda_scatter.py -n 2 -q -rfEs -p no:randomly 2>&1 | tee "$OUT/scatter.log" | tail -8
+        [ "${TIMINGS_ONLY:-0}" = 1 ] ||
+            timeout 120 $PY -m pytest tests/test_cuda_scatter.py -n 2 -q -rfEs -p no:randomly 2>&1 | tee "$OUT/scatter.log" | tail -8
         timeout 240 $PY benchmarks/cuda_scatter.py --out "$OUT/scatter.md" 2>&1 | tee -a "$OUT/scatter.log" | tail -40
         ;;
     bench_quick)
