@@ -168,6 +168,9 @@ class Compiled:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tracing.active():  # called while tracing (inside a transform or another compiled fn)
             with tracing.strict_inplace(self._strict_inplace):
+                takes_slots = getattr(self._fn, "dsl_call_slots", None)  # a transform's body: bound here,
+                if takes_slots is not None:  # so that this function's static arguments stay static
+                    return takes_slots(*self._binder.bind(args, kwargs))
                 return self._fn(*args, **kwargs)
         args, layout = self._binder.bind(args, kwargs)
         key, leaves = self._key(args, layout)

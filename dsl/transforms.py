@@ -189,8 +189,11 @@ class GradFn:
         return (grads, aux) if self.has_aux else grads
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.dsl_call_slots(*self.binder.bind(args, kwargs))
+
+    def dsl_call_slots(self, args: tuple[Any, ...], layout: Layout) -> Any:
         """Inside a trace: trace, differentiate and inline the joint function."""
-        result, write_back = self.inline(*self.binder.bind(args, kwargs))
+        result, write_back = self.inline(args, layout)
         write_back()
         return result
 

@@ -88,6 +88,14 @@ def test_differentiating() -> None:
     out, vjp_fn = dsl.vjp(lambda x: (x * 2, x * 2), X)
     close(vjp_fn((X, X)), (4 * X,))
 
+    # compile(grad(f), ...) takes compile's options, called at the top or inside another program
+    def loss(x, mode):
+        return (x * x).sum() if mode == "square" else x.sum()
+
+    g = dsl.compile(dsl.grad(loss), static_argnums=(1,))
+    close(g(X, "square"), 2 * X)
+    close(dsl.compile(lambda x: g(x, "square") + g(x, "sum"))(X), 2 * X + 1)
+
     # hessian with a tuple of argnums: the nested blocks of JAX's
     def g(a, b):
         return (a * a * b).sum() + (dnp.sin(a) * b[0]).sum()
