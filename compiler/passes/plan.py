@@ -91,7 +91,9 @@ class MemoryPlan:
                 lines.append(f"{'':<10}{b.stored_as}")
         # a saving only: tiny programs can plan more than naive, whose sizes are not 64-byte aligned
         saved = (
-            f" ({self.naive_bytes / self.peak_bytes:.1f}x less)" if self.naive_bytes > self.peak_bytes else ""
+            f" ({self.naive_bytes / self.peak_bytes:.1f}x less)"
+            if 0 < self.peak_bytes < self.naive_bytes
+            else ""
         )
         lines.append(f"peak {self.peak_bytes} bytes, naive {self.naive_bytes} bytes{saved}")
         lines += [f"  {d}" for d in self.inplace]
