@@ -67,7 +67,10 @@ def load_function(target: str) -> Any:
     if spec is None or spec.loader is None:
         raise UserError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as err:  # the user's file: a user error at its line, not an internal one
+        raise UserError(f"{err.filename}:{err.lineno}: SyntaxError: {err.msg}") from None
     fn = getattr(module, name, None)
     if fn is None:
         raise UserError(f"{path} has no function named {name!r}")

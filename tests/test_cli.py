@@ -173,6 +173,13 @@ def test_emit_plan_and_numba(capsys) -> None:
     assert "@numba.njit" in source and "def run(arena" in source
 
 
+def test_a_syntax_error_in_the_users_file_is_a_user_error_at_its_line(capsys, tmp_path) -> None:
+    src = tmp_path / "broken.py"
+    src.write_text("import dsl\n\ndef f(x:\n    return x\n")
+    code, _, err = dslc(capsys, "compile", f"{src}:f", "--arg", "f32[2]")
+    assert code == 1 and err.startswith(f"dslc: error: {src}:3: SyntaxError: ") and "internal" not in err
+
+
 def test_plan_of_a_gradient_is_compiles_plan(capsys) -> None:
     loss = [f"{MODEL}:loss", "--arg", "f32[16,8]", "--arg", "f32[8,8]"]
     code, out, _ = dslc(capsys, "plan", *loss, "--grad", "1")
