@@ -378,6 +378,7 @@ def _plain_methods() -> dict[str, Any]:
         "argmin": dnp.argmin,
         "cumsum": dnp.cumsum,
         "cumprod": dnp.cumprod,
+        "prod": dnp.prod,
         "astype": dnp.astype,
         "copy": ops.new_storage,
         "clip": dnp.clip,

@@ -704,7 +704,7 @@ from dsl.numpy_shapes import (  # noqa: E402, F401
     triu,
     vstack,
 )
-from dsl.numpy_stats import argmax, argmin, cumprod, cumsum, std, var  # noqa: E402, F401
+from dsl.numpy_stats import argmax, argmin, cumprod, cumsum, prod, std, var  # noqa: E402, F401
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,6 @@ ALTERNATIVES: dict[str, str] = {
     "inner": "dsl.numpy.matmul(a, b.T), or dsl.numpy.sum(a * b, axis=-1)",
     "vdot": "dsl.numpy.sum(a * b)",
     "kron": "dsl.numpy.outer and reshape",
-    "prod": "no product reduction: for positive x, dsl.numpy.exp(dsl.numpy.sum(dsl.numpy.log(x)))",
     "sort": _SORTING,
     "argsort": _SORTING,
     "median": _SORTING,

@@ -1,7 +1,8 @@
 """NumPy's statistics, index reductions and scans (``dnp.var``, ``dnp.std``, ``dnp.argmax``,
-``dnp.argmin``, ``dnp.cumsum``, ``dnp.cumprod``). The statistics and index reductions are built from
-existing primitives and differentiate through them; the scans are the O(n) ``cumulative_sum`` and
-``cumulative_prod`` primitives (``compiler/prims/scan.py``). ``dsl.numpy`` re-exports every public
+``dnp.argmin``, ``dnp.cumsum``, ``dnp.cumprod``, ``dnp.prod``). The statistics and index reductions
+are built from existing primitives and differentiate through them; the scans are the O(n)
+``cumulative_sum`` and ``cumulative_prod`` primitives (``compiler/prims/scan.py``; ``prod`` is
+the last running product). ``dsl.numpy`` re-exports every public
 name here."""
 
 from __future__ import annotations
@@ -126,4 +127,24 @@ def cumprod(x: Any, axis: int | None = None, dtype: Any = None) -> Array:
     return ops.emit(scan.cumulative_prod, [x], {"axis": ax, "reverse": False})
 
 
-__all__ = ["argmax", "argmin", "cumprod", "cumsum", "std", "var"]
+def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:
+    """``np.prod``: the last running product over the reduced axes (moved last and merged into one),
+    so that its gradient is cumprod's, exact where elements are 0; 1 over empty axes. Integers and
+    bools multiply in int64, as NumPy's."""
+    x = ops.asarray(x)
+    axes = ops.normalize_axes(axis, x.ndim)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    if keepdims:
+        shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    else:
+        shape = tuple(x.shape[d] for d in kept)
+    n = _count(x, axes)
+    merged = dnp.reshape(
+        dnp.transpose(x, kept + list(axes)) if x.ndim else x, tuple(x.shape[d] for d in kept) + (n,)
+    )
+    if n == 0:
+        return ops.full(shape, 1, _scan_operand(merged, -1, dtype)[0].dtype)
+    return dnp.reshape(cumprod(merged, axis=-1, dtype=dtype)[..., -1], shape)
+
+
+__all__ = ["argmax", "argmin", "cumprod", "cumsum", "prod", "std", "var"]

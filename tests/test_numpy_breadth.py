@@ -149,6 +149,21 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
     "cumsum_one": (lambda x: dnp.cumsum(x[:, :1], 1), lambda x: np.cumsum(x[:, :1], 1), (M34,)),
     "cumprod": (lambda x: dnp.cumprod(x, axis=0), lambda x: np.cumprod(x, axis=0), (M34,)),
     "cumprod_int": (dnp.cumprod, np.cumprod, (I34 % 3 + 1,)),
+    "prod": (
+        lambda x: (dnp.prod(x), dnp.prod(x, axis=-1)),
+        lambda x: (np.prod(x), np.prod(x, axis=-1)),
+        (M34,),
+    ),
+    "prod_axes_keepdims": (
+        lambda x: (dnp.prod(x[None], axis=(0, 2), keepdims=True), x.prod(0), dnp.prod(x[:0], axis=0)),
+        lambda x: (np.prod(x[None], axis=(0, 2), keepdims=True), x.prod(0), np.prod(x[:0], axis=0)),
+        (M34,),
+    ),
+    "prod_int_bool_dtype": (
+        lambda x: (dnp.prod(x % 3 + 1, axis=1), dnp.prod(x > 0), dnp.prod(x, 0, dtype=np.float64)),
+        lambda x: (np.prod(x % 3 + 1, axis=1), np.prod(x > 0), np.prod(x, 0, dtype=np.float64)),
+        (I34,),
+    ),
     "count_nonzero": (lambda x: dnp.count_nonzero(x, axis=1), lambda x: np.count_nonzero(x, axis=1), (I34,)),
     "flip": (lambda x: dnp.flip(x, 1), lambda x: np.flip(x, 1), (M34,)),
     "flip_all": (dnp.flip, np.flip, (M34,)),
