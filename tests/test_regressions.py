@@ -94,3 +94,14 @@ def test_module_run_as_python_gives_nan_outside_a_functions_domain() -> None:
         for f in (dnp.sin, dnp.cos, dnp.log, dnp.sqrt, dnp.log1p):
             with np.errstate(all="ignore"):
                 np.testing.assert_array_equal(dsl.compile(f)(x), getattr(np, f.__name__)(x))
+
+
+def test_a_reduction_over_an_empty_concatenation() -> None:
+    """Every operand of a concatenation empty along its axis, read by a reduction over that axis (a
+    loop of no trips whose body is still generated): its read recursed without end (found by the
+    fuzzer's CUDA gradient batches, tests/cuda_sim/sim_fuzz.py; the CPU's kernels the same)."""
+    x = np.zeros((3, 0, 2))
+    got = dsl.compile(lambda x: dnp.concatenate((x, x), axis=1).sum(axis=1) + 1.0)(x)
+    np.testing.assert_array_equal(got, np.ones((3, 2)))
+    grad = dsl.grad(lambda x: (dnp.concatenate((x, x), axis=1).sum(axis=1) ** 2).sum())
+    assert dsl.compile(grad)(x).shape == (3, 0, 2)

@@ -414,6 +414,8 @@ def _concat_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
         if t.shape[axis]:
             parts.append((k, offset, t.shape[axis]))
         offset += t.shape[axis]
+    if not parts:  # every operand empty along the axis: no element is ever read (a loop of no trips)
+        return ctx.const(0, ctx.result_type.dtype)
     i = idx[axis]
     reads = []
     for k, off, n in parts:

@@ -15,8 +15,9 @@ gradients are checked against finite differences by the CPU fuzzer).
 on a GPU) and half as many with small thresholds, ``DSL_FUZZ_CUDA_GRAD_BATCHES`` gradient batches
 (default 4; 1 on a GPU); ``DSL_FUZZ_SEED`` draws other programs,
 as for the CPU fuzzer. Campaign of 2026-11-26 (seeds 1-4 and 10-13, 5,100 programs; gradients: seeds
-20-22, 111 batches of about 7; with small thresholds, seeds 30-33, 2,000 programs): two findings, the
-empty write-back below and a band's row scalar stored over what its threads read (sim_bands.py)."""
+20-22, 111 batches of about 7; with small thresholds, seeds 30-33 and 40-42, 3,800 programs and 81
+gradient batches): three findings, the empty write-back and the empty concatenation below, and a
+band's row scalar stored over what its threads read (sim_bands.py)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from hypothesis import Phase, assume, given, settings
 from hypothesis import strategies as st
 
 import dsl
+import dsl.numpy as dnp
 from compiler.kernel.cuda import bands, loops
 from runtime.devices import simulator_enabled
 
@@ -157,3 +159,10 @@ def test_empty_arguments_written_back(order: str) -> None:
     y = np.zeros((4, 0, 2), order=order)
     doubled, total = dsl.compile(f, target="cuda")(x, y)
     assert np.asarray(doubled).shape == (1, 1, 0) and float(total) == 0.0
+
+
+def test_a_reduction_over_an_empty_concatenation() -> None:
+    """(tests/test_regressions.py has the CPU's case.) Found by the gradient batches above."""
+    x = np.zeros((3, 0, 2))
+    got = dsl.compile(lambda x: dnp.concatenate((x, x), axis=1).sum(axis=1) + 1.0, target="cuda")(x)
+    np.testing.assert_array_equal(np.asarray(got), np.ones((3, 2)))
