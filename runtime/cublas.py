@@ -14,7 +14,8 @@ the program's stream instead; otherwise the kernel runs. cuBLAS is used when:
 - each operand and the result is a BLAS matrix (one of its two strides is 1); the batch walks
   are one stride per operand, or one common inner count;
 - the accumulated value ``cin`` is the result's own buffer, or ``beta`` is 0 (cuBLAS's C is read
-  and written in place);
+  and written in place), or a buffer of the result's size, copied into the result first (an SGD
+  step's update of a weight the caller keeps: ``w - lr * x.T @ g`` into a new array);
 - sizes and leading dimensions fit the 32-bit API.
 
 cuBLAS is column-major: a row-major ``m x n`` result with row stride ``ld`` is its ``n x m``
@@ -222,25 +223,36 @@ def matmul_launcher(
 
     def launch(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
         if not chosen:
-            in_place = beta == 0 or cin is o or device_address(cin) == device_address(o)  # C is read
             dtype = np.dtype(o.dtype)
-            calls = gemm_calls(*sizes) if in_place and dtype in _SCALAR else None
-            chosen.append(kernel if calls is None else _runner(dtype, calls, int(stream), math))
+            same = cin is o or device_address(cin) == device_address(o)
+            # cuBLAS reads C where it writes it: an accumulated buffer of its own (an SGD step's
+            # weight, w - lr * x.T @ g into a new array) is copied into the result first, where the
+            # matmul writes the whole result (nb * m * n elements) and the buffer is as large
+            whole = sizes[0] * sizes[1] * sizes[3] == o.size == cin.size
+            copy = not same and beta != 0 and whole and np.dtype(cin.dtype) == dtype
+            calls = gemm_calls(*sizes) if (same or beta == 0 or copy) and dtype in _SCALAR else None
+            copy_on = stream if copy else None
+            chosen.append(kernel if calls is None else _runner(dtype, calls, int(stream), math, copy_on))
         chosen[0](a, b, o, cin, alpha, beta, *sizes)
 
     return launch
 
 
-def _runner(dtype: np.dtype, calls: list[Call], stream: int, math: int) -> Callable[..., None]:
+def _runner(
+    dtype: np.dtype, calls: list[Call], stream: int, math: int, copy_on: Any = None
+) -> Callable[..., None]:
     """Runs ``calls`` on a matmul's buffers (``Call.swapped``: our ``b`` is cuBLAS's A and our ``a``
     its B, else the other way round) on ``stream`` in math mode ``math``, taking the kernel's
-    arguments (``cin`` is ``o``; the sizes are in ``calls``)."""
+    arguments (the sizes are in ``calls``). ``cin`` is ``o``, or with ``copy_on`` (the Numba stream
+    of ``stream``) a buffer of ``o``'s size copied into ``o`` first, on that stream."""
     letter, scalar = _SCALAR[dtype]
     lib = _library()
     plain, batched = getattr(lib, f"cublas{letter}gemm_v2"), getattr(lib, f"cublas{letter}gemmStridedBatched")
     size, handle = dtype.itemsize, _handle()
 
     def run(a: Any, b: Any, o: Any, cin: Any, alpha: Any, beta: Any, *sizes: int) -> None:
+        if copy_on is not None:
+            o.copy_to_device(cin, stream=copy_on)
         ours_a, ours_b, po = device_address(a), device_address(b), device_address(o)
         al, be = ctypes.byref(scalar(alpha)), ctypes.byref(scalar(beta))
         with _LOCK:

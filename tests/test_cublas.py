@@ -6,9 +6,14 @@ accumulation. On a GPU the same mapping runs for real in the CUDA suite (``tests
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import dsl
 from runtime.cublas import OP_N, Call, batch_plan, gemm_calls, layout
 
 RNG = np.random.default_rng(7)
@@ -25,8 +30,10 @@ def walk_offset(t: int, walk: tuple[int, int, int]) -> int:
     return (t // inner) * outer + (t % inner) * stride
 
 
-def kernel_semantics(a, b, o, alpha, beta, sizes) -> np.ndarray:
-    """What the generated kernel writes: o[t](i, j) = alpha * A[t] @ B[t] + beta * o[t](i, j)."""
+def kernel_semantics(a, b, o, alpha, beta, sizes, cin=None) -> np.ndarray:
+    """What the generated kernel writes: o[t](i, j) = alpha * A[t] @ B[t] + beta * cin[t](i, j)
+    (``cin``: ``o`` unless given)."""
+    cin = o if cin is None else cin
     nb, m, k, n, sa_i, sa_p, sb_p, sb_j, *rest = sizes
     a_walk, b_walk, (so_i, so_j), o_walk = rest[0:3], rest[3:6], rest[6:8], rest[8:11]
     out = o.copy()
@@ -34,7 +41,7 @@ def kernel_semantics(a, b, o, alpha, beta, sizes) -> np.ndarray:
         am = a[positions(walk_offset(t, a_walk), (m, k), (sa_i, sa_p))]
         bm = b[positions(walk_offset(t, b_walk), (k, n), (sb_p, sb_j))]
         at = positions(walk_offset(t, o_walk), (m, n), (so_i, so_j))
-        out[at] = alpha * (am @ bm) + beta * o[at]
+        out[at] = alpha * (am @ bm) + beta * cin[at]
     return out
 
 
@@ -140,3 +147,45 @@ def test_a_result_laid_out_by_heads_goes_to_cublas() -> None:
     a, b, o = (RNG.standard_normal(size) for size in (la, lb, lo))
     want = kernel_semantics(a, b, o, 1.0, 0.0, sizes)
     np.testing.assert_allclose(cublas_model(calls, a, b, o, 1.0, 0.0), want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["transformer block", "MLP training step"])
+def test_every_float_matmul_of_the_suite_has_a_cublas_plan(name: str) -> None:
+    """Every float matmul launch of the suite's transformer block and MLP step, compiled for CUDA (no
+    GPU needed), is one cuBLAS can do: a plan from ``gemm_calls`` and ``cin`` the result's own buffer
+    (or ``beta`` 0). The transformer's attention gradient laid out by heads ran on the generated
+    kernel before results laid out transposed went to cuBLAS."""
+    path = Path(__file__).parent.parent / "benchmarks" / "suite_programs.py"
+    spec = importlib.util.spec_from_file_location("suite_programs_for_cublas", path)
+    assert spec is not None and spec.loader is not None
+    suite = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = suite  # its dataclasses look their module up
+    spec.loader.exec_module(suite)
+    program = suite.BUILDERS[name]()
+    inner = getattr(program.dslc, "_fn", program.dslc)
+    lowered = dsl.compile(lambda *a: inner(*a), target="cuda").lower(*program.args)
+    kernels = lowered.program.compilation.kernels.kernels.values()
+    launches = [k for top in kernels for k in (top, *top.follow) if k.wrapper]
+    assert len(launches) >= 3
+    size = {n: v.type.size for v, n in lowered.program.compilation.kernels.names.items()}
+    for k in launches:
+        a, b, o, cin, alpha, beta, *sizes = k.args
+        assert gemm_calls(*map(int, sizes)) is not None, (k.name, sizes)
+        nb, m, _, n = map(int, sizes[:4])
+        # cin is o, beta is 0, or cin is copied into o first (matmul_launcher): o written whole
+        assert cin == o or float(beta.split("(")[-1].rstrip(")")) == 0.0 or nb * m * n == size[o] == size[cin]
+
+
+def test_an_accumulated_buffer_of_its_own_is_copied_into_the_result_first() -> None:
+    """``o = alpha * a @ b + beta * cin`` with ``cin`` a buffer of its own (an SGD step's weight the
+    caller keeps): ``matmul_launcher`` copies ``cin`` into ``o``, then runs the calls with C = ``o``."""
+    for kind in ("single", "batched"):
+        nb = 1 if kind == "single" else 4
+        sizes, la, lb, lo = case(kind, nb, 5, 3, 4)
+        a, b, cin = RNG.standard_normal(la), RNG.standard_normal(lb), RNG.standard_normal(lo)
+        calls = gemm_calls(*sizes)
+        assert calls is not None
+        want = kernel_semantics(a, b, np.zeros(lo), -0.01, 1.0, sizes, cin=cin)
+        got = cublas_model(calls, a, b, cin.copy(), -0.01, 1.0)
+        written = kernel_semantics(a, b, np.zeros(lo), 1.0, 0.0, sizes) != 0  # the result's elements
+        np.testing.assert_allclose(got[written], want[written], rtol=1e-12, atol=1e-12)
