@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numba
@@ -183,3 +187,15 @@ def gemm_calls(lowered: Any) -> list[dict[str, Any]]:
                 call | {"x": x, "y": y, "o": o, "c": c, "alpha": constants[s][0], "beta": constants[s][1]}
             )
     return calls
+
+
+@functools.cache
+def suite_programs() -> Any:
+    """``benchmarks/suite_programs.py`` as a module (its ``BUILDERS`` make the suite's six programs)."""
+    path = Path(__file__).parent.parent / "benchmarks" / "suite_programs.py"
+    spec = importlib.util.spec_from_file_location("suite_programs_for_tests", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

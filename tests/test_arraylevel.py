@@ -7,15 +7,13 @@ imports the compiler."""
 from __future__ import annotations
 
 import ast
-import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-from helpers import interpret_fn
+from helpers import interpret_fn, suite_programs
 
 import dsl
 import dsl.numpy as dnp
@@ -93,16 +91,6 @@ def test_no_code_generator_writes_an_import_of_the_compiler() -> None:
                 assert not IMPORTS_COMPILER.search(node.value), f"{path.name}: {node.value!r}"
 
 
-def _suite_programs() -> dict[str, Any]:
-    path = Path(__file__).parent.parent / "benchmarks" / "suite_programs.py"
-    spec = importlib.util.spec_from_file_location("suite_programs_for_imports", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module.BUILDERS
-
-
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 def test_generated_modules_import_no_compiler(target: str) -> None:
     """The suite's programs and array-level ones, lowered for each target (no GPU needed): the
@@ -110,7 +98,7 @@ def test_generated_modules_import_no_compiler(target: str) -> None:
     x = rng.standard_normal((512, 512))
     a, w, b = rng.standard_normal((128, 256)), rng.standard_normal((256, 256)), rng.standard_normal(256)
     cases = [(h, (x,)), (f, (a, w, b))]
-    for build in _suite_programs().values():
+    for build in suite_programs().BUILDERS.values():
         prog = build()
         cases.append((prog.dslc, prog.args))
     for fn, args in cases:

@@ -6,12 +6,9 @@ accumulation. On a GPU the same mapping runs for real in the CUDA suite (``tests
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from helpers import suite_programs
 
 import dsl
 from runtime.cublas import OP_N, Call, batch_plan, gemm_calls, layout
@@ -155,13 +152,7 @@ def test_every_float_matmul_of_the_suite_has_a_cublas_plan(name: str) -> None:
     GPU needed), is one cuBLAS can do: a plan from ``gemm_calls`` and ``cin`` the result's own buffer
     (or ``beta`` 0). The transformer's attention gradient laid out by heads ran on the generated
     kernel before results laid out transposed went to cuBLAS."""
-    path = Path(__file__).parent.parent / "benchmarks" / "suite_programs.py"
-    spec = importlib.util.spec_from_file_location("suite_programs_for_cublas", path)
-    assert spec is not None and spec.loader is not None
-    suite = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = suite  # its dataclasses look their module up
-    spec.loader.exec_module(suite)
-    program = suite.BUILDERS[name]()
+    program = suite_programs().BUILDERS[name]()
     inner = getattr(program.dslc, "_fn", program.dslc)
     lowered = dsl.compile(lambda *a: inner(*a), target="cuda").lower(*program.args)
     kernels = lowered.program.compilation.kernels.kernels.values()
