@@ -51,11 +51,12 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     pool = ConstantPool(scope)
     kernels: dict[Group, CudaKernel] = {}
     windows = window_updates(func, fusion, plan)  # in place: only the window is written
+    overlap = memory_overlap(func, plan)
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:  # one kernel for the band, where its first member would run
             if group is band.groups[0]:
-                kernels[group] = band_kernel(band, names, pool, memory_overlap(func, plan))
+                kernels[group] = band_kernel(band, names, pool, overlap)
             continue
         spec = KernelSpec(group, names, pool)
         kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
@@ -73,9 +74,9 @@ def memory_overlap(func: Function, plan: MemoryPlan) -> Callable[[Value, Value],
     params = {p: i for i, p in enumerate(func.params)}
 
     def where(v: Value) -> tuple[str, int, int] | None:
-        for kind, table in (("param", params), ("param", plan.direct_writeback), ("param", plan.in_param)):
+        for table in (params, plan.direct_writeback, plan.in_param):
             if v in table:
-                return kind, table[v], table[v] + 1
+                return "param", table[v], table[v] + 1
         if v in plan.offsets:
             return "arena", plan.offsets[v], plan.offsets[v] + v.type.nbytes
         return None
