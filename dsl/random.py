@@ -24,7 +24,10 @@ calls its own ``log`` (glibc's for float64; its own polynomial for float32), so 
 the last bits (5% of float32 draws by at most 3 ulp, 11% of float64 ones by at most 30 ulp, measured
 with JAX 0.10.2 on an AVX-512 host; with JAX's log1p and exact FMAs these polynomials give its bits
 exactly). Matching them needs an exact ``fma`` primitive and XLA's ``log``; JAX's own normals differ
-between its CPU and GPU backends for the same reason. Seeds are 64-bit:
+between its CPU and GPU backends for the same reason. dslc's do not: ``log1p`` is
+``compiler/prims/exactmath.py``'s on both targets, and every float product rounds before the sum
+that reads it on CUDA too (no fused multiply-add), so every draw has the same bits on the CPU and
+on CUDA (tests/cuda_sim/sim_random.py, tests/test_cuda_ptx.py). Seeds are 64-bit:
 ``key(seed)`` is ``[seed >> 32, seed & 0xFFFFFFFF]`` as JAX computes it under ``jax_enable_x64``
 (seeds in [0, 2**31) give the same key either way). A Python float ``p`` for ``bernoulli``
 compares with float32 uniforms, as JAX's default does.

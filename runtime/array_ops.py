@@ -33,6 +33,21 @@ def logistic(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 
 def cast(x: np.ndarray, dtype: np.dtype, out: np.ndarray | None = None) -> np.ndarray:
+    """``x.astype(dtype)``; from floats to integers, NaN, infinities and values outside the integer's
+    range give its minimum on every platform and backend (what x86's conversion gives NumPy there;
+    an ARM CPU's and a GPU's saturate instead, NaN to 0)."""
+    x = np.asarray(x)
+    dtype = np.dtype(dtype)
+    if x.dtype.kind == "f" and dtype.kind == "i":
+        low = np.iinfo(dtype).min
+        inside = (x >= float(low)) & (x < -float(low))
+        x = np.where(inside, x, 0)  # converted without a warning, then replaced
+        result = x.astype(dtype)
+        result[~inside] = low
+        if out is None:
+            return result
+        np.copyto(out, result)
+        return out
     if out is None:
         return x.astype(dtype)
     np.copyto(out, x, casting="unsafe")  # (astype's conversion)

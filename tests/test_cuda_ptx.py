@@ -253,3 +253,27 @@ def test_band_row_reductions_are_warp_shuffles(what: str, monkeypatch: pytest.Mo
     for name in bands:
         assert shuffled[name][0] > 0 and tree[name][0] == 0, (name, shuffled[name], tree[name])
         assert shuffled[name][1] < tree[name][1], (name, shuffled[name], tree[name])
+
+
+def test_float_products_are_not_fused_into_sums() -> None:
+    """NVVM contracts ``a * b + c`` into one fused multiply-add unless the product is libdevice's
+    ``mul.rn`` (compiler/prims/exactmath.py): the CPU rounds the product and the sum apart, so
+    without it the GPU's bits differ from the CPU's and NumPy's, ``dsl.random.normal`` and
+    ``uniform`` over a range included (api.md: the same bits on both targets). No kernel of these
+    programs has an ``fma`` instruction; each has its products as ``mul.rn``."""
+    x = _f32(4096)
+    programs = {
+        "a * b + c": (lambda a, b, c: a * b + c, (x, x, x)),
+        "float64 polynomial": (lambda a: (a * 0.5 + 1.0) * a - 2.0, (x.astype(np.float64),)),
+        "random draws": (
+            lambda k: (dsl.random.normal(k, (64, 64)), dsl.random.uniform(k, (9,), minval=-2.0, maxval=3.0)),
+            (dsl.random.key(0),),
+        ),
+        "log1p": (lambda a: dnp.log1p(a) + dnp.log1p(a.astype(np.float64)), (x,)),
+    }
+    for what, (fn, args) in programs.items():
+        generated = dsl.compile(fn, target="cuda").lower(*args).program.generated
+        for cc in ARCHS:
+            for name, text in compile_ptx(generated, cc).items():
+                assert "fma." not in text, f"{what}: {name} fuses a product into a sum"
+        assert "mul.rn." in "".join(compile_ptx(generated, (9, 0)).values()), what

@@ -136,6 +136,7 @@ from compiler.ir.printer import print_function, print_module
 from compiler.pipeline import Options, run_passes
 from compiler.prims.random import random_bits_reference
 from dsl import pytree
+from runtime import array_ops
 
 EXAMPLES = int(os.environ.get("DSL_FUZZ_EXAMPLES", "520"))
 NUMBA_BATCHES = int(os.environ.get("DSL_FUZZ_NUMBA_BATCHES", "4"))
@@ -342,6 +343,8 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "relu": lambda v: np.maximum(v, 0.0),
     "dropout": _np_dropout,
     "noise": _np_noise,
+    # to int32 and back: truncation, and NaN, infinities and values past int32 give its minimum
+    "truncate": lambda v: array_ops.cast(v, np.int32).astype(v.dtype),
     "invert": operator.invert,
     "add": np.add,
     "multiply": np.multiply,
@@ -425,6 +428,7 @@ DSL: dict[str, Callable[..., Any]] = {
     "relu": dnn.relu,
     "dropout": lambda v: dnn.dropout(FUZZ_KEY, v, 0.25),
     "noise": lambda v: v + dsl.random.uniform(FUZZ_KEY, v.shape, np.float64),
+    "truncate": lambda v: v.astype(np.int32).astype(v.dtype),
     "invert": operator.invert,
     "add": dnp.add,
     "multiply": dnp.multiply,
@@ -488,7 +492,7 @@ DSL: dict[str, Callable[..., Any]] = {
 }
 UNARY = (
     "exp", "expm1", "log", "log1p", "sqrt", "reciprocal", "tan", "sigmoid", "gelu",
-    "sin", "cos", "tanh", "abs", "square", "sign", "negative", "relu", "dropout", "noise",
+    "sin", "cos", "tanh", "abs", "square", "sign", "negative", "relu", "dropout", "noise", "truncate",
 )  # fmt: skip
 # floor_divide, remainder and fmod unbounded: a divisor near (or, among special inputs, at) zero.
 BINARY = (

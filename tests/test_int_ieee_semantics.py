@@ -131,6 +131,12 @@ CASES: dict[str, Case] = {
     "compare_small_argument": Case(lambda a, s: (a < s, a == s), (INTS, 6)),
     "asarray_is_strong": Case(lambda a: np.asarray(5) + a, (INTS,), lambda a: dnp.asarray(5) + a),
     # ---- IEEE: no identity that fails at -0.0, inf or NaN ----
+    # from floats to integers: NaN, infinities and values past the range give the minimum (x86's
+    # and NumPy's there; a GPU's conversion saturates, NaN to 0, and the CPU's is undefined in LLVM)
+    "float_to_int_outside_the_range": Case(
+        lambda x: (x.astype(np.int32), x.astype(np.int64), x.astype(np.float32).astype(np.int32)),
+        (_f(np.nan, np.inf, -np.inf, 3e10, -3e10, 2.7, -2.7, -(2.0**31), 2.0**31 - 1, 2.0**31, -0.0, 1e19),),
+    ),
     "add_zero": Case(lambda x: (1 / (x + 0.0), 1 / (0.0 + x)), (SIGNED_ZEROS,)),
     "sub_zero": Case(lambda x: (1 / (x - 0.0), 1 / (x - -0.0), 1 / (0.0 - x), 1 / -x), (SIGNED_ZEROS,)),
     "mul_zero": Case(lambda x: (x * 0.0, 0.0 * x, 1 / (x * 0.0)), (SIGNED_ZEROS,)),

@@ -59,7 +59,8 @@ def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = Tru
     reductions with such an op in their prologue (their chunks' partial results combine by the
     reduction's own reference over the two stacked: np.maximum would not order -0.0 below +0.0 as
     max does); and float max/min reductions (``Reducer.selects``) when ``keyed_minmax`` is off (a
-    NaN-propagating compare-and-select loop does not vectorize; NumPy's does)."""
+    NaN-propagating compare-and-select loop does not vectorize; NumPy's does). Never a group with
+    an ``ew.EXACT`` op (``log1p``): its bits are exactmath's on every target, not NumPy's."""
     reducer = group.root.prim.reducer if group.kind is GroupKind.REDUCE else None
     return (
         group.kind in (GroupKind.LOOP, GroupKind.REDUCE)
@@ -69,6 +70,7 @@ def wants_numpy(group: Group, vector_math: bool = True, keyed_minmax: bool = Tru
             or (reducer is not None and reducer.selects is not None and not keyed_minmax)
         )
         and all(op.result.type.dtype.is_float or op.result.type.dtype.is_bool for op in group.ops)
+        and not any(op.prim in ew.EXACT for op in group.ops)
     )
 
 

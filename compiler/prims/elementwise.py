@@ -230,7 +230,16 @@ abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, NUMERIC, INPUTS,
 sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp, mlir=ml.sign)
 exp = _libm("exp", np.exp, OUTPUT, _exp_vjp, fast=True)
 log = _libm("log", np.log, INPUTS, _log_vjp, fast=True)
-log1p = _libm("log1p", np.log1p, INPUTS, _log1p_vjp)
+log1p = _elementwise(  # exactmath's, on both targets: the same bits (dsl.random.normal's contract)
+    "log1p",
+    1,
+    lambda c, x: f"{c.helper(f'log1p_{c.result_type.dtype.value}')}({x})",
+    np.log1p,
+    FLOAT,
+    INPUTS,
+    vjp=_log1p_vjp,
+    mlir=ml.math("log1p"),
+)
 expm1 = _libm("expm1", np.expm1, OUTPUT, _expm1_vjp)
 sqrt = _libm("sqrt", np.sqrt, OUTPUT, _sqrt_vjp)
 sin = _libm("sin", np.sin, INPUTS, _sin_vjp)
@@ -297,9 +306,18 @@ def _arithmetic(
     return _elementwise(name, 2, code, ref, vjp_needs=needs, vjp=vjp, mlir=mlir)
 
 
+def _mul(ctx: EmitContext, a: str, b: str) -> str:
+    """A float product as ``mul_f32``/``mul_f64`` (compiler/prims/exactmath.py): rounded once on
+    every target, never fused into an add that reads it (NVVM would contract ``a * b + c``)."""
+    dtype = ctx.result_type.dtype
+    return f"{ctx.helper(f'mul_{dtype.value}')}({a}, {b})" if dtype.is_float else f"({a} * {b})"
+
+
 add = _arithmetic("add", "+", np.add, _add_vjp)
 sub = _arithmetic("sub", "-", np.subtract, _sub_vjp)
-mul = _arithmetic("mul", "*", np.multiply, _mul_vjp, INPUTS)
+mul = _elementwise(
+    "mul", 2, _mul, np.multiply, vjp_needs=INPUTS, vjp=_mul_vjp, mlir=ml.by_dtype("arith.mulf", "arith.muli")
+)
 div = _elementwise("div", 2, _div, array_ops.divide, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
 pow_ = replace(
     _elementwise(
@@ -515,8 +533,15 @@ def _cast_rule(types: Sequence[TensorType], attrs: Mapping[str, Any]) -> list[Te
 def _cast_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
     x = ctx.read(0, idx)
     target: DType = ctx.attrs["dtype"]
+    source = ctx.operand_types[0].dtype
     if target.is_bool:
-        return f"({x} != {ctx.const(0, ctx.operand_types[0].dtype)})"
+        return f"({x} != {ctx.const(0, source)})"
+    if source.is_float and target.is_int:
+        # NaN, infinities and values outside the integer's range give its minimum (array_ops.cast):
+        # the conversion alone is undefined there (LLVM: poison; a GPU saturates, NaN to 0)
+        low = int(np.iinfo(target.np).min)
+        inside = f"(({x} >= {ctx.const(float(low), source)}) & ({x} < {ctx.const(-float(low), source)}))"
+        return f"({ctx.cast(x, target)} if {inside} else {ctx.const(low, target)})"
     return ctx.cast(x, target)
 
 
@@ -562,6 +587,9 @@ stop_gradient = _elementwise(
 
 # Ops whose scalar lowering costs a polynomial or a libm call per element (not worth recomputing).
 TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, logistic, pow_})
+# Those computed by compiler/prims/exactmath.py's helpers on every target, in both dtypes (the same
+# bits on the CPU and CUDA): never by libm or NumPy, and vectorizable.
+EXACT = frozenset({log1p})
 # Those of them whose float32 lowering is a vectorizable helper (compiler/prims/vecmath.py).
 VECTORIZED_F32 = frozenset({exp, log, tanh, logistic})
 
@@ -575,7 +603,7 @@ def libm_bound(op: Op, vector_math: bool = True) -> bool:
     """Whether ``op``'s CPU lowering calls libm per element, which stops LLVM's loop vectorizer
     (llvmlite has no SVML): the CPU backend runs big groups containing one through NumPy's
     vectorized ufuncs instead (compiler/kernel/arraylevel.py)."""
-    return op.prim in TRANSCENDENTAL and not (vector_math and _polynomial(op))
+    return op.prim in TRANSCENDENTAL and op.prim not in EXACT and not (vector_math and _polynomial(op))
 
 
 def cheap_to_recompute(op: Op) -> bool:

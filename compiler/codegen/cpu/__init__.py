@@ -56,7 +56,7 @@ from compiler.kernel.emit import indent, literal, np_type
 from compiler.passes.fuse import FusionPlan, Group
 from compiler.passes.loops import Body, Loop
 from compiler.passes.plan import MemoryPlan
-from compiler.prims import control, random, vecmath
+from compiler.prims import control, exactmath, random, vecmath
 from compiler.prims.elementwise import SCALAR_HELPERS
 from runtime import blas
 from runtime.intrinsics import signature_string
@@ -239,6 +239,9 @@ def _prelude(
         if vecmath.with_callees(used) & vecmath.FMA:
             lines += _fma_binding(schedule)
         lines += ["", "", vecmath.helper_source(used)]
+    exact = helpers & (set(exactmath.HELPERS) | set(exactmath.BINDINGS["cpu"]))
+    if exact:  # log1p and float products: the text CUDA compiles too (the same bits)
+        lines += ["", "import operator", "", exactmath.helper_source("cpu", exact)]
     if random.HELPER in helpers:  # random_bits' Threefry
         lines += ["", "", random.helper_source("cpu")]
     if any(name in blas.GEMM_ROWS for k in kernels for name in [k.name, *(c for c, _ in k.calls)]):
