@@ -455,6 +455,12 @@ class AtIndex:
                 f"x.at[...] takes unique_indices, indices_are_sorted and mode='clip' (indices clamp); "
                 f"got {dict(options, mode=mode) if mode else options}",
             )
+        if self._x.ndim == 0 and (self._index == () or self._index is Ellipsis):  # the one element
+            update = _fit(ops.asarray(v), (), self._x.ir_dtype, "at")
+            if prim is gp.scatter:
+                return ops.new_storage(update)  # a new array, never the caller's ``v``
+            combine = {gp.scatter_add: ew.add, gp.scatter_mul: ew.mul, gp.scatter_max: ew.max_}
+            return ops.binary(combine.get(prim, ew.min_), self._x, update)
         return scatter_into(ops.new_storage(self._x), self._index, v, prim, "at")
 
 

@@ -231,8 +231,8 @@ def install(cls: type[Array]) -> None:
         setattr(cls, name, value)
 
 
-def _reshape(self: Array, *shape: Any) -> Array:
-    return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+def _reshape(self: Array, *shape: Any, order: str = "C") -> Array:
+    return ops.reshape(self, shape[0] if len(shape) == 1 else shape, order)
 
 
 def _transpose(self: Array, *axes: Any) -> Array:

@@ -594,8 +594,8 @@ def transpose(x: Any, axes: Any = None) -> Array:
     return ops.transpose(x, axes)
 
 
-def reshape(x: Any, shape: Any) -> Array:
-    return ops.reshape(x, shape)
+def reshape(x: Any, shape: Any, order: str = "C") -> Array:
+    return ops.reshape(x, shape, order)
 
 
 def expand_dims(x: Any, axis: Any) -> Array:

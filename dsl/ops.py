@@ -303,9 +303,19 @@ def _resolve_shape(x: Array, shape: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def reshape(x: Any, shape: Any) -> Array:
-    """A view when NumPy would give one (the shadow decides), else a copy."""
+def reshape(x: Any, shape: Any, order: str = "C") -> Array:
+    """A view when NumPy would give one (the shadow decides), else a copy. ``order="F"`` reads and
+    writes the elements first index fastest: the reversed shape of the transpose, transposed."""
     x = asarray(x)
+    if order == "F":
+        shape = _resolve_shape(x, shape)
+        return transpose(reshape(transpose(x), tuple(reversed(shape))))
+    if order != "C":
+        raise tracing.user_error(
+            ShapeError,
+            f"reshape: order must be 'C' or 'F', got {order!r} (NumPy's 'A' follows the argument's memory "
+            "layout, which a compiled function does not depend on)",
+        )
     shape = _resolve_shape(x, shape)
     if shape == x.shape:
         return Array(x._storage, x._steps, x._shadow, x.weak, x.type)
@@ -478,8 +488,9 @@ def _matmul_shadow(a: Array, b: Array) -> np.ndarray:
 
 def dot(a: Any, b: Any) -> Array:
     """``np.dot``: scalars multiply; otherwise contract the last axis of ``a`` with the second-to-last
-    (or only) axis of ``b``."""
-    a, b = asarray(a), asarray(b)
+    (or only) axis of ``b``. A Python number is an array of its default dtype here, not a weak
+    scalar: NumPy's ``dot`` converts its operands with ``asarray`` (``dot(float32, 2.0)`` is float64)."""
+    a, b = (constant(v, _default_dtype(v)) if isinstance(v, Scalar) else asarray(v) for v in (a, b))
     if a.ndim == 0 or b.ndim == 0:
         return binary(elementwise.mul, a, b)
     if b.ndim <= 2:

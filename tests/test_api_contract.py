@@ -365,3 +365,49 @@ def test_more_of_numpy() -> None:
 
 if __name__ == "__main__":
     pytest.main([__file__, "-q"])
+
+
+def test_reshape_in_fortran_order() -> None:
+    """``x.reshape(shape, order="F")`` and ``dnp.reshape(..., order="F")`` as NumPy: values, a
+    write through the result (NumPy copies a C array here: the argument is unchanged), gradients;
+    ``order="A"`` (the memory layout's order) is a ShapeError naming the call."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+
+    def f(m, xp=dnp):
+        v = m.reshape((4, 6), order="F")
+        w = xp.reshape(m, (-1, 2), order="F")
+        v[0] = -1.0
+        return v, w * 2.0, m.reshape(6, 4, order="F"), m
+
+    got = dsl.compile(f)(x.copy())
+    want = f(x.copy(), np)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    weights = np.arange(24.0).reshape(4, 6)
+    grad = dsl.grad(lambda m: (m.reshape((4, 6), order="F") * weights).sum())(x)
+    np.testing.assert_array_equal(grad, weights.reshape((2, 3, 4), order="F"))
+    with pytest.raises(dsl.ShapeError, match=r"test_api_contract.py:\d+: reshape: order must be 'C' or 'F'"):
+        dsl.compile(lambda m: m.reshape(24, order="A"))(x)
+
+
+def test_at_on_a_zero_d_array() -> None:
+    """``s.at[()]`` (and ``s.at[...]``) of a 0-d array updates its one element, as JAX's."""
+
+    def f(m):
+        s = m.sum()
+        return (s.at[()].set(3), s.at[()].add(2.0), s.at[...].mul(2.0), s.at[()].max(100.0),
+                s.at[()].min(0.5), s.at[()].get())  # fmt: skip
+
+    s = jnp.sum(jnp.asarray(X))
+    want = (s.at[()].set(3), s.at[()].add(2.0), s.at[...].multiply(2.0), s.at[()].max(100.0),
+            s.at[()].min(0.5), s.at[()].get())  # fmt: skip
+    close(dsl.compile(f)(X), want)
+
+
+def test_dot_with_a_python_number_has_numpys_dtype() -> None:
+    """``np.dot`` converts a Python number with ``asarray`` (float64, int64), unlike ``*``."""
+    ints = np.arange(3, dtype=np.int32)
+    got = dsl.compile(lambda a, i: (dnp.dot(a, 2.0), dnp.dot(2, i), a.dot(0.5), a * 2.0))(X, ints)
+    for g, w in zip(got, (np.dot(X, 2.0), np.dot(2, ints), X.dot(0.5), X * 2.0), strict=True):
+        assert np.asarray(g).dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-6)
