@@ -348,3 +348,12 @@ def test_shift_and_bitwise_lowerings_in_the_mlir_export() -> None:
     for op in ("arith.shli", "arith.shrsi", "arith.floordivsi", "arith.remsi", "arith.andi", "arith.xori"):
         assert op in text, op
     assert "arith.cmpi ult" in text  # the shift count's range test
+
+
+def test_float_to_int_lowering_in_the_mlir_export() -> None:
+    """arith.fptosi is poison for NaN and values past the range: the export selects the minimum."""
+    from compiler.codegen.mlir_export import export_function
+
+    x = np.array([np.nan, 2.5, 3e10])
+    text = export_function(dsl.compile(lambda x: x.astype(np.int32)).lower(x).program.stages["optimized"])
+    assert "arith.fptosi" in text and "arith.cmpf olt" in text and "arith.select" in text

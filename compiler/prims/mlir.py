@@ -15,13 +15,16 @@ Each primitive's definition names its lowering (``Primitive.mlir``; a reduction'
 
 Integer division floors and max/min propagate NaN, as the primitives' NumPy references do; what
 ``arith`` leaves undefined and NumPy defines (integer division by 0, MIN / -1, shift counts outside
-the width) is selected around; bools order as unsigned integers (false < true).
+the width, float-to-int conversions of NaN or past the range) is selected around; bools order as
+unsigned integers (false < true).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from compiler.ir.printer import format_dense, format_float
 from compiler.ir.types import DType, TensorType
@@ -200,8 +203,13 @@ def cast(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any
         return b.emit(f"arith.cmp{'f' if s.is_float else 'i'} {pred}, {x}, {b.const(0, s)} : {s}")
     if s.is_float and out.is_float:
         op = "arith.extf" if out.itemsize > s.itemsize else "arith.truncf"
-    elif s.is_float:
-        op = "arith.fptosi"
+    elif s.is_float:  # NaN, infinities and values past the range: the minimum (fptosi: poison)
+        low = int(np.iinfo(out.np).min)
+        above = b.emit(f"arith.cmpf oge, {x}, {b.const(float(low), s)} : {s}")
+        below = b.emit(f"arith.cmpf olt, {x}, {b.const(-float(low), s)} : {s}")
+        inside = b.emit(f"arith.andi {above}, {below} : i1")
+        converted = b.emit(f"arith.fptosi {x} : {s} to {out}")
+        return b.emit(f"arith.select {inside}, {converted}, {b.const(low, out)} : {out}")
     elif out.is_float:
         op = "arith.uitofp" if s.is_bool else "arith.sitofp"
     else:
