@@ -98,6 +98,9 @@ class Options:
     sibling_reductions: bool = _default("sibling_reductions", lambda: True)
     # plan: repack the arena offline, largest block first, and keep the smaller arena
     pack_by_size: bool = _default("pack_by_size", lambda: _env_off("DSL_NO_PACK_BY_SIZE"))
+    # plan: a returned value computed in place from a dying arena value keeps that value's chain of
+    # blocks in the result's own memory (passes/plan.py); loop bodies' results are carries: off there
+    results_in_place: bool = _default("results_in_place", lambda: True)
     # kernels and regions for the CPU (compiler/kernel/cpu/records.py's CpuSchedule says what each does)
     runtime_parallel: bool = _default("runtime_parallel", lambda: True)
     shared_kernels: bool = _default("shared_kernels", lambda: True)

@@ -70,6 +70,7 @@ def planner(options: Options) -> Planner:
         options.pack_by_size,
         bands,
         functools.partial(_kernel_plan, options) if _scores_kernels(target) else None,
+        options.results_in_place,
     )
 
 

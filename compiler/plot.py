@@ -58,7 +58,7 @@ def plot_memory_plan(plan: MemoryPlan, path: str, title: str = "memory plan") ->
     fig = Figure(figsize=FIGSIZE, dpi=DPI)
     FigureCanvasAgg(fig)
     ax: Any = fig.add_subplot(1, 1, 1)
-    rows = [r for r in plan.buffers if r.param is None]  # donated-argument memory is not arena
+    rows = [r for r in plan.buffers if r.in_arena]  # donated arguments' and results' memory is not arena
     scale, unit = _unit(max(plan.peak_bytes, 1))
     roots = _chain_roots(rows)
     palette = _palette(len(set(roots.values())))

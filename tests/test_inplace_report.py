@@ -150,7 +150,9 @@ def _storage(bufferized: Function, v: Value) -> tuple[Any, ...] | None:
         if buffer is not None and buffer.startswith("arg "):
             return ("arg", int(buffer[4:]))
         if buffer == "result":
-            return ("result", v)
+            return ("result", list(bufferized.results).index(v))
+        if buffer is not None and buffer.startswith("result "):  # kept in a result's memory
+            return ("result", int(buffer[7:]))
         if op.prim.memory.view_of != 0 or buffer == "row" or op.attrs.get(INPLACE_ATTR) in WRITES_A_SOURCE:
             return None  # (a view realizing a setitem or copy_ holds the source, not the array)
         v = op.operands[0]
@@ -286,7 +288,7 @@ HAND_WRITTEN: dict[str, tuple[Any, tuple[Any, ...], Any, set[str]]] = {
         returned_matmul_result,
         (A, W),
         None,
-        {_copy(returned_matmul_result, "tanh_", "h.tanh_", None)},
+        set(),  # h lives in the result's memory (results_in_place): tanh_ runs there
     ),
     "sgd": (sgd, (W.ravel().copy(), W.ravel().copy()), None, set()),
     "layer norm": (layer_norm_in_place, (A.copy(), A[0].copy()), None, None),

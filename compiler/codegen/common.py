@@ -51,7 +51,7 @@ def poison_after(fusion: FusionPlan, plan: MemoryPlan) -> dict[Group, list[Buffe
     by_pos = {g.root_pos: g for g in fusion.groups}
     out: dict[Group, list[BufferRow]] = {}
     for row in plan.buffers:
-        if row.param is None and row.name not in handed_on and row.live[1] in by_pos:
+        if row.in_arena and row.name not in handed_on and row.live[1] in by_pos:
             out.setdefault(by_pos[row.live[1]], []).append(row)
     return out
 
@@ -60,7 +60,8 @@ def poison_after(fusion: FusionPlan, plan: MemoryPlan) -> dict[Group, list[Buffe
 class Placement:
     """Where a stored value's buffer is, for the driver: ``kind`` is ``"argument"`` (the new value of
     argument ``param``, written into the caller's array), ``"donated"`` (in donated argument
-    ``param``'s memory), ``"arena"`` (at ``offset``; ``nbytes`` the slot's size when the regions
+    ``param``'s memory), ``"result"`` (in the memory of the caller-allocated result ``result``:
+    ``MemoryPlan.in_result``), ``"arena"`` (at ``offset``; ``nbytes`` the slot's size when the regions
     pass resized it to one block of rows per thread, else None) or ``"fresh"`` (a function result
     allocated per call, or a zero-size value)."""
 
@@ -69,6 +70,7 @@ class Placement:
     param: int = -1
     offset: int = -1
     nbytes: int | None = None
+    result: Value | None = None
 
 
 def placement(v: Value, plan: MemoryPlan, resized: dict[Value, int]) -> Placement:
@@ -77,6 +79,8 @@ def placement(v: Value, plan: MemoryPlan, resized: dict[Value, int]) -> Placemen
         return Placement(v, "argument", param=plan.direct_writeback[v])
     if v in plan.in_param:
         return Placement(v, "donated", param=plan.in_param[v])
+    if v in plan.in_result:
+        return Placement(v, "result", result=plan.in_result[v])
     if v in plan.offsets:
         return Placement(v, "arena", offset=plan.offsets[v], nbytes=resized.get(v))
     return Placement(v, "fresh")

@@ -67,10 +67,14 @@ def annotate(func: Function, fusion: FusionPlan, plan: MemoryPlan, bufferized: b
             attrs["dsl.offset"] = plan.offsets[result]
         if result in rows and rows[result].reused_from:
             attrs["dsl.reuses"] = rows[result].reused_from
+        elif result in plan.result_reuses:
+            attrs["dsl.reuses"] = plan.result_reuses[result]
         if result in rows and rows[result].stored_as:
             attrs["dsl.stored_as"] = rows[result].stored_as
         if result in in_arg:
             attrs["dsl.buffer"] = f"arg {in_arg[result]}"
+        elif result in plan.in_result:  # in the memory of result k (its in-place chain)
+            attrs["dsl.buffer"] = f"result {list(func.results).index(plan.in_result[result])}"
         elif result in local:
             attrs["dsl.buffer"] = "row"
         elif result in returned and result not in plan.offsets:
@@ -92,7 +96,7 @@ def annotate_inplace(func: Function, fusion: FusionPlan | None, plan: MemoryPlan
     """The ``inplace`` pass of ``dslc opt`` (after ``plan``): each value that takes over an operand's
     buffer gets ``dsl.reuses = "%N"``; each user in-place request gets ``dsl.inplace_outcome`` and the
     reason."""
-    reuses = {r.value: r.reused_from for r in plan.buffers if r.reused_from}
+    reuses = {r.value: r.reused_from for r in plan.buffers if r.reused_from} | plan.result_reuses
     names = fusion.names if fusion is not None else value_names(func)
     reuses |= {v: names[func.params[k]] for v, k in plan.direct_writeback.items()}
     outcome = _request_outcomes(plan)

@@ -89,6 +89,7 @@ def find_requests(
     params = {p: i for i, p in enumerate(func.params)}
     returned = set(func.results)
     stored = set(plan.offsets) | set(plan.in_param) | set(plan.direct_writeback) | set(params) | returned
+    stored |= set(plan.in_result)
     producer = {r: op for op in func.ops for r in op.results}
     position = {op: i for i, op in enumerate(func.ops)}
     out = []
@@ -215,6 +216,8 @@ def _storage_of(v: Value, plan: MemoryPlan, returned: bool, param: int | None) -
         return ("arg", plan.direct_writeback[v])
     if v in plan.in_param:
         return ("arg", plan.in_param[v])
+    if v in plan.in_result:
+        return ("result", plan.in_result[v])
     if v in plan.offsets:
         return ("arena", plan.offsets[v], next(r.bytes for r in plan.buffers if r.value is v))
     if param is not None:
@@ -229,7 +232,9 @@ def _where_in_place(r: InplaceRequest, plan: MemoryPlan) -> str:
         return "written straight into the caller's array"
     if r.new in plan.in_param:
         return f"kept in the memory of donated argument {plan.in_param[r.new]}"
-    row = next(b for b in plan.buffers if b.value is r.new)
+    row = next((b for b in plan.buffers if b.value is r.new), None)
+    if row is None:  # a result, computed where its operand already was (``MemoryPlan.in_result``)
+        return f"stored over {r.old_name}, which the plan keeps in the result's own memory"
     if row.reused_from == r.old_name:
         return f"reuses the buffer of {r.old_name}"
     return f"stored over the buffer of {r.old_name} (offset {row.offset}), handed over in place"

@@ -219,7 +219,7 @@ def compile_loops(
     """Every CONTROL group's bodies compiled by ``run`` (the pipeline), and ``plan`` with each loop's
     arena and temporaries placed as a scratch row live while the loop runs."""
     scope = str(func.attrs.get(SCOPE_ATTR, ""))
-    body_options = replace(options, grad=None, donate_argnums=())
+    body_options = replace(options, grad=None, donate_argnums=(), results_in_place=False)
     loops: dict[Group, Loop] = {}
     for group in fusion.groups:
         if group.kind is not GroupKind.CONTROL:

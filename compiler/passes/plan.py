@@ -22,6 +22,12 @@ online pass fragments when a small buffer lands in a hole that a big one needed 
 one places big blocks first. The plan keeps whichever arena is smaller (``DSL_NO_PACK_BY_SIZE=1``:
 the online offsets only).
 
+A returned value computed in place from an arena value that dies there (a scatter into a zeroed
+buffer, ``x = zeros(n); x[i] += v; return x``) takes that value's whole chain of blocks out of the
+arena into the result's own memory (``results_in_place``; not in loop bodies, whose results are
+carries): the chain is written where the caller receives the result, and the result's kernel runs
+in place there instead of copying the chain's last value over.
+
 A value written back to an argument (``dsl.writeback``) is stored straight into the caller's array
 when the argument's old value is read by no later group and only at identity by this one; otherwise
 it goes to fresh memory and the runtime copies it after the call.
@@ -45,7 +51,7 @@ import numpy as np
 
 from compiler.ir.core import Function, Value
 from compiler.ir.types import DType, TensorType
-from compiler.passes.fuse import FusionPlan, Group, fuse
+from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
 from compiler.passes.inplace_report import InplaceDecision, InplaceRequest, find_requests, report_requests
 from runtime.errors import VerificationError
@@ -62,10 +68,15 @@ class BufferRow:
     live: tuple[int, int]  # (op position of the group that writes it, of the last group reading it)
     reused_from: str | None = None
     param: int | None = None  # index of the donated argument whose memory holds it
+    result: Value | None = None  # the returned value whose memory holds it (``results_in_place``)
     # Not the value's size: what the code stores of it, and where (``resize_slots``).
     stored_as: str | None = None
     # Scratch of a kernel, not a value of the program (``place_scratch``): the kernel's name.
     scratch_of: str | None = None
+
+    @property
+    def in_arena(self) -> bool:
+        return self.param is None and self.result is None
 
 
 @dataclass
@@ -77,6 +88,8 @@ class MemoryPlan:
     offsets: dict[Value, int] = field(default_factory=dict)
     in_param: dict[Value, int] = field(default_factory=dict)  # value -> donated argument holding it
     direct_writeback: dict[Value, int] = field(default_factory=dict)  # value -> argument written into
+    in_result: dict[Value, Value] = field(default_factory=dict)  # value -> the result holding it
+    result_reuses: dict[Value, str] = field(default_factory=dict)  # such a result -> the operand's name
     requests: list[InplaceRequest] = field(default_factory=list)  # the user's, judged into ``inplace``
 
     def __str__(self) -> str:
@@ -85,7 +98,7 @@ class MemoryPlan:
         for b in self.buffers:
             live = f"[{b.live[0]}, {b.live[1]}]"
             reused = b.reused_from or "-"
-            where = str(b.offset) if b.param is None else f"arg{b.param}"
+            where = str(b.offset) if b.in_arena else f"arg{b.param}" if b.result is None else "result"
             lines.append(f"{b.name:<10}{b.bytes:>12}{where:>12}  {live:<14}{reused:<12}{b.value.type}")
             if b.stored_as:
                 lines.append(f"{'':<10}{b.stored_as}")
@@ -120,11 +133,12 @@ def plan_buffers(
     inplace: bool = True,
     donate_argnums: tuple[int, ...] = (),
     pack_by_size: bool | None = None,
+    results_in_place: bool = False,
 ) -> MemoryPlan:
     """``pack_by_size``: also pack offline, largest block first, and keep the smaller arena
     (default: on unless ``DSL_NO_PACK_BY_SIZE=1``). The reference plan (``inplace=False``) is never
     repacked: one slot per buffer."""
-    planner = _Planner(func, fusion, inplace, donate_argnums)
+    planner = _Planner(func, fusion, inplace, donate_argnums, results_in_place)
     peak = planner.run()
     if pack_by_size is None:
         pack_by_size = pack_by_size_enabled()
@@ -135,9 +149,11 @@ def plan_buffers(
         naive_bytes=naive_bytes(func),
         buffers=planner.rows,
         inplace=planner.decisions,
-        offsets={r.value: r.offset for r in planner.rows if r.param is None},
+        offsets={r.value: r.offset for r in planner.rows if r.in_arena},
         in_param={r.value: r.param for r in planner.rows if r.param is not None},
         direct_writeback=planner.direct,
+        in_result={r.value: r.result for r in planner.rows if r.result is not None},
+        result_reuses=planner.result_reuses,
     )
     plan.requests = find_requests(func, fusion, plan, inplace)
     report_requests(plan)
@@ -160,6 +176,7 @@ class Planner:
     pack_by_size: bool | None = None  # None: DSL_NO_PACK_BY_SIZE decides
     bands: Callable[[Function, FusionPlan], None] | None = None
     finish: Callable[[Function, FusionPlan, MemoryPlan], MemoryPlan] | None = None
+    results_in_place: bool = False  # a returned value's in-place chain in the result's memory
 
     def fuse(self, func: Function) -> FusionPlan:
         return fuse(func, self.contract_transposes, self.recompute)
@@ -169,7 +186,9 @@ class Planner:
             self.bands(func, fusion)
 
     def plan_buffers(self, func: Function, fusion: FusionPlan) -> MemoryPlan:
-        return plan_buffers(func, fusion, self.inplace, self.donate_argnums, self.pack_by_size)
+        return plan_buffers(
+            func, fusion, self.inplace, self.donate_argnums, self.pack_by_size, self.results_in_place
+        )
 
     def shipped(self, func: Function) -> tuple[FusionPlan, MemoryPlan]:
         """Fusion (with bands) and memory plan of optimized IR, as the pipeline would make them."""
@@ -189,7 +208,7 @@ def repack_by_size(rows: list[BufferRow], online_peak: int) -> int:
     smallest gap between the blocks placed so far that are live at the same time, else above them.
     Rewrites the rows' offsets and returns the new arena size when it is smaller than
     ``online_peak``; else leaves the rows alone and returns ``online_peak``."""
-    blocks = _reuse_chains([r for r in rows if r.param is None])
+    blocks = _reuse_chains([r for r in rows if r.in_arena])
     order = sorted(blocks, key=lambda b: (-align(b[0].bytes), b[0].live[0]))
     n = len(order)
     starts, ends = np.empty(n, np.int64), np.empty(n, np.int64)
@@ -269,8 +288,11 @@ class _FreeList:
 
 
 class _Planner:
-    def __init__(self, func: Function, fusion: FusionPlan, inplace: bool, donate: tuple[int, ...]) -> None:
+    def __init__(
+        self, func: Function, fusion: FusionPlan, inplace: bool, donate: tuple[int, ...], adopt: bool = False
+    ) -> None:
         self.func = func
+        self.adopt = adopt and inplace  # results_in_place
         self.fusion = fusion
         self.inplace = inplace
         self.returned = set(func.results)
@@ -289,8 +311,10 @@ class _Planner:
         self.row_of: dict[Value, BufferRow] = {}
         self.decisions: list[InplaceDecision] = []
         self.direct: dict[Value, int] = {}
+        self.result_reuses: dict[Value, str] = {}
         self.writeback = _writeback_params(func)
         self.free = _FreeList()
+        self.control = {v for g in fusion.groups if g.kind is GroupKind.CONTROL for v in g.outputs}
 
     def run(self) -> int:
         """Groups in order; a band's members all place their outputs before any block is freed."""
@@ -310,6 +334,8 @@ class _Planner:
             if v in self.writeback and self.inplace and self.can_write_directly(v, group):
                 self.direct[v] = self.writeback[v]
                 continue
+            if v in self.returned and self.adopt and v.type.nbytes:
+                self.adopt_chain(v, group, taken)
             if v in self.returned or v.type.nbytes == 0 or v in self.local:
                 continue
             born, end = self.fusion.time(group)
@@ -336,6 +362,38 @@ class _Planner:
             if owned and same and self.fusion.in_place_safe(x, v, group):
                 return x
         return None
+
+    def adopt_chain(self, v: Value, group: Group, taken: set[Value]) -> None:
+        """Result ``v`` computed in place from an arena value that dies at ``group``: that value's
+        chain of blocks moves into ``v``'s memory (the module docstring)."""
+        if list(self.func.results).count(v) != 1 or v in self.params or v in self.writeback:
+            return
+        donor = self.donor(v, group, taken)
+        if donor is None or donor not in self.row_of or not self.row_of[donor].in_arena:
+            return
+        by_name = {r.name: r for r in self.rows}
+        chain = [self.row_of[donor]]
+        while chain[-1].reused_from in by_name and by_name[chain[-1].reused_from].in_arena:
+            chain.append(by_name[chain[-1].reused_from])
+        if any(r.value in self.control for r in chain):
+            return  # a loop's or branch's carries: their buffers are the loop code's
+        taken.add(donor)
+        del self.row_of[donor]  # its block is never freed online (a band may still read it):
+        for r in chain:  # the offline packing (``repack_by_size``) leaves the chain out of the arena
+            r.result, r.offset = v, -1
+        name = self.fusion.names[donor]
+        self.result_reuses[v] = name
+        self.decisions.append(
+            InplaceDecision(
+                self.fusion.names[v],
+                group.root.loc,
+                None,
+                name,
+                "in place",
+                "its operand dies here and is read only at the element being written; the operand "
+                "was computed in the result's own memory",
+            )
+        )
 
     def band_allows_overwrite(self, x: Value, group: Group) -> bool:
         """Inside a band, ``group`` may overwrite ``x`` row by row only if every other member that
@@ -378,13 +436,13 @@ class _Planner:
             row = self.row_of.get(v)
             if row is not None and self.last_read.get(v) == end:
                 del self.row_of[v]
-                if row.param is None:
+                if row.in_arena:
                     self.free.free(row.offset, row.bytes)
         for v in group.outputs:  # stored but never read again (a value kept only for a later group)
             row = self.row_of.get(v)
             if row is not None and v not in self.last_read:
                 del self.row_of[v]
-                if row.param is None:
+                if row.in_arena:
                     self.free.free(row.offset, row.bytes)
 
     def can_write_directly(self, v: Value, group: Group) -> bool:
@@ -414,7 +472,7 @@ def resize_slots(plan: MemoryPlan, slots: dict[int, tuple[int, str]]) -> None:
     and no two rows come to overlap (each row lies wholly below or wholly above each slot)."""
     if not slots:
         return
-    arena = [r for r in plan.buffers if r.param is None]
+    arena = [r for r in plan.buffers if r.in_arena]
     starts, moves, resized = [], [0], []
     for offset, (nbytes, why) in sorted(slots.items()):
         size = max((align(r.bytes) for r in arena if r.offset == offset), default=0)
@@ -445,7 +503,7 @@ def place_scratch(
     if not needs:
         return plan
     rows = [replace(r) for r in plan.buffers]
-    placed = [r for r in rows if r.param is None]
+    placed = [r for r in rows if r.in_arena]
     for name, kernel, nbytes, dtype, live in sorted(needs, key=lambda n: (-n[2], n[0])):
         busy = [r for r in placed if own_slots or (r.live[0] <= live[1] and live[0] <= r.live[1])]
         busy.sort(key=lambda r: r.offset)
@@ -464,7 +522,7 @@ def check_no_overlap(plan: MemoryPlan) -> None:
     """Sanitizer: no two buffers live at the same time share arena bytes (except a value and the
     operand whose block it took over in place at the kernel where that operand dies)."""
     active: list[BufferRow] = []
-    for row in sorted((r for r in plan.buffers if r.param is None), key=lambda r: r.live[0]):
+    for row in sorted((r for r in plan.buffers if r.in_arena), key=lambda r: r.live[0]):
         active = [a for a in active if a.live[1] >= row.live[0]]
         for a in active:
             bytes_overlap = a.offset < row.offset + row.bytes and row.offset < a.offset + a.bytes

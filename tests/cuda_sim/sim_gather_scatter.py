@@ -278,3 +278,19 @@ def test_sorted_scatter_with_wide_digits_and_many_chunks(monkeypatch) -> None:
     np.add.at(added, c, v)
     put[c] = v
     same(on_gpu, (added, put))
+
+
+@pytest.mark.parametrize("sorted_", [False, True], ids=["walk", "sorted"])
+def test_scatter_results_computed_in_the_results_memory(sorted_: bool, request) -> None:
+    """``results_in_place`` (tests/test_results_in_place.py, whose programs these are): an embedding
+    gradient's zeroed base and a scattered, scaled, overwritten array live in the result's own
+    device memory, where the last kernel runs in place; the values are the CPU's bit for bit."""
+    from test_results_in_place import CASES
+
+    if sorted_:
+        request.getfixturevalue("sorted_form")
+    for name in ("embedding gradient", "scatter, scale, write"):
+        fn, args = CASES[name]
+        assert dsl.compile(fn, target="cuda").lower(*args).memory_plan().in_result, name
+        gpu, cpu = both(fn, *args)
+        np.testing.assert_array_equal(np.asarray(gpu), cpu)

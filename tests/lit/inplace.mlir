@@ -21,7 +21,7 @@ func.func @dying_operand(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tens
 // A user's in-place request on a value that is still read later is demoted to a copy, naming the reader.
 // CHECK-LABEL: func.func @still_needed
 // CHECK:         %1 = "dsl.exp"(%0) {dsl.inplace = "exp_", dsl.inplace_outcome = "copy: the old value is still read later, at user.py:12; computed into a copy"}
-// CHECK-NOT:     dsl.reuses
+// CHECK-NOT:     dsl.reuses = "%0"
 func.func @still_needed(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<4x8xf32> {
   %0 = "dsl.matmul"(%arg0, %arg1) : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("user.py":10:3)
   %1 = "dsl.exp"(%0) {dsl.inplace = "exp_"} : (tensor<4x8xf32>) -> tensor<4x8xf32> loc("user.py":11:3)

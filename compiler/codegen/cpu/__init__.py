@@ -279,8 +279,11 @@ def _fma_binding(schedule: CpuSchedule) -> list[str]:
     return ["", "", '@numba.njit(inline="always")', "def fma(a, b, c):", "    return a * b + c"]
 
 
-def _allocation(p: Placement, params: list[str], base: int = 0) -> str:
+def _allocation(p: Placement, params: list[str], base: int = 0, names: dict[Value, str] | None = None) -> str:
     t = p.value.type
+    if p.kind == "result":  # in a caller-allocated result's memory (its in-place chain)
+        assert names is not None and p.result is not None
+        return f"buffer_view({names[p.result]}, 0, {shape_literal(t.shape)}, {np_type(t.dtype)})"
     if p.kind == "argument":  # the new value of an argument, stored into the caller's array
         return params[p.param]
     if p.kind == "donated":  # lives in a donated argument's memory
@@ -322,7 +325,8 @@ def _statements(level: Level, slot_index: SlotIndex, base: int) -> list[str]:
     allocated = allocations(func, fusion, plan, level.outs, hoist)
     poison = level.poison
     for group in fusion.groups:
-        body += [f"{names[p.value]} = {_allocation(p, arg_names, base)}" for p in allocated.get(group, [])]
+        placed = allocated.get(group, [])
+        body += [f"{names[p.value]} = {_allocation(p, arg_names, base, names)}" for p in placed]
         kernel = kernels.get(group)
         body += _scratch_views(kernel, base)
         if group in level.loops:

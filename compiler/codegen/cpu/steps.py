@@ -267,6 +267,9 @@ def _placed(p: Placement, arg_names: list[str], base_of: dict[str, int], names: 
     dtype = np_type(t.dtype)
     if p.kind in ("argument", "donated"):  # the caller's array (a donated one from its first byte)
         return Operand(base_of[arg_names[p.param]], 0, t.shape, dtype)
+    if p.kind == "result":  # in a caller-allocated result's memory (its in-place chain)
+        assert p.result is not None
+        return Operand(base_of[names[p.result]], 0, t.shape, dtype)
     if p.kind == "fresh":
         return Operand(base_of[names[p.value]], 0, t.shape, dtype)
     if p.nbytes is not None:  # a row-block region's own buffer: its threads' blocks

@@ -69,6 +69,10 @@ def _statements(level: Level, base: int, setup: list[str], counter: list[int]) -
             elif p.kind == "donated":
                 src = f"{arg_names[p.param]}.view(np.uint8)"
                 body.append(f"{name} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
+            elif p.kind == "result":  # in a caller-allocated result's memory (its in-place chain)
+                assert p.result is not None
+                src = f"{names[p.result]}.view(np.uint8)"
+                body.append(f"{name} = {_flat_view(src, 0, t.nbytes, t.dtype)}")
             elif p.kind == "arena":  # (views made once, in bind)
                 setup.append(f"{name} = {_flat_view('arena', base + p.offset, t.nbytes, t.dtype)}")
             else:  # a function result (fresh per call) or a zero-size value

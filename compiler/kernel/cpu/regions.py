@@ -179,6 +179,8 @@ def storage_of(names: dict[Value, str], plan: MemoryPlan, func: Function) -> dic
             out[name] = _Storage(params[plan.direct_writeback[v]], 0, nbytes)
         elif v in plan.in_param:
             out[name] = _Storage(params[plan.in_param[v]], 0, nbytes)
+        elif v in plan.in_result:  # in a result's memory: that result's own storage
+            out[name] = _Storage(names[plan.in_result[v]], 0, nbytes)
         elif v in plan.offsets:
             out[name] = _Storage("arena", plan.offsets[v], nbytes)
         else:

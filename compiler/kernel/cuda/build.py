@@ -70,13 +70,18 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
 def memory_overlap(func: Function, plan: MemoryPlan) -> Callable[[Value, Value], bool]:
     """Whether two values' buffers share bytes under ``plan``: the same argument (a parameter, a
     value the plan writes into an argument or keeps in a donated one), or overlapping arena slots.
-    A value with no placement here (a result, a band's kept row) shares with nothing."""
+    A result shares with the values the plan keeps in its memory (``in_result``); a value with no
+    placement here (a band's kept row) shares with nothing."""
     params = {p: i for i, p in enumerate(func.params)}
+    results = {v: i for i, v in enumerate(func.results)}
 
     def where(v: Value) -> tuple[str, int, int] | None:
         for table in (params, plan.direct_writeback, plan.in_param):
             if v in table:
                 return "param", table[v], table[v] + 1
+        if v in plan.in_result or v in results:
+            k = results[plan.in_result.get(v, v)]
+            return "result", k, k + 1
         if v in plan.offsets:
             return "arena", plan.offsets[v], plan.offsets[v] + v.type.nbytes
         return None
