@@ -22,6 +22,10 @@
 #   table is rewritten after each).
 # The suite (tests/cuda_sim on the GPU, ~2-3 min warm) runs the new simulator files too: sim_fuzz
 # (random programs and gradients), sim_precision (TF32 and transposed cuBLAS results), sim_shuffle.
+# Also new since the last lease and checked by `suite` only on a GPU (2026-11-26, session 8): float
+# products as libdevice's mul.rn (no fused multiply-adds) and exactmath's log1p, so dsl.random gives
+# the CPU's bits (sim_random; sim_fuzz compares target-independent programs with the CPU bit for bit);
+# results computed in the memory of the value they update (results_in_place: sim_gather_scatter).
 # Issue 27's next lease (15 device minutes): first `bash benchmarks/gpu_session.sh env suite checks`
 # (~6 min: every default that changed without a GPU is checked first), then `TIMINGS_ONLY=1 bash
 # benchmarks/gpu_session.sh shuffle columns graphs scatter` (~9 min); `env gpu` in the next lease.
