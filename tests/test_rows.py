@@ -88,7 +88,10 @@ def test_layer_norm_forward_and_backward_is_one_kernel_with_rows_of_scratch() ->
     assert 0 < plan.peak_bytes < 300 * 128 * 4 // 4
     with rows_off():
         _, _, unfused, unplanned = build(grad, *args)
-    assert not unfused.bands and unplanned.peak_bytes >= 2 * 300 * 128 * 4
+    # without bands, full-size intermediates (one more than this is computed in the gradient's own
+    # memory: results_in_place)
+    assert not unfused.bands and unplanned.peak_bytes >= 300 * 128 * 4
+    assert any(r.bytes == 300 * 128 * 4 for r in unplanned.buffers if r.result is not None)
     check_against_off(grad, *args)
 
 
