@@ -89,8 +89,17 @@ class MemoryPlan:
     in_param: dict[Value, int] = field(default_factory=dict)  # value -> donated argument holding it
     direct_writeback: dict[Value, int] = field(default_factory=dict)  # value -> argument written into
     in_result: dict[Value, Value] = field(default_factory=dict)  # value -> the result holding it
-    result_reuses: dict[Value, str] = field(default_factory=dict)  # such a result -> the operand's name
     requests: list[InplaceRequest] = field(default_factory=list)  # the user's, judged into ``inplace``
+
+    @property
+    def result_reuses(self) -> dict[Value, str]:
+        """Each result computed in place over a chain kept in its memory (``in_result``) -> the name of
+        the chain's last value, the operand it took over."""
+        last: dict[Value, BufferRow] = {}
+        for r in self.buffers:
+            if r.result is not None and (r.result not in last or r.live[0] > last[r.result].live[0]):
+                last[r.result] = r
+        return {v: r.name for v, r in last.items()}
 
     def __str__(self) -> str:
         header = f"{'buffer':<10}{'bytes':>12}{'offset':>12}  {'live':<14}{'reused_from':<12}type"
@@ -153,7 +162,6 @@ def plan_buffers(
         in_param={r.value: r.param for r in planner.rows if r.param is not None},
         direct_writeback=planner.direct,
         in_result={r.value: r.result for r in planner.rows if r.result is not None},
-        result_reuses=planner.result_reuses,
     )
     plan.requests = find_requests(func, fusion, plan, inplace)
     report_requests(plan)
@@ -311,7 +319,6 @@ class _Planner:
         self.row_of: dict[Value, BufferRow] = {}
         self.decisions: list[InplaceDecision] = []
         self.direct: dict[Value, int] = {}
-        self.result_reuses: dict[Value, str] = {}
         self.writeback = _writeback_params(func)
         self.free = _FreeList()
         self.control = {v for g in fusion.groups if g.kind is GroupKind.CONTROL for v in g.outputs}
@@ -382,7 +389,6 @@ class _Planner:
         for r in chain:  # the offline packing (``repack_by_size``) leaves the chain out of the arena
             r.result, r.offset = v, -1
         name = self.fusion.names[donor]
-        self.result_reuses[v] = name
         self.decisions.append(
             InplaceDecision(
                 self.fusion.names[v],

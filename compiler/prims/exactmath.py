@@ -30,6 +30,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from compiler.prims import random
+
 # Bound per target by the preludes (``BINDINGS``); here, for the tests that call these as Python.
 mul_f32 = mul_f64 = operator.mul
 
@@ -132,10 +134,6 @@ BINDINGS: dict[str, dict[str, str]] = {
     },
     "sim": {"mul_f32": "operator.mul", "mul_f64": "operator.mul"},
 }
-_DECORATORS = {
-    "cpu": '@numba.njit(forceinline=True, error_model="numpy")',
-    "cuda": '@cuda.jit(device=True, inline="always")',  # as random_bits' helpers (prims/random.py)
-}
 
 
 def with_callees(names: set[str]) -> set[str]:
@@ -154,7 +152,7 @@ def helper_source(target: str, names: set[str]) -> str:
     for name in HELPERS:
         if name in names:
             define, body = inspect.getsource(_FUNCTIONS[name]).split("\n", 1)
-            blocks.append(f"{_DECORATORS[target]}\n{define.split('  #')[0]}\n{body}".rstrip())
+            blocks.append(f"{random.DECORATORS[target]}\n{define.split('  #')[0]}\n{body}".rstrip())
 
     def assign(spellings: dict[str, str], indent: str = "") -> list[str]:
         return [f"{indent}{name} = {spellings[name]}" for name in sorted(spellings) if name in names]

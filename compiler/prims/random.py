@@ -92,7 +92,7 @@ def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN00
 
 _HELPERS = (threefry_rotl, threefry_round, threefry_rounds_a, threefry_rounds_b, threefry2x32_bits)
 HELPER = threefry2x32_bits.__name__  # the name generated code calls
-_DECORATORS = {
+DECORATORS = {  # (exactmath's helpers too)
     "cpu": '@numba.njit(forceinline=True, error_model="numpy")',
     # Numba-level inlining: a device function compiled on its own would ask the driver for the
     # device's compute capability, which compiling to PTX without a GPU has not got.
@@ -106,7 +106,7 @@ def helper_source(target: str) -> str:
     blocks = []
     for f in _HELPERS:
         define, body = inspect.getsource(f).split("\n", 1)
-        blocks.append(f"{_DECORATORS[target]}\n{define.split('  #')[0]}\n{body}".rstrip())
+        blocks.append(f"{DECORATORS[target]}\n{define.split('  #')[0]}\n{body}".rstrip())
     return "\n\n\n".join(blocks)
 
 
