@@ -17,11 +17,12 @@ counts the ops of an MLP's jvp).
 
 Loops and branches go through both sweeps as region ops (``compiler/autodiff_control.py``): the
 first sweep's backward loop is linear in ``u``, and the second differentiates it like any loop. No
-reverse sweep goes through a ``while`` (its trip count is known only at run time), so a ``while``,
-and a ``for``, ``scan`` or ``if`` holding one at any depth, is not transposed: the ops between such
-region ops are, segment by segment, and each of them that reads a tangent becomes the same op
-carrying the tangents beside its lanes, each region its jvp (``_jvp_around_whiles``: JAX's jvp of
-``while_loop``, ``scan`` and ``cond``), which goes through the ``while`` ops inside it the same way.
+reverse sweep goes through a loop whose trip count is known only at run time (a ``while``, a ``for``
+whose bounds are not constants), so such a loop, and a ``for``, ``scan`` or ``if`` holding one at any
+depth, is not transposed (``_forward_only``): the ops between such region ops are, segment by
+segment, and each of them that reads a tangent becomes the same op carrying the tangents beside its
+lanes, each region its jvp (``_jvp_around_loops``: JAX's jvp of ``while_loop``, ``fori_loop``,
+``scan`` and ``cond``), which goes through the loops inside it the same way.
 
 Both functions return ordinary IR: inlined into a trace, simplified, fused and planned like any
 other, and differentiable again (``grad`` of a jvp, ``jacfwd(jacrev(f))``).
@@ -36,7 +37,7 @@ from compiler.autodiff_control import prepare_regions, region_dependents
 from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.passes.region_parts import Parts, Region, renamed, take_apart
 from compiler.passes.regions import close_regions
-from compiler.prims import control
+from compiler.prims import control, source
 from compiler.prims import elementwise as ew
 
 
@@ -71,8 +72,8 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     results, then per set one tangent per public result (a zero for an integer result), then its
     write-backs.
     """
-    if any(_holds_while(op) for op in func.ops):
-        return _jvp_around_whiles(close_regions(func), wrt, sets)
+    if any(_forward_only(op, _producers(func.ops)) for op in func.ops):
+        return _jvp_around_loops(close_regions(func), wrt, sets)
     func = prepare_regions(func)
     outputs, writebacks = _split(func)
     where = func.arg_locs[0] if func.arg_locs else Location("<autodiff>", 0)
@@ -105,22 +106,32 @@ def jvp_function(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int
     return _function(func, params, ops, outputs + tangents_out + writebacks, names)
 
 
-def _holds_while(op: Op) -> bool:
-    """Whether ``op`` is a ``while`` or holds one in its regions, at any depth."""
-    return op.prim is control.while_loop or any(
-        _holds_while(inner) for block in op.regions for inner in block.ops
-    )
+def _producers(ops: Sequence[Op]) -> dict[Value, Op]:
+    return {r: op for op in ops for r in op.results}
 
 
-def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
-    """``jvp_function`` of ``func`` (closed regions) holding a ``while`` somewhere.
+def _forward_only(op: Op, producers: dict[Value, Op]) -> bool:
+    """Whether no reverse sweep goes through ``op``: a ``while``, a ``for`` whose trip count is known
+    only at run time (a bound that is not a constant of its block: an argument, a value computed
+    at run time, an enclosing loop's counter), or a region op holding one at any depth."""
+    if op.prim is control.while_loop:
+        return True
+    bounds = op.operands[:2] if op.prim is control.for_loop else ()
+    if any(v not in producers or producers[v].prim is not source.constant for v in bounds):
+        return True
+    return any(_forward_only(inner, _producers(block.ops)) for block in op.regions for inner in block.ops)
 
-    No reverse sweep goes through a ``while``, so the region ops that hold one (itself, or a ``for``,
-    ``scan`` or ``if`` with one inside) are not transposed: forward mode sweeps the ops between them
-    by transposition, one segment at a time (a segment is a function of the values it reads, its
-    results the values read after it), and each of them that reads a value with a tangent becomes
-    one op carrying the tangents beside its primal lanes (``_region_jvp``; for a ``while``, JAX's jvp
-    of ``while_loop``: its cond the primal cond, its body the jvp of the body).
+
+def _jvp_around_loops(func: Function, wrt: Sequence[int], sets: Sequence[Sequence[int]]) -> Function:
+    """``jvp_function`` of ``func`` (closed regions) holding a loop of a run-time trip count somewhere.
+
+    No reverse sweep goes through such a loop (``_forward_only``), so the region ops that hold one
+    (itself, or a ``for``, ``scan`` or ``if`` with one inside) are not transposed: forward mode
+    sweeps the ops between them by transposition, one segment at a time (a segment is a function of
+    the values it reads, its results the values read after it), and each of them that reads a value
+    with a tangent becomes one op carrying the tangents beside its primal lanes (``_region_jvp``;
+    for a ``while``, JAX's jvp of ``while_loop``: its cond the primal cond, its body the jvp of the
+    body).
     """
     outputs, writebacks = _split(func)
     rename: dict[Value, Value] = {}  # a value of ``func`` -> the value the new program computes
@@ -141,8 +152,9 @@ def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequen
         return v.type.dtype.is_float and any(v in t for t in tangents)
 
     segments: list[list[Op]] = [[]]
+    producers = _producers(func.ops)
     for op in func.ops:
-        if _holds_while(op):
+        if _forward_only(op, producers):
             segments += [[op], []]
         else:
             segments[-1].append(op)
@@ -151,7 +163,7 @@ def _jvp_around_whiles(func: Function, wrt: Sequence[int], sets: Sequence[Sequen
         if not any(moving(v) for v in reads):  # no tangent goes in: the ops as they are
             ops += renamed(segment, [], rename)[0]
             continue
-        if _holds_while(segment[0]):
+        if _forward_only(segment[0], producers):
             ops.append(_region_jvp(segment[0], rename, tangents, zeros))
             continue
         defined = {r for op in segment for r in op.results}
@@ -189,9 +201,9 @@ def _region_jvp(
     Every lane keeps its role: a carry's tangent is a carry, an ``xs``'s tangent an ``xs`` (its rows
     are the rows' tangents), a const's a const, and an out (a scan's ys, an ``if``'s results) gets a
     tangent out. Each stepping region becomes its jvp (``jvp_function`` on the region's block, which
-    goes through the ``while`` ops inside it); a ``while``'s cond reads only the primal lanes. A carry
-    or out gets a tangent if a lane with one reaches it (``region_dependents``: for a loop, in some
-    iteration).
+    goes through the loops of run-time trip counts inside it); a ``while``'s cond reads only the
+    primal lanes. A carry or out gets a tangent if a lane with one reaches it (``region_dependents``:
+    for a loop, in some iteration).
     """
     parts = take_apart(op)
     lanes_of = {"c": parts.carries, "x": parts.xs, "k": parts.consts}

@@ -287,3 +287,43 @@ def test_vmap_of_jacfwd_through_a_while_in_a_scan() -> None:
     got = dsl.vmap(dsl.jacfwd(lambda xs: program(LaxAll, dnp, c, xs)[0]))(batch)
     want = jax.vmap(jax.jacfwd(lambda xs: program(jax.lax, jnp, c, xs)[0]))(batch)
     close(got, want)
+
+
+# ---- fori_loop with a trip count known only at run time -------------------------------------------
+# No reverse sweep goes through it either (found by the fuzzer's jvp tier: dsl.jvp raised the
+# unroller's "no unrolled form" error, where jax.jvp goes through it as through a while).
+
+
+def runtime_trips(lax, np_, x, n):
+    """A loop of ``n`` trips (an argument), one of ``n`` trips in a loop of three, and a triangular
+    loop (its bound the outer counter)."""
+    c = lax.fori_loop(0, n, lambda i, c: c * 1.5 + np_.sin(c) * i, x)
+
+    def outer(i, c):
+        c = lax.fori_loop(0, n, lambda j, c2: np_.tanh(c2) * 1.1, c)
+        return lax.fori_loop(0, i, lambda j, c2: c2 * 0.9 + np_.cos(c2), c)
+
+    return lax.fori_loop(0, 3, outer, c) ** 2
+
+
+@pytest.mark.parametrize("trips", [0, 1, 3])
+def test_jvp_through_fori_loop_of_a_run_time_trip_count_matches_jax(trips: int) -> None:
+    x, t, n = rng.normal(size=4), rng.normal(size=4), np.array(trips, np.int64)
+    got = dsl.jvp(lambda x, n: runtime_trips(LaxAll, dnp, x, n), (x, n), (t, np.zeros((), np.int64)))
+    want = jax.jvp(lambda x: runtime_trips(jax.lax, jnp, x, n), (x,), (t,))
+    close(got, want)
+    got = dsl.jacfwd(lambda x, n: runtime_trips(LaxAll, dnp, x, n))(x, n)
+    close(got, jax.jacfwd(lambda x: runtime_trips(jax.lax, jnp, x, n))(x))
+
+
+def test_jvp_program_of_a_run_time_trip_count_keeps_its_loop() -> None:
+    """The tangents ride in the loops (not unrolled: the trip count is unknown), and reverse mode
+    through the loop stays JAX's refusal."""
+    args = (rng.normal(size=4), np.array(2, np.int64))
+    func = trace_function(lambda x, n: runtime_trips(LaxAll, dnp, x, n), args).func
+    joint = jvp_function(func, [0], [[0]])
+    verify(joint)
+    loops = [op for op in joint.walk() if op.prim is control.for_loop]
+    assert len(loops) == len([op for op in func.walk() if op.prim is control.for_loop]) == 4
+    with pytest.raises(dsl.TransformError, match="trip count computed at run time"):
+        dsl.grad(lambda x, n: runtime_trips(LaxAll, dnp, x, n).sum())(*args)
