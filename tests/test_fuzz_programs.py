@@ -53,9 +53,13 @@ multiple of NumPy's own error against a float64 reference. ``test_transforms_of_
 grad, hessian, nested grad and vjp of programs that update an argument they do not differentiate
 (updated once per call; against finite differences, and against JAX's gradients, kinks included,
 where JAX is installed: it is the ``bench`` extra, absent from CI, which checks differences only).
+``test_vmap_and_jvp_of_random_programs``: the per-program tier's programs under ``dsl.vmap`` (one to
+three members drawing other inputs, against NumPy per member: results and the caller's updated
+arguments) and ``dsl.jvp`` (the gradient check's loss along its direction against the same central
+differences, through while loops and run-time trip counts, where reverse mode cannot go).
 
-CI runs a fixed-seed 520 programs (and 4 Numba batches of 25, a float32 reduction program and 10
-transformed programs: together about as long as the 1,000 programs it ran before the first widening;
+CI runs a fixed-seed 520 programs (and 4 Numba batches of 25, a float32 reduction program, 10
+transformed programs and 60 vmapped and jvp'd ones: together about as long as the 1,000 programs it ran before the first widening;
 the loops, nested bodies, unrolled comparison and indexing forms of the second made a program ~1.55
 times as long: 200 programs took 36-38 s of CPU before, 53-62 s after, at load 3.5).
 A longer campaign, in shards of other seeds:
@@ -116,7 +120,7 @@ import math
 import operator
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -144,6 +148,7 @@ NUMBA_BATCHES = int(os.environ.get("DSL_FUZZ_NUMBA_BATCHES", "4"))
 # Their first (simplest) draws are already what they are for: see the order of their tables.
 F32_EXAMPLES = int(os.environ.get("DSL_FUZZ_F32_EXAMPLES", "1"))
 TRANSFORM_EXAMPLES = int(os.environ.get("DSL_FUZZ_TRANSFORM_EXAMPLES", "10"))
+VMAP_EXAMPLES = int(os.environ.get("DSL_FUZZ_VMAP_EXAMPLES", "60"))  # vmap and jvp of random programs
 BATCH = 25
 MAX_STEPS = 10
 DIMS = (1, 1, 2, 3, 4)  # size-1 dims twice as likely: they stress broadcasting and reshape
@@ -1500,39 +1505,52 @@ def recording_quotients(seen: list[np.ndarray]) -> dict:
     return {**NUMPY, **{name: recorded(name) for name in QUOTIENTS}}
 
 
-def check_gradient(program: Program) -> bool:
-    """dsl.grad ~= central differences along a random direction (float64); False where differences
-    mean nothing: at a kink (the one-sided differences disagree), or where a floor division's,
-    remainder's or fmod's quotient changes within the step. A remainder by a tiny divisor is a
-    sawtooth of tiny amplitude (|divisor|) and period: differences over many teeth see its mean
-    slope, the one-sided ones agree, and the gradient is its slope between jumps (the campaign's
-    36.8 against -2.2: ``REMAINDER_SAWTOOTH``)."""
+def difference_along(program: Program) -> tuple[list[np.ndarray], float, float] | None:
+    """A random direction of the program's float inputs, the loss (``loss_closure``) at the inputs
+    and its float64 central difference along the direction; None where differences mean nothing:
+    at a kink (the one-sided differences disagree), or where a floor division's, remainder's or
+    fmod's quotient changes within the step. A remainder by a tiny divisor is a sawtooth of tiny
+    amplitude (|divisor|) and period: differences over many teeth see its mean slope, the one-sided
+    ones agree, and the derivative is its slope between jumps (the campaign's 36.8 against -2.2:
+    ``REMAINDER_SAWTOOTH``). A run-time trip count (the last argument) stays as it is."""
     args = program.inputs()
-    snapshot = [a.copy() for a in args]
-    argnums = tuple(range(len(args)))
-    grads = dsl.grad(loss_closure(program, DSL), argnums=argnums)(*args)
-    for a, s in zip(args, snapshot):
-        np.testing.assert_array_equal(a, s, err_msg="dsl.grad modified an input")
+    floats = len(program.shapes)
     rng = np.random.default_rng(program.seed + 2)
-    direction = [rng.standard_normal(a.shape) for a in args]
+    direction = [rng.standard_normal(a.shape) for a in args[:floats]]
     seen: list[np.ndarray] = []
     f = loss_closure(program, recording_quotients(seen))
     h = 1e-6
 
     def at(t: float) -> tuple[float, list[np.ndarray]]:
         seen.clear()
-        value = float(f(*(np.array(a + t * d) for a, d in zip(args, direction))))
+        moved = tuple(np.array(a + t * d) for a, d in zip(args, direction))
+        value = float(f(*moved, *args[floats:]))
         return value, list(seen)
 
     (left, q_left), (mid, q_mid), (right, q_right) = at(-h), at(0.0), at(h)
     for q in (q_left, q_right):
         if not all(np.array_equal(u, v, equal_nan=True) for u, v in zip(q, q_mid, strict=True)):
-            return False  # a jump within h
+            return None  # a jump within h
     forward, backward = (right - mid) / h, (mid - left) / h
     scale = 1.0 + abs(forward) + abs(backward)
     if not abs(forward - backward) <= 1e-4 * scale:  # also NaN (a remainder by zero ...)
-        return False  # a kink (abs, max, clip, where ...) within h: differences mean nothing here
-    fd = (right - left) / (2 * h)
+        return None  # a kink (abs, max, clip, where ...) within h: differences mean nothing here
+    return direction, mid, (right - left) / (2 * h)
+
+
+def check_gradient(program: Program) -> bool:
+    """dsl.grad ~= central differences along a random direction (float64); False where differences
+    mean nothing (``difference_along``)."""
+    args = program.inputs()
+    snapshot = [a.copy() for a in args]
+    argnums = tuple(range(len(args)))
+    grads = dsl.grad(loss_closure(program, DSL), argnums=argnums)(*args)
+    for a, s in zip(args, snapshot):
+        np.testing.assert_array_equal(a, s, err_msg="dsl.grad modified an input")
+    along = difference_along(program)
+    if along is None:
+        return False
+    direction, _, fd = along
     ad = sum(float(np.sum(g * d)) for g, d in zip(grads, direction))
     assert abs(ad - fd) <= GRAD_RTOL * (1.0 + abs(fd)), f"gradient {ad} != finite differences {fd}"
     return True
@@ -2006,6 +2024,82 @@ def test_transforms_of_mutating_programs(m: Mutating) -> None:
     note(m.program.describe())
     with python_kernels():
         check_mutating_transforms(m)
+
+
+# ---- vmap and jvp of the random programs ----------------------------------------------------------
+# The per-program tier's programs, transformed (compiled modules run as plain Python, as there).
+# vmap: the program batched over a new leading axis of one to three members, each drawing other
+# inputs (another seed; a run-time trip count differing between them), against NumPy running each
+# member alone: results stacked, and the caller's stacked arguments updated as each member updates
+# its own. jvp: the loss of the gradient check (weighted sums of results and final inputs) along the
+# same random direction against the same central differences, through every loop, a while and a
+# run-time trip count included (forward mode goes where reverse mode cannot, as in JAX).
+
+
+def vmap_members(program: Program) -> list[Program]:
+    """The members of the program's batch: one to three, the first the program itself."""
+    size = 1 + program.seed % 3
+    return [
+        replace(
+            program,
+            seed=program.seed + 7919 * b,
+            trips=None if program.trips is None else (program.trips + b) % 4,
+        )
+        for b in range(size)
+    ]
+
+
+def check_vmap(program: Program) -> None:
+    members = vmap_members(program)
+    runs = [run_numpy(m) for m in members]
+    stacked = [np.stack(column) for column in zip(*(m.inputs() for m in members))]
+    args = [arranged(a, program.layout(k)) if k < len(program.shapes) else a for k, a in enumerate(stacked)]
+    out = dsl.vmap(program.closure(DSL))(*args)
+    check_outside_untouched(args, "vmap")
+    results, after = ([np.stack(c) for c in zip(*(r[k] for r in runs))] for k in (0, 1))
+    signs = not any(kind == "matmul" for kind, *_ in program.steps)  # see check_program
+    assert_values(_leaves(out), results, "results, vmap vs NumPy per member", False, signs)
+    assert_values(args, after, "inputs after the call, vmap vs NumPy per member", False, signs)
+
+
+def check_jvp(program: Program) -> bool:
+    """dsl.jvp of the loss ~= its value and central differences; False where they mean nothing."""
+    along = difference_along(program)
+    if along is None:
+        return False
+    direction, value, fd = along
+    args = program.inputs()
+    still = [np.zeros((), np.int64)] if program.trips is not None else []  # the trip count's tangent
+    got, tangent = dsl.jvp(loss_closure(program, DSL), args, (*direction, *still))
+    assert abs(float(got) - value) <= RTOL * (1.0 + abs(value)), f"jvp's value {got} != {value}"
+    assert abs(float(tangent) - fd) <= GRAD_RTOL * (1.0 + abs(fd)), f"jvp {tangent} != differences {fd}"
+    return True
+
+
+@shard
+@settings(max_examples=VMAP_EXAMPLES, **FUZZ_SETTINGS)
+@given(any_programs)
+def test_vmap_and_jvp_of_random_programs(program: Program) -> None:
+    note(program.describe())
+    if program.raises:
+        return  # refusals: checked by the per-program tier
+
+    def check() -> None:
+        with python_kernels():
+            check_vmap(program)
+            if not program.specials and not program.dtypes:
+                check_jvp(program)
+
+    if FUZZ_LOG is None:
+        check()
+        return
+    error = None
+    try:
+        check()
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"[:2000]
+    with open(FUZZ_LOG, "a") as log:
+        log.write(json.dumps({"program": program.describe() if error else None, "error": error}) + "\n")
 
 
 # Hand-written programs for hazards the planner must respect, checked on every run.
