@@ -170,3 +170,23 @@ def test_sorted_scatter_at_the_gpus_sizes() -> None:
         assert np.array_equal(np.asarray(got), expected)
     again = compiled(*[np.copy(a) for a in args])
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize("count", [6, 0], ids=["updates", "no updates"])
+def test_a_scatter_stored_over_its_dying_base_copies_nothing(count: int) -> None:
+    """``y = x * 2; y.at[i].add(v)``: the plan stores the result over ``y``, which dies there, so no
+    kernel copies the base into the result (the walk is the group's kernel; with no updates there is
+    no kernel at all). ``inplace=False`` keeps the copy. Values: tests/cuda_sim/sim_gather_scatter.py."""
+
+    def f(x, i, v):
+        y = x * 2.0
+        return y.at[i].add(v)
+
+    args = (np.ones((5, 4)), np.array([3, 0, 3, 9][:count], np.int64), np.ones((min(count, 4), 4)))
+    for inplace in (True, False):
+        generated = dsl.compile(f, target="cuda", inplace=inplace).lower(*args).program.generated
+        names = [k.name for k in generated.kernels]
+        copies = [k.name for k in generated.kernels if k.name.endswith("_scatter_add")]
+        walks = [k.name for k in generated.kernels if k.name.endswith("_scatter_add_2")]
+        assert len(copies) == (0 if inplace else 1), names
+        assert len(walks) == int(count > 0), names

@@ -51,14 +51,19 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     pool = ConstantPool(scope)
     kernels: dict[Group, CudaKernel] = {}
     windows = window_updates(func, fusion, plan)  # in place: only the window is written
-    overlap = memory_overlap(func, plan)
+    places = memory_places(func, plan)
+    overlap = memory_overlap(places)
+
+    def same_memory(v: Value, w: Value) -> bool:
+        return v.type.nbytes == w.type.nbytes and places(v) is not None and places(v) == places(w)
+
     for group in fusion.groups:
         band = fusion.band_of.get(group)
         if band is not None:  # one kernel for the band, where its first member would run
             if group is band.groups[0]:
                 kernels[group] = band_kernel(band, names, pool, overlap)
             continue
-        spec = KernelSpec(group, names, pool)
+        spec = KernelSpec(group, names, pool, same_memory)
         kernel = window_kernel(spec) if group in windows else _WRITERS[group.kind](spec)
         if kernel is not None:
             if kernel.wrapper and precision != "highest":
@@ -67,11 +72,11 @@ def build_kernels(func: Function, fusion: FusionPlan, plan: MemoryPlan, options:
     return CudaKernels(names, pool, kernels)
 
 
-def memory_overlap(func: Function, plan: MemoryPlan) -> Callable[[Value, Value], bool]:
-    """Whether two values' buffers share bytes under ``plan``: the same argument (a parameter, a
-    value the plan writes into an argument or keeps in a donated one), or overlapping arena slots.
-    A result shares with the values the plan keeps in its memory (``in_result``); a value with no
-    placement here (a band's kept row) shares with nothing."""
+def memory_places(func: Function, plan: MemoryPlan) -> Callable[[Value], tuple[str, int, int] | None]:
+    """Where each value's buffer is under ``plan``: ``(kind, first, end)``, a range of arguments
+    (``"param"``: a parameter, a value the plan writes into an argument or keeps in a donated one),
+    of results (``"result"``: a result, a value the plan keeps in its memory, ``in_result``) or of
+    arena bytes (``"arena"``); ``None`` for a value with no placement here (a band's kept row)."""
     params = {p: i for i, p in enumerate(func.params)}
     results = {v: i for i, v in enumerate(func.results)}
 
@@ -85,6 +90,13 @@ def memory_overlap(func: Function, plan: MemoryPlan) -> Callable[[Value, Value],
         if v in plan.offsets:
             return "arena", plan.offsets[v], plan.offsets[v] + v.type.nbytes
         return None
+
+    return where
+
+
+def memory_overlap(where: Callable[[Value], tuple[str, int, int] | None]) -> Callable[[Value, Value], bool]:
+    """Whether two values' buffers share bytes (``memory_places``: the same argument or result, or
+    overlapping arena slots); a value with no placement shares with nothing."""
 
     def overlap(v: Value, w: Value) -> bool:
         a, b = where(v), where(w)

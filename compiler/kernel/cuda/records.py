@@ -5,7 +5,7 @@ kernel), the index statements a body needs."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from compiler.ir.core import Op, Value
@@ -136,11 +136,18 @@ class Builder(BodyBuilder):
         super().__init__(inlined, load, pool, prefix)
 
 
+def _apart(v: Value, w: Value) -> bool:
+    return False
+
+
 @dataclass
 class KernelSpec:
     group: Group
     names: dict[Value, str]
     pool: ConstantPool
+    # whether two values live in exactly the same bytes under the memory plan (an output stored over
+    # a dying input: ``build.memory_places``); a kernel then skips copying one into the other
+    same_memory: Callable[[Value, Value], bool] = _apart
 
     @property
     def kernel_name(self) -> str:

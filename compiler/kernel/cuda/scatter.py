@@ -1,5 +1,6 @@
 """The CUDA kernels of a SCATTER group (``compiler/prims/gather.py``): the base copied into the
-result (a grid-stride loop; a copy onto itself when the result took the dying base's buffer), then
+result (a grid-stride loop; none when the plan stores the result over the dying base, in place:
+``KernelSpec.same_memory``), then
 the updates combined into it in the order of the CPU's serial loop, so repeated indices give the
 same bits on both backends and on every run (deterministic scatter-add, no float atomics). Two
 forms, chosen by sizes (``sorts``):
@@ -91,16 +92,20 @@ def scatter_kernel(spec: KernelSpec) -> CudaKernel | None:
         flat=True,
     )
     launch = Launch(f"_grid({size})", "TPB")
+    in_place = spec.same_memory(x, out)
     count = idx.type.size
     if count == 0:
-        return spec.define([copy], [x, out], launch, "loop", [])
+        return None if in_place else spec.define([copy], [x, out], launch, "loop", [])
     shape = out.type.shape
     n, post = shape[axis], math.prod(shape[axis + 1 :])
     lines = math.prod(shape[:axis]) * post
     if sorts(lines, n, count):
-        return _sorted(spec, copy, launch, n, post, count)
+        return _sorted(spec, [] if in_place else [copy], launch, n, post, count)
+    walk = _walk(spec, n, post, lines, count)
+    if in_place:
+        return walk
     first = spec.define([copy], [x, out], launch, "loop", [])
-    first.follow.append(_walk(spec, n, post, lines, count))
+    first.follow.append(walk)
     return first
 
 
@@ -159,15 +164,17 @@ def _walk(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> CudaKe
     return kernel(f"{spec.kernel_name}_2", args, types, [grid_loop("l", threads, body)], launch, "scatter")
 
 
-def _sorted(spec: KernelSpec, copy: For, launch: Launch, n: int, post: int, count: int) -> CudaKernel:
-    """The copy (and the bounds zeroed), the sort of the update positions by row, the marks of each
+def _sorted(spec: KernelSpec, copy: list[For], launch: Launch, n: int, post: int, count: int) -> CudaKernel:
+    """The copy (if any) and the bounds zeroed, the sort of the update positions by row, the marks of each
     row's segment, then a thread per result element combining its segment in order."""
     x, _, idx = spec.group.root.operands
     out = spec.group.root.result
     sort = RadixSort(count, n)
     bounds = Scratch(f"{spec.kernel_name}_bounds", 2 * n, sort.dtype)  # row r: [bounds[r], bounds[n + r])
     zero = grid_loop("r", 2 * n, [Line(f"{bounds.name}[r] = 0", (), (Access(bounds.name, ("r",)),))])
-    first = spec.define([copy, zero], [x, out], launch, "loop", [], scratch=[bounds])
+    if not copy:  # in place: the launch zeroes the bounds only
+        launch = Launch(f"_grid({2 * n})", "TPB")
+    first = spec.define([*copy, zero], [x, out] if copy else [], launch, "loop", [], scratch=[bounds])
     kernels, perm = sort_by_row(spec.kernel_name, sort, spec.names[idx], idx.type.dtype)
     first.follow += [*kernels, _marks(spec, sort, perm, bounds), _segments(spec, post, perm, bounds, launch)]
     return first
