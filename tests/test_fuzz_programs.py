@@ -55,13 +55,15 @@ grad, hessian, nested grad and vjp of programs that update an argument they do n
 where JAX is installed: it is the ``bench`` extra, absent from CI, which checks differences only).
 ``test_vmap_and_jvp_of_random_programs``: the per-program tier's programs under ``dsl.vmap`` (one to
 three members drawing other inputs, against NumPy per member: results and the caller's updated
-arguments) and ``dsl.jvp`` (the gradient check's loss along its direction against the same central
-differences, through while loops and run-time trip counts, where reverse mode cannot go).
+arguments), ``dsl.jvp`` (the gradient check's loss along its direction against the same central
+differences, through while loops and run-time trip counts, where reverse mode cannot go) and
+``vmap(grad)`` (against ``grad`` of each member).
 
 CI runs a fixed-seed 520 programs (and 4 Numba batches of 25, a float32 reduction program, 10
-transformed programs and 60 vmapped and jvp'd ones: together about as long as the 1,000 programs it ran before the first widening;
-the loops, nested bodies, unrolled comparison and indexing forms of the second made a program ~1.55
-times as long: 200 programs took 36-38 s of CPU before, 53-62 s after, at load 3.5).
+transformed programs and 60 vmapped and jvp'd ones; the first four together about as long as the
+1,000 programs it ran before the first widening; the loops, nested bodies, unrolled comparison and
+indexing forms of the second made a program ~1.55 times as long: 200 programs took 36-38 s of CPU
+before, 53-62 s after, at load 3.5).
 A longer campaign, in shards of other seeds:
 
     DSL_FUZZ_SEED=1 DSL_FUZZ_EXAMPLES=20000 DSL_FUZZ_NUMBA_BATCHES=40 \\
@@ -2028,12 +2030,13 @@ def test_transforms_of_mutating_programs(m: Mutating) -> None:
 
 # ---- vmap and jvp of the random programs ----------------------------------------------------------
 # The per-program tier's programs, transformed (compiled modules run as plain Python, as there).
-# vmap: the program batched over a new leading axis of one to three members, each drawing other
-# inputs (another seed; a run-time trip count differing between them), against NumPy running each
-# member alone: results stacked, and the caller's stacked arguments updated as each member updates
-# its own. jvp: the loss of the gradient check (weighted sums of results and final inputs) along the
-# same random direction against the same central differences, through every loop, a while and a
-# run-time trip count included (forward mode goes where reverse mode cannot, as in JAX).
+# vmap: the program batched over one to three members, each drawing other inputs (another seed; a
+# run-time trip count differing between them), each argument mapped on its first or last axis or
+# shared (``vmap_axes``), against NumPy running each member alone: results stacked, and the caller's
+# arguments updated as each member updates its own. jvp: the loss of the gradient check (weighted
+# sums of results and final inputs) along the same random direction against the same central
+# differences, through every loop, a while and a run-time trip count included (forward mode goes
+# where reverse mode cannot, as in JAX). vmap(grad): per-member gradients against grad of each.
 
 
 def vmap_members(program: Program) -> list[Program]:
@@ -2049,17 +2052,65 @@ def vmap_members(program: Program) -> list[Program]:
     ]
 
 
+def vmap_axes(program: Program) -> tuple[int | None, ...]:
+    """Per argument, where its batch axis is: first, last, or none (shared by every member); at
+    least one is mapped (as JAX, vmap refuses none)."""
+    rng = np.random.default_rng(program.seed + 5)
+    axes = [None if a == 1 else int(a) for a in rng.choice((0, -1, 1), program.n_args)]
+    return tuple(axes) if any(a is not None for a in axes) else (0, *axes[1:])
+
+
+def writes_argument(program: Program, k: int) -> bool:
+    """Whether the program writes its argument ``k`` (NumPy refuses to when it is read-only)."""
+    args = program.inputs()
+    args[k].flags.writeable = False
+    try:
+        with np.errstate(all="ignore"):
+            program.closure(NUMPY)(*args)
+    except ValueError as err:
+        return "read-only" in str(err)
+    return False
+
+
 def check_vmap(program: Program) -> None:
-    members = vmap_members(program)
-    runs = [run_numpy(m) for m in members]
-    stacked = [np.stack(column) for column in zip(*(m.inputs() for m in members))]
-    args = [arranged(a, program.layout(k)) if k < len(program.shapes) else a for k, a in enumerate(stacked)]
-    out = dsl.vmap(program.closure(DSL))(*args)
+    """``dsl.vmap`` with ``vmap_axes``: results stacked on the first axis, the caller's arguments
+    updated as each member updates its own. A shared argument the members write: dslc must refuse
+    the call where their writes differ (as JAX has no mutation, PyTorch's rule) and may refuse it
+    (its rule: where the value written depends on a mapped one) where they are the same."""
+    members, axes = vmap_members(program), vmap_axes(program)
+    shared = members[0].inputs()
+    inputs = [[x if a is not None else s for x, a, s in zip(m.inputs(), axes, shared)] for m in members]
+    runs = []
+    for xs in inputs:
+        xs = [np.array(x) for x in xs]
+        with np.errstate(all="ignore"):
+            runs.append((_leaves(program.closure(NUMPY)(*xs)), xs))
+    args = []
+    for k, (a, column) in enumerate(zip(axes, zip(*inputs))):
+        value = column[0] if a is None else np.stack(column, axis=a)
+        args.append(arranged(value, program.layout(k)) if k < len(program.shapes) else np.array(value))
+    results, after = ([np.stack(c) for c in zip(*(r[i] for r in runs))] for i in (0, 1))
+    differ = [
+        k
+        for k, a in enumerate(axes)
+        if a is None and any(not np.array_equal(r[1][k], after[k][0], equal_nan=True) for r in runs)
+    ]
+    try:
+        out = dsl.vmap(program.closure(DSL), in_axes=axes)(*args)
+    except dsl.TransformError as err:
+        names = [f"'{name}'" for name in ("x", "y", "n")]
+        k = next((k for k in range(program.n_args) if names[k] in str(err) and axes[k] is None), None)
+        assert "not mapped" in str(err) and k is not None and writes_argument(program, k), err
+        return
+    assert not differ, f"vmap: the members write the shared arguments {differ} apart, and dslc did not refuse"
     check_outside_untouched(args, "vmap")
-    results, after = ([np.stack(c) for c in zip(*(r[k] for r in runs))] for k in (0, 1))
+    after = [a if axis is None else np.moveaxis(a, 0, axis) for a, axis in zip(after, axes)]
+    after = [a[0] if axis is None else a for a, axis in zip(after, axes)]
     signs = not any(kind == "matmul" for kind, *_ in program.steps)  # see check_program
     assert_values(_leaves(out), results, "results, vmap vs NumPy per member", False, signs)
-    assert_values(args, after, "inputs after the call, vmap vs NumPy per member", False, signs)
+    assert_values(
+        [np.array(a) for a in args], after, "inputs after the call, vmap vs NumPy per member", False, signs
+    )
 
 
 def check_jvp(program: Program) -> bool:
@@ -2076,6 +2127,18 @@ def check_jvp(program: Program) -> bool:
     return True
 
 
+def check_vmap_of_grad(program: Program) -> None:
+    """``vmap(grad(loss))`` (per-member gradients, ``vmap_axes``) == ``grad(loss)`` of each member."""
+    members, axes = vmap_members(program), vmap_axes(program)
+    shared = members[0].inputs()
+    inputs = [[x if a is not None else s for x, a, s in zip(m.inputs(), axes, shared)] for m in members]
+    grad = dsl.grad(loss_closure(program, DSL), argnums=tuple(range(program.n_args)))
+    each = [_leaves(grad(*xs)) for xs in inputs]
+    args = [column[0] if a is None else np.stack(column, axis=a) for a, column in zip(axes, zip(*inputs))]
+    got = _leaves(dsl.vmap(grad, in_axes=axes)(*args))
+    assert_values(got, [np.stack(c) for c in zip(*each)], "vmap(grad) vs grad per member", False, False)
+
+
 @shard
 @settings(max_examples=VMAP_EXAMPLES, **FUZZ_SETTINGS)
 @given(any_programs)
@@ -2089,6 +2152,8 @@ def test_vmap_and_jvp_of_random_programs(program: Program) -> None:
             check_vmap(program)
             if not program.specials and not program.dtypes:
                 check_jvp(program)
+                if not program.dynamic:
+                    check_vmap_of_grad(program)
 
     if FUZZ_LOG is None:
         check()
