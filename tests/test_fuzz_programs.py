@@ -57,7 +57,7 @@ where JAX is installed: it is the ``bench`` extra, absent from CI, which checks 
 three members drawing other inputs, against NumPy per member: results and the caller's updated
 arguments), ``dsl.jvp`` (the gradient check's loss along its direction against the same central
 differences, through while loops and run-time trip counts, where reverse mode cannot go) and
-``vmap(grad)`` (against ``grad`` of each member).
+``vmap(grad)`` (against ``grad`` of each member) and ``jacfwd`` (against ``jacrev``).
 
 CI runs a fixed-seed 520 programs (and 4 Numba batches of 25, a float32 reduction program, 10
 transformed programs and 60 vmapped and jvp'd ones; the first four together about as long as the
@@ -2037,6 +2037,7 @@ def test_transforms_of_mutating_programs(m: Mutating) -> None:
 # sums of results and final inputs) along the same random direction against the same central
 # differences, through every loop, a while and a run-time trip count included (forward mode goes
 # where reverse mode cannot, as in JAX). vmap(grad): per-member gradients against grad of each.
+# jacfwd == jacrev of the float results (a batch of tangents against a batch of cotangents).
 
 
 def vmap_members(program: Program) -> list[Program]:
@@ -2139,6 +2140,27 @@ def check_vmap_of_grad(program: Program) -> None:
     assert_values(got, [np.stack(c) for c in zip(*each)], "vmap(grad) vs grad per member", False, False)
 
 
+def check_jacobians(program: Program) -> None:
+    """``jacfwd`` (forward mode over a basis of tangents, batched) == ``jacrev`` (reverse mode over a
+    basis of cotangents) of the program's float results with respect to every input."""
+    floats = [k for k, r in enumerate(run_numpy(program)[0]) if r.dtype.kind == "f"]
+    if not floats:
+        return
+
+    def f(*xs: Any) -> tuple:
+        outs = _leaves_traced(program.run(DSL, tuple(x.copy() for x in xs)))
+        return tuple(outs[k] for k in floats)
+
+    argnums = tuple(range(program.n_args))
+    forward = _leaves(dsl.jacfwd(f, argnums=argnums)(*program.inputs()))
+    reverse = _leaves(dsl.jacrev(f, argnums=argnums)(*program.inputs()))
+    assert_values(forward, reverse, "jacfwd vs jacrev", False, False)
+
+
+def _leaves_traced(out: Any) -> list[Any]:
+    return pytree.flatten(out)[0]
+
+
 @shard
 @settings(max_examples=VMAP_EXAMPLES, **FUZZ_SETTINGS)
 @given(any_programs)
@@ -2154,6 +2176,7 @@ def test_vmap_and_jvp_of_random_programs(program: Program) -> None:
                 check_jvp(program)
                 if not program.dynamic:
                     check_vmap_of_grad(program)
+                    check_jacobians(program)
 
     if FUZZ_LOG is None:
         check()
