@@ -57,6 +57,19 @@ def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Axis]:
     )
 
 
+def _member(x: Any, axis: int) -> np.ndarray:
+    """An example of one member of ``x`` mapped over ``axis`` to trace the function on: its shape,
+    dtype and strides (``x``'s without the mapped axis), so that its reshapes are views exactly
+    where NumPy's would be on ``x[..., i, ...]`` (a member of a Fortran-ordered batch is not C
+    ordered). A traced ``x`` has its stride shadow's strides, in elements."""
+    strides = x._shadow.strides if isinstance(x, Array) else x.strides
+    unit = x._shadow.itemsize if isinstance(x, Array) else x.itemsize
+    dtype = np.dtype(x.dtype)
+    shape = x.shape[:axis] + x.shape[axis + 1 :]
+    kept = [s // unit * dtype.itemsize for k, s in enumerate(strides) if k != axis]
+    return np.lib.stride_tricks.as_strided(np.zeros(1, dtype), shape, kept, writeable=False)
+
+
 class _VmapFn:
     """The body of ``vmap``: traceable, and compiled when called on NumPy arrays."""
 
@@ -97,10 +110,7 @@ class _VmapFn:
         axes = self._axes(args, layout)
         size = _batch_size(leaves, axes)
         axes = [None if a is None else a % leaves[k].ndim for k, a in enumerate(axes)]
-        examples = iter(
-            x if a is None else np.empty(x.shape[:a] + x.shape[a + 1 :], x.dtype)
-            for x, a in zip(leaves, axes)
-        )
+        examples = iter(x if a is None else _member(x, a) for x, a in zip(leaves, axes))
         slots = tuple(
             a
             if i in layout.static or isinstance(a, Default)

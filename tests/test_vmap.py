@@ -164,6 +164,33 @@ def test_in_place_programs_under_vmap() -> None:
     np.testing.assert_array_equal(counts, np.ones(4))
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("axis", [0, -1])
+def test_a_members_reshape_is_a_view_where_numpys_is(order: str, axis: int) -> None:
+    """Each member is traced with its own strides (the batch's without the mapped axis): a member
+    of a Fortran-ordered batch is not C-ordered, so its reshape is a copy and the write through it
+    leaves the caller's array alone, as NumPy on each member does (found by the fuzzer's vmap tier:
+    the members were traced C-ordered, and the write went through)."""
+
+    def f(v):
+        flat = v.reshape((1, 16))
+        flat *= 0.5
+        return flat.sum(), v * 1.0
+
+    batch = np.random.default_rng(0).uniform(-1, 1, (3, 4, 4))
+    batch = np.moveaxis(batch, 0, axis).copy(order=order)
+    want_batch = batch.copy(order="K")
+    members = np.moveaxis(want_batch, axis, 0)
+    want = [f(members[b]) for b in range(3)]  # NumPy writes through each member's reshape, or not
+    got = dsl.vmap(f, in_axes=axis)(batch)
+    np.testing.assert_allclose(got[0], [w[0] for w in want], rtol=1e-13)
+    np.testing.assert_allclose(got[1], np.stack([w[1] for w in want]), rtol=1e-13)
+    np.testing.assert_array_equal(batch, want_batch)
+    assert np.array_equal(
+        batch, np.moveaxis(np.random.default_rng(0).uniform(-1, 1, (3, 4, 4)), 0, axis)
+    ) == (order == "F")
+
+
 def test_a_primitive_without_a_rule_runs_once_per_example() -> None:
     keys = np.stack([dsl.random.key(k) for k in range(3)])
 
