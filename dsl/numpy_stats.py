@@ -56,8 +56,13 @@ def std(
     *,
     correction: float | None = None,
 ) -> Array:
-    """``np.std``: the square root of ``var`` (its derivative is infinite where all values are equal)."""
-    return dnp.sqrt(var(x, axis, dtype, ddof, keepdims, correction=correction))
+    """``np.std``: the square root of ``var``. Where all values are equal (the variance is zero: a
+    minimum of the convex ``std``) its gradient is zero, the least subgradient, as ``abs``'s at zero,
+    and exact where the deviations cannot move (one element); ``sqrt``'s own would be NaN there
+    (infinite times zero), as in JAX and PyTorch."""
+    v = var(x, axis, dtype, ddof, keepdims, correction=correction)
+    zero = dnp.equal(v, 0.0)
+    return dnp.where(zero, v, dnp.sqrt(dnp.where(zero, 1.0, v)))
 
 
 def _arg_reduce(name: str, prim: Any, x: Any, axis: int | None, keepdims: bool) -> Array:

@@ -321,6 +321,29 @@ def test_logaddexp_derivative_at_ties_is_one_half() -> None:
     np.testing.assert_allclose(got, (np.full(6, 0.5), np.full(6, 0.5)))
 
 
+def test_std_gradient_where_the_values_are_equal_is_zero() -> None:
+    """std of one element is zero whatever the element: its derivative is zero (sqrt's chain rule
+    gives 0 / 0, NaN, as JAX and PyTorch do; found by the fuzzer). Where several equal values make
+    a kink (a minimum of the convex std), zero is the least subgradient, as abs's at zero; elsewhere
+    the gradient is sqrt's. Values are NumPy's, NaN and infinity included."""
+    grad = dsl.grad(lambda x: (dnp.std(x, axis=-1) * np.arange(1, 4)).sum())
+    x = np.array([[2.5], [-1.0], [0.0]])
+    np.testing.assert_array_equal(grad(x), np.zeros((3, 1)))
+    np.testing.assert_array_equal(grad(np.full((3, 4), 0.75)), np.zeros((3, 4)))
+    y = np.array([[1.0, 2.0, 4.0], [0.5, 0.5, 0.5], [3.0, -1.0, 0.0]])
+    np.testing.assert_allclose(grad(y)[0], _numeric_grad(lambda v: np.std(v), y[0]), rtol=1e-6)
+    np.testing.assert_allclose(grad(y)[2], 3 * _numeric_grad(lambda v: np.std(v), y[2]), rtol=1e-6)
+    np.testing.assert_array_equal(grad(y)[1], np.zeros(3))
+    z = np.array([[np.nan, 1.0], [np.inf, 1.0], [0.0, 0.0], [1.0, 3.0]])
+    got = dsl.compile(
+        lambda z: (dnp.std(z, axis=1), dnp.std(z, axis=1, ddof=1), dnp.std(z[:, :1], axis=1, ddof=1))
+    )(z)
+    with np.errstate(all="ignore"):
+        want = (np.std(z, axis=1), np.std(z, axis=1, ddof=1), np.std(z[:, :1], axis=1, ddof=1))
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 # ---- the CPU backend: one program of many functions -----------------------------------------------------
 
 
