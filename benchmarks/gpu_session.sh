@@ -26,6 +26,8 @@
 # products as libdevice's mul.rn (no fused multiply-adds) and exactmath's log1p, so dsl.random gives
 # the CPU's bits (sim_random; sim_fuzz compares target-independent programs with the CPU bit for bit);
 # results computed in the memory of the value they update (results_in_place: sim_gather_scatter).
+# Session 9 (2026-11-26): a scatter stored over its dying base launches no copy (sim_gather_scatter);
+# sim_fuzz draws dsl.numpy's library steps (cumsum, arg-reductions, moments, einsum ...) on CUDA.
 # Issue 27's next lease (15 device minutes): first `bash benchmarks/gpu_session.sh env suite checks`
 # (~6 min: every default that changed without a GPU is checked first), then `TIMINGS_ONLY=1 bash
 # benchmarks/gpu_session.sh shuffle columns graphs scatter` (~9 min); `env gpu` in the next lease.

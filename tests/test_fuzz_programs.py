@@ -11,9 +11,12 @@ with leading unit dimensions on ``e``, ``v += e``), in-place methods, integer-ar
 (``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), the
 other indexing forms of dsl/gather.py (``v[m] += c`` with a traced boolean mask, a mask beside slices
 ``v[:, m] = c``, integer arrays apart ``v[i, :, j]`` read and ``+=``, ``v[i] += e`` with repeated rows),
-and loops and branches against Python loops in NumPy: ``fori_loop`` (zero trips too, or as many as an
-int64 argument says: a trip count known only at run time), ``cond`` (one branch now and then starting
-with ``sqrt`` or ``log`` defined only where it is taken), ``scan`` (one carry, or two float carries
+the rest of dsl.numpy (``cumsum cumprod argmax argmin var std round floor ceil clip pad
+take_along_axis logaddexp einsum``: empty axes, crossed clip bounds, ``ddof`` past the count, diagonals
+and contractions included), and loops and branches against Python loops in NumPy: ``fori_loop``
+(zero trips too, or as many as an int64 argument says: a trip count known only at run time),
+``cond`` (one branch now and then starting with ``sqrt`` or ``log`` defined only where it is
+taken), ``scan`` (one carry, or two float carries
 that swap or pass through beside an integer one, with a float and an integer ys) and ``while_loop``
 (an integer counter and a data carry, stopping at a bound or when the data grows); their bodies read
 outer values, write the carry in place (methods, ``c += x``, ``c.add_(x)``, ``c[k % n] = row``) and
@@ -538,6 +541,63 @@ SPECIAL_VALUES = (0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.5e-310, 2
 # copy where C-ordered ones are views.
 LAYOUTS = ("C", "F", "F", "strided")
 
+# dsl.numpy's functions beyond the tables above ("More of NumPy" in api.md), a "library" step each:
+# scans, arg-reductions, moments, rounding, clip, constant padding, take_along_axis, logaddexp and
+# einsum (one operand, or a contraction of one's last axis with the other's first).
+LIBRARY_NUMPY: dict[str, Callable[..., Any]] = {
+    "cumsum": lambda v, axis: np.cumsum(v, axis=axis),
+    "cumprod": lambda v, axis: np.cumprod(np.tanh(v), axis=axis),
+    "argmax": lambda v, axis, keep: np.argmax(v, axis=axis, keepdims=keep),
+    "argmin": lambda v, axis, keep: np.argmin(v, axis=axis, keepdims=keep),
+    # (a float program's env holds floats only: its in-place steps would not cast an index back)
+    "argmax_f64": lambda v, axis, keep: np.argmax(v, axis=axis, keepdims=keep).astype(np.float64),
+    "argmin_f64": lambda v, axis, keep: np.argmin(v, axis=axis, keepdims=keep).astype(np.float64),
+    "var": lambda v, axis, ddof: np.var(v, axis=axis, ddof=ddof),
+    "std": lambda v, axis, ddof: np.std(v, axis=axis, ddof=ddof),
+    "round": lambda v, decimals: np.round(v, decimals),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "clip": lambda v, lo, hi: np.clip(v, lo, hi),
+    "pad": lambda v, widths, c: np.pad(v, widths, constant_values=c),
+    "take_along_axis": lambda v, idx, axis: np.take_along_axis(v, idx, axis=axis),
+    "logaddexp": np.logaddexp,
+    # dslc's einsum always makes a new C-ordered array (NumPy's is a view of a lone operand summing
+    # nothing: docs/semantics.md)
+    "einsum": lambda *operands_and_spec: np.array(
+        np.einsum(operands_and_spec[-1], *operands_and_spec[:-1]), order="C"
+    ),
+}
+LIBRARY_DSL: dict[str, Callable[..., Any]] = {
+    "cumsum": lambda v, axis: dnp.cumsum(v, axis=axis),
+    "cumprod": lambda v, axis: dnp.cumprod(dnp.tanh(v), axis=axis),
+    "argmax": lambda v, axis, keep: dnp.argmax(v, axis=axis, keepdims=keep),
+    "argmin": lambda v, axis, keep: dnp.argmin(v, axis=axis, keepdims=keep),
+    "argmax_f64": lambda v, axis, keep: dnp.argmax(v, axis=axis, keepdims=keep).astype(np.float64),
+    "argmin_f64": lambda v, axis, keep: dnp.argmin(v, axis=axis, keepdims=keep).astype(np.float64),
+    "var": lambda v, axis, ddof: dnp.var(v, axis=axis, ddof=ddof),
+    "std": lambda v, axis, ddof: dnp.std(v, axis=axis, ddof=ddof),
+    "round": lambda v, decimals: dnp.round(v, decimals),
+    "floor": dnp.floor,
+    "ceil": dnp.ceil,
+    "clip": lambda v, lo, hi: dnp.clip(v, lo, hi),
+    "pad": lambda v, widths, c: dnp.pad(v, widths, constant_values=c),
+    "take_along_axis": lambda v, idx, axis: dnp.take_along_axis(v, idx, axis=axis),
+    "logaddexp": dnp.logaddexp,
+    "einsum": lambda *operands_and_spec: dnp.einsum(operands_and_spec[-1], *operands_and_spec[:-1]),
+}
+NUMPY["library"] = LIBRARY_NUMPY  # type: ignore[assignment]
+DSL["library"] = LIBRARY_DSL  # type: ignore[assignment]
+# the functions an integer program draws (cumprod, moments, rounding and logaddexp are float ones),
+# and a float program's (its arg-reductions' indices as floats)
+INT_LIBRARY = ("cumsum", "argmax", "argmin", "clip", "pad", "take_along_axis", "einsum")
+FLOAT_LIBRARY = tuple(name for name in LIBRARY_NUMPY if name not in ("argmax", "argmin"))
+
+
+def _library(env: list[Any], B: dict, name: str, i: int, j: Any, params: tuple) -> None:
+    operands = (env[i],) if j is None else (env[i], _operand(env, j))
+    env.append(B["library"][name](*operands, *params))
+
+
 # ---- running a program --------------------------------------------------------------------------
 # A step is a tuple (kind, ...). Operands are env indices (int), Python float constants, or Python
 # int constants (``IntConst``, told apart from indices).
@@ -628,6 +688,7 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
     "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
     "at_add": _at_add,
+    "library": _library,
 }
 
 
@@ -678,6 +739,9 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "take": lambda new, i, idx, axis: f"{new} = take(v{i}, {list(idx)}, axis={axis})",
     "fancy_set": lambda new, t, idx, j: f"v{t}[{list(idx)}] = {_o(j)}",
     "at_add": lambda new, i, idx, j: f"{new} = v{i}.at[{list(idx)}].add({_o(j)})",
+    "library": lambda new, name, i, j, params: (
+        f"{new} = {name}(v{i}{'' if j is None else ', ' + _o(j)}{''.join(', ' + repr(p) for p in params)})"
+    ),
     "loop": lambda new, n, i, ops: f"{new} = fori_loop(0, {n}, lambda k, c: {_fmt_body(ops)}, v{i})",
     "while": lambda new, limit, i, ops, data_stop: (
         f"k, c = while_loop(lambda s: s[0] < {limit}{' and max(abs(s[1])) < 4' if data_stop else ''}, "
@@ -1272,6 +1336,68 @@ def gen_index(draw, env):
     return ("fancy_augmented", t, idx, op, _source(draw, env, env[t][list(idx)].shape))
 
 
+def gen_library(draw, env):
+    """A ``library`` step (``LIBRARY_NUMPY``) on a value of the program: float programs draw any of
+    them, integer ones ``INT_LIBRARY``."""
+    integer = _is_int(env[0])
+    i = _pick(draw, range(len(env)))
+    shape = np.shape(env[i])
+    ndim = len(shape)
+    names = list(INT_LIBRARY if integer else FLOAT_LIBRARY)
+    if ndim == 0:  # what needs an axis or a padded one
+        names = [n for n in names if n not in ("pad", "take_along_axis")]
+    name = draw(st.sampled_from(names))
+    axis = draw(st.sampled_from([None, *range(-ndim, ndim)]))
+    j: Any = None
+    params: tuple
+    if name in ("cumsum", "cumprod"):
+        params = (axis,)
+    elif name.startswith(("argmax", "argmin")):
+        params = (axis, draw(st.booleans()))
+    elif name in ("var", "std"):
+        params = (axis, draw(st.sampled_from((0, 0, 1))))
+    elif name == "round":
+        params = (draw(st.sampled_from((0, 0, 1, -1))),)
+    elif name in ("floor", "ceil"):
+        params = ()
+    elif name == "clip":  # bounds crossed now and then: NumPy then gives the upper one everywhere
+        lo, hi = draw(
+            st.sampled_from(
+                ((-3, 3), (0, 1), (1, -1)) if integer else ((-0.5, 0.5), (0.25, 2.0), (0.5, -0.5))
+            )
+        )
+        params = (lo, hi)
+    elif name == "pad":
+        widths = tuple((draw(st.integers(0, 2)), draw(st.integers(0, 2))) for _ in range(ndim))
+        params = (widths, draw(st.sampled_from((0, -3) if integer else (0.0, -1.5))))
+    elif name == "take_along_axis":
+        along = draw(st.integers(0, ndim - 1))
+        n = shape[along]
+        if n == 0:
+            return None
+        k = draw(st.integers(1, 3))
+        count = math.prod(shape[:along]) * k * math.prod(shape[along + 1 :])
+        flat = [draw(st.integers(-n, n - 1)) for _ in range(count)]
+        params = (np.array(flat, np.int64).reshape((*shape[:along], k, *shape[along + 1 :])), along)
+    elif name == "logaddexp":
+        j = draw(st.sampled_from(_partners(env, i) + list(CONSTANTS)))
+        params = ()
+    else:  # einsum
+        letters = "abc"[:ndim]
+        partners = [k for k, v in enumerate(env) if ndim and np.ndim(v) >= 1 and np.shape(v)[0] == shape[-1]]
+        if partners and draw(st.booleans()):  # contract the last axis with a partner's first
+            j = draw(st.sampled_from(partners))
+            others = "xyz"[: np.ndim(env[j]) - 1]
+            inputs, kept = f"{letters},{letters[-1]}{others}", letters[:-1] + others
+        elif ndim >= 2 and shape[0] == shape[1] and draw(st.booleans()):  # along a diagonal
+            inputs, kept = "aa" + letters[2:], "a" + letters[2:]
+        else:
+            inputs, kept = letters, letters
+        kept = "".join(c for c in kept if draw(st.booleans()))  # the others summed over
+        params = (f"{inputs}->{''.join(draw(st.permutations(kept)))}",)
+    return ("library", name, i, j, params)
+
+
 GENERATORS = {
     "unary": gen_unary,
     "binary": gen_binary,
@@ -1290,6 +1416,7 @@ GENERATORS = {
     "control": gen_control,
     "gather": gen_gather,
     "index": gen_index,
+    "library": gen_library,
 }
 INT_GENERATORS = {
     "unary": gen_int_unary,
@@ -1301,6 +1428,7 @@ INT_GENERATORS = {
     "broadcast": gen_broadcast,
     "setitem": gen_setitem,
     "augmented": gen_augmented,
+    "library": gen_library,
 }
 
 # Materializing steps (matmul) and views more likely: they create buffers and odd access patterns;
@@ -1558,6 +1686,12 @@ def check_gradient(program: Program) -> bool:
     return True
 
 
+def zero_signs_defined(program: Program) -> bool:
+    """Whether the sign of every zero is the contract's: not where a sum of products (a matmul, an
+    einsum) decides it, which is the BLAS's (NumPy's own differs with the layout)."""
+    return not any(step[0] == "matmul" or step[:2] == ("library", "einsum") for step in program.steps)
+
+
 def check_raises(program: Program) -> None:
     """NumPy refuses the program's last step; dslc must refuse the program (see ``EXPECTED_ERRORS``)."""
     with pytest.raises(Exception) as numpy_error, np.errstate(all="ignore"):
@@ -1591,7 +1725,7 @@ def check_program(program: Program, gradient: bool = True) -> None:
             with option_defaults(native_loops=False):
                 runs["unrolled"] = oracles["compiled, loops unrolled"] = run_compiled(program, True)
         # The sign of a zero sum of products is the BLAS's (NumPy's own differs with the layout).
-        signs = not any(kind == "matmul" for kind, *_ in program.steps)
+        signs = zero_signs_defined(program)
         for name, (out, args) in oracles.items():
             assert_values(base[0], out, f"results, compiled vs {name}", False, signs)
             assert_values(base[1], args, f"inputs after the call, compiled vs {name}", False, signs)
@@ -1675,7 +1809,7 @@ def check_batch_under_numba(batch: list[Program]) -> None:
     for p, out, xs in zip(batch, outs, inputs):
         want = run_numpy(p)
         try:
-            signs = not any(kind == "matmul" for kind, *_ in p.steps)  # see check_program
+            signs = zero_signs_defined(p)
             assert_values(_leaves(out), want[0], "results, Numba vs NumPy", False, signs)
             assert_values(list(xs), want[1], "inputs after the call, Numba vs NumPy", False, signs)
         except AssertionError as err:
@@ -2107,7 +2241,7 @@ def check_vmap(program: Program) -> None:
     check_outside_untouched(args, "vmap")
     after = [a if axis is None else np.moveaxis(a, 0, axis) for a, axis in zip(after, axes)]
     after = [a[0] if axis is None else a for a, axis in zip(after, axes)]
-    signs = not any(kind == "matmul" for kind, *_ in program.steps)  # see check_program
+    signs = zero_signs_defined(program)
     assert_values(_leaves(out), results, "results, vmap vs NumPy per member", False, signs)
     assert_values(
         [np.array(a) for a in args], after, "inputs after the call, vmap vs NumPy per member", False, signs
@@ -2142,8 +2276,11 @@ def check_vmap_of_grad(program: Program) -> None:
 
 def check_jacobians(program: Program) -> None:
     """``jacfwd`` (forward mode over a basis of tangents, batched) == ``jacrev`` (reverse mode over a
-    basis of cotangents) of the program's float results with respect to every input."""
-    floats = [k for k, r in enumerate(run_numpy(program)[0]) if r.dtype.kind == "f"]
+    basis of cotangents) of the program's float results with respect to every input, where the
+    result is finite (at a NaN or an infinity a derivative means nothing, and the two modes meet
+    IEEE's 0 * NaN from either side: ``fmod(r, r)`` of an ``r = remainder(a, a)`` that is zero)."""
+    results = run_numpy(program)[0]
+    floats = [k for k, r in enumerate(results) if r.dtype.kind == "f"]
     if not floats:
         return
 
@@ -2154,7 +2291,18 @@ def check_jacobians(program: Program) -> None:
     argnums = tuple(range(program.n_args))
     forward = _leaves(dsl.jacfwd(f, argnums=argnums)(*program.inputs()))
     reverse = _leaves(dsl.jacrev(f, argnums=argnums)(*program.inputs()))
-    assert_values(forward, reverse, "jacfwd vs jacrev", False, False)
+    assert len(forward) == len(reverse) == len(floats) * program.n_args
+    for n, (fw, rv) in enumerate(zip(forward, reverse)):
+        y = results[floats[n // program.n_args]]
+        finite = np.isfinite(y).reshape(y.shape + (1,) * (fw.ndim - y.ndim))
+        fw, rv = np.where(finite, fw, 0.0), np.where(finite, rv, 0.0)
+        assert_values(
+            [fw],
+            [rv],
+            f"jacfwd vs jacrev (result {n // program.n_args}, input {n % program.n_args})",
+            False,
+            False,
+        )
 
 
 def _leaves_traced(out: Any) -> list[Any]:

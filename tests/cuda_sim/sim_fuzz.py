@@ -54,6 +54,8 @@ EXACT_UNARY.add("truncate")
 EXACT_CALLS = EXACT_UNARY | set(fuzz.BINARY) - {"power"} | set(fuzz.INT_BINARY) | set(fuzz.INT_UNARY)
 EXACT_METHODS = {"clip_", "abs_", "neg_", "relu_", "scale_", "zero_", "fill_", *fuzz.METHODS_WITH_SOURCE}
 MOVING = {"where", "count", "join", "arange", "full", "copy", "slice", "transpose", "reshape", "broadcast"}
+EXACT_LIBRARY = {"argmax", "argmin", "argmax_f64", "argmin_f64", "clip", "pad", "take_along_axis"}
+EXACT_LIBRARY |= {"floor", "ceil", "round"}
 MOVING |= {"setitem", "augmented", "take_apart", "augmented_apart", "fancy_augmented", "take", "fancy_set"}
 
 
@@ -67,6 +69,8 @@ def bitwise_like_cpu(p: fuzz.Program) -> bool:
             return params[0] in ("max", "min") or (params[0] == "sum" and bool(p.dtypes))
         if kind == "method":
             return params[0] in EXACT_METHODS
+        if kind == "library":  # selections, IEEE-rounded steps, integer sums
+            return params[0] in EXACT_LIBRARY or (params[0] == "cumsum" and bool(p.dtypes))
         return kind in MOVING
 
     return not p.raises and all(exact(*step) for step in p.steps)
