@@ -541,50 +541,37 @@ SPECIAL_VALUES = (0.0, -0.0, math.inf, -math.inf, math.nan, 5e-324, -2.5e-310, 2
 # copy where C-ordered ones are views.
 LAYOUTS = ("C", "F", "F", "strided")
 
+
 # dsl.numpy's functions beyond the tables above ("More of NumPy" in api.md), a "library" step each:
 # scans, arg-reductions, moments, rounding, clip, constant padding, take_along_axis, logaddexp and
 # einsum (one operand, or a contraction of one's last axis with the other's first).
-LIBRARY_NUMPY: dict[str, Callable[..., Any]] = {
-    "cumsum": lambda v, axis: np.cumsum(v, axis=axis),
-    "cumprod": lambda v, axis: np.cumprod(np.tanh(v), axis=axis),
-    "argmax": lambda v, axis, keep: np.argmax(v, axis=axis, keepdims=keep),
-    "argmin": lambda v, axis, keep: np.argmin(v, axis=axis, keepdims=keep),
-    # (a float program's env holds floats only: its in-place steps would not cast an index back)
-    "argmax_f64": lambda v, axis, keep: np.argmax(v, axis=axis, keepdims=keep).astype(np.float64),
-    "argmin_f64": lambda v, axis, keep: np.argmin(v, axis=axis, keepdims=keep).astype(np.float64),
-    "var": lambda v, axis, ddof: np.var(v, axis=axis, ddof=ddof),
-    "std": lambda v, axis, ddof: np.std(v, axis=axis, ddof=ddof),
-    "round": lambda v, decimals: np.round(v, decimals),
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "clip": lambda v, lo, hi: np.clip(v, lo, hi),
-    "pad": lambda v, widths, c: np.pad(v, widths, constant_values=c),
-    "take_along_axis": lambda v, idx, axis: np.take_along_axis(v, idx, axis=axis),
-    "logaddexp": np.logaddexp,
-    # dslc's einsum always makes a new C-ordered array (NumPy's is a view of a lone operand summing
-    # nothing: docs/semantics.md)
-    "einsum": lambda *operands_and_spec: np.array(
-        np.einsum(operands_and_spec[-1], *operands_and_spec[:-1]), order="C"
-    ),
-}
-LIBRARY_DSL: dict[str, Callable[..., Any]] = {
-    "cumsum": lambda v, axis: dnp.cumsum(v, axis=axis),
-    "cumprod": lambda v, axis: dnp.cumprod(dnp.tanh(v), axis=axis),
-    "argmax": lambda v, axis, keep: dnp.argmax(v, axis=axis, keepdims=keep),
-    "argmin": lambda v, axis, keep: dnp.argmin(v, axis=axis, keepdims=keep),
-    "argmax_f64": lambda v, axis, keep: dnp.argmax(v, axis=axis, keepdims=keep).astype(np.float64),
-    "argmin_f64": lambda v, axis, keep: dnp.argmin(v, axis=axis, keepdims=keep).astype(np.float64),
-    "var": lambda v, axis, ddof: dnp.var(v, axis=axis, ddof=ddof),
-    "std": lambda v, axis, ddof: dnp.std(v, axis=axis, ddof=ddof),
-    "round": lambda v, decimals: dnp.round(v, decimals),
-    "floor": dnp.floor,
-    "ceil": dnp.ceil,
-    "clip": lambda v, lo, hi: dnp.clip(v, lo, hi),
-    "pad": lambda v, widths, c: dnp.pad(v, widths, constant_values=c),
-    "take_along_axis": lambda v, idx, axis: dnp.take_along_axis(v, idx, axis=axis),
-    "logaddexp": dnp.logaddexp,
-    "einsum": lambda *operands_and_spec: dnp.einsum(operands_and_spec[-1], *operands_and_spec[:-1]),
-}
+def library(m: Any, einsum: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """The library steps written with the module ``m`` (NumPy or dsl.numpy; the same names)."""
+    return {
+        "cumsum": lambda v, axis: m.cumsum(v, axis=axis),
+        "cumprod": lambda v, axis: m.cumprod(m.tanh(v), axis=axis),
+        "argmax": lambda v, axis, keep: m.argmax(v, axis=axis, keepdims=keep),
+        "argmin": lambda v, axis, keep: m.argmin(v, axis=axis, keepdims=keep),
+        # (a float program's env holds floats only: its in-place steps would not cast an index back)
+        "argmax_f64": lambda v, axis, keep: m.argmax(v, axis=axis, keepdims=keep).astype(np.float64),
+        "argmin_f64": lambda v, axis, keep: m.argmin(v, axis=axis, keepdims=keep).astype(np.float64),
+        "var": lambda v, axis, ddof: m.var(v, axis=axis, ddof=ddof),
+        "std": lambda v, axis, ddof: m.std(v, axis=axis, ddof=ddof),
+        "round": lambda v, decimals: m.round(v, decimals),
+        "floor": m.floor,
+        "ceil": m.ceil,
+        "clip": lambda v, lo, hi: m.clip(v, lo, hi),
+        "pad": lambda v, widths, c: m.pad(v, widths, constant_values=c),
+        "take_along_axis": lambda v, idx, axis: m.take_along_axis(v, idx, axis=axis),
+        "logaddexp": m.logaddexp,
+        "einsum": lambda *operands_and_spec: einsum(operands_and_spec[-1], *operands_and_spec[:-1]),
+    }
+
+
+# dslc's einsum always makes a new C-ordered array (NumPy's is a view of a lone operand summing
+# nothing: docs/semantics.md)
+LIBRARY_NUMPY = library(np, lambda *a: np.array(np.einsum(*a), order="C"))
+LIBRARY_DSL = library(dnp, dnp.einsum)
 NUMPY["library"] = LIBRARY_NUMPY  # type: ignore[assignment]
 DSL["library"] = LIBRARY_DSL  # type: ignore[assignment]
 # the functions an integer program draws (cumprod, moments, rounding and logaddexp are float ones),
