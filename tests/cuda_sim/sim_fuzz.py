@@ -11,7 +11,7 @@ the inputs' final contents) summed into one, its ``dsl.grad`` with respect to ev
 for CUDA against the same compiled for the CPU (its kernels run as Python: fast; the CPU's own
 gradients are checked against finite differences by the CPU fuzzer).
 
-``DSL_FUZZ_CUDA_BATCHES`` batches of ``BATCH`` programs (default 12 in the simulator, about 20 s; 2
+``DSL_FUZZ_CUDA_BATCHES`` batches of ``BATCH`` programs (default 9 in the simulator, about 15 s; 2
 on a GPU) and half as many with small thresholds, ``DSL_FUZZ_CUDA_GRAD_BATCHES`` gradient batches
 (default 4; 1 on a GPU); ``DSL_FUZZ_SEED`` draws other programs,
 as for the CPU fuzzer. Campaign of 2026-11-26 (seeds 1-4 and 10-13, 5,100 programs; gradients: seeds
@@ -37,7 +37,7 @@ from runtime.devices import simulator_enabled
 # On a GPU every kernel of a batch's module is compiled by NVVM (~0.3 s each, 10-60 kernels a batch):
 # fewer batches there, where the simulator's checks are repeated on the GPU's own paths.
 SIMULATED = simulator_enabled()
-BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_BATCHES", "12" if SIMULATED else "2"))
+BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_BATCHES", "9" if SIMULATED else "2"))
 GRAD_BATCHES = int(os.environ.get("DSL_FUZZ_CUDA_GRAD_BATCHES", "4" if SIMULATED else "1"))
 BATCH = 10
 GRAD_BATCH = 8
