@@ -2183,6 +2183,15 @@ def vmap_axes(program: Program) -> tuple[int | None, ...]:
     return tuple(axes) if any(a is not None for a in axes) else (0, *axes[1:])
 
 
+def member_inputs(program: Program) -> tuple[tuple[int | None, ...], list[list[np.ndarray]]]:
+    """``vmap_axes`` and each member's arguments (a shared one: the first member's)."""
+    axes, shared = vmap_axes(program), program.inputs()
+    return axes, [
+        [x if a is not None else s for x, a, s in zip(m.inputs(), axes, shared)]
+        for m in vmap_members(program)
+    ]
+
+
 def writes_argument(program: Program, k: int) -> bool:
     """Whether the program writes its argument ``k`` (NumPy refuses to when it is read-only)."""
     args = program.inputs()
@@ -2200,9 +2209,7 @@ def check_vmap(program: Program) -> None:
     updated as each member updates its own. A shared argument the members write: dslc must refuse
     the call where their writes differ (as JAX has no mutation, PyTorch's rule) and may refuse it
     (its rule: where the value written depends on a mapped one) where they are the same."""
-    members, axes = vmap_members(program), vmap_axes(program)
-    shared = members[0].inputs()
-    inputs = [[x if a is not None else s for x, a, s in zip(m.inputs(), axes, shared)] for m in members]
+    axes, inputs = member_inputs(program)
     runs = []
     for xs in inputs:
         xs = [np.array(x) for x in xs]
@@ -2252,9 +2259,7 @@ def check_jvp(program: Program) -> bool:
 
 def check_vmap_of_grad(program: Program) -> None:
     """``vmap(grad(loss))`` (per-member gradients, ``vmap_axes``) == ``grad(loss)`` of each member."""
-    members, axes = vmap_members(program), vmap_axes(program)
-    shared = members[0].inputs()
-    inputs = [[x if a is not None else s for x, a, s in zip(m.inputs(), axes, shared)] for m in members]
+    axes, inputs = member_inputs(program)
     grad = dsl.grad(loss_closure(program, DSL), argnums=tuple(range(program.n_args)))
     each = [_leaves(grad(*xs)) for xs in inputs]
     args = [column[0] if a is None else np.stack(column, axis=a) for a, column in zip(axes, zip(*inputs))]
