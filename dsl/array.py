@@ -274,7 +274,7 @@ class Array:
             return _gather.mask_write(self, index, value)
         since = len(tracing.current().ops)
         target = _ops.index_view(self, index)
-        source = _ops.asarray(value)
+        source = _ops.asarray(_ops.assigned(value, self.ir_dtype))
         # NumPy assigns a value with more axes than the target view when the extra leading ones have
         # size 1 (``x[0] = x[1:2]``): they are dropped before broadcasting. (One element takes only a
         # 0-d value.)

@@ -55,6 +55,7 @@ class _Body:
             results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here
         block = Block(tuple(self.values), tuple(inner.ops), tuple(results))
         outer.narrowed.update(inner.narrowed)
+        outer.assigned_floats.update(inner.assigned_floats)
         outer.sealed |= walk_values(block)
         return block, treedef, leaves
 

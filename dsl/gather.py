@@ -385,7 +385,7 @@ def mask_write(x: Array, index: Any, value: Any, request: str = "setitem") -> No
             raise _selection_error("x[mask] = y[other] with another mask or shape")
         new_values = value.whole()
     else:
-        new_values = where.lift(value, request)
+        new_values = where.lift(ops.assigned(value, x.ir_dtype), request)
     new = ops.where(where.lifted_mask(), ops.fit(new_values, view, "unsafe", "assignment"), view)
     view.write(new.value, request, since)
 

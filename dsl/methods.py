@@ -44,7 +44,7 @@ def _scale(x: Array, scale: Any = 1.0, bias: Any = 0.0, bias_after_scale: bool =
 
 
 def _fill(x: Array, value: Any) -> Array:
-    return ops.broadcast_to(ops.to_dtype(value, x.ir_dtype), x.shape)
+    return ops.broadcast_to(ops.to_dtype(ops.assigned(value, x.ir_dtype), x.ir_dtype), x.shape)
 
 
 def _copy_from(x: Array, src: Any) -> Array:
@@ -83,6 +83,8 @@ AUGMENTED["ior"] = ("|=", dnp.bitwise_or)
 AUGMENTED["ixor"] = ("^=", dnp.bitwise_xor)
 AUGMENTED["ilshift"] = ("<<=", dnp.left_shift)
 AUGMENTED["irshift"] = (">>=", dnp.right_shift)
+AUGMENTED["ipow"] = ("**=", dnp.power)
+AUGMENTED["imatmul"] = ("@=", dnp.matmul)  # NumPy's: the product must keep x's shape (y square)
 
 
 def _add_scaled(sign: int) -> Callable[..., Array]:

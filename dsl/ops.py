@@ -78,6 +78,33 @@ def asarray(x: Any) -> Array:
     )
 
 
+def assigned(value: Any, dtype: DType) -> Any:
+    """``value`` as NumPy stores it by assignment (``x[i] = value``) into an array of ``dtype``: a
+    float scalar (Python's or NumPy's) into an integer array goes through ``int()``, so NaN raises
+    ValueError, an infinity or a number outside the dtype's range OverflowError (NumPy 2), where an
+    array's cast would store the integer minimum (a Python float argument is checked on every call:
+    ``dsl/scalar_args.py``); anything else is returned as it is."""
+    if isinstance(value, Array) and value.weak and value.ir_dtype.is_float and dtype.is_int:
+        tracing.current().assigned_floats[value.value] = dtype  # a Python float argument: checked per call
+        return value
+    floating = isinstance(value, float) or (isinstance(value, np.generic) and value.dtype.kind == "f")
+    if not floating or not dtype.is_int:
+        return value
+    from dsl.scalar_args import ScalarOverflowError, ScalarValueError
+
+    if value != value:
+        raise tracing.user_error(
+            ScalarValueError, f"cannot convert float NaN to integer (assigned to a {dtype.np} array)"
+        )
+    whole = None if abs(value) == float("inf") else int(value)  # truncated toward zero, as NumPy
+    if whole is None or not np.iinfo(dtype.np).min <= whole <= np.iinfo(dtype.np).max:
+        raise tracing.user_error(
+            ScalarOverflowError,
+            f"{value!r} does not fit a {dtype.np} array it is assigned to (NumPy raises OverflowError too)",
+        )
+    return constant(whole, dtype, weak=True)
+
+
 def _default_dtype(x: bool | int | float) -> DType:
     if isinstance(x, bool):
         return DType.i1

@@ -72,6 +72,9 @@ class Trace:
         # weak integer values converted to a narrower dtype (``ops.note_narrowing``): each call checks
         # that the Python ints behind them fit it
         self.narrowed: dict[Value, DType] = {}
+        # weak float values (Python float arguments) stored into integer arrays (``ops.assigned``):
+        # each call checks that the floats behind them convert (not NaN, in range), as NumPy's do
+        self.assigned_floats: dict[Value, DType] = {}
         self.strict = False  # inside a function compiled with strict_inplace=True
         # the values defined inside the loop and branch bodies recorded here (``dsl/control.py``):
         # no op of this trace may read one

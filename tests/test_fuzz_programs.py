@@ -516,11 +516,11 @@ METHODS_WITH_SOURCE = ("mul_", "add_", "sub_", "copy_")
 METHODS = ("clip_", "exp_", "tanh_", "sin_", "abs_", "neg_", "relu_", "sigmoid_", "scale_", "zero_", "fill_")
 AUGMENTED = {
     "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
-    "//=": operator.ifloordiv, "%=": operator.imod,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow,
     "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor,
 }  # fmt: skip
 
-FLOAT_AUGMENTED = ("+=", "-=", "*=", "/=", "//=", "%=")
+FLOAT_AUGMENTED = ("+=", "-=", "*=", "/=", "//=", "%=", "**=")
 # Integer programs: bitwise ops, shifts, floor division and remainders (by zero and by negatives:
 # the inputs are small integers, zero among them), on int32 and int64 arrays of any layout.
 INT_DTYPES = ("int32", "int64")
@@ -530,8 +530,12 @@ INT_BINARY = (
     "add", "subtract", "multiply", "maximum", "minimum",
 )  # fmt: skip
 INT_REDUCE = ("sum", "max", "min")
-INT_AUGMENTED = ("+=", "-=", "*=", "//=", "%=", "&=", "|=", "^=")
+INT_AUGMENTED = ("+=", "-=", "*=", "//=", "%=", "&=", "|=", "^=", "**=")
 INT_CONSTANTS = (0, 1, -1, 3, -3, 7)
+INT_EXPONENTS = (0, 1, 2, 3)  # ``**=`` of an int array: NumPy raises for a negative one, by value
+# Float scalars stored into an int array: truncated toward zero; NaN raises ValueError, an infinity
+# or a number out of the dtype's range OverflowError (NumPy 2 converts the scalar with ``int()``).
+FLOATS_INTO_INTS = (2.7, -1.5, math.nan, math.inf, 1e10, -1e19)
 SHIFTS = (0, 1, 5, 31, 33)  # 33: past int32's width (NumPy: 0, or -1 shifting a negative right)
 # Python ints that do not fit int32: NumPy 2 raises OverflowError where one meets an int32 array.
 OUT_OF_RANGE = (2**31, -(2**31) - 1, 2**40)
@@ -609,6 +613,14 @@ def _setitem(env: list[Any], t: int, index: Any, j: int | float) -> None:
     env[t][index] = _operand(env, j)
 
 
+def _imatmul(env: list[Any], t: int, j: int) -> None:
+    """``x @= y[:n, :n]`` (``n`` = x's last axis): NumPy's in-place matmul keeps x's shape."""
+    n = env[t].shape[-1]
+    x = env[t]
+    x @= env[j][:n, :n]
+    env[t] = x
+
+
 def _where(env: list[Any], B: dict, cond: str, i: int, j: int | float) -> None:
     a, b = env[i], _operand(env, j)
     env.append(B["where"](B[cond](a, b), a, b))
@@ -661,6 +673,7 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
         t, B.get(op, AUGMENTED[op])(env[t], _operand(env, j))
     ),
     "method": lambda env, B, name, t, *j: B[name](env[t], *(_operand(env, k) for k in j)),
+    "imatmul": lambda env, B, t, j: _imatmul(env, t, j),
     "loop": _loop,
     "cond": _cond,
     "scan": _scan,
@@ -723,6 +736,7 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "broadcast": lambda new, i, shape: f"{new} = broadcast_to(v{i}, {shape})",
     "setitem": lambda new, t, index, j: f"v{t}[{_fmt_index(index)}] = {_o(j)}",
     "augmented": lambda new, op, t, j: f"v{t} {op} {_o(j)}",
+    "imatmul": lambda new, t, j: f"v{t} @= v{j}[:n, :n]  # n = v{t}.shape[-1]",
     "method": lambda new, name, t, *j: f"v{t}.{name}({', '.join(map(_o, j))})",
     "take": lambda new, i, idx, axis: f"{new} = take(v{i}, {list(idx)}, axis={axis})",
     "fancy_set": lambda new, t, idx, j: f"v{t}[{list(idx)}] = {_o(j)}",
@@ -781,6 +795,7 @@ def _fmt_body(ops: tuple) -> str:
 CREATES = set(STEP_RUNNERS) - {
     "setitem",
     "augmented",
+    "imatmul",
     "method",
     "fancy_set",
     "mask_augmented",
@@ -1099,6 +1114,8 @@ def _target(draw, env: list[Any]) -> int:
 def gen_setitem(draw, env):
     t = _target(draw, env)
     index = _draw_index(draw, env[t].shape)
+    if _is_int(env[t]) and draw(st.integers(0, 7)) == 0:
+        return ("setitem", t, index, draw(st.sampled_from(FLOATS_INTO_INTS)))
     return ("setitem", t, index, _source(draw, env, env[t][index].shape, leading_ones=True))
 
 
@@ -1132,7 +1149,14 @@ def gen_int_reduce(draw, env):
 def gen_augmented(draw, env):
     t = _target(draw, env)
     if _is_int(env[t]):
-        return ("augmented", draw(st.sampled_from(INT_AUGMENTED)), t, _source(draw, env, env[t].shape))
+        op = draw(st.sampled_from(INT_AUGMENTED))
+        if op == "**=":
+            return ("augmented", op, t, IntConst(draw(st.sampled_from(INT_EXPONENTS))))
+        return ("augmented", op, t, _source(draw, env, env[t].shape))
+    n = np.shape(env[t])[-1] if np.ndim(env[t]) else 0
+    squares = [j for j, v in enumerate(env) if np.ndim(v) == 2 and min(np.shape(v)) >= n and not _is_int(v)]
+    if n and squares and draw(st.integers(0, 5)) == 0:
+        return ("imatmul", t, draw(st.sampled_from(squares)))
     op = draw(st.sampled_from(FLOAT_AUGMENTED))
     if op == "/=":  # by a constant: a random divisor could be ~0
         return ("augmented", op, t, draw(st.sampled_from(CONSTANTS)))

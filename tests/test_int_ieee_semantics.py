@@ -12,6 +12,7 @@ backend (simulator or GPU).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -305,6 +306,47 @@ def test_a_literal_written_into_an_int32_array_must_fit() -> None:
         setitem(np.zeros(3, np.int32))
     with pytest.raises(OverflowError, match="out of bounds for int32"):
         dsl.compile(setitem)(np.zeros(3, np.int32))  # it wrapped to 0
+
+
+FLOAT_STORES = {
+    "setitem": lambda a, s: a.__setitem__(0, s),
+    "slice": lambda a, s: a.__setitem__(slice(None), s),
+    "mask": lambda a, s: a.__setitem__(a > 0, s),
+    "fancy": lambda a, s: a.__setitem__([0, 2], s),
+}
+
+
+@pytest.mark.parametrize("store", sorted(FLOAT_STORES))
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_a_float_stored_into_an_int_array_converts_as_numpy(store: str, dtype) -> None:
+    """NumPy stores a float scalar into an integer array through ``int()``: truncated toward zero;
+    NaN raises ValueError, an infinity or a number out of range OverflowError (a cast would have
+    stored the integer minimum). A literal raises at trace time, an argument on every call; the
+    caller's array is untouched either way."""
+    put = FLOAT_STORES[store]
+
+    def by_argument(a, s):
+        put(a, s)
+        return a
+
+    for value in (2.7, -1.5, np.float32(-3.9), math.nan, -math.inf, 1e10, -1e19, 3e9):
+
+        def literal(a, value=value):
+            put(a, value)
+            return a
+
+        a = np.arange(-1, 3, dtype=dtype)
+        try:
+            want: object = by_argument(a.copy(), value)
+        except (ValueError, OverflowError) as err:
+            want = type(err)
+        for fn, args in ((dsl.compile(literal), (a,)), (dsl.compile(by_argument), (a, float(value)))):
+            if isinstance(want, type):
+                with pytest.raises(want, match=r"^.*test_int_ieee_semantics.py:\d+: "):
+                    fn(*args)
+                np.testing.assert_array_equal(a, np.arange(-1, 3))
+            else:
+                assert_same(fn(*args), want, f"{store} {value!r}")
 
 
 def test_abs_of_bools_is_the_identity_and_sign_a_type_error() -> None:

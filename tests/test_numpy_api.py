@@ -224,6 +224,44 @@ def test_integer_floor_division_and_remainder_follow_numpy() -> None:
     np.testing.assert_array_equal(got_a, a3)
 
 
+def test_power_and_matmul_augmented_assignments_write_in_place() -> None:
+    """``x **= y`` and ``x @= w`` are in-place like NumPy's (``__ipow__``, ``__imatmul__``): the
+    caller's array changes; ``**=`` of a float into an int array and a product of another shape
+    raise. They once rebound ``x`` to a new array, the caller's left unchanged."""
+
+    def f(x, n, w):
+        x **= 2
+        n **= 3
+        x @= w
+        return x, n
+
+    x, n, w = np.arange(6.0).reshape(3, 2) - 2, np.arange(-2, 3), np.array([[1.0, 2.0], [0.5, -1.0]])
+    got_x, got_n = x.copy(), n.copy()
+    out = dsl.compile(f)(got_x, got_n, w)
+    want_x, want_n = x.copy(), n.copy()
+    f(want_x, want_n, w)
+    for got, want in ((out[0], want_x), (out[1], want_n), (got_x, want_x), (got_n, want_n)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+    def float_into_int(n):
+        n **= 2.0
+        return n
+
+    def other_shape(x, w):
+        x @= w
+        return x
+
+    with pytest.raises(TypeError):
+        float_into_int(n.copy())
+    with pytest.raises(dsl.DSLError, match=r"test_numpy_api.py:\d+: \*\*=: cannot write a float64"):
+        dsl.compile(float_into_int)(n)
+    with pytest.raises(ValueError):
+        other_shape(x.copy(), np.ones((2, 3)))
+    with pytest.raises(dsl.DSLError, match=r"test_numpy_api.py:\d+: "):
+        dsl.compile(other_shape)(x, np.ones((2, 3)))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_float_floor_division_remainder_fmod_floor_ceil_trunc_match_numpy_bitwise(dtype) -> None:
     @dsl.compile

@@ -69,6 +69,8 @@ def bitwise_like_cpu(p: fuzz.Program) -> bool:
             return params[0] in ("max", "min") or (params[0] == "sum" and bool(p.dtypes))
         if kind == "method":
             return params[0] in EXACT_METHODS
+        if kind == "augmented":  # ``**=`` is a power (libm's or libdevice's) unless on integers
+            return params[0] != "**=" or bool(p.dtypes)
         if kind == "library":  # selections, IEEE-rounded steps, integer sums
             return params[0] in EXACT_LIBRARY or (params[0] == "cumsum" and bool(p.dtypes))
         return kind in MOVING
