@@ -383,6 +383,10 @@ def _plain_methods() -> dict[str, Any]:
         "prod": dnp.prod,
         "astype": dnp.astype,
         "copy": ops.new_storage,
+        # copy.copy(x) / copy.deepcopy(x): a new array, as NumPy's (Python's default copied the
+        # object, sharing x's storage, and the tracer failed on it)
+        "__copy__": ops.new_storage,
+        "__deepcopy__": lambda x, memo=None: ops.new_storage(x),
         "clip": dnp.clip,
         "clamp": dnp.clip,
         "round": dnp.round,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -84,12 +85,16 @@ def _from_sequence(x: list[Any] | tuple[Any, ...]) -> Array:
     return ops.stack([_from_sequence(e) if isinstance(e, (list, tuple)) else e for e in x])
 
 
-def astype(x: Any, dtype: Any) -> Array:
+def astype(x: Any, dtype: Any, copy: bool = True) -> Array:
+    """``x.astype(dtype)``: a new array; with ``copy=False``, ``x`` itself where it has ``dtype``
+    already (writing into the result then writes into ``x``, as in NumPy)."""
     try:
         ir_dtype = ops.DType.from_numpy(dtype)
     except TypeError as err:
         raise tracing.user_error(ShapeError, str(err)) from None
     x = ops.asarray(x)
+    if not copy and x.ir_dtype is ir_dtype:
+        return x
     order = layout.like_order(x._shadow)  # astype's order K: the layout of np.empty_like(x)
     return ops.new_storage(ops.cast(x, ir_dtype), layout.shadow(x.shape, order))
 
@@ -530,9 +535,19 @@ def where(cond: Any, x: Any, y: Any) -> Array:
 # ---- reductions -----------------------------------------------------------------------------------
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:  # noqa: A001
-    """``np.sum``; with ``dtype`` the elements are cast to it first, so it is also the sum's type."""
-    return ops.sum(x if dtype is None else astype(x, dtype), axis, keepdims)
+def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, initial: Any = None) -> Array:  # noqa: A001
+    """``np.sum``; with ``dtype`` the elements are cast to it first, so it is also the sum's type;
+    ``initial`` (cast to that type, as NumPy casts it) is added to each sum."""
+    return with_initial(ops.sum(x if dtype is None else astype(x, dtype), axis, keepdims), initial, add)
+
+
+def with_initial(reduced: Array, initial: Any, combine: Callable[[Any, Any], Array]) -> Array:
+    """A reduction's result with NumPy's ``initial`` folded in: ``combine(initial, reduced)``, the
+    initial value cast (unsafely, as NumPy's reduction casts it) to the result's dtype first."""
+    if initial is None:
+        return reduced
+    start = ops.cast(ops.asarray(initial), reduced.ir_dtype)
+    return ops.cast(combine(start, reduced), reduced.ir_dtype)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:
@@ -551,12 +566,30 @@ def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool)
     return ops.reduce(prim, x, axis, keepdims)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
-    return _no_identity(reduction.reduce_max, "maximum", x, axis, keepdims)
+def max(x: Any, axis: Any = None, keepdims: bool = False, *, initial: Any = None) -> Array:  # noqa: A001
+    """``np.max``; with ``initial`` an empty axis gives it, as NumPy's (else the empty axis raises)."""
+    return _with_start(reduction.reduce_max, "maximum", maximum, x, axis, keepdims, initial)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A001
-    return _no_identity(reduction.reduce_min, "minimum", x, axis, keepdims)
+def min(x: Any, axis: Any = None, keepdims: bool = False, *, initial: Any = None) -> Array:  # noqa: A001
+    """``np.min``; with ``initial`` an empty axis gives it, as NumPy's (else the empty axis raises)."""
+    return _with_start(reduction.reduce_min, "minimum", minimum, x, axis, keepdims, initial)
+
+
+def _with_start(
+    prim: Primitive,
+    ufunc: str,
+    combine: Callable[[Any, Any], Array],
+    x: Any,
+    axis: Any,
+    keepdims: bool,
+    initial: Any,
+) -> Array:
+    if initial is None:
+        return _no_identity(prim, ufunc, x, axis, keepdims)
+    # NumPy starts the reduction at ``initial``: maximum(initial, the elements'), which is also what
+    # an empty axis gives (the reducer's identity, -inf for max, loses to any initial value).
+    return with_initial(ops.reduce(prim, ops.asarray(x), axis, keepdims), initial, combine)
 
 
 amax, amin = max, min

@@ -132,10 +132,16 @@ def cumprod(x: Any, axis: int | None = None, dtype: Any = None) -> Array:
     return ops.emit(scan.cumulative_prod, [x], {"axis": ax, "reverse": False})
 
 
-def prod(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:
+def prod(
+    x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, initial: Any = None
+) -> Array:
     """``np.prod``: the last running product over the reduced axes (moved last and merged into one),
     so that its gradient is cumprod's, exact where elements are 0; 1 over empty axes. Integers and
-    bools multiply in int64, as NumPy's."""
+    bools multiply in int64, as NumPy's. ``initial`` multiplies each product (cast to its type)."""
+    return dnp.with_initial(_product(x, axis, keepdims, dtype), initial, dnp.multiply)
+
+
+def _product(x: Any, axis: Any, keepdims: bool, dtype: Any) -> Array:
     x = ops.asarray(x)
     axes = ops.normalize_axes(axis, x.ndim)
     kept = [d for d in range(x.ndim) if d not in axes]

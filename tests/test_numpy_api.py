@@ -6,6 +6,7 @@ representative subset runs through the CPU backend in test_compile_cpu.py.
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numpy as np
@@ -48,6 +49,16 @@ CASES = {
     "cos": (dnp.cos, np.cos, (A23,)),
     "tan": (dnp.tan, np.tan, (A23,)),
     "tanh": (dnp.tanh, np.tanh, (A23,)),
+    "max_initial": (
+        lambda x: dnp.max(x, axis=0, initial=0.1),
+        lambda x: np.max(x, axis=0, initial=0.1),
+        (A23,),
+    ),
+    "prod_initial": (
+        lambda x: dnp.prod(x, axis=1, initial=-2.0),
+        lambda x: np.prod(x, axis=1, initial=-2.0),
+        (A23,),
+    ),
     "abs": (dnp.abs, np.abs, (A23,)),
     "abs_int": (dnp.abs, np.abs, (I23,)),
     "sign": (dnp.sign, np.sign, (A23,)),
@@ -222,6 +233,58 @@ def test_integer_floor_division_and_remainder_follow_numpy() -> None:
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(got_a, a3)
+
+
+def test_reductions_take_numpys_initial_and_astype_its_copy_flag() -> None:
+    """``initial=`` of sum, prod, max and min (cast to the result's dtype; an empty axis gives it;
+    NaN still propagates) and ``astype(dtype, copy=False)`` (``x`` itself when the dtype matches, so
+    a write reaches ``x``), as NumPy's; they once raised TypeError."""
+    a = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, np.nan]])
+    i = np.arange(6, dtype=np.int32).reshape(2, 3)
+
+    def program(m):
+        def f(x, n):
+            y = x.astype(x.dtype, copy=False)
+            y[1, 2] = 9.0
+            return (
+                m.max(x, axis=0, initial=2.0),
+                x.min(axis=1, keepdims=True, initial=0.0),
+                m.max(x[:0], axis=0, initial=-1.0),
+                m.max(n, initial=7.5),
+                m.min(n[:, :0], axis=1, initial=3),
+                m.sum(n, initial=1.5),
+                x.sum(axis=0, initial=1.5),
+                m.prod(x, axis=1, initial=2.0),
+                n.prod(initial=3),
+                m.max(x * np.nan, initial=0.0),
+                x.astype(np.float32, copy=False),
+            )
+
+        return f
+
+    got_a, want_a = a.copy(), a.copy()
+    got, want = dsl.compile(program(dnp))(got_a, i), program(np)(want_a, i)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype, k
+        np.testing.assert_array_equal(g, w, err_msg=str(k))
+    np.testing.assert_array_equal(got_a, want_a)  # the write through astype(copy=False)
+
+
+def test_copy_module_copies_are_new_arrays() -> None:
+    """``copy.copy(x)`` and ``copy.deepcopy(x)`` are new arrays, as NumPy's: writing into them leaves
+    ``x`` alone (the tracer once failed with a KeyError on them)."""
+
+    def f(x):
+        y = copy.copy(x)
+        y[0] = 5.0
+        z = copy.deepcopy(x)
+        z[1] = 7.0
+        return x * 1, y, z
+
+    x = np.arange(3.0)
+    for got, want in zip(dsl.compile(f)(x), f(x.copy()), strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x, np.arange(3.0))
 
 
 def test_power_and_matmul_augmented_assignments_write_in_place() -> None:
