@@ -13,7 +13,7 @@ from typing import Any
 
 import numba
 import numpy as np
-from mlir_tools import find_mlir_opt, run_mlir_opt
+from mlir_tools import check_all_with_mlir_opt, find_mlir_opt
 
 import dsl
 import dsl.numpy as dnp
@@ -80,17 +80,18 @@ def check_text_form(funcs: Any) -> None:
         assert print_module(parse_module(text)) == text, "print -> parse -> print changed the text"
         texts.append(text)
     if find_mlir_opt() is not None:
-        for text in texts:
-            run_mlir_opt(text)
+        check_all_with_mlir_opt(texts)
 
 
 def check_lowered(lowered: Any) -> None:
     """Every stage of a ``Lowered`` program round-trips and (if installed) passes mlir-opt."""
+    texts = []
     for stage in lowered.stages():
         text = lowered.ir(stage)
         assert print_module(parse_module(text)) == text, f"stage {stage}: print -> parse -> print changed it"
-        if find_mlir_opt() is not None:
-            run_mlir_opt(text)
+        texts.append(text)
+    if find_mlir_opt() is not None:
+        check_all_with_mlir_opt(texts)
 
 
 @contextmanager

@@ -52,3 +52,17 @@ def test_check_reports_mlir_opt_errors() -> None:
 @pytest.mark.skipif(not os.path.exists("/usr/lib/llvm-22/bin/mlir-opt"), reason="no LLVM 22 install here")
 def test_finds_the_installed_mlir_opt() -> None:
     assert find_mlir_opt() is not None
+
+
+def test_a_batch_with_one_bad_module_fails_naming_it() -> None:
+    """``check_all_with_mlir_opt`` (the tests' batched check): one module mlir-opt rejects fails the
+    batch, the message shows that module, and the good ones are still accepted alone."""
+    from mlir_tools import check_all_with_mlir_opt
+
+    if find_mlir_opt() is None:
+        pytest.skip("mlir-opt not installed: apt-get install mlir-22-tools")
+    good = ["func.func @f() {\n  return\n}\n", "func.func @g() {\n  return\n}\n"]
+    bad = "func.func @h() {\n  %0 = arith.constant 1 : i32\n  return %0 : i32\n}\n"
+    with pytest.raises(AssertionError, match=r"(?s)returns 0.*@h"):
+        check_all_with_mlir_opt([good[0], bad, good[1]])
+    check_all_with_mlir_opt(good)
