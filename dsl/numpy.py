@@ -406,6 +406,77 @@ def tan(x: Any) -> Array:
     return ops.unary(ew.tan, x, float_only=True)
 
 
+def arcsin(x: Any) -> Array:
+    return ops.unary(ew.asin, x, float_only=True)
+
+
+def arccos(x: Any) -> Array:
+    return ops.unary(ew.acos, x, float_only=True)
+
+
+def arctan(x: Any) -> Array:
+    return ops.unary(ew.atan, x, float_only=True)
+
+
+def sinh(x: Any) -> Array:
+    return ops.unary(ew.sinh, x, float_only=True)
+
+
+def cosh(x: Any) -> Array:
+    return ops.unary(ew.cosh, x, float_only=True)
+
+
+def arcsinh(x: Any) -> Array:
+    return ops.unary(ew.asinh, x, float_only=True)
+
+
+def arccosh(x: Any) -> Array:
+    return ops.unary(ew.acosh, x, float_only=True)
+
+
+def arctanh(x: Any) -> Array:
+    return ops.unary(ew.atanh, x, float_only=True)
+
+
+def log2(x: Any) -> Array:
+    return ops.unary(ew.log2, x, float_only=True)
+
+
+def log10(x: Any) -> Array:
+    return ops.unary(ew.log10, x, float_only=True)
+
+
+def exp2(x: Any) -> Array:
+    """``2 ** x`` (libm's ``pow``), in ``x``'s float dtype (float64 for integers, as NumPy)."""
+    x = ops.asarray(x)
+    dtype = x.ir_dtype if x.ir_dtype.is_float else ops.DType.f64 if x.ir_dtype.is_int else ops.DType.f32
+    return ops.binary(ew.pow_, 2, x, dtype)
+
+
+def _float_binary(prim: Primitive, x: Any, y: Any) -> Array:
+    """A float function of two operands: promoted as NumPy promotes, integers computed in float64
+    (bools in float32: NumPy's float16, which dslc does not have)."""
+    dtype = ops.result_dtype(x, y)
+    if not dtype.is_float:
+        dtype = ops.DType.f64 if dtype.is_int else ops.DType.f32
+    return ops.binary(prim, x, y, dtype)
+
+
+def arctan2(y: Any, x: Any) -> Array:
+    """The angle of the point ``(x, y)``, in [-pi, pi] (C's ``atan2``: signed zeros and infinities
+    as NumPy's)."""
+    return _float_binary(ew.atan2, y, x)
+
+
+def hypot(x: Any, y: Any) -> Array:
+    """``sqrt(x**2 + y**2)`` without overflow or underflow in the squares (C's ``hypot``)."""
+    return _float_binary(ew.hypot, x, y)
+
+
+# NumPy 2's array-API names
+asin, acos, atan, asinh, acosh, atanh, atan2 = arcsin, arccos, arctan, arcsinh, arccosh, arctanh, arctan2
+
+
 def tanh(x: Any) -> Array:
     return ops.unary(ew.tanh, x, float_only=True)
 

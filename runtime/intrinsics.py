@@ -359,5 +359,7 @@ def math_module() -> Any:
     ufuncs = {"copysign": np.copysign, "erf": special.erf, "floor": np.floor, "fmod": np.fmod}
     for name in ("sin", "cos", "tan", "exp", "expm1", "log", "log1p", "sqrt", "tanh", "atan", "asin", "acos"):
         ufuncs[name] = getattr(np, {"atan": "arctan", "asin": "arcsin", "acos": "arccos"}.get(name, name))
+    for name in ("sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "atan2", "hypot"):
+        ufuncs[name] = getattr(np, name)  # NumPy 2's names (asinh: arcsinh; atan2: arctan2)
     names.update({name: _quiet(ufunc) for name, ufunc in ufuncs.items()})
     return types_module.SimpleNamespace(**names)

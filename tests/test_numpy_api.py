@@ -24,6 +24,7 @@ P23 = (rng.random((2, 3)) + 0.5).astype(np.float32)  # positive
 I23 = rng.integers(-5, 5, (2, 3)).astype(np.int32)
 D34 = rng.standard_normal((3, 4))
 BOOL = rng.random((2, 3)) > 0.5
+U23 = np.tanh(A23) * np.float32(0.9)  # inside (-1, 1): arcsin, arccos, arctanh
 
 # name -> (dsl function, numpy function, arguments)
 CASES = {
@@ -49,6 +50,22 @@ CASES = {
     "cos": (dnp.cos, np.cos, (A23,)),
     "tan": (dnp.tan, np.tan, (A23,)),
     "tanh": (dnp.tanh, np.tanh, (A23,)),
+    "arcsin": (dnp.arcsin, np.arcsin, (U23,)),
+    "arccos": (dnp.arccos, np.arccos, (U23,)),
+    "arctan": (dnp.arctan, np.arctan, (A23,)),
+    "sinh": (dnp.sinh, np.sinh, (A23,)),
+    "cosh": (dnp.cosh, np.cosh, (A23,)),
+    "arcsinh": (dnp.arcsinh, np.arcsinh, (A23,)),
+    "arccosh": (dnp.arccosh, np.arccosh, (P23 + 1,)),
+    "arctanh": (dnp.arctanh, np.arctanh, (U23,)),
+    "log2": (dnp.log2, np.log2, (P23,)),
+    "log10": (dnp.log10, np.log10, (P23,)),
+    "log2_int": (dnp.log2, np.log2, (np.array([1, 8, 1024], np.int32),)),
+    "exp2": (dnp.exp2, np.exp2, (A23,)),
+    "exp2_int": (dnp.exp2, np.exp2, (I23,)),
+    "arctan2": (dnp.arctan2, np.arctan2, (A23, B3)),
+    "arctan2_int": (dnp.arctan2, np.arctan2, (I23, 2)),
+    "hypot": (dnp.hypot, np.hypot, (A23, B3)),
     "max_initial": (
         lambda x: dnp.max(x, axis=0, initial=0.1),
         lambda x: np.max(x, axis=0, initial=0.1),
@@ -268,6 +285,38 @@ def test_reductions_take_numpys_initial_and_astype_its_copy_flag() -> None:
         assert g.dtype == w.dtype, k
         np.testing.assert_array_equal(g, w, err_msg=str(k))
     np.testing.assert_array_equal(got_a, want_a)  # the write through astype(copy=False)
+
+
+def test_inverse_trigonometric_hyperbolic_and_log_bases_as_numpy() -> None:
+    """Edge values of the functions added on 2026-11-26 against NumPy: outside the domain NaN,
+    powers of two exact in log2, atan2's signed zeros and infinities, hypot's infinity over NaN,
+    integers in float64; the gradients of arctan2 and hypot are 0 at the origin (docs/semantics.md)."""
+    x = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 8.0, np.inf, -np.inf, np.nan])
+    y = np.array([0.0, -0.0, 0.0, -0.0, -1.0, np.nan, 3.0, np.inf, 2.0, np.inf])
+
+    def program(m):
+        def f(x, y, n):
+            return (
+                m.arcsin(x), m.arccos(x), m.arctan(x), m.sinh(x), m.cosh(x), m.arcsinh(x),
+                m.arccosh(x), m.arctanh(x), m.log2(x), m.log10(x), m.exp2(x), m.arctan2(y, x),
+                m.hypot(x, y), m.log2(n), m.arctan2(n, 3), m.hypot(n, n),
+            )  # fmt: skip
+
+        return f
+
+    n = np.array([1, 2, 1024, -3], np.int32)
+    with np.errstate(all="ignore"):
+        want = program(np)(x, y, n)
+    got = dsl.compile(program(dnp))(x, y, n)
+    for k, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert g.dtype == w.dtype, k
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=0, err_msg=str(k))  # libm vs NumPy SIMD
+        np.testing.assert_array_equal(
+            np.signbit(g[~np.isnan(w)]), np.signbit(w[~np.isnan(w)]), err_msg=str(k)
+        )
+    zero = np.zeros(2)
+    grads = dsl.grad(lambda a, b: (dnp.arctan2(a, b) + dnp.hypot(a, b)).sum(), argnums=(0, 1))(zero, zero)
+    np.testing.assert_array_equal(np.concatenate(grads), np.zeros(4))
 
 
 def test_copy_module_copies_are_new_arrays() -> None:

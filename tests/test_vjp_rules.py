@@ -49,6 +49,10 @@ def unit(*shape: int) -> np.ndarray:  # inside tan's first branch
     return np.asarray(RNG.uniform(-1.0, 1.0, shape))
 
 
+def above_one(*shape: int) -> np.ndarray:  # inside arccosh's domain, away from its pole at 1
+    return np.asarray(RNG.uniform(1.2, 3.0, shape))
+
+
 def off_integers(*shape: int) -> np.ndarray:  # away from floor's jumps
     return np.asarray(np.floor(RNG.standard_normal(shape) * 3) + RNG.uniform(0.2, 0.8, shape))
 
@@ -153,6 +157,18 @@ TABLE: dict[str, list[Case] | str] = {
     "tan": unary(unit),
     "tanh": unary(),
     "erf": unary(),
+    "asin": unary(unit),
+    "acos": unary(unit),
+    "atan": unary(),
+    "sinh": unary(),
+    "cosh": unary(),
+    "asinh": unary(),
+    "acosh": unary(above_one),
+    "atanh": unary(unit),
+    "log2": unary(positive),
+    "log10": unary(positive),
+    "atan2": binary(normal, nonzero),
+    "hypot": binary(nonzero, nonzero),
     "logistic": unary(),
     "copy": unary(),
     "stop_gradient": ZERO_BY_DEFINITION,

@@ -215,6 +215,88 @@ def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents
     return (e(mul, ct, e(mul, out, e(sub, full_like(build, 1, out.type), out))),)
 
 
+def _square_plus(build: Build, x: Value, sign: int) -> Value:
+    """``1 - x*x`` (``sign`` -1) or ``x*x + 1`` (``sign`` 1) or ``x*x - 1`` (``sign`` 0)."""
+    e, one = emitter(build), full_like(build, 1, x.type)
+    xx = e(mul, x, x)
+    return e(sub, one, xx) if sign < 0 else e(add, xx, one) if sign > 0 else e(sub, xx, one)
+
+
+@vjp_rule
+def _asin_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e = emitter(build)
+    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], -1))),)
+
+
+@vjp_rule
+def _acos_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e = emitter(build)
+    return (e(neg, e(div, ct, e(sqrt, _square_plus(build, op.operands[0], -1)))),)
+
+
+@vjp_rule
+def _atan_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(div, [ct, _square_plus(build, op.operands[0], 1)], {}),)
+
+
+@vjp_rule
+def _sinh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(mul, [ct, build(cosh, op.operands, {})], {}),)
+
+
+@vjp_rule
+def _cosh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(mul, [ct, build(sinh, op.operands, {})], {}),)
+
+
+@vjp_rule
+def _asinh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e = emitter(build)
+    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], 1))),)
+
+
+@vjp_rule
+def _acosh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e = emitter(build)
+    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], 0))),)
+
+
+@vjp_rule
+def _atanh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    return (build(div, [ct, _square_plus(build, op.operands[0], -1)], {}),)
+
+
+def _log_base_vjp(base: float) -> Vjp:
+    @vjp_rule
+    def vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+        (x,) = op.operands
+        return (build(div, [ct, build(mul, [x, full_like(build, math.log(base), x.type)], {})], {}),)
+
+    return vjp
+
+
+@vjp_rule
+def _atan2_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); 0 at the origin (where the squares sum to 0), as
+    # JAX's rule gives NaN there: the select keeps a second derivative finite too.
+    e, (y, x) = emitter(build), op.operands
+    zero = full_like(build, 0, x.type)
+    norm = e(add, e(mul, x, x), e(mul, y, y))
+    safe = e(select, e(gt, norm, zero), norm, full_like(build, 1, x.type))
+    scaled = e(div, ct, safe)
+    return (e(mul, scaled, x) if wanted[0] else None, e(neg, e(mul, scaled, y)) if wanted[1] else None)
+
+
+@vjp_rule
+def _hypot_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # d hypot(x, y) = (x dx + y dy) / hypot; 0 at the origin (a subgradient; JAX's rule gives NaN).
+    e, (x, y), out = emitter(build), op.operands, op.result
+    zero = full_like(build, 0, out.type)
+    safe = e(select, e(gt, out, zero), out, full_like(build, 1, out.type))
+    scaled = e(div, ct, safe)
+    return (e(mul, scaled, x) if wanted[0] else None, e(mul, scaled, y) if wanted[1] else None)
+
+
 def _libm(
     name: str, ref: Callable[..., np.ndarray], needs: frozenset[str], vjp: Vjp, fast: bool = False
 ) -> Primitive:
@@ -247,6 +329,38 @@ cos = _libm("cos", np.cos, INPUTS, _cos_vjp)
 tan = _libm("tan", np.tan, OUTPUT, _tan_vjp)
 tanh = _libm("tanh", np.tanh, OUTPUT, _tanh_vjp, fast=True)
 erf = _libm("erf", array_ops.erf, INPUTS, _erf_vjp)
+# NumPy's inverse trigonometric and hyperbolic functions and logarithms to bases 2 and 10: libm's
+# (Numba's ``math``) on the CPU, libdevice's on CUDA (within an ulp or so of each other, as sin's).
+asin = _libm("asin", np.arcsin, INPUTS, _asin_vjp)
+acos = _libm("acos", np.arccos, INPUTS, _acos_vjp)
+atan = _libm("atan", np.arctan, INPUTS, _atan_vjp)
+sinh = _libm("sinh", np.sinh, INPUTS, _sinh_vjp)
+cosh = _libm("cosh", np.cosh, INPUTS, _cosh_vjp)
+asinh = _libm("asinh", np.arcsinh, INPUTS, _asinh_vjp)
+acosh = _libm("acosh", np.arccosh, INPUTS, _acosh_vjp)
+atanh = _libm("atanh", np.arctanh, INPUTS, _atanh_vjp)
+log2 = _libm("log2", np.log2, INPUTS, _log_base_vjp(2.0))
+log10 = _libm("log10", np.log10, INPUTS, _log_base_vjp(10.0))
+atan2 = _elementwise(
+    "atan2",
+    2,
+    lambda c, y, x: f"math.atan2({y}, {x})",
+    np.arctan2,
+    FLOAT,
+    INPUTS,
+    vjp=_atan2_vjp,
+    mlir=ml.math2("atan2"),
+)
+hypot = _elementwise(
+    "hypot",
+    2,
+    lambda c, x, y: f"math.hypot({x}, {y})",
+    np.hypot,
+    FLOAT,
+    INPUTS | OUTPUT,
+    vjp=_hypot_vjp,
+    mlir=ml.hypot,
+)
 logistic = _elementwise(
     "logistic",
     1,

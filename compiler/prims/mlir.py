@@ -124,6 +124,19 @@ def sign(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any
     return b.emit(f"arith.select {gt(b, [x, zero], ts, out, attrs)}, {b.const(1, d)}, {below} : {d}")
 
 
+def math2(name: str) -> ScalarRule:
+    """A binary ``math.<name>`` (``math.atan2``)."""
+    return lambda b, xs, ts, out, attrs: b.emit(f"math.{name} {xs[0]}, {xs[1]} : {ts[0]}")
+
+
+def hypot(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
+    """``sqrt(x*x + y*y)`` (the math dialect has no hypot; the backends call libm's, which does not
+    overflow where the squares would)."""
+    (x, y), d = xs, ts[0]
+    xx, yy = b.emit(f"arith.mulf {x}, {x} : {d}"), b.emit(f"arith.mulf {y}, {y} : {d}")
+    return b.emit(f"math.sqrt {b.emit(f'arith.addf {xx}, {yy} : {d}')} : {d}")
+
+
 def logistic(b: Body, xs: Sequence[str], ts: Sequence[DType], out: DType, attrs: Any) -> str:
     d = ts[0]
     e = b.emit(f"math.exp {b.emit(f'arith.negf {xs[0]} : {d}')} : {d}")

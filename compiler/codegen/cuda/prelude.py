@@ -44,6 +44,7 @@ if SIM:  # the simulator runs kernels as Python, where math.log(-1) raises and a
 
     _names = [n for n in dir(math) if not n.startswith("_")]
     _safe = ("exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan", "pow", "fmod")
+    _safe += ("asin", "acos", "sinh", "cosh", "acosh", "atanh", "log2", "log10")
     math = SimpleNamespace(**{n: _ieee(n) if n in _safe else getattr(math, n) for n in _names})
 
 {helpers}
