@@ -208,6 +208,14 @@ class Array:
         return self._type.size
 
     @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
     def T(self) -> Array:  # noqa: N802 (NumPy's name)
         return _ops.transpose(self)
 

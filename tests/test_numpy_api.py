@@ -319,6 +319,11 @@ def test_inverse_trigonometric_hyperbolic_and_log_bases_as_numpy() -> None:
     np.testing.assert_array_equal(np.concatenate(grads), np.zeros(4))
 
 
+def test_itemsize_and_nbytes_are_numpys() -> None:
+    got = dsl.compile(lambda x: (x.itemsize, x.nbytes, x[:, :2].nbytes))(np.zeros((3, 4), np.float32))
+    assert [int(v) for v in got] == [4, 48, 24]
+
+
 def test_copy_module_copies_are_new_arrays() -> None:
     """``copy.copy(x)`` and ``copy.deepcopy(x)`` are new arrays, as NumPy's: writing into them leaves
     ``x`` alone (the tracer once failed with a KeyError on them)."""
