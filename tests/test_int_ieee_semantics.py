@@ -329,6 +329,7 @@ def test_a_float_stored_into_an_int_array_converts_as_numpy(store: str, dtype) -
         put(a, s)
         return a
 
+    compiled_by_argument = dsl.compile(by_argument)  # one program for every value (checked per call)
     for value in (2.7, -1.5, np.float32(-3.9), math.nan, -math.inf, 1e10, -1e19, 3e9):
 
         def literal(a, value=value):
@@ -340,7 +341,7 @@ def test_a_float_stored_into_an_int_array_converts_as_numpy(store: str, dtype) -
             want: object = by_argument(a.copy(), value)
         except (ValueError, OverflowError) as err:
             want = type(err)
-        for fn, args in ((dsl.compile(literal), (a,)), (dsl.compile(by_argument), (a, float(value)))):
+        for fn, args in ((dsl.compile(literal), (a,)), (compiled_by_argument, (a, float(value)))):
             if isinstance(want, type):
                 with pytest.raises(want, match=r"^.*test_int_ieee_semantics.py:\d+: "):
                     fn(*args)
