@@ -449,17 +449,12 @@ def log10(x: Any) -> Array:
 def exp2(x: Any) -> Array:
     """``2 ** x`` (libm's ``pow``), in ``x``'s float dtype (float64 for integers, as NumPy)."""
     x = ops.asarray(x)
-    dtype = x.ir_dtype if x.ir_dtype.is_float else ops.DType.f64 if x.ir_dtype.is_int else ops.DType.f32
-    return ops.binary(ew.pow_, 2, x, dtype)
+    return ops.binary(ew.pow_, 2, x, ops.float_of(x.ir_dtype))
 
 
 def _float_binary(prim: Primitive, x: Any, y: Any) -> Array:
-    """A float function of two operands: promoted as NumPy promotes, integers computed in float64
-    (bools in float32: NumPy's float16, which dslc does not have)."""
-    dtype = ops.result_dtype(x, y)
-    if not dtype.is_float:
-        dtype = ops.DType.f64 if dtype.is_int else ops.DType.f32
-    return ops.binary(prim, x, y, dtype)
+    """A float function of two operands, promoted as NumPy promotes (``ops.float_of``)."""
+    return ops.binary(prim, x, y, ops.float_of(ops.result_dtype(x, y)))
 
 
 def arctan2(y: Any, x: Any) -> Array:
@@ -617,8 +612,7 @@ def with_initial(reduced: Array, initial: Any, combine: Callable[[Any, Any], Arr
     initial value cast (unsafely, as NumPy's reduction casts it) to the result's dtype first."""
     if initial is None:
         return reduced
-    start = ops.cast(ops.asarray(initial), reduced.ir_dtype)
-    return ops.cast(combine(start, reduced), reduced.ir_dtype)
+    return combine(ops.cast(ops.asarray(initial), reduced.ir_dtype), reduced)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:

@@ -90,19 +90,9 @@ def assigned(value: Any, dtype: DType) -> Any:
     floating = isinstance(value, float) or (isinstance(value, np.generic) and value.dtype.kind == "f")
     if not floating or not dtype.is_int:
         return value
-    from dsl.scalar_args import ScalarOverflowError, ScalarValueError
+    from dsl.scalar_args import int_of_float  # (scalar_args is imported after ops)
 
-    if value != value:
-        raise tracing.user_error(
-            ScalarValueError, f"cannot convert float NaN to integer (assigned to a {dtype.np} array)"
-        )
-    whole = None if abs(value) == float("inf") else int(value)  # truncated toward zero, as NumPy
-    if whole is None or not np.iinfo(dtype.np).min <= whole <= np.iinfo(dtype.np).max:
-        raise tracing.user_error(
-            ScalarOverflowError,
-            f"{value!r} does not fit a {dtype.np} array it is assigned to (NumPy raises OverflowError too)",
-        )
-    return constant(whole, dtype, weak=True)
+    return constant(int_of_float(float(value), dtype, "assignment"), dtype, weak=True)
 
 
 def _default_dtype(x: bool | int | float) -> DType:
@@ -225,10 +215,16 @@ def _broadcast_all(xs: Sequence[Array]) -> list[Array]:
 # ---- elementwise -----------------------------------------------------------------------------------
 
 
+def float_of(dtype: DType) -> DType:
+    """The float dtype a float function computes ``dtype`` in: itself, float64 for integers (as
+    NumPy), float32 for bools (NumPy's float16, which dslc does not have)."""
+    return dtype if dtype.is_float else DType.f64 if dtype.is_int else DType.f32
+
+
 def unary(prim: Primitive, x: Any, float_only: bool = False) -> Array:
     x = asarray(x)
-    if float_only and not x.ir_dtype.is_float:
-        x = cast(x, DType.f64 if x.ir_dtype.is_int else DType.f32)  # NumPy computes ints in float64
+    if float_only:
+        x = cast(x, float_of(x.ir_dtype))
     return emit_elementwise(prim, [x], weak=x.weak)
 
 

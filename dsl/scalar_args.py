@@ -19,6 +19,7 @@ a cast inside the program would store the integer minimum.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -43,6 +44,22 @@ class ScalarOverflowError(DSLError, OverflowError):
 
 class ScalarValueError(DSLError, ValueError):
     """A float NaN stored into an integer array (NumPy raises ``ValueError``: no integer is NaN)."""
+
+
+def int_of_float(value: float, dtype: DType, what: str) -> int:
+    """NumPy's ``int()`` of a float stored into an array of integer ``dtype``: truncated toward zero;
+    NaN raises ``ScalarValueError``, an infinity or a number out of the dtype's range
+    ``ScalarOverflowError`` (``what`` names the store in the message, after the user's line)."""
+    where = f"{tracing.user_location()}: {what}"
+    if value != value:
+        raise ScalarValueError(f"{where}: cannot convert float NaN to integer (NumPy raises ValueError too)")
+    bounds = np.iinfo(dtype.np)
+    if math.isinf(value) or not bounds.min <= int(value) <= bounds.max:
+        raise ScalarOverflowError(
+            f"{where}: {value!r} does not fit the {dtype.np} array it is stored into "
+            "(NumPy raises OverflowError too)"
+        )
+    return int(value)
 
 
 def narrowed_attrs(trace: tracing.Trace, params: Sequence[Value]) -> dict[str, tuple[int, ...]]:
@@ -80,17 +97,6 @@ def call_check(func: Function) -> Callable[[Sequence[Any]], None] | None:
                     "pass it as np.int64 or make the array int64"
                 )
         for k, dtype in floats:
-            value = float(leaves[k])
-            if value != value:
-                raise ScalarValueError(
-                    f"{tracing.user_location()}: argument '{name(k)}': cannot convert float NaN to integer "
-                    f"(it is stored into a {dtype.np} array, where NumPy raises ValueError too)"
-                )
-            bounds = np.iinfo(dtype.np)
-            if abs(value) == float("inf") or not bounds.min <= int(value) <= bounds.max:
-                raise ScalarOverflowError(
-                    f"{tracing.user_location()}: argument '{name(k)}': {value!r} does not fit the {dtype.np} "
-                    "array it is stored into (NumPy raises OverflowError too)"
-                )
+            int_of_float(float(leaves[k]), dtype, f"argument '{name(k)}'")
 
     return check

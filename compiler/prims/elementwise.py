@@ -215,23 +215,25 @@ def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents
     return (e(mul, ct, e(mul, out, e(sub, full_like(build, 1, out.type), out))),)
 
 
-def _square_plus(build: Build, x: Value, sign: int) -> Value:
-    """``1 - x*x`` (``sign`` -1) or ``x*x + 1`` (``sign`` 1) or ``x*x - 1`` (``sign`` 0)."""
-    e, one = emitter(build), full_like(build, 1, x.type)
-    xx = e(mul, x, x)
-    return e(sub, one, xx) if sign < 0 else e(add, xx, one) if sign > 0 else e(sub, xx, one)
+def _one_minus_square(build: Build, x: Value) -> Value:
+    return build(sub, [full_like(build, 1, x.type), build(mul, [x, x], {})], {})
+
+
+def _square_plus(build: Build, x: Value, c: float) -> Value:
+    """``x*x + c``."""
+    return build(add, [build(mul, [x, x], {}), full_like(build, c, x.type)], {})
 
 
 @vjp_rule
 def _asin_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e = emitter(build)
-    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], -1))),)
+    return (e(div, ct, e(sqrt, _one_minus_square(build, op.operands[0]))),)
 
 
 @vjp_rule
 def _acos_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e = emitter(build)
-    return (e(neg, e(div, ct, e(sqrt, _square_plus(build, op.operands[0], -1)))),)
+    return (e(neg, e(div, ct, e(sqrt, _one_minus_square(build, op.operands[0])))),)
 
 
 @vjp_rule
@@ -258,12 +260,12 @@ def _asinh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 @vjp_rule
 def _acosh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e = emitter(build)
-    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], 0))),)
+    return (e(div, ct, e(sqrt, _square_plus(build, op.operands[0], -1))),)
 
 
 @vjp_rule
 def _atanh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    return (build(div, [ct, _square_plus(build, op.operands[0], -1)], {}),)
+    return (build(div, [ct, _one_minus_square(build, op.operands[0])], {}),)
 
 
 def _log_base_vjp(base: float) -> Vjp:
