@@ -1,10 +1,12 @@
 """The on-disk cache of generated modules.
 
 A generated module is named by the hash of its content (source text plus constant arrays):
-``<cache_dir>/dslc_<hash16>.py`` with its constants in ``dslc_<hash16>.npz`` beside it. It is
-imported under the stable name ``dslc_gen_<hash16>``. Because the file, its path and its
+``<cache_dir>/<hash16>/dslc_<hash16>.py`` with its constants in ``dslc_<hash16>.npz`` beside it. It
+is imported under the stable name ``dslc_gen_<hash16>``. Because the file, its path and its
 modification time stay the same across processes, Numba's ``cache=True`` finds its compiled code
-in ``__pycache__`` next to the file and a new process skips compilation.
+in ``__pycache__`` next to the file (or under ``NUMBA_CACHE_DIR``) and a new process skips
+compilation. One directory per module keeps every lookup of a module's files independent of how
+many programs the cache holds (a flat directory made each first load scan all of them).
 
 Files are written atomically (temporary file + ``os.replace``), so a concurrent reader sees the
 old file or the new one, never half of one; two processes compiling the same program write the same
@@ -34,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 from numba.core import config as numba_config
+from numba.core.caching import _CacheLocator
 
 _lock = threading.RLock()  # one import per module name even when two threads compile the same program;
 # reentrant: importing a generated module may load the shared kernel library modules it uses
@@ -55,7 +58,7 @@ def content_hash(source: str, constants: dict[str, np.ndarray]) -> str:
 def load_module(source: str, constants: dict[str, np.ndarray]) -> types.ModuleType:
     """Write (if needed) and import the module for ``source``; returns the imported module."""
     digest = content_hash(source, constants)
-    directory = cache_dir()
+    directory = cache_dir() / digest
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"dslc_{digest}.py"
     with _lock:
@@ -96,7 +99,7 @@ def _drop_corrupt_numba_cache(path: Path) -> None:
     every later call of the program raise. Numba writes each file atomically and recompiles what is
     missing, so deleting the function's files is always safe. Checked once per module per process.
     """
-    pycache = path.parent / "__pycache__"
+    pycache = _numba_cache_path(path)
     try:
         indexes = list(pycache.glob(f"{path.stem}.*.nbi"))
     except OSError:
@@ -118,6 +121,15 @@ def _drop_corrupt_numba_cache(path: Path) -> None:
         except Exception:  # any unpickling failure: truncated, garbled, from an unknown Numba
             for stale in pycache.glob(f"{glob.escape(stem)}*.nb[ic]"):
                 stale.unlink(missing_ok=True)
+
+
+def _numba_cache_path(path: Path) -> Path:
+    """Where Numba keeps the compiled code of the module file ``path``: ``NUMBA_CACHE_DIR``'s
+    subdirectory for the file's directory if that is set, else ``__pycache__`` beside the file."""
+    root = getattr(numba_config, "CACHE_DIR", "")  # set from the environment at import: no stub
+    if root:
+        return Path(root) / _CacheLocator.get_suitable_cache_subpath(str(path))
+    return path.parent / "__pycache__"
 
 
 def _npz_bytes(constants: dict[str, np.ndarray]) -> bytes:
