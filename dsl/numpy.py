@@ -19,7 +19,7 @@ from compiler.prims import reduction
 from compiler.prims.base import Primitive
 from dsl import layout, ops, pytree, tracing
 from dsl.array import Array
-from dsl.errors import DTypeError, ShapeError, TraceError
+from dsl.errors import DTypeError, ShapeError
 
 
 class _ScalarType(type):
@@ -111,6 +111,15 @@ def _no_loop(ufunc: str) -> DTypeError:
     )
 
 
+def _int8_of_bools(what: str) -> DTypeError:
+    """The error for an operation NumPy computes on bools in int8, a dtype dslc does not have."""
+    return tracing.user_error(  # type: ignore[return-value]
+        DTypeError,
+        f"{what} of bool values is int8 in NumPy, a dtype dslc does not have; "
+        "cast the operands first, e.g. x.astype(dsl.int32)",
+    )
+
+
 def add(x: Any, y: Any) -> Array:
     dtype = ops.result_dtype(x, y)
     return ops.binary(ew.or_ if dtype.is_bool else ew.add, x, y, dtype)  # NumPy adds bools as `or`
@@ -164,7 +173,7 @@ def fmod(x: Any, y: Any) -> Array:
     """C's fmod (the sign of ``x``), as ``np.fmod``; 0 for an integer ``y`` of 0."""
     dtype = ops.result_dtype(x, y)
     if dtype.is_bool:
-        raise tracing.user_error(TraceError, "fmod of bool values is not supported")
+        raise _int8_of_bools("fmod")
     return ops.binary(ew.fmod, x, y, dtype)
 
 
@@ -194,7 +203,7 @@ def floor_divide(x: Any, y: Any) -> Array:
     """``x // y`` as NumPy computes it (integers floor, 0 for ``y == 0``; floats through ``npy_divmod``)."""
     dtype = ops.result_dtype(x, y)
     if dtype.is_bool:
-        raise tracing.user_error(TraceError, "floor division (//) of bool values is not supported")
+        raise _int8_of_bools("floor division (//)")
     if dtype.is_float:
         return _float_divmod(x, y, dtype)[0]
     return ops.binary(ew.div, x, y, dtype)  # integer ``div`` floors, like NumPy
@@ -204,7 +213,7 @@ def remainder(x: Any, y: Any) -> Array:
     """``x % y`` as NumPy computes it: the sign of ``y``, 0 for an integer ``y`` of 0."""
     dtype = ops.result_dtype(x, y)
     if dtype.is_bool:
-        raise tracing.user_error(TraceError, "remainder (%) of bool values is not supported")
+        raise _int8_of_bools("the remainder (%)")
     if dtype.is_float:
         return _float_divmod(x, y, dtype)[1]
     # NumPy's integer remainder: C's (the sign of x, 0 for y == 0), moved to y's sign when they differ.
@@ -224,10 +233,23 @@ mod = remainder
 
 
 def power(x: Any, y: Any) -> Array:
-    negative = isinstance(y, (int, np.integer)) and not isinstance(y, bool) and y < 0
-    if negative and not ops.result_dtype(x, y).is_float:  # NumPy's rule, for a known exponent
+    dtype = ops.result_dtype(x, y)
+    if dtype.is_bool:
+        raise _int8_of_bools("power (**)")
+    known = isinstance(y, (int, np.integer)) and not isinstance(y, bool)
+    if known and y < 0 and not dtype.is_float:  # NumPy's rule, for a known exponent
         raise tracing.user_error(ShapeError, "integers to negative integer powers are not allowed")
-    return ops.binary(ew.pow_, x, y)
+    if dtype.is_float or known:
+        return ops.binary(ew.pow_, x, y)
+    # An integer exponent known only at run time may be negative, where NumPy raises (checking the
+    # values) and the backends' loops differ: the truncated quotient ``1 / x**-y`` as ``reciprocal``
+    # gives it (1 and -1 to the power, else 0; 0 the dtype's minimum), the same everywhere.
+    a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
+    below = less(b, 0)
+    power = ops.binary(ew.pow_, a, where(below, zeros_like(b), b), dtype)
+    odd = not_equal(bitwise_and(b, 1), 0)
+    inverse = reciprocal(where(logical_and(equal(a, -1), logical_not(odd)), ones_like(a), a))
+    return where(below, inverse, power)
 
 
 def maximum(x: Any, y: Any) -> Array:
@@ -267,12 +289,24 @@ def sign(x: Any) -> Array:
 
 
 def square(x: Any) -> Array:
+    x = ops.asarray(x)
+    if x.ir_dtype.is_bool:
+        raise _int8_of_bools("square")
     return multiply(x, x)
 
 
 def reciprocal(x: Any) -> Array:
+    """``1 / x`` in ``x``'s dtype. Integers as NumPy's loop (C's ``1.0 / x`` converted): truncated
+    toward zero (1 and -1 keep themselves, every other nonzero value gives 0), and 0 the dtype's
+    minimum (the conversion of inf on x86, as ``astype``)."""
     x = ops.asarray(x)
-    return ops.binary(ew.div, 1, x)
+    if x.ir_dtype.is_bool:
+        raise _int8_of_bools("reciprocal")
+    if x.ir_dtype.is_float:
+        return ops.binary(ew.div, 1, x)
+    lowest = np.asarray(np.iinfo(x.dtype).min, x.dtype)
+    unit = logical_or(equal(x, 1), equal(x, -1))
+    return where(equal(x, 0), lowest, where(unit, x, zeros_like(x)))
 
 
 def clip(
@@ -311,8 +345,10 @@ def round(x: Any, decimals: int = 0) -> Array:  # noqa: A001 (NumPy's name)
     for negative ``decimals``. Piecewise constant: its derivative is 0 (JAX's)."""
     x = ops.asarray(x)
     decimals = operator.index(decimals)
+    if x.ir_dtype.is_bool:  # NumPy rounds bools in float16 (dslc's float32, ``ops.float_of``)
+        x = ops.cast(x, ops.float_of(x.ir_dtype))
     if not x.ir_dtype.is_float:
-        if decimals >= 0 or x.ir_dtype.is_bool:
+        if decimals >= 0:
             return ops.emit_elementwise(ew.copy, [x], weak=x.weak)
         return _round_integer(x, 10 ** (-decimals))
     if decimals == 0:
@@ -329,7 +365,7 @@ around = round
 
 def rint(x: Any) -> Array:
     x = ops.asarray(x)
-    return ops.unary(ew.stop_gradient, _rint(x if x.ir_dtype.is_float else ops.cast(x, ops.DType.f64)))
+    return ops.unary(ew.stop_gradient, _rint(ops.cast(x, ops.float_of(x.ir_dtype))))
 
 
 def _round_integer(x: Array, step: int) -> Array:
@@ -480,8 +516,7 @@ def logaddexp(x: Any, y: Any) -> Array:
     """``log(exp(x) + exp(y))`` without overflow: ``max(x, y) + log1p(exp(-|x - y|))``. Equal
     arguments take a gap of 0 (two equal infinities give themselves, not ``inf - inf``), which also
     gives each the derivative 1/2 there (maximum's tie rule; the gap's is 0)."""
-    dtype = ops.result_dtype(x, y)
-    dtype = dtype if dtype.is_float else ops.DType.f64
+    dtype = ops.float_of(ops.result_dtype(x, y))
     a, b = ops.to_dtype(x, dtype), ops.to_dtype(y, dtype)
     gap = where(equal(a, b), 0, subtract(a, b))
     return add(maximum(a, b), log1p(exp(negative(abs(gap)))))
@@ -555,8 +590,10 @@ _INTEGER_ONLY = frozenset({ew.shift_left, ew.shift_right})  # NumPy shifts bools
 
 def _bitwise(ufunc: str, prim: Primitive, x: Any, y: Any) -> Array:
     dtype = ops.result_dtype(x, y)
-    if dtype.is_float or (dtype.is_bool and prim in _INTEGER_ONLY):
+    if dtype.is_float:
         raise _no_loop(ufunc)
+    if dtype.is_bool and prim in _INTEGER_ONLY:
+        raise _int8_of_bools(ufunc)
     return ops.binary(prim, x, y, dtype)
 
 

@@ -48,6 +48,24 @@ DIVISORS = _i(3, -3, -3, 3, 0, 0, -1)
 BOOLS = np.array([True, False, True, False])
 BOOLS2 = np.array([True, True, False, False])
 SIGNED_ZEROS = _f(-0.0, 0.0, np.inf, -np.inf, np.nan, 2.5)
+ROUNDED = _f(-0.0, 0.0, -0.5, 0.5, -1.0, 1.0, -2.5, 2.5, -0.25, 0.75, np.inf, -np.inf, np.nan, 1e30, -1e30)
+
+
+BASES = _i(-7, -2, -1, -1, 0, 1, 2, 5, 3, 0, -3)
+EXPONENTS = _i(-1, -2, -3, -2, -1, -1, -1, -2, 2, 0, 3)
+
+
+def _int_power(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``a**b, 2**b, b**a[0]`` as docs/semantics.md defines integer powers with negative exponents
+    (where NumPy raises): the truncated ``1 / a**-b``, which is ``reciprocal`` of 1, -1 or ``a``."""
+
+    def power(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        x, y = np.broadcast_arrays(x, y)
+        even_minus_one = (x == -1) & (y % 2 == 0)
+        inverse = np.reciprocal(np.where(even_minus_one, np.ones_like(x), x))
+        return np.where(y < 0, inverse, np.power(x, np.maximum(y, 0)))
+
+    return power(a, b), power(np.asarray(2, a.dtype), b), power(b, a[:1])
 
 
 def _augmented(op: str) -> Callable[[np.ndarray, Any], np.ndarray]:
@@ -148,6 +166,36 @@ CASES: dict[str, Case] = {
         lambda a, b: 1 / (a @ b), (_f(-0.0, 2.0, -np.inf).reshape(3, 1), _f(1.0, -0.0, 3.0).reshape(1, 3))
     ),
     "zeros_plus": Case(lambda x: 1 / (np.zeros(6) + x), (SIGNED_ZEROS,), lambda x: 1 / (dnp.zeros(6) + x)),
+    # ---- rounding keeps the sign of a zero: floor(-0.0) gave 0.0, ceil(0.0) -0.0 (2026-11-26) ----
+    **{
+        f"rounding_{np.dtype(t).name}": Case(
+            lambda x: (np.floor(x), np.ceil(x), np.trunc(x), np.rint(x), np.round(x)),
+            (ROUNDED.astype(t),),
+            lambda x: (dnp.floor(x), dnp.ceil(x), dnp.trunc(x), dnp.rint(x), dnp.round(x)),
+        )
+        for t in (np.float32, np.float64)
+    },
+    # ---- integer reciprocal: C's 1.0 / x converted (truncated; 0 gives the minimum), not floored ----
+    "reciprocal_int32": Case(np.reciprocal, (SIGNED,), dnp.reciprocal),
+    "reciprocal_int64": Case(np.reciprocal, (SIGNED.astype(np.int64),), dnp.reciprocal),
+    # ---- a negative integer exponent known only at run time (NumPy raises): 1 / x**-y truncated ----
+    **{
+        f"power_negative_{np.dtype(t).name}": Case(
+            _int_power, (BASES.astype(t), EXPONENTS.astype(t)), lambda a, b: (a**b, 2**b, b ** a[:1])
+        )
+        for t in (np.int32, np.int64)
+    },
+    # ---- float functions of bools: NumPy's float16 is dslc's float32 (round(b) was bool) ----
+    "bool_floats": Case(
+        lambda a, b: (
+            np.rint(a.astype(np.float32)),
+            np.round(a.astype(np.float32), -1),
+            np.round(b.astype(np.float32)),
+            np.logaddexp(a.astype(np.float32), b.astype(np.float32)),
+        ),
+        (BOOLS, BOOLS2),
+        lambda a, b: (dnp.rint(a), dnp.round(a, -1), dnp.round(b), dnp.logaddexp(a, b)),
+    ),
 }
 
 
@@ -214,6 +262,28 @@ def test_bool_shift_subtract_negative_raise_type_error() -> None:
     for fn in (lambda x: x << x, lambda x: x - x, lambda x: -x):
         with pytest.raises(TypeError, match="test_int_ieee_semantics.py"):
             dsl.compile(fn)(b)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: x**x,
+        lambda x: x // x,
+        lambda x: x % True,
+        lambda x: dnp.fmod(x, x),
+        lambda x: dnp.square(x),
+        lambda x: dnp.reciprocal(x),
+        lambda x: x >> x,
+        lambda x: dnp.left_shift(True, x),
+    ],
+)
+def test_bool_operations_numpy_computes_in_int8_name_the_cast(fn) -> None:
+    """NumPy gives int8 for these on bools, a dtype dslc lacks: a TypeError at the user's line that
+    says what to do (``square`` of bools was bool, ``reciprocal`` int64: wrong dtypes, silently)."""
+    with pytest.raises(
+        TypeError, match=r"test_int_ieee_semantics.py:\d+: .* int8 in NumPy.*astype\(dsl.int32\)"
+    ):
+        dsl.compile(fn)(np.array([True, False]))
 
 
 EMPTY_REDUCTIONS = [

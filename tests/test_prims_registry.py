@@ -63,6 +63,21 @@ def _values(shape: tuple[int, ...], dtype: DType, domain: str) -> np.ndarray:
     return x.astype(dtype.np)
 
 
+# Where float functions have their edges: signed zeros, infinities, NaN, subnormals, halves (rounding),
+# integers, values past float32's range and near float64's.
+SPECIALS = (0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, -2.5e-310, 1e-40, 0.5, -0.5, 1.0, -1.0, 1.5, -2.5)
+SPECIALS += (3.0, -7.0, 1e30, -4e38, 1e300)
+
+
+def special_operands(nargs: int, dtype: DType) -> list[np.ndarray]:
+    """``SPECIALS`` in ``dtype`` (for two operands: every pair of them, as a column against a row)."""
+    with np.errstate(over="ignore"):
+        v = np.asarray(SPECIALS, dtype=np.float64).astype(dtype.np)
+    if nargs == 1:
+        return [v]
+    return [np.broadcast_to(v[:, None], (v.size, v.size)).copy(), np.broadcast_to(v, (v.size, v.size)).copy()]
+
+
 @dataclass
 class Case:
     operands: list[np.ndarray]
@@ -114,6 +129,9 @@ def elementwise(name: str, domains: tuple[str, ...] = ("any",)) -> Entry:
             if i % 2 and d.is_float:
                 dom[0] = "nan"
             out.append(Case([data(shape, d, dom[k]) for k in range(nargs)]))
+        for d in dtypes:  # the IEEE edge values, every pair of them for two operands: signed zeros too
+            if d.is_float:
+                out.append(Case(special_operands(nargs, d)))
         d = dtypes[0]
         operands = [data((3, 4), d, domains[min(k, len(domains) - 1)]) for k in range(nargs)]
         out.append(Case([operands[0][1]] + operands[1:], broadcast_from=(4,)))
@@ -524,6 +542,10 @@ def assert_same(got: np.ndarray, want: np.ndarray, what: str) -> None:
     if want.dtype.kind == "f":
         rtol = 1e-5 if want.dtype == np.float32 else 1e-12
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, equal_nan=True, err_msg=what)
+        zeros = (got == 0) & (want == 0)
+        np.testing.assert_array_equal(
+            np.signbit(got[zeros]), np.signbit(want[zeros]), err_msg=f"{what}: zero signs"
+        )
     else:
         np.testing.assert_array_equal(got, want, err_msg=what)
 

@@ -550,7 +550,8 @@ _INTEGRAL = 4503599627370496.0  # 2**52: a float at least this large (or inf or 
 
 def _floor(ctx: EmitContext, x: str) -> str:
     # math.floor returns an integer in Numba (and fails on inf/NaN): only call it where that is exact.
-    return f"({x} if not (abs({x}) < {_INTEGRAL!r}) else math.floor({x}))"
+    # A zero is its own floor, -0.0 included (the integer 0 would drop its sign).
+    return f"({x} if not (abs({x}) < {_INTEGRAL!r}) or {x} == 0 else math.floor({x}))"
 
 
 @vjp_rule
