@@ -369,14 +369,11 @@ def rint(x: Any) -> Array:
 
 
 def _round_integer(x: Array, step: int) -> Array:
-    """Integers to the nearest multiple of ``step`` (a power of ten), ties to the even multiple."""
-    if step > np.iinfo(x.dtype).max:
-        return zeros_like(x)
-    q = np.asarray(step, x.dtype)
-    rest = remainder(x, q)  # in [0, step)
-    low = subtract(x, rest)
-    tie = logical_and(equal(multiply(rest, 2), q), not_equal(remainder(floor_divide(low, q), 2), 0))
-    return where(logical_or(greater(multiply(rest, 2), q), tie), add(low, q), low)
+    """Integers to the nearest multiple of ``step`` (a power of ten), ties to the even multiple, as
+    NumPy computes it: in float64 (``rint(x / step) * step``), converted back like ``astype`` (an
+    int64 past 2**53 rounds as its float64 does; a result past the dtype's range is its minimum)."""
+    scaled = multiply(_rint(divide(ops.cast(x, ops.DType.f64), float(step))), float(step))
+    return ops.cast(scaled, x.ir_dtype)
 
 
 def isnan(x: Any) -> Array:
@@ -639,9 +636,14 @@ def where(cond: Any, x: Any, y: Any) -> Array:
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, initial: Any = None) -> Array:  # noqa: A001
-    """``np.sum``; with ``dtype`` the elements are cast to it first, so it is also the sum's type;
-    ``initial`` (cast to that type, as NumPy casts it) is added to each sum."""
-    return with_initial(ops.sum(x if dtype is None else astype(x, dtype), axis, keepdims), initial, add)
+    """``np.sum``; with ``dtype`` the elements are cast to it and summed in it (an int32 sum wraps,
+    a bool one is ``any``), so it is also the sum's type; ``initial`` (cast to that type, as NumPy
+    casts it) is added to each sum."""
+    if dtype is None:
+        return with_initial(ops.sum(x, axis, keepdims), initial, add)
+    x = astype(x, dtype)
+    total = ops.sum(x, axis, keepdims)  # bools and int32 add up in int64 here: NumPy's default type
+    return with_initial(ops.cast(total, x.ir_dtype), initial, add)
 
 
 def with_initial(reduced: Array, initial: Any, combine: Callable[[Any, Any], Array]) -> Array:

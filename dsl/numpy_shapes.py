@@ -112,12 +112,6 @@ def _edge_parts(x: Array, axis: int, before: int, after: int, mode: str) -> tupl
     if mode == "wrap":
         return _along(x, axis, slice(n - before, n)), _along(x, axis, slice(0, after))
     skip = 1 if mode == "reflect" else 0  # reflect mirrors about the edge element, symmetric about the edge
-    if max(before, after) > n - skip:
-        raise tracing.user_error(
-            ShapeError,
-            f"pad: mode {mode!r} pads at most {n - skip} elements on a side of an axis of length {n} here "
-            f"(got {max(before, after)}); pad in several calls",
-        )
     head = flip(_along(x, axis, slice(skip, skip + before)), axis)
     tail = flip(_along(x, axis, slice(n - skip - after, n - skip)), axis)
     return head, tail
@@ -125,7 +119,7 @@ def _edge_parts(x: Array, axis: int, before: int, after: int, mode: str) -> tupl
 
 def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Array:
     """``np.pad`` with static widths: modes ``constant`` (the ``pad`` primitive), ``edge``, ``wrap``,
-    ``reflect`` and ``symmetric`` (slices and ``concatenate``; the last three one period at most)."""
+    ``reflect`` and ``symmetric`` (slices and ``concatenate``; past one period a gather)."""
     x = ops.asarray(array)
     widths = _widths(pad_width, x.ndim)
     if mode == "constant":
@@ -147,10 +141,13 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
                 raise tracing.user_error(
                     ShapeError, f"can't extend empty axis {axis} using modes other than 'constant'"
                 )
-            if mode == "wrap" and max(before, after) > out.shape[axis]:
-                raise tracing.user_error(
-                    ShapeError, f"pad: mode 'wrap' pads at most one period ({out.shape[axis]}) here"
-                )
+            n = out.shape[axis]
+            if max(before, after) > (n - 1 if mode == "reflect" else n) and mode != "edge":
+                # Past one period (or reflecting an axis of one): NumPy's own index map of the axis
+                # (padding positions is what padding values does), as one gather along it.
+                positions = np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]
+                out = dnp.take(out, positions, axis=axis)
+                continue
             head, tail = _edge_parts(out, axis, before, after, mode)
             out = dnp.concatenate([p for p in (head, out, tail) if p.shape[axis]], axis)
     return ops.new_storage(out) if out is x else out

@@ -20,6 +20,7 @@ from compiler.prims.base import Primitive
 from dsl import dynamic_index, gather, layout, tracing
 from dsl.array import Array, Storage, argument_shadow, argument_strides
 from dsl.errors import IndexingError, ShapeError, TraceError
+from dsl.scalar_args import ScalarOverflowError
 
 Scalar = (bool, int, float)
 
@@ -54,7 +55,13 @@ def ufunc_shadow(operands: Sequence[Array]) -> np.ndarray:
 
 
 def constant(value: Any, dtype: DType | None = None, weak: bool = False) -> Array:
-    array = np.asarray(value, dtype=dtype.np if dtype else None)
+    try:
+        array = np.asarray(value, dtype=dtype.np if dtype else None)
+    except OverflowError as e:  # a Python int past the dtype it meets (``int32_array + 2**40``)
+        raise tracing.user_error(
+            ScalarOverflowError,
+            f"{e} (NumPy 2 raises OverflowError too); make the array wider (int64) or the number smaller",
+        ) from None
     if not is_supported_numpy_dtype(array.dtype):
         raise tracing.user_error(ShapeError, f"unsupported dtype {array.dtype} in a compiled function")
     # Laid out as the given array (a NumPy array from the caller's closure), as an argument would be.
@@ -481,8 +488,8 @@ def matmul(a: Any, b: Any) -> Array:
             ShapeError, "matmul: operands must have at least one dimension (use * for scalars)"
         )
     dtype = result_dtype(a, b)
-    if dtype.is_bool:
-        dtype = DType.i64
+    if dtype.is_bool:  # NumPy's bool matmul is an `or` of `and`s: the count of true products, != 0
+        return cast(matmul(cast(a, DType.i64), cast(b, DType.i64)), DType.i1)
     a, b = cast(a, dtype), cast(b, dtype)
     a2 = reshape(a, (1,) + a.shape) if a.ndim == 1 else a
     b2 = reshape(b, b.shape + (1,)) if b.ndim == 1 else b

@@ -1,4 +1,5 @@
-"""Pytrees: nested tuples, lists and dicts (and None) of leaves, flattened with a hashable treedef."""
+"""Pytrees: nested tuples, namedtuples, lists and dicts (and None) of leaves, flattened with a hashable
+treedef. A treedef's children are its element 1 (element 2 for a dict, whose element 1 is the keys)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ def flatten(tree: Any, leaves: list[Any] | None = None) -> tuple[list[Any], Tree
 def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     if tree is None:
         return NONE
+    if _is_namedtuple(tree):  # rebuilt as its own class (JAX's pytree node)
+        return ("namedtuple", tuple(_flatten(x, out) for x in tree), type(tree))
     if isinstance(tree, (tuple, list)):
         kind = "tuple" if isinstance(tree, tuple) else "list"
         return (kind, tuple(_flatten(x, out) for x in tree))
@@ -43,7 +46,13 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
     if kind == "dict":
         return {k: _build(sub, it) for k, sub in zip(td[1], td[2])}
     items = [_build(sub, it) for sub in td[1]]
+    if kind == "namedtuple":
+        return td[2](*items)
     return tuple(items) if kind == "tuple" else items
+
+
+def _is_namedtuple(tree: Any) -> bool:
+    return isinstance(tree, tuple) and hasattr(type(tree), "_fields")
 
 
 def leaf_paths(tree: Any, prefix: str) -> list[str]:
@@ -56,7 +65,10 @@ def leaf_paths(tree: Any, prefix: str) -> list[str]:
 def _paths(tree: Any, prefix: str, add: Callable[[str], None]) -> None:
     if tree is None:
         return
-    if isinstance(tree, (tuple, list)):
+    if _is_namedtuple(tree):
+        for field, x in zip(type(tree)._fields, tree, strict=True):
+            _paths(x, f"{prefix}.{field}", add)
+    elif isinstance(tree, (tuple, list)):
         for i, x in enumerate(tree):
             _paths(x, f"{prefix}[{i}]", add)
     elif isinstance(tree, dict):

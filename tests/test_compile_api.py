@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 import pytest
 from helpers import assert_same
@@ -45,6 +47,37 @@ def test_pytrees_in_and_out_and_kwargs() -> None:
     want = {"out": h * 3.0, "parts": (np.asarray(h.sum()), [np.asarray(h.max())])}
     assert_same(f(params, x, scale=3.0), want, rtol=1e-12)
     assert_same(f(params, x=x, scale=3.0), want, rtol=1e-12)
+
+
+class Pair(NamedTuple):
+    w: Any
+    b: Any
+
+
+def test_namedtuples_are_pytree_nodes_rebuilt_as_their_class() -> None:
+    """As in JAX: fields by name inside, the same class out, a plain tuple a different signature
+    (a namedtuple argument arrived as a plain tuple: ``p.w`` raised AttributeError)."""
+
+    @dsl.compile
+    def f(p, x):
+        h = x @ p.w + p.b
+        return Pair(h.sum(), h * 2)
+
+    rng = np.random.default_rng(2)
+    p, x = Pair(rng.standard_normal((3, 2)), rng.standard_normal(2)), rng.standard_normal((4, 3))
+    out = f(p, x)
+    h = x @ p.w + p.b
+    assert type(out) is Pair
+    assert_same(out.w, np.asarray(h.sum()), rtol=1e-12)
+    assert_same(out.b, h * 2, rtol=1e-12)
+    g = dsl.grad(lambda p, x: (x @ p.w + p.b).sum())(p, x)
+    assert type(g) is Pair
+    assert_same(g.w, np.repeat(x.sum(0)[:, None], 2, axis=1), rtol=1e-12)
+    assert_same(g.b, np.full(2, 4.0))
+    carry = dsl.compile(lambda p: dsl.fori_loop(0, 3, lambda i, c: Pair(c.w + c.b, c.b), p))(Pair(0.0, 1.5))
+    assert type(carry) is Pair and float(carry.w) == 4.5
+    with pytest.raises(AttributeError):
+        f(tuple(p), x)  # a plain tuple has no fields: traced anew, not the namedtuple's program
 
 
 def test_static_argnums_are_part_of_the_key() -> None:

@@ -185,6 +185,17 @@ CASES: dict[str, Case] = {
         )
         for t in (np.int32, np.int64)
     },
+    # ---- integers to negative decimals: in float64 as NumPy (int32's minimum to -1 decimal wrapped) ----
+    "round_int32_decimals": Case(
+        lambda a: (np.round(a, -1), np.round(a, -2), np.round(a, -12)),
+        (np.append(INTS, _i(25, 35, -25, -35, 15)),),
+        lambda a: (dnp.round(a, -1), dnp.round(a, -2), dnp.round(a, -12)),
+    ),
+    "round_int64_decimals": Case(
+        lambda a: (np.round(a, -1), np.round(a, -19)),
+        (_i(2**62 + 13, -(2**62) - 17, 2**63 - 1, -25, 35, dtype=np.int64),),
+        lambda a: (dnp.round(a, -1), dnp.round(a, -19)),
+    ),
     # ---- float functions of bools: NumPy's float16 is dslc's float32 (round(b) was bool) ----
     "bool_floats": Case(
         lambda a, b: (
@@ -374,8 +385,11 @@ def test_a_literal_written_into_an_int32_array_must_fit() -> None:
 
     with pytest.raises(OverflowError):
         setitem(np.zeros(3, np.int32))
-    with pytest.raises(OverflowError, match="out of bounds for int32"):
+    with pytest.raises(OverflowError, match=r"test_int_ieee_semantics.py:\d+: .*out of bounds for int32"):
         dsl.compile(setitem)(np.zeros(3, np.int32))  # it wrapped to 0
+    for fn in (lambda a: a + 2**40, lambda a: a & 0xFFFFFFFF):  # the message named no line
+        with pytest.raises(dsl.DSLError, match=r"test_int_ieee_semantics.py:\d+: .*out of bounds for int32"):
+            dsl.compile(fn)(np.zeros(3, np.int32))
 
 
 FLOAT_STORES = {

@@ -421,3 +421,31 @@ def test_bool_floor_division_is_a_clear_error() -> None:
     f = dsl.compile(lambda x: x // True)
     with pytest.raises(dsl.TraceError, match=r"test_numpy_api.py:\d+: floor division \(//\) of bool"):
         f(np.ones(3, bool))
+
+
+def test_bool_matmul_is_an_or_of_ands_and_sum_dtype_is_the_accumulator() -> None:
+    """NumPy's bool ``@``/``matmul``/``dot`` give bools (dslc gave int64 counts); ``sum(dtype=int32)``
+    sums in int32, wrapping (dslc summed in int64), ``dtype=bool`` is ``any``."""
+    a = np.array([[True, False], [True, True]])
+    bools = [
+        (lambda a: a @ a, lambda a: a @ a),
+        (lambda a: dnp.matmul(a, a[0]), lambda a: np.matmul(a, a[0])),
+        (lambda a: dnp.dot(a[0], a[1]), lambda a: np.dot(a[0], a[1])),
+        (lambda a: dnp.dot(a, a.T), lambda a: np.dot(a, a.T)),
+    ]
+    for traced, numpy_fn in bools:
+        got, want = dsl.compile(traced)(a), numpy_fn(a)
+        assert got.dtype == np.bool_ and np.array_equal(got, want), (got, want)
+    x = np.array([[2**31 - 1, 1, 5], [7, -3, 2]], np.int32)
+    sums = [
+        (lambda x: dnp.sum(x, dtype=dnp.int32), lambda x: np.sum(x, dtype=np.int32)),
+        (lambda x: x.sum(axis=1, dtype=np.int32), lambda x: x.sum(axis=1, dtype=np.int32)),
+        (lambda x: dnp.sum(x, axis=0, dtype=bool), lambda x: np.sum(x, axis=0, dtype=bool)),
+        (
+            lambda x: dnp.sum(x * 1.5, dtype=np.int32, initial=3),
+            lambda x: np.sum(x * 1.5, dtype=np.int32, initial=3),
+        ),
+    ]
+    for traced, numpy_fn in sums:
+        got, want = dsl.compile(traced)(x), numpy_fn(x)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (got, want)
