@@ -387,6 +387,7 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "rshift": operator.rshift,
     "broadcast_to": np.broadcast_to,
     "sum": np.sum,
+    "sum_int32": lambda v, **kw: np.sum(v, dtype=np.int32, **kw),  # accumulates in int32: wraps
     "max": lambda v, **kw: ordered(v, "max", **kw) if v.dtype.kind == "f" else np.max(v, **kw),
     "min": lambda v, **kw: ordered(v, "min", **kw) if v.dtype.kind == "f" else np.min(v, **kw),
     "mean": np.mean,
@@ -476,6 +477,7 @@ DSL: dict[str, Callable[..., Any]] = {
     "rshift": operator.rshift,
     "broadcast_to": dnp.broadcast_to,
     "sum": dnp.sum,
+    "sum_int32": lambda v, **kw: dnp.sum(v, dtype=dnp.int32, **kw),
     "max": dnp.max,
     "min": dnp.min,
     "mean": dnp.mean,
@@ -548,7 +550,7 @@ INT_BINARY = (
     "bit_and", "bit_or", "bit_xor", "lshift", "rshift", "floor_divide", "remainder", "fmod",
     "add", "subtract", "multiply", "maximum", "minimum",
 )  # fmt: skip
-INT_REDUCE = ("sum", "max", "min")
+INT_REDUCE = ("sum", "max", "min", "sum_int32")  # sum(dtype=int32) was summed in int64 (2026-11-26)
 INT_AUGMENTED = ("+=", "-=", "*=", "//=", "%=", "&=", "|=", "^=", "**=")
 INT_CONSTANTS = (0, 1, -1, 3, -3, 7)
 INT_EXPONENTS = (0, 1, 2, 3)  # ``**=`` of an int array: NumPy raises for a negative one, by value

@@ -69,6 +69,23 @@ def test_fused_chain_needs_no_intermediate_buffer() -> None:
     assert_same(chain(x), np.exp(np.log(np.sin(x) + 1) * 2), rtol=1e-5)
 
 
+def test_naive_counts_the_intermediates_of_loop_bodies() -> None:
+    """An eager loop allocates its body's values on every trip: the naive figure counts each once (it
+    counted the top level only, so a loop program reported a plan twice its "naive" bytes)."""
+
+    def f(x, w):
+        def body(i, c):
+            h = dnp.tanh(c @ w)  # an eager body allocates c @ w, tanh, * 0.5 and + c
+            return h * 0.5 + c
+
+        return dsl.fori_loop(0, 10, body, x * 1.0).sum()
+
+    x = rng.random((64, 64))
+    for program in (dsl.compile(f), dsl.compile(dsl.grad(f))):
+        plan = program.lower(x, x).memory_plan()
+        assert plan.naive_bytes >= 4 * x.nbytes and plan.peak_bytes <= plan.naive_bytes, str(plan)
+
+
 def test_demoted_request_is_explained_and_strict_mode_names_both_lines() -> None:
     def f(a, w):
         x = a @ w

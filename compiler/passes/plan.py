@@ -127,9 +127,10 @@ def align(n: int) -> int:
 
 
 def naive_bytes(func: Function) -> int:
-    """What an eager run allocates for intermediates: every op result that is not returned."""
+    """What an eager run allocates for intermediates: every op result that is not returned, those of
+    loop and branch bodies included, each once (an eager loop makes them again on every trip)."""
     returned = set(func.results)
-    return sum(r.type.nbytes for op in func.ops for r in op.results if r not in returned)
+    return sum(r.type.nbytes for op in func.walk() for r in op.results if r not in returned)
 
 
 def pack_by_size_enabled() -> bool:
