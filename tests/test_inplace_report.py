@@ -416,3 +416,23 @@ def check_bodies(program: Compilation) -> None:
             assert body.program.plan is not None
             check_consistent(body.program.stage(), body.program.plan)
             check_bodies(body.program)
+
+
+def test_a_copy_in_a_loop_body_under_grad_gives_its_true_reason() -> None:
+    """The forward loop of a gradient yields each old carry as a row of ys (what the backward reads),
+    so an in-place ``sin_`` of the carry is computed into other memory. The report said "the value is
+    returned (or written back) to the caller", which nothing in the program is."""
+
+    def f(x):
+        def body(i, c):
+            c.sin_()
+            return c
+
+        return dsl.fori_loop(0, 3, body, x * 1.0).sum()
+
+    x = np.array([0.1, 0.2, 0.3])
+    text = dsl.compile(dsl.grad(f)).lower(x).explain_inplace()
+    assert "sin_" in text and "old value is also a result of the loop body" in text, text
+    assert "to the caller" not in text, text
+    with pytest.raises(dsl.InplaceError, match="backward reads"):
+        dsl.compile(dsl.grad(f), strict_inplace=True)(x)

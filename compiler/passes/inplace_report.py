@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from compiler.passes.plan import MemoryPlan
 
 INPLACE_ATTR = "dsl.inplace"
+# Set on a loop's or branch's body function (``compiler/passes/loops.py``): the prefix of the names its
+# generated code defines.
+SCOPE_ATTR = "dsl.scope"
 # Requests that write a source into the array (``dsl/methods.py``, ``Array.__setitem__``): the ops
 # computing the written value read the source, not the array; only an op putting it into part of the
 # base (``update_slice``, ``dynamic_update_slice``: ``PARTIAL_UPDATES``) reads the array's old value.
@@ -106,7 +109,7 @@ def find_requests(
         elif blocker is not None:
             reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
         else:
-            reason = _copy_reason(func, old, home in returned)
+            reason = _copy_reason(func, old, home in returned, old in returned)
         old_name = "-" if old is None else fusion.names.get(old, "?")
         facts = (
             home in returned,
@@ -121,8 +124,12 @@ def find_requests(
     return out
 
 
-def _copy_reason(func: Function, old: Value | None, returned: bool) -> str:
+def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned: bool) -> str:
     """Why the planner did not store the new value over ``old`` when no later kernel reads ``old``."""
+    if old_returned:  # in a loop body: the old carry yielded as a row of ys (a gradient's residual)
+        what = " of the loop body (a row of its ys; under a gradient, the value its backward reads)"
+        where = what if SCOPE_ATTR in func.attrs else ""
+        return f"the old value is also a result{where}, so the new value is computed into other memory"
     if returned:
         return "the value is returned (or written back) to the caller: fresh memory"
     if old in func.params:

@@ -37,14 +37,12 @@ from typing import TYPE_CHECKING
 from compiler.ir.core import Block, Function, Op, Value
 from compiler.ir.types import DType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind
-from compiler.passes.inplace_report import InplaceDecision
+from compiler.passes.inplace_report import SCOPE_ATTR, InplaceDecision
 from compiler.passes.plan import MemoryPlan, align, caller_allocated, place_scratch
 from compiler.prims import control
 
 if TYPE_CHECKING:
     from compiler.compilation import Compilation, Options
-
-SCOPE_ATTR = "dsl.scope"  # a body function's prefix for the names its generated code defines
 
 
 @dataclass
