@@ -161,12 +161,13 @@ class Array:
                 "share memory; write into a copy instead (.copy())",
             )
         trace = tracing.current()
-        if not trace.owns(storage.value):  # dsl/control.py: a loop's body writes only its carries
+        if not trace.owns(storage.value):
+            if trace.local is not None and storage.value not in trace.sealed:
+                raise tracing.LiftCarry(storage)  # a body writes an enclosing array: one more carry
             raise tracing.user_error(
                 TraceError,
-                f"{request} writes into an array from outside the body of a loop or branch being traced "
-                "(or, after it, into one made inside it): a body changes arrays only through what it "
-                "returns; make the array part of the carry (or an operand of dsl.cond)",
+                f"{request} writes into an array made inside the body of a loop or branch, after it: "
+                "only what the body returns leaves it; return the array from the body",
             )
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]

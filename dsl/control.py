@@ -6,6 +6,13 @@ block whose arguments are the carries (and the counter, the rows of ``xs``, a br
 held by one region op of ``compiler/prims/control.py``. A body may read arrays from outside it (they
 stay values of the enclosing block, as in MLIR's ``scf``); only what it returns leaves it, so an array
 computed inside a body and read after it is a ``TraceError`` at the reading line (``Trace.sealed``).
+
+A body that writes into an array of an enclosing block (``a[i] = c`` for an argument ``a``) has eager
+semantics: the write raises ``tracing.LiftCarry`` (``Array.write``), and the loop traces its body again
+with that array's storage as one more carry (after the user's; for ``cond`` one more operand and
+result of both branches), its storage bound inside the body to the carry's block argument, so every
+iteration reads what the previous one wrote; after the op the storage holds the op's result (and an
+argument's final value is written back to the caller as for any in-place write).
 Carries are pytrees (``dsl/pytree.py``); a carry whose shape or dtype changes is a ``TraceError`` at
 the line of the call naming both types. Python control flow on a traced value inside a body is the
 usual error of ``bool()`` of a traced array, at the body's line.
@@ -14,7 +21,7 @@ usual error of ``bool()`` of a traced array, at the body's line.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,7 +29,7 @@ from compiler.ir.core import Block, Op, Value, walk_values
 from compiler.ir.types import DType, TensorType
 from compiler.prims import control, elementwise
 from dsl import ops, pytree, tracing
-from dsl.array import Array
+from dsl.array import Array, Storage
 from dsl.errors import TraceError
 
 
@@ -36,24 +43,48 @@ def _describe(types: Sequence[TensorType]) -> str:
 
 
 class _Body:
-    """A body traced into a block: ``args`` are arrays of the given types, fresh values per body."""
+    """A body traced into a block: ``args`` are arrays of the given types, fresh values per body.
+    ``lifted``: storages of enclosing arrays the body writes (``LiftCarry``), bound to block arguments
+    placed after the first ``at`` (default: after all) and yielded after the body's own results."""
 
-    def __init__(self, fn: Callable[..., Any], types: Sequence[TensorType], weak: Sequence[bool]) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        types: Sequence[TensorType],
+        weak: Sequence[bool],
+        lifted: Sequence[Storage] = (),
+        at: int | None = None,
+    ) -> None:
         self.fn = fn
-        self.values = [Value(t) for t in types]
-        self.args = [Array.fresh(v, w) for v, w in zip(self.values, weak, strict=True)]
+        values = [Value(t) for t in types]
+        self.args = [Array.fresh(v, w) for v, w in zip(values, weak, strict=True)]
+        self.lifted = list(lifted)
+        self.lifted_values = [Value(s.value.type) for s in self.lifted]
+        at = len(values) if at is None else at
+        self.values = values[:at] + self.lifted_values + values[at:]
+        self.changed = False  # whether the body wrote a lifted storage (a ``while``'s cond may not)
 
     def trace(self, *args: Any) -> tuple[Block, Any, list[Array]]:
-        """Run ``fn(*args)`` in a trace of its own; returns the block, the output tree and its leaves."""
+        """Run ``fn(*args)`` in a trace of its own; returns the block, the output tree and its leaves
+        (the lifted storages' final values are the block's last results, not among the leaves)."""
         outer = tracing.current()
+        saved = [s.value for s in self.lifted]
         with tracing.tracing() as inner:
             inner.strict = outer.strict
             inner.sealed = outer.sealed  # what enclosing bodies sealed stays sealed in here
             inner.local = set(self.values)
-            out = self.fn(*args)
-            leaves, treedef = _leaves(out)
-            results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here
-        block = Block(tuple(self.values), tuple(inner.ops), tuple(results))
+            try:
+                for s, v in zip(self.lifted, self.lifted_values, strict=True):
+                    s.value, s.version = v, s.version + 1
+                out = self.fn(*args)
+                leaves, treedef = _leaves(out)
+                results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here
+                final = [s.value for s in self.lifted]
+            finally:
+                for s, v in zip(self.lifted, saved, strict=True):
+                    s.value, s.version = v, s.version + 1
+        self.changed = final != self.lifted_values
+        block = Block(tuple(self.values), tuple(inner.ops), tuple(results + final))
         outer.narrowed.update(inner.narrowed)
         outer.assigned_floats.update(inner.assigned_floats)
         outer.sealed |= walk_values(block)
@@ -80,6 +111,32 @@ def _check_carry(what: str, init_types: list[TensorType], tree: Any, treedef: An
 
 def _emit(prim: Any, operands: Sequence[Value], attrs: dict[str, Any], regions: tuple[Block, ...]) -> Op:
     return tracing.current().emit_op(prim, operands, attrs, regions)
+
+
+T = TypeVar("T")
+
+
+def _lifting(run: Callable[[list[Storage]], T]) -> tuple[T, list[Storage]]:
+    """``run(lifted)`` (which traces the bodies), again with one more lifted storage each time a body
+    writes into an array of an enclosing block (``tracing.LiftCarry``)."""
+    lifted: list[Storage] = []
+    while True:
+        try:
+            return run(lifted), lifted
+        except tracing.LiftCarry as signal:
+            if any(s is signal.storage for s in lifted):
+                raise
+            lifted.append(signal.storage)
+
+
+def _store_lifted(lifted: Sequence[Storage], values: Sequence[Value]) -> None:
+    """After the op: each lifted storage holds the op's result for it (a write of the enclosing
+    trace, which may itself be a body writing an array of its own enclosing block)."""
+    trace = tracing.current()
+    for s, v in zip(lifted, values, strict=True):
+        if not trace.owns(s.value):
+            raise tracing.LiftCarry(s)
+        s.value, s.version = v, s.version + 1
 
 
 def _bound(x: Any, name: str) -> Array:
@@ -143,48 +200,69 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     """``body_fun(i, carry) -> carry`` for ``i`` in ``range(lower, upper)``; returns the last carry.
     The counter is a weak integer scalar, as a Python loop's ``i`` is: ``c + i`` keeps ``c``'s dtype."""
     lo, hi = _bound(lower, "lower"), _bound(upper, "upper")
-    init, tree = _leaves(init_val)
+    init0, tree = _leaves(init_val)
 
-    def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
-        body = _Body(body_fun, [control.INDEX, *(a.type for a in init)], [True, *(a.weak for a in init)])
-        return body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
+    def run(lifted: list[Storage]) -> tuple[list[Array], Block, pytree.TreeDef, list[Array]]:
+        def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+            weak = [True, *(a.weak for a in init)]
+            body = _Body(body_fun, [control.INDEX, *(a.type for a in init)], weak, lifted)
+            return body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
 
-    block, treedef, out = traced(init)
-    promoted = _promoted(init, tree, treedef, out)
-    if promoted is not None:
-        init = promoted
+        init = init0
         block, treedef, out = traced(init)
+        promoted = _promoted(init, tree, treedef, out)
+        if promoted is not None:
+            init = promoted
+            block, treedef, out = traced(init)
+        return init, block, treedef, out
+
+    (init, block, treedef, out), lifted = _lifting(run)
     types = [a.type for a in init]
     _check_carry("fori_loop's body_fun", types, tree, treedef, out)
-    op = _emit(control.for_loop, [lo.value, hi.value, *(a.value for a in init)], {}, (block,))
-    return pytree.unflatten(tree, [Array.fresh(r, a.weak) for r, a in zip(op.results, init, strict=True)])
+    inits = [lo.value, hi.value, *(a.value for a in init), *(s.value for s in lifted)]
+    op = _emit(control.for_loop, inits, {}, (block,))
+    _store_lifted(lifted, op.results[len(init) :])
+    return pytree.unflatten(tree, [Array.fresh(r, a.weak) for r, a in zip(op.results, init, strict=False)])
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
     """``while cond_fun(carry): carry = body_fun(carry)``; returns the last carry. Not differentiable
     in reverse mode (as in JAX): the trip count is known only at run time."""
-    init, tree = _leaves(init_val)
+    init0, tree = _leaves(init_val)
 
-    def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
-        body = _Body(body_fun, [a.type for a in init], [a.weak for a in init])
-        return body.trace(pytree.unflatten(tree, body.args))
+    def run(lifted: list[Storage]) -> tuple[list[Array], Block, Block, pytree.TreeDef, list[Array]]:
+        def traced(init: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+            body = _Body(body_fun, [a.type for a in init], [a.weak for a in init], lifted)
+            return body.trace(pytree.unflatten(tree, body.args))
 
-    body_block, treedef, out = traced(init)
-    promoted = _promoted(init, tree, treedef, out)
-    if promoted is not None:
-        init = promoted
+        init = init0
         body_block, treedef, out = traced(init)
-    types, weak = [a.type for a in init], [a.weak for a in init]
-    _check_carry("while_loop's body_fun", types, tree, treedef, out)
-    cond = _Body(cond_fun, types, weak)
-    cond_block, cond_tree, flag = cond.trace(pytree.unflatten(tree, cond.args))
-    if cond_tree != pytree.LEAF or flag[0].type != control.PRED:
-        got = _describe([a.type for a in flag]) if cond_tree != pytree.NONE else "None"
-        raise tracing.user_error(
-            TraceError, f"while_loop's cond_fun must return a bool scalar ({control.PRED}), got {got}"
-        )
-    op = _emit(control.while_loop, [a.value for a in init], {}, (cond_block, body_block))
-    return pytree.unflatten(tree, [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=True)])
+        promoted = _promoted(init, tree, treedef, out)
+        if promoted is not None:
+            init = promoted
+            body_block, treedef, out = traced(init)
+        _check_carry("while_loop's body_fun", [a.type for a in init], tree, treedef, out)
+        cond = _Body(cond_fun, [a.type for a in init], [a.weak for a in init], lifted)
+        cond_block, cond_tree, flag = cond.trace(pytree.unflatten(tree, cond.args))
+        if cond.changed:
+            raise tracing.user_error(
+                TraceError, "while_loop's cond_fun writes into an array: only body_fun may change the carries"
+            )
+        if cond_tree != pytree.LEAF or flag[0].type != control.PRED:
+            got = _describe([a.type for a in flag]) if cond_tree != pytree.NONE else "None"
+            raise tracing.user_error(
+                TraceError, f"while_loop's cond_fun must return a bool scalar ({control.PRED}), got {got}"
+            )
+        # the condition yields its predicate only: the lifted values it received stay unchanged
+        cond_block = Block(cond_block.args, cond_block.ops, cond_block.results[:1])
+        return init, cond_block, body_block, treedef, out
+
+    (init, cond_block, body_block, treedef, out), lifted = _lifting(run)
+    weak = [a.weak for a in init]
+    inits = [*(a.value for a in init), *(s.value for s in lifted)]
+    op = _emit(control.while_loop, inits, {}, (cond_block, body_block))
+    _store_lifted(lifted, op.results[len(init) :])
+    return pytree.unflatten(tree, [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=False)])
 
 
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
@@ -197,16 +275,22 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
         p = ops.emit(elementwise.ne, [p, ops.constant(0, p.ir_dtype)])
     args, tree = _leaves(operands)
     types, weak = [a.type for a in args], [a.weak for a in args]
-    blocks, outs = [], []
-    for fn in (true_fun, false_fun):
-        branch = _Body(fn, types, weak)
-        block, treedef, out = branch.trace(*pytree.unflatten(tree, branch.args))
-        blocks.append(block)
-        outs.append((treedef, out))
+
+    def run(lifted: list[Storage]) -> tuple[list[Block], list[tuple[Any, list[Array]]]]:
+        blocks, outs = [], []
+        for fn in (true_fun, false_fun):
+            branch = _Body(fn, types, weak, lifted)
+            block, treedef, out = branch.trace(*pytree.unflatten(tree, branch.args))
+            blocks.append(block)
+            outs.append((treedef, out))
+        return blocks, outs
+
+    (blocks, outs), lifted = _lifting(run)
     (then_tree, then_out), (else_tree, else_out) = outs
+    n = len(blocks[0].results) - len(lifted)  # the branches' own results, before the lifted ones
     if then_tree == else_tree:
         blocks = _promote_branches(blocks, then_out, else_out)
-    then_types, else_types = [v.type for v in blocks[0].results], [v.type for v in blocks[1].results]
+    then_types, else_types = [v.type for v in blocks[0].results[:n]], [v.type for v in blocks[1].results[:n]]
     if then_tree != else_tree or then_types != else_types:
         then_shown, else_shown = (
             pytree.unflatten(then_tree, then_types),
@@ -217,9 +301,13 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
             "cond: true_fun and false_fun must return the same structure and types: true_fun returns "
             f"{then_shown} and false_fun {else_shown}",
         )
-    op = _emit(control.if_, [p.value, *(a.value for a in args)], {}, (blocks[0], blocks[1]))
+    inits = [p.value, *(a.value for a in args), *(s.value for s in lifted)]
+    op = _emit(control.if_, inits, {}, (blocks[0], blocks[1]))
+    _store_lifted(lifted, op.results[n:])
     weak_out = [a.weak and b.weak for a, b in zip(then_out, else_out, strict=True)]
-    return pytree.unflatten(then_tree, [Array.fresh(r, w) for r, w in zip(op.results, weak_out, strict=True)])
+    return pytree.unflatten(
+        then_tree, [Array.fresh(r, w) for r, w in zip(op.results, weak_out, strict=False)]
+    )
 
 
 def scan(
@@ -242,32 +330,50 @@ def scan(
     n = int(length) if length is not None else lengths.pop()
     row_types = [TensorType(a.shape[1:], a.ir_dtype) for a in x_leaves]
 
-    def traced(carries: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
-        types = [a.type for a in carries]
-        body = _Body(f, types + row_types, [a.weak for a in carries] + [False] * len(x_leaves))
-        carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
-        block, treedef, out = body.trace(
-            pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args)
-        )
-        if treedef[0] != "tuple" or len(treedef[1]) != 2:
-            raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
-        return block, treedef, out
+    def run(lifted: list[Storage]) -> tuple[list[Array], Block, pytree.TreeDef, list[Array]]:
+        def traced(carries: list[Array]) -> tuple[Block, pytree.TreeDef, list[Array]]:
+            types = [a.type for a in carries]
+            weak = [a.weak for a in carries] + [False] * len(x_leaves)
+            body = _Body(f, types + row_types, weak, lifted, at=len(carries))
+            carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
+            block, treedef, out = body.trace(
+                pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args)
+            )
+            if treedef[0] != "tuple" or len(treedef[1]) != 2:
+                raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
+            # the lifted storages are carries: after the user's carries, before the ys
+            own, final = list(block.results[: len(out)]), list(block.results[len(out) :])
+            count = _count_leaves(treedef[1][0])
+            results = own[:count] + final + own[count:]
+            return Block(block.args, block.ops, tuple(results)), treedef, out
 
-    block, treedef, out = traced(carries)
+        carries = carries0
+        block, treedef, out = traced(carries)
+        promoted = _promoted(carries, tree, treedef[1][0], out[: _count_leaves(treedef[1][0])])
+        if promoted is not None:
+            carries = promoted
+            block, treedef, out = traced(carries)
+        return carries, block, treedef, out
+
+    carries0 = carries
+    (carries, block, treedef, out), lifted = _lifting(run)
     carry_tree, y_tree = treedef[1]
     carry_count = _count_leaves(carry_tree)
-    promoted = _promoted(carries, tree, carry_tree, out[:carry_count])
-    if promoted is not None:
-        carries = promoted
-        block, treedef, out = traced(carries)
-        carry_tree, y_tree = treedef[1]
-        carry_count = _count_leaves(carry_tree)
     types = [a.type for a in carries]
     _check_carry("scan's f", types, tree, carry_tree, out[:carry_count])
-    attrs = {"carries": len(carries), "length": n, "reverse": bool(reverse)}
-    op = _emit(control.scan, [a.value for a in carries + x_leaves], attrs, (block,))
-    weak = [a.weak for a in carries] + [False] * (len(op.results) - len(carries))
-    results = [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=True)]
+    k = len(carries) + len(lifted)  # the op's carries: the user's, then the lifted storages
+    attrs = {"carries": k, "length": n, "reverse": bool(reverse)}
+    op = _emit(
+        control.scan,
+        [*(a.value for a in carries), *(s.value for s in lifted), *(a.value for a in x_leaves)],
+        attrs,
+        (block,),
+    )
+    _store_lifted(lifted, op.results[len(carries) : k])
+    weak = [a.weak for a in carries] + [False] * (len(op.results) - k)
+    results = [
+        Array.fresh(r, w) for r, w in zip(op.results[: len(carries)] + op.results[k:], weak, strict=True)
+    ]
     return pytree.unflatten(tree, results[: len(carries)]), pytree.unflatten(y_tree, results[len(carries) :])
 
 

@@ -63,6 +63,16 @@ def user_error(cls: type[DSLError], message: str) -> DSLError:
     return cls(f"{user_location()}: {message}")
 
 
+class LiftCarry(Exception):  # noqa: N818 (a signal, not an error)
+    """Raised where a loop's or branch's body writes into an array of an enclosing block
+    (``Array.write``): the loop traces its body again with that array's storage as one more carry
+    (``dsl/control.py``), so the write has eager semantics."""
+
+    def __init__(self, storage: Any) -> None:
+        super().__init__("an array of an enclosing block written in a body")
+        self.storage = storage
+
+
 class Trace:
     """The ops recorded so far for one function being traced."""
 

@@ -341,22 +341,134 @@ def test_jacrev_through_a_body_that_closes_over_the_argument() -> None:
     close(dsl.jacrev(lambda w: f(dsl, dnp, w))(X[0]), jax.jacrev(lambda w: f(jax.lax, jnp, w))(X[0]))
 
 
-def test_a_body_writing_into_an_array_from_outside_it() -> None:
-    """A mutated argument (or a buffer) written inside a body: the error at the writing line (the
-    write-back of the argument used to fail with a KeyError in the compiler)."""
+def _fori_writer(a, x):
+    def body(i, c):
+        a[i] = c.sum()  # an argument written in the body
+        a[:] *= 1.5  # every element, each iteration: reads what the last one wrote
+        return dnp.sin(c) * 1.1
 
-    def f(x, out):
-        def body(i, c):
-            out[0] = c.sum()
-            return c * 2.0
+    return dsl.fori_loop(0, 3, body, x * 1.0).sum()
 
-        return dsl.fori_loop(0, 2, body, x).sum()
 
-    line = _line_of(f, "out[0] = c.sum()")
-    with pytest.raises(
-        dsl.TraceError, match=rf"test_control_flow.py:{line}: setitem writes into an array from"
-    ):
-        dsl.compile(f)(np.ones(3), np.zeros(3))
+def _scan_writer(a, x):
+    def step(c, row):
+        a[0] += row  # through a view, and read back in the same iteration
+        return c + a.sum(), a[0] * c
+
+    carry, ys = dsl.scan(step, x.sum(), x)
+    return carry + ys.sum()
+
+
+def _while_writer(a, x):
+    def body(k):
+        a[k % 3] += x[k % 3]
+        return k + 1
+
+    return dsl.while_loop(lambda k: k < 7, body, 0) + a.sum()
+
+
+def _cond_writer(a, x):
+    def yes(v):
+        a.T[1] = v.sum()  # through a transposed view, in one branch only
+        return v * 2.0
+
+    return dsl.cond(x.sum() > 0, yes, lambda v: v - 1.0, x).sum()
+
+
+def _nested_writer(a, x):
+    def outer(i, c):
+        local = dnp.zeros(2)
+
+        def inner(j, d):
+            a[i] += x[j]  # two levels out
+            local[j % 2] += 1.0  # one level out: a local of the enclosing body
+            return d + j
+
+        return c + local.sum() + dsl.fori_loop(0, 3, inner, 0)
+
+    return dsl.fori_loop(0, 2, outer, 0.0)
+
+
+def _eager(f):
+    """``f`` with the dsl control flow run as Python loops (NumPy arrays: the eager semantics)."""
+
+    class Lax:
+        @staticmethod
+        def fori_loop(lo, hi, body, c):
+            for i in range(lo, hi):
+                c = body(i, c)
+            return c
+
+        @staticmethod
+        def scan(step, c, xs):
+            ys = []
+            for row in xs:
+                c, y = step(c, row)
+                ys.append(y)
+            return c, np.stack(ys)
+
+        @staticmethod
+        def while_loop(cond, body, c):
+            while cond(c):
+                c = body(c)
+            return c
+
+        @staticmethod
+        def cond(p, yes, no, *ops):
+            return yes(*ops) if p else no(*ops)
+
+    class Np:
+        zeros, sin = staticmethod(np.zeros), staticmethod(np.sin)
+
+    def run(a, x):
+        g = dict(f.__globals__, dsl=Lax, dnp=Np)
+        return type(f)(f.__code__, g)(a, x)
+
+    return run
+
+
+WRITERS = {
+    "fori": (_fori_writer, (3,), (3,)),
+    "scan": (_scan_writer, (3,), (4,)),
+    "while": (_while_writer, (3,), (3,)),
+    "cond": (_cond_writer, (1, 3), (3,)),
+    "nested": (_nested_writer, (2,), (3,)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRITERS))
+def test_a_body_writing_into_an_array_from_outside_it_has_eager_semantics(name: str) -> None:
+    """api.md: in-place writes inside a loop body have eager semantics, and an argument written in
+    place is updated in the caller's array. A body writing an enclosing array raised TraceError
+    ("make the array part of the carry"); the loop now carries it itself."""
+    f, a_shape, x_shape = WRITERS[name]
+    a = RNG.standard_normal(a_shape)
+    x = RNG.standard_normal(x_shape)
+    want_a = a.copy()
+    want = _eager(f)(want_a, x.copy())
+    got = dsl.compile(f)(a, x)
+    close(got, want)
+    close(a, want_a)  # the caller's array holds what the eager loop left in it
+
+
+def test_a_written_enclosing_array_under_grad_and_vmap() -> None:
+    a, x = np.zeros(3), np.array([0.3, 0.5, -0.2])
+    g = dsl.grad(_fori_writer, argnums=1)(a, x)
+    eager_a = np.zeros(3)
+    _eager(_fori_writer)(eager_a, x.copy())
+    close(a, eager_a)  # written once, as one call of the function writes it
+    eps = 1e-6
+    eager = _eager(_fori_writer)
+    fd = [(eager(np.zeros(3), x + eps * e) - eager(np.zeros(3), x - eps * e)) / (2 * eps) for e in np.eye(3)]
+    close(g, np.array(fd), rtol=1e-6)
+    with pytest.raises(dsl.InplaceError, match="can't be modified in place"):
+        dsl.grad(_fori_writer)(np.zeros(3), x)  # the differentiated argument: as outside a loop
+    batch_a, batch_x = np.zeros((2, 3)), RNG.standard_normal((2, 3))
+    out = dsl.vmap(_fori_writer)(batch_a, batch_x)
+    for k in range(2):
+        eager_a = np.zeros(3)
+        close(out[k], _eager(_fori_writer)(eager_a, batch_x[k].copy()))
+        close(batch_a[k], eager_a)
 
 
 def test_a_python_scalar_carry_takes_the_dtype_the_body_gives_it() -> None:

@@ -73,3 +73,18 @@ def test_cheap_branches_on_cuda(select: bool) -> None:
     for g, c in zip(on_gpu, on_cpu, strict=True):
         assert np.isfinite(np.asarray(g)).all()
         np.testing.assert_allclose(np.asarray(g), np.asarray(c), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["fori", "scan", "cond", "nested"])
+def test_a_body_writing_an_enclosing_array_on_cuda(name: str) -> None:
+    """Enclosing arrays written in bodies become carries (``dsl/control.py``): the CUDA backend gives
+    the CPU's values and leaves the caller's array as the CPU does (``test_control_flow.WRITERS``)."""
+    import test_control_flow as cpu_tests
+
+    f, a_shape, x_shape = cpu_tests.WRITERS[name]
+    a, x = RNG.standard_normal(a_shape), RNG.standard_normal(x_shape)
+    a_cpu, a_gpu = a.copy(), a.copy()
+    want = dsl.compile(f, target="cpu")(a_cpu, x)
+    got = dsl.compile(f, target="cuda")(a_gpu, x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-12)
+    np.testing.assert_allclose(a_gpu, a_cpu, rtol=1e-12)
