@@ -27,7 +27,7 @@ _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_O
 
 
 class CallError(TraceError, TypeError):
-    """A compiled function was called with arguments it cannot take."""
+    """A compiled function (or a traced array's method) was called with arguments it cannot take."""
 
 
 class Default(NamedTuple):

@@ -35,6 +35,7 @@ from compiler.prims import movement as mv
 from compiler.prims import source
 from dsl import layout, ops, tracing
 from dsl.array import Array, Storage
+from dsl.binding import CallError
 from dsl.errors import IndexingError, ShapeError, TraceError
 
 
@@ -137,12 +138,15 @@ def _check_mask(mask: tuple[int, ...], axes: tuple[int, ...], axis: int) -> None
         )
 
 
-def _split(x: Array, index: Any) -> tuple[Array, int, list[Array]]:
+def _split(x: Array, index: Any, known_in_bounds: bool = False) -> tuple[Array, int, list[Array]]:
     """``x[index]`` as (a view of ``x`` by the basic items, the axis of that view where the advanced
     items start, those items as integer arrays, one per consecutive axis). As NumPy: ``None`` is a
     new unit axis (a slice over it), and advanced items not next to each other (a slice or ``None``
-    between them) put their axes first (the view is transposed so)."""
+    between them) put their axes first (the view is transposed so). ``known_in_bounds``: an index
+    known at trace time out of its axis raises (NumPy's ``x[idx]``), instead of clamping."""
     items = _items(x, index)
+    if known_in_bounds:
+        _check_known_indices(x, items)
     if any(_traced_mask(it) for it in items):
         raise _selection_error("x.at[mask] with a traced boolean mask (as in JAX)")
     if any(it is None for it in items):
@@ -159,6 +163,23 @@ def _split(x: Array, index: Any) -> tuple[Array, int, list[Array]]:
         view = ops.transpose(view, advanced + [d for d in range(view.ndim) if d not in advanced])
         axis = 0
     return view, axis, [_as_index(items[k]) for k in advanced]
+
+
+def _check_known_indices(x: Array, items: list[Any]) -> None:
+    """NumPy's ``IndexError`` for an item known at trace time (a Python int, a list or a NumPy
+    array in the program) out of its axis of ``x``, as ``x[5]`` raises; traced index arrays cannot
+    raise in a compiled program and clamp instead. ``items`` as ``_items`` gives them."""
+    axis = 0
+    for it in items:
+        known = isinstance(it, int | np.integer) and not isinstance(it, bool | np.bool_)
+        if known or (isinstance(it, np.ndarray) and it.dtype.kind in "iu"):
+            n, positions = x.shape[axis], np.asarray(it)
+            outside = positions[(positions < -n) | (positions >= n)]
+            if outside.size:
+                raise tracing.user_error(
+                    IndexingError, f"index {outside.flat[0]} is out of bounds for axis {axis} with size {n}"
+                )
+        axis += _width(it)
 
 
 def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
@@ -179,9 +200,11 @@ def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
     return view.view(mv.reshape, {"shape": merged}, layout.shadow(merged)), position
 
 
-def gather_view(x: Array, index: Any) -> Array:
-    """``x[index]`` for an index with integer arrays, as a view a write goes back through."""
-    view, axis, arrays = _split(x, index)
+def gather_view(x: Array, index: Any, known_in_bounds: bool = True) -> Array:
+    """``x[index]`` for an index with integer arrays, as a view a write goes back through; an index
+    known at trace time out of range raises, as NumPy's (``known_in_bounds=False``: it clamps, as
+    JAX's ``x.at[index].get()``)."""
+    view, axis, arrays = _split(x, index, known_in_bounds)
     base, position = _linear(view, axis, arrays)
     return _gather(base, position, axis)
 
@@ -393,6 +416,10 @@ def mask_write(x: Array, index: Any, value: Any, request: str = "setitem") -> No
 # ---- x.at[index] (JAX) --------------------------------------------------------------------------
 
 
+# ``x.at[()].add(v)`` ... of a 0-d ``x``: the one element combined elementwise
+_COMBINE = {gp.scatter_add: ew.add, gp.scatter_mul: ew.mul, gp.scatter_max: ew.max_, gp.scatter_min: ew.min_}
+
+
 class At:
     """``x.at``: JAX's functional updates. ``x.at[idx].set(v)`` is a new array (``x`` unchanged)."""
 
@@ -408,6 +435,9 @@ class AtIndex:
         self._x, self._index = x, index
 
     def get(self) -> Array:
+        """``x[idx]``, except that integer arrays known at trace time clamp too (JAX's gather)."""
+        if has_index_arrays(self._index) and not has_traced_mask(self._index):
+            return Array.fresh(gather_view(self._x, self._index, known_in_bounds=False).value, self._x.weak)
         return self._x[self._index]
 
     def set(self, v: Any, **options: Any) -> Array:
@@ -455,13 +485,22 @@ class AtIndex:
                 f"x.at[...] takes unique_indices, indices_are_sorted and mode='clip' (indices clamp); "
                 f"got {dict(options, mode=mode) if mode else options}",
             )
-        if self._x.ndim == 0 and (self._index == () or self._index is Ellipsis):  # the one element
-            update = _fit(ops.asarray(v), (), self._x.ir_dtype, "at")
-            if prim is gp.scatter:
-                return ops.new_storage(update)  # a new array, never the caller's ``v``
-            combine = {gp.scatter_add: ew.add, gp.scatter_mul: ew.mul, gp.scatter_max: ew.max_}
-            return ops.binary(combine.get(prim, ew.min_), self._x, update)
-        return scatter_into(ops.new_storage(self._x), self._index, v, prim, "at")
+        x = self._x
+        whole = x.ndim == 0 and (self._index == () or self._index is Ellipsis)  # the one element
+        if prim is gp.scatter:  # v cast to x's dtype (a Python int that does not fit raises)
+            if whole:
+                return ops.new_storage(_fit(ops.asarray(v), (), x.ir_dtype, "at"))  # never ``v`` itself
+            return scatter_into(ops.new_storage(x), self._index, v, prim, "at")
+        # JAX combines in the promoted dtype, then casts back once (repeats too: int32 1 * 1.5 * 1.5
+        # is 2); a Python int that does not fit x's dtype raises OverflowError, as ``x + v`` does
+        work = ops.result_dtype(x, v)
+        update = ops.to_dtype(v, work)
+        if whole:
+            out = ops.binary(_COMBINE[prim], ops.cast(x, work), update)
+        else:
+            promoted = ops.cast(x, work) if work is not x.ir_dtype else ops.new_storage(x)
+            out = scatter_into(promoted, self._index, update, prim, "at")
+        return ops.cast(out, x.ir_dtype)
 
 
 def scatter_into(x: Array, index: Any, v: Any, prim: Any, request: str) -> Array:
@@ -480,7 +519,9 @@ def scatter_into(x: Array, index: Any, v: Any, prim: Any, request: str) -> Array
 
 
 def _fit(v: Array, shape: tuple[int, ...], dtype: DType, request: str) -> Array:
-    """The updates ``v`` broadcast to ``shape`` and cast to ``dtype`` (NumPy's unsafe casting)."""
+    """The updates ``v`` broadcast to ``shape`` and cast to ``dtype`` (NumPy's unsafe casting; a
+    Python int that does not fit ``dtype`` raises OverflowError, as NumPy's ``x[i] = 2**40``)."""
+    ops.note_narrowing(v, dtype)
     if v.shape != shape:
         if ops.broadcast_shapes(v.shape, shape) != shape:
             raise tracing.user_error(
@@ -590,14 +631,11 @@ def put_along_axis(arr: Array, indices: Any, values: Any, axis: int | None, comb
     arr.write(ops.reshape(out, arr.shape).value, "put_along_axis", since)
 
 
-def index_add_(x: Array, *args: Any, alpha: Any = 1, **kwargs: Any) -> Array:
+def index_add_(x: Array, *args: Any, **kwargs: Any) -> Array:
     """PyTorch's ``x.index_add_(dim, index, source, alpha=1)`` and Paddle's
     ``x.index_add_(index, axis, value)``: the rows of ``source`` added at ``index`` along the axis
     (repeated indices accumulate)."""
-    if args and isinstance(args[0], int | np.integer):
-        dim, index, src = _args(args, kwargs, ("dim", "index", "source"))
-    else:
-        index, dim, src = _args(args, kwargs, ("index", "axis", "value"))
+    dim, index, src, alpha = _index_add_args(args, kwargs)
     dim = ops.normalize_axes(dim, x.ndim)[0]
     if not (isinstance(alpha, int | float) and alpha == 1):
         src = ops.binary(ew.mul, ops.asarray(src), alpha)
@@ -606,11 +644,33 @@ def index_add_(x: Array, *args: Any, alpha: Any = 1, **kwargs: Any) -> Array:
     return x
 
 
-def _args(args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
-    out = list(args) + [kwargs.pop(n) for n in names[len(args) :] if n in kwargs]
-    if len(out) != len(names) or kwargs:
-        raise tracing.user_error(TypeError, f"takes ({', '.join(names)})")  # type: ignore[arg-type]
-    return out
+_TORCH_INDEX_ADD = ("dim", "index", "source", "alpha")
+_PADDLE_INDEX_ADD = ("index", "axis", "value")
+
+
+def _index_add_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """``(dim, index, source, alpha)`` of an ``index_add_`` call in PyTorch's form (an integer first,
+    or its keywords ``dim``, ``source``, ``alpha``) or Paddle's (``index, axis, value``)."""
+    torch_only = {"dim", "source", "alpha"} & kwargs.keys()
+    paddle_only = {"axis", "value"} & kwargs.keys()
+    first_is_dim = bool(args) and isinstance(args[0], int | np.integer) and not isinstance(args[0], bool)
+    torch = bool(torch_only) or (first_is_dim and not paddle_only)
+    names = _TORCH_INDEX_ADD if torch else _PADDLE_INDEX_ADD
+    bound = dict(zip(names, args, strict=False))
+    clash = bound.keys() & kwargs.keys()
+    unknown = kwargs.keys() - set(names)
+    missing = [n for n in names[:3] if n not in bound and n not in kwargs]
+    if (torch_only and paddle_only) or len(args) > 3 or clash or unknown or missing:  # alpha: keyword
+        given = ", ".join([type(a).__name__ for a in args] + [f"{k}=..." for k in kwargs])
+        raise tracing.user_error(
+            CallError,
+            f"index_add_({given}): takes PyTorch's (dim, index, source, alpha=1) or Paddle's "
+            "(index, axis, value), by position or by those keywords, one form or the other",
+        )
+    bound.update(kwargs)
+    if torch:
+        return bound["dim"], bound["index"], bound["source"], bound.get("alpha", 1)
+    return bound["axis"], bound["index"], bound["value"], 1
 
 
 def scatter_(x: Array, dim: int, index: Any, src: Any = None, value: Any = None, reduce: Any = None) -> Array:
@@ -625,5 +685,7 @@ def scatter_(x: Array, dim: int, index: Any, src: Any = None, value: Any = None,
 
 
 def masked_fill(x: Array, mask: Any, value: Any) -> Array:
-    """PyTorch's ``masked_fill``: ``value`` where ``mask`` (broadcast to ``x``) holds."""
-    return ops.where(mask, value, x)
+    """PyTorch's ``masked_fill``: ``value`` where ``mask`` (broadcast to ``x``) holds, in ``x``'s
+    dtype (PyTorch's, in place or not); ``value`` converted as ``x[mask] = value`` stores it (a float
+    into an integer ``x`` truncates; NaN, an infinity or a number out of range raises)."""
+    return ops.where(mask, ops.to_dtype(ops.assigned(value, x.ir_dtype), x.ir_dtype), x)

@@ -15,6 +15,7 @@ import numpy as np
 from dsl import gather, nn, numpy_missing, ops, tracing
 from dsl import numpy as dnp
 from dsl.array import Array
+from dsl.binding import CallError
 from dsl.errors import ShapeError, TraceError
 
 
@@ -284,8 +285,9 @@ def _unsqueeze(self: Array, axis: Any) -> Array:
     return dnp.expand_dims(self, axis)
 
 
-def _flatten_view(self: Array, start_axis: int = 0, stop_axis: int = -1) -> Array:
-    """The axes ``start_axis`` to ``stop_axis`` (inclusive) as one (PyTorch's and Paddle's flatten)."""
+def _flatten_view(self: Array, *args: Any, **kwargs: Any) -> Array:
+    """The axes ``start`` to ``stop`` (inclusive) as one (PyTorch's and Paddle's flatten)."""
+    start_axis, stop_axis = _flatten_axes(args, kwargs)
     if self.ndim == 0:
         return ops.reshape(self, (1,))
     (start,), (stop,) = ops.normalize_axes(start_axis, self.ndim), ops.normalize_axes(stop_axis, self.ndim)
@@ -296,17 +298,37 @@ def _flatten_view(self: Array, start_axis: int = 0, stop_axis: int = -1) -> Arra
     return ops.reshape(self, self.shape[:start] + (-1,) + self.shape[stop + 1 :])
 
 
-def _flatten(self: Array, start_axis: Any = 0, stop_axis: int = -1) -> Array:
+# the axes flatten joins, by Paddle's keywords and by PyTorch's
+_FLATTEN_KEYWORDS = (("start_axis", "stop_axis"), ("start_dim", "end_dim"))
+
+
+def _flatten_axes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """``(start, stop)`` of ``x.flatten(start, stop)``, by position or by either library's keywords
+    (one of them), 0 and -1 where not given."""
+    names = next((pair for pair in _FLATTEN_KEYWORDS if kwargs.keys() & set(pair)), _FLATTEN_KEYWORDS[0])
+    bound = dict(zip(names, args, strict=False))
+    if len(args) > 2 or kwargs.keys() - set(names) or bound.keys() & kwargs.keys():
+        given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+        raise tracing.user_error(
+            CallError,
+            f"flatten({given}): takes the first and last axis to join, by position or as Paddle's "
+            "start_axis=, stop_axis= or PyTorch's start_dim=, end_dim=",
+        )
+    bound.update(kwargs)
+    return bound.get(names[0], 0), bound.get(names[1], -1)
+
+
+def _flatten(self: Array, *args: Any, **kwargs: Any) -> Array:
     """NumPy's ``x.flatten(order='C')`` (a copy), or PyTorch's and Paddle's ``x.flatten(start, stop)``
     (axes ``start`` to ``stop`` as one; here a copy too, as NumPy's)."""
-    if isinstance(start_axis, str):
-        if start_axis not in ("C", "A", "K", "F"):
-            raise tracing.user_error(
-                ShapeError, f"flatten: order must be one of 'C', 'F', 'A' or 'K', not {start_axis!r}"
-            )
-        flat = dnp.ravel(ops.transpose(self) if start_axis == "F" else self)
-        return ops.new_storage(flat)
-    return ops.new_storage(_flatten_view(self, start_axis, stop_axis))
+    if not ("order" in kwargs or (args and isinstance(args[0], str))):
+        return ops.new_storage(_flatten_view(self, *args, **kwargs))
+    order = kwargs["order"] if "order" in kwargs else args[0]
+    if order not in ("C", "A", "K", "F") or len(args) + len(kwargs) != 1:
+        raise tracing.user_error(
+            ShapeError, f"flatten: order must be one of 'C', 'F', 'A' or 'K' (alone), not {order!r}"
+        )
+    return ops.new_storage(dnp.ravel(ops.transpose(self) if order == "F" else self))
 
 
 def _permute(self: Array, *dims: Any) -> Array:

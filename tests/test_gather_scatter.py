@@ -12,6 +12,9 @@ The primitives themselves are in the registry tables (``tests/test_prims_registr
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,6 +24,8 @@ import dsl
 import dsl.numpy as dnp
 
 jax.config.update("jax_enable_x64", True)
+
+HERE = re.escape(__file__.rsplit("/", 1)[-1])
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((5, 4))
@@ -171,6 +176,51 @@ def test_at_mul_min_max_match_jax_with_repeated_indices() -> None:
     close(dsl.compile(f)(X, i, v), want)
 
 
+def test_at_combines_in_the_promoted_dtype_then_casts_back_as_jax() -> None:
+    """An int32 ``x`` with float updates: combined in float64, then cast back once (dslc cast the
+    updates to int32 first: ``mul(1.5)`` gave [0, 1, 2, 3]); repeats combine before the cast."""
+    i, v = np.array([1, 2]), np.array([1.7, -1.7])
+
+    def f(x, i, v, jnp=None):
+        return (
+            x.at[i].mul(1.5),
+            x.at[i].add(v),
+            x.at[np.array([1, 1])].mul(1.5),  # 1 * 1.5 * 1.5 = 2.25: 2 (truncating each step gave 1)
+            x.at[i].min(v),
+            x.at[i].max(v + 1.0),
+            x[2].at[()].mul(1.5),  # a 0-d array: its one element
+        )
+
+    x = np.arange(4, dtype=np.int32)
+    got = dsl.compile(f)(x, i, v)
+    with warnings.catch_warnings():  # JAX: "scatter inputs have incompatible types" (a FutureWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        want = f(jnp.asarray(x), i, v)
+    assert [g.dtype for g in got] == [np.int32] * len(want)
+    close(got, want)
+    np.testing.assert_array_equal(got[0], [0, 1, 3, 3])
+    np.testing.assert_array_equal(got[1], [0, 2, 0, 3])
+
+
+@pytest.mark.parametrize(
+    "update",
+    [lambda y: y.add(2**40), lambda y: y.add(2**31), lambda y: y.mul(-(2**31) - 1), lambda y: y.set(2**40)],
+)
+def test_at_with_a_python_int_out_of_int32_range_raises_overflow_error(update) -> None:
+    """As ``x + 2**40`` (NumPy 2): ``add(2**40)`` added 0 and ``add(2**31)`` wrapped."""
+    with pytest.raises(OverflowError, match=rf"{HERE}:\d+: Python integer -?\d+ out of bounds for int32"):
+        dsl.compile(lambda x: update(x.at[np.array([1, 2])]))(np.arange(4, dtype=np.int32))
+
+
+def test_at_with_a_python_int_argument_is_checked_on_every_call() -> None:
+    f = dsl.compile(lambda x, s: (x.at[np.array([1, 2])].add(s), x.at[1].set(s)))
+    a, b = f(np.arange(4, dtype=np.int32), 5)
+    np.testing.assert_array_equal(a, [0, 6, 7, 3])
+    np.testing.assert_array_equal(b, [0, 5, 2, 3])
+    with pytest.raises(OverflowError, match="argument 's'"):
+        f(np.arange(4, dtype=np.int32), 2**40)
+
+
 @INPLACE
 def test_at_mul_min_max_gradients_against_jax(inplace: bool) -> None:
     i, j = np.array([3, 0, 4, 3, 1, 3]), np.array([4, 0, 2])  # repeats for max/min; unique for mul
@@ -251,6 +301,69 @@ def loss_jax(x, v, i, j):
     g = h[j] * 2.0 + jnp.take_along_axis(h[:4], j[:, None] % 4, axis=1)
     s = x.at[j[:3]].set(v[:3] * 3.0)
     return (g**2).sum() + (s * h).sum() + jnp.take(h, j, axis=1).sum()
+
+
+def test_masked_fill_keeps_the_arrays_dtype_as_pytorch() -> None:
+    """A float value into an int32 array is stored as ``x[mask] = 2.7`` stores it, in place or not
+    (``masked_fill_`` raised a ShapeError, ``masked_fill`` returned float64)."""
+
+    def f(x, value):
+        y = x.copy()
+        y.masked_fill_(y > 1, value)
+        return y, x.masked_fill(x > 1, value), x.masked_fill(x > 1, 2.7)
+
+    got = dsl.compile(f)(np.arange(4, dtype=np.int32), 2.7)
+    for g in got:
+        assert g.dtype == np.int32
+        np.testing.assert_array_equal(g, [0, 1, 2, 2])
+    with pytest.raises(ValueError, match="NaN"):  # a Python float argument: checked on every call
+        dsl.compile(f)(np.arange(4, dtype=np.int32), float("nan"))
+    with pytest.raises(ValueError, match="NaN"):  # a literal: at trace time
+        dsl.compile(lambda x: x.masked_fill(x > 1, float("nan")))(np.arange(4, dtype=np.int32))
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda y, i, s: y.index_add_(dim=0, index=i, source=s),
+        lambda y, i, s: y.index_add_(0, index=i, source=s),
+        lambda y, i, s: y.index_add_(0, i, s * 0.5, alpha=2.0),
+        lambda y, i, s: y.index_add_(dim=0, index=i, source=s * 0.5, alpha=2.0),
+        lambda y, i, s: y.index_add_(i, 0, s),
+        lambda y, i, s: y.index_add_(index=i, axis=0, value=s),
+        lambda y, i, s: y.index_add_(i, axis=0, value=s),
+        lambda y, i, s: y.index_add(dim=0, index=i, source=s),
+    ],
+)
+def test_index_add_takes_pytorch_and_paddle_keywords(call) -> None:
+    """PyTorch's ``(dim, index, source, *, alpha)`` and Paddle's ``(index, axis, value)``, by
+    position or keyword (PyTorch's keywords were refused as Paddle's signature)."""
+    i, s = np.array([0, 2, 0]), RNG.standard_normal((3, 4))
+    want = X.copy()
+    np.add.at(want, i, s)
+
+    def f(x, i, s):
+        y = x.copy()
+        out = call(y, i, s)
+        return out if out is not y else y
+
+    close(dsl.compile(f)(X, i, s), want)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda y, i, s: y.index_add_(dim=0, index=i, value=s),  # PyTorch's and Paddle's names mixed
+        lambda y, i, s: y.index_add_(index=i, axis=0, value=s, alpha=2.0),
+        lambda y, i, s: y.index_add_(0, i),
+        lambda y, i, s: y.index_add_(0, i, s, 2.0),  # PyTorch's alpha is a keyword
+        lambda y, i, s: y.index_add_(0, i, s, dim=0),
+        lambda y, i, s: y.index_add_(index=i, source=s),
+    ],
+)
+def test_index_add_with_a_wrong_or_mixed_signature_names_both_and_the_users_line(call) -> None:
+    with pytest.raises(TypeError, match=rf"{HERE}:\d+: index_add_\(.*PyTorch's \(dim, index, source"):
+        dsl.compile(lambda x, i, s: call(x.copy(), i, s))(X, np.array([0, 2, 0]), X[:3])
 
 
 @INPLACE
@@ -473,6 +586,46 @@ def test_mixed_advanced_indexing_gradients_against_jax() -> None:
 def test_errors_name_what_works(index, message: str) -> None:
     with pytest.raises(dsl.DSLError, match=message):
         dsl.compile(index)(np.zeros((3, 3, 3)), np.array([0, 1]))
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda x: x[[0, 5]],
+        lambda x: x[np.array([0, -4])],
+        lambda x: x[[[1], [3]], 0],
+        lambda x: x[:, [0, 3]],
+        lambda x: x[3, [0, 1]],  # an integer among arrays is an advanced index: checked too
+        lambda x: x.__setitem__([0, 5], 1.0),
+        lambda x: x.__setitem__((slice(None), np.array([3])), 1.0),
+        lambda x: x.__setitem__(([0, 5],), x[[0, 1]] + 1.0),
+    ],
+)
+def test_a_known_index_out_of_range_raises_as_numpy(program) -> None:
+    """An index known at trace time (a list, a NumPy array or an int in the program) out of its
+    axis raises as ``x[5]`` does, naming the user's line (it was clamped: ``x[[0, 5]]`` read x[0],
+    x[2]); traced index arrays still clamp."""
+    x = np.zeros((3, 3))
+    with pytest.raises(IndexError):  # NumPy's error for the same index
+        program(x)
+    with pytest.raises(dsl.IndexingError, match=rf"{HERE}:\d+: index -?\d+ is out of bounds for axis \d"):
+        dsl.compile(lambda x: program(x.copy()))(x)
+
+
+def test_at_with_a_known_index_out_of_range_clamps_as_documented() -> None:
+    """``.at[]`` follows JAX's clamped reads and dslc's clamped writes (docs/semantics.md), known
+    indices too; a traced index array clamps in ``x[i]`` and ``x[i] = v``."""
+
+    def f(x, i):
+        y = x.copy()
+        y[i] = 9.0
+        return x.at[[0, 5]].get(), x.at[[0, 5]].set(9.0), x.at[[0, 5]].add(1.0), x[i], y
+
+    i = np.array([0, 5])
+    got = dsl.compile(f)(np.arange(3.0), i)
+    x = jnp.arange(3.0)
+    close(got[:3], (x.at[np.array([0, 5])].get(), np.array([9.0, 1.0, 9.0]), np.array([1.0, 1.0, 3.0])))
+    close(got[3:], (np.array([0.0, 2.0]), np.array([9.0, 1.0, 9.0])))
 
 
 # ---- training programs -------------------------------------------------------------------------

@@ -622,6 +622,36 @@ def test_shape_changing_inplace_methods_rebind_the_shape_and_keep_the_storage() 
     assert_same(dsl.compile(program)(M34), (y, v, w), rtol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"start_dim": 1}, {"start_axis": 1}, {"start_dim": 0, "end_dim": 1}, {"start_axis": 0, "stop_axis": -2}],
+)
+def test_flatten_takes_pytorch_and_paddle_keywords(kwargs: dict[str, int]) -> None:
+    """PyTorch's ``start_dim``/``end_dim`` and Paddle's ``start_axis``/``stop_axis``, in place and
+    not (PyTorch's raised a TypeError naming an internal function)."""
+    x = np.arange(24.0).reshape(2, 3, 4)
+    start = kwargs.get("start_dim", kwargs.get("start_axis", 0))
+    stop = kwargs.get("end_dim", kwargs.get("stop_axis", -1)) % 3
+    want = x.reshape(x.shape[:start] + (-1,) + x.shape[stop + 1 :])
+
+    def program(x):
+        y = x * 1.0
+        assert y.flatten_(**kwargs) is y
+        return y, x.flatten(**kwargs)
+
+    assert_same(dsl.compile(program)(x), (want, want), rtol=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"start_dim": 0, "stop_axis": 1}, {"start": 1}, {"start_axis": 1, "end_axis": 2}]
+)
+def test_flatten_with_unknown_or_mixed_keywords_names_both_spellings(kwargs: dict[str, int]) -> None:
+    for method in ("flatten", "flatten_"):
+        f = dsl.compile(lambda x, method=method: getattr(x * 1.0, method)(**kwargs))
+        with pytest.raises(TypeError, match=rf"{HERE}:\d+: flatten\(.*start_axis=, stop_axis=.*start_dim="):
+            f(M34)
+
+
 def test_reshape_inplace_of_a_transposed_array_raises_as_numpy_shape_assignment() -> None:
     f = dsl.compile(lambda x: (x * 1.0).T.reshape_(12))
     with pytest.raises(dsl.ShapeError, match=rf"{HERE}:\d+: reshape_: incompatible shape for in-place"):
