@@ -69,3 +69,19 @@ def test_argmax_and_round_edges_on_cuda() -> None:
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(np.asarray(g), w)
         np.testing.assert_array_equal(np.signbit(np.asarray(g)), np.signbit(w))
+
+
+def test_composed_functions_on_cuda() -> None:
+    """``dsl/numpy_compose.py``'s functions (``breadth.COMPOSED``) in one program on CUDA."""
+    names = sorted(breadth.COMPOSED)
+    args = [a for name in names for a in breadth.COMPOSED[name][2]]
+
+    def program(*flat):
+        it = iter(flat)
+        return tuple(breadth.COMPOSED[n][0](*[next(it) for _ in breadth.COMPOSED[n][2]]) for n in names)
+
+    with np.errstate(all="ignore"):
+        want = tuple(breadth.COMPOSED[n][1](*breadth.COMPOSED[n][2]) for n in names)
+    got = dsl.compile(program, target="cuda")(*args)
+    for name, g, w in zip(names, got, want, strict=True):
+        assert_same(g, w, rtol=1e-5 if name.endswith("f32") or name == "float_power" else 1e-12)
