@@ -111,6 +111,22 @@ def _round(x: Any, decimals: int = 0) -> Array:
     return dnp.round(x, decimals)
 
 
+def _divide(x: Any, y: Any, rounding_mode: str | None = None) -> Array:
+    """PyTorch's ``div``: true division, or with ``rounding_mode`` ``"floor"`` (``//``, NumPy's
+    ``floor_divide``) or ``"trunc"`` (toward zero: C's integer division, ``trunc(x / y)`` for floats)."""
+    if rounding_mode is None:
+        return dnp.divide(x, y)
+    if rounding_mode == "floor":
+        return dnp.floor_divide(x, y)
+    if rounding_mode == "trunc":
+        if ops.result_dtype(x, y).is_float:
+            return dnp.trunc(dnp.divide(x, y))
+        return dnp.floor_divide(dnp.subtract(x, dnp.fmod(x, y)), y)  # exact: y divides x - fmod(x, y)
+    raise tracing.user_error(
+        CallError, f"div: rounding_mode must be None, 'trunc' or 'floor', not {rounding_mode!r}"
+    )
+
+
 # Each computes the new value; ``_inplace`` checks it fits and writes it (NumPy's same_kind casting:
 # a bool result, from a comparison or a logical op, is stored as 0 and 1 in a numeric array).
 INPLACE: dict[str, Callable[..., Array]] = {
@@ -119,8 +135,8 @@ INPLACE: dict[str, Callable[..., Array]] = {
     "subtract_": _add_scaled(-1),  # PyTorch's subtract takes alpha too
     "mul_": dnp.multiply,
     "multiply_": dnp.multiply,
-    "div_": dnp.divide,
-    "divide_": dnp.divide,
+    "div_": _divide,
+    "divide_": _divide,
     "floor_divide_": dnp.floor_divide,
     "remainder_": dnp.remainder,
     "mod_": dnp.remainder,

@@ -826,3 +826,27 @@ def test_composed_functions_compiled_on_the_cpu() -> None:
     got = dsl.compile(program)(*args)
     for name, g, w in zip(names, got, want, strict=True):
         assert_same(g, w, rtol=1e-5 if name.endswith("f32") or name == "float_power" else 1e-12)
+
+
+def test_div_rounding_modes_as_pytorch() -> None:
+    """PyTorch's ``div(y, rounding_mode=...)``: ``"trunc"`` toward zero, ``"floor"`` as ``//`` (the
+    keyword raised a TypeError naming no line)."""
+    x = np.array([7.0, -7.0, 7.5, -7.5, 0.0, -0.0, 3.0])
+    y = np.array([2.0, 2.0, -2.0, -2.0, 3.0, 3.0, 0.0])
+    i, j = np.array([7, -7, 7, -7, 0, 9]), np.array([2, 2, -2, -2, 3, -1])
+    with np.errstate(all="ignore"):
+        cases = {"trunc": (np.trunc(x / y), np.array([3, -3, -3, 3, 0, -9])), "floor": (x // y, i // j)}
+    for mode, (floats, ints) in cases.items():
+        got = dsl.compile(lambda a, b, mode=mode: a.div(b, rounding_mode=mode))(x, y)
+        assert_same(got, floats)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(floats))
+
+        def in_place(a, b, mode=mode):
+            a.div_(b, rounding_mode=mode)
+            return a
+
+        a = i.copy()
+        dsl.compile(in_place, static_argnames=("mode",))(a, j)
+        np.testing.assert_array_equal(a, ints)
+    with pytest.raises(dsl.DSLError, match=rf"{HERE}:\d+: div: rounding_mode must be"):
+        dsl.compile(lambda a: a.div(2, rounding_mode="round"))(x)
