@@ -216,6 +216,9 @@ def _body(env: list[Any], B: dict, ops: tuple, c: Any, k: Any = None) -> Any:
             c[0 if k is None else k % c.shape[0]] = _operand(env, params[0])
         elif kind in ("loop", "cond"):  # a loop or a branch nested in the body
             c = _nested(env, B, kind, params, c, k)
+        elif kind == "outer":  # a write into an array of the enclosing block: carried by the loop
+            target = env[params[0]]
+            target[...] += B["sum"](c) * 0.125
         else:  # "inplace": a method on the carry (eager semantics inside the body)
             B[params[0]](c)
     return c
@@ -806,6 +809,7 @@ BODY_LINES: dict[str, Callable[..., str]] = {
         f"c = cond(sum(c) > 0, lambda c: {_fmt_body(then)}, lambda c: {_fmt_body(other)}, c)"
     ),
     "inplace": lambda name: f"c.{name}()",
+    "outer": lambda t: f"v{t}[...] += sum(c) * 0.125",
 }
 
 
@@ -1210,17 +1214,20 @@ def _broadcasts_into(a: tuple[int, ...], shape: tuple[int, ...]) -> bool:
         return False
 
 
-BODY_KINDS = ("unary", "binary", "inplace", "iadd", "add_", "setrow", "loop", "cond")
+BODY_KINDS = ("unary", "binary", "inplace", "iadd", "add_", "setrow", "outer", "loop", "cond")
 
 
 def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest: bool = True) -> tuple:
     """1-3 steps that keep a carry of ``shape``: unary ops, binary ops with an outer value that
     broadcasts into it (or a constant), the loop counter, in-place writes of the carry (methods,
-    ``c += x``, ``c.add_(x)``, ``c[k % n] = row``), and (with ``nest``) a fori_loop or a cond nested
-    in the body, whose own body nests nothing."""
+    ``c += x``, ``c.add_(x)``, ``c[k % n] = row``), a write into a writable array of the enclosing
+    block (``v[...] += sum(c) / 8``: the loop carries it), and (with ``nest``) a fori_loop or a cond
+    nested in the body, whose own body nests nothing."""
     ops: list[tuple] = []
     outer = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape)]
     rows = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape[1:])]
+    # arrays a body may write (eager semantics: dsl/control.py carries them); NumPy's writable ones
+    targets = [k for k in _float_arrays(env) if np.ndim(env[k]) and np.asarray(env[k]).flags.writeable]
     kinds = BODY_KINDS[: len(BODY_KINDS) if nest else -2] + (("counter",) if counter else ())
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(kinds))
@@ -1232,6 +1239,9 @@ def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest
             )
         elif kind == "counter":
             ops.append(("counter",))
+        elif kind == "outer":
+            if targets:
+                ops.append(("outer", draw(st.sampled_from(targets))))
         elif kind == "iadd":
             ops.append(("iadd", draw(st.sampled_from(outer + list(CONSTANTS)))))
         elif kind == "loop":
