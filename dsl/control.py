@@ -222,7 +222,9 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
     inits = [lo.value, hi.value, *(a.value for a in init), *(s.value for s in lifted)]
     op = _emit(control.for_loop, inits, {}, (block,))
     _store_lifted(lifted, op.results[len(init) :])
-    return pytree.unflatten(tree, [Array.fresh(r, a.weak) for r, a in zip(op.results, init, strict=False)])
+    return pytree.unflatten(
+        tree, [Array.fresh(r, a.weak) for r, a in zip(op.results[: len(init)], init, strict=True)]
+    )
 
 
 def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], init_val: Any) -> Any:
@@ -262,7 +264,9 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
     inits = [*(a.value for a in init), *(s.value for s in lifted)]
     op = _emit(control.while_loop, inits, {}, (cond_block, body_block))
     _store_lifted(lifted, op.results[len(init) :])
-    return pytree.unflatten(tree, [Array.fresh(r, w) for r, w in zip(op.results, weak, strict=False)])
+    return pytree.unflatten(
+        tree, [Array.fresh(r, w) for r, w in zip(op.results[: len(weak)], weak, strict=True)]
+    )
 
 
 def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any], *operands: Any) -> Any:
@@ -306,7 +310,7 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
     _store_lifted(lifted, op.results[n:])
     weak_out = [a.weak and b.weak for a, b in zip(then_out, else_out, strict=True)]
     return pytree.unflatten(
-        then_tree, [Array.fresh(r, w) for r, w in zip(op.results, weak_out, strict=False)]
+        then_tree, [Array.fresh(r, w) for r, w in zip(op.results[:n], weak_out, strict=True)]
     )
 
 
