@@ -361,6 +361,12 @@ def scan(
 
     carries0 = carries
     (carries, block, treedef, out), lifted = _lifting(run)
+    if any(x._storage is s for x in x_leaves for s in lifted):
+        raise tracing.user_error(
+            TraceError,
+            "scan's f writes into an array it scans over (xs): a scan reads its rows as they were before "
+            "it (as JAX's), where a Python loop would see the writes; scan a copy (xs.copy())",
+        )
     carry_tree, y_tree = treedef[1]
     carry_count = _count_leaves(carry_tree)
     types = [a.type for a in carries]

@@ -451,6 +451,24 @@ def test_a_body_writing_into_an_array_from_outside_it_has_eager_semantics(name: 
     close(a, want_a)  # the caller's array holds what the eager loop left in it
 
 
+def test_a_scan_writing_the_array_it_scans_over_raises() -> None:
+    """A scan reads its rows as they were before it (JAX's); a Python loop over a mutated array sees
+    the writes, so rather than differ silently dslc refuses (found by the fuzzer)."""
+
+    def f(a):
+        def step(c, row):
+            a[...] += c  # a is also xs
+            return c + row, row
+
+        return dsl.scan(step, 0.0, a[::-1])
+
+    line = _line_of(f, "return dsl.scan(step, 0.0, a[::-1])")
+    with pytest.raises(
+        dsl.TraceError, match=rf"test_control_flow.py:{line}: scan's f writes into an array it scans"
+    ):
+        dsl.compile(f)(np.ones(3))
+
+
 def test_a_written_enclosing_array_under_grad_and_vmap() -> None:
     a, x = np.zeros(3), np.array([0.3, 0.5, -0.2])
     g = dsl.grad(_fori_writer, argnums=1)(a, x)

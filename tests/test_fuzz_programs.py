@@ -1217,7 +1217,9 @@ def _broadcasts_into(a: tuple[int, ...], shape: tuple[int, ...]) -> bool:
 BODY_KINDS = ("unary", "binary", "inplace", "iadd", "add_", "setrow", "outer", "loop", "cond")
 
 
-def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest: bool = True) -> tuple:
+def _draw_body(
+    draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest: bool = True, scanned: Any = None
+) -> tuple:
     """1-3 steps that keep a carry of ``shape``: unary ops, binary ops with an outer value that
     broadcasts into it (or a constant), the loop counter, in-place writes of the carry (methods,
     ``c += x``, ``c.add_(x)``, ``c[k % n] = row``), a write into a writable array of the enclosing
@@ -1227,7 +1229,14 @@ def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest
     outer = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape)]
     rows = [k for k in _float_arrays(env) if _broadcasts_into(np.shape(env[k]), shape[1:])]
     # arrays a body may write (eager semantics: dsl/control.py carries them); NumPy's writable ones
-    targets = [k for k in _float_arrays(env) if np.ndim(env[k]) and np.asarray(env[k]).flags.writeable]
+    # (not the array a scan reads its rows from: dslc refuses that write, docs/semantics.md)
+    targets = [
+        k
+        for k in _float_arrays(env)
+        if np.ndim(env[k])
+        and np.asarray(env[k]).flags.writeable
+        and (scanned is None or not np.shares_memory(env[k], scanned))
+    ]
     kinds = BODY_KINDS[: len(BODY_KINDS) if nest else -2] + (("counter",) if counter else ())
     for _ in range(draw(st.integers(1, 3))):
         kind = draw(st.sampled_from(kinds))
@@ -1245,9 +1254,11 @@ def _draw_body(draw, env: list[Any], shape: tuple[int, ...], counter: bool, nest
         elif kind == "iadd":
             ops.append(("iadd", draw(st.sampled_from(outer + list(CONSTANTS)))))
         elif kind == "loop":
-            ops.append(("loop", draw(st.sampled_from((0, 1, 2))), _draw_body(draw, env, shape, True, False)))
+            ops.append(
+                ("loop", draw(st.sampled_from((0, 1, 2))), _draw_body(draw, env, shape, True, False, scanned))
+            )
         elif kind == "cond":
-            then, other = (_draw_body(draw, env, shape, counter, False) for _ in range(2))
+            then, other = (_draw_body(draw, env, shape, counter, False, scanned) for _ in range(2))
             ops.append(("cond", then, other))
         elif len(shape) == 0:
             continue  # in-place methods and row writes need an array (a 0-d NumPy result is a scalar)
@@ -1288,8 +1299,9 @@ def gen_control(draw, env):
         return None
     if kind == "scan":
         return ("scan", i, draw(st.sampled_from(xs)), draw(st.booleans()))
-    body = _draw_body(draw, env, shape, False)
-    return ("scan_carries", i, draw(st.sampled_from(xs)), body, draw(st.booleans()), draw(st.booleans()))
+    j = draw(st.sampled_from(xs))
+    body = _draw_body(draw, env, shape, False, scanned=env[j])
+    return ("scan_carries", i, j, body, draw(st.booleans()), draw(st.booleans()))
 
 
 def _draw_indices(draw, n: int) -> tuple[int, ...]:
