@@ -176,6 +176,24 @@ def _promoted(init: list[Array], tree: Any, treedef: Any, out: Sequence[Array]) 
     return new if changed else None
 
 
+def _traced_promoted(
+    traced: Callable[[list[Array]], tuple[Block, pytree.TreeDef, list[Array]]],
+    init: list[Array],
+    tree: Any,
+    carried: Callable[[pytree.TreeDef, list[Array]], tuple[pytree.TreeDef, list[Array]]] = lambda t, o: (
+        t,
+        o,
+    ),
+) -> tuple[list[Array], Block, pytree.TreeDef, list[Array]]:
+    """``traced(init)``, traced again from the promoted carries where ``_promoted`` changes one
+    (``carried``: the carry's tree and leaves among the body's output); returns the carries used."""
+    block, treedef, out = traced(init)
+    promoted = _promoted(init, tree, *carried(treedef, out))
+    if promoted is None:
+        return init, block, treedef, out
+    return (promoted, *traced(promoted))
+
+
 def _promote_branches(blocks: list[Block], then_out: list[Array], else_out: list[Array]) -> list[Block]:
     """JAX's promotion of weak branch results: where one branch returns a Python scalar (weak) and the
     other an array of its shape and of its kind or wider, the weak one is cast to the other's dtype
@@ -208,13 +226,7 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[[Any, Any], Any], init_
             body = _Body(body_fun, [control.INDEX, *(a.type for a in init)], weak, lifted)
             return body.trace(body.args[0], pytree.unflatten(tree, body.args[1:]))
 
-        init = init0
-        block, treedef, out = traced(init)
-        promoted = _promoted(init, tree, treedef, out)
-        if promoted is not None:
-            init = promoted
-            block, treedef, out = traced(init)
-        return init, block, treedef, out
+        return _traced_promoted(traced, init0, tree)
 
     (init, block, treedef, out), lifted = _lifting(run)
     types = [a.type for a in init]
@@ -237,12 +249,7 @@ def while_loop(cond_fun: Callable[[Any], Any], body_fun: Callable[[Any], Any], i
             body = _Body(body_fun, [a.type for a in init], [a.weak for a in init], lifted)
             return body.trace(pytree.unflatten(tree, body.args))
 
-        init = init0
-        body_block, treedef, out = traced(init)
-        promoted = _promoted(init, tree, treedef, out)
-        if promoted is not None:
-            init = promoted
-            body_block, treedef, out = traced(init)
+        init, body_block, treedef, out = _traced_promoted(traced, init0, tree)
         _check_carry("while_loop's body_fun", [a.type for a in init], tree, treedef, out)
         cond = _Body(cond_fun, [a.type for a in init], [a.weak for a in init], lifted)
         cond_block, cond_tree, flag = cond.trace(pytree.unflatten(tree, cond.args))
@@ -351,13 +358,10 @@ def scan(
             results = own[:count] + final + own[count:]
             return Block(block.args, block.ops, tuple(results)), treedef, out
 
-        carries = carries0
-        block, treedef, out = traced(carries)
-        promoted = _promoted(carries, tree, treedef[1][0], out[: _count_leaves(treedef[1][0])])
-        if promoted is not None:
-            carries = promoted
-            block, treedef, out = traced(carries)
-        return carries, block, treedef, out
+        def carried(treedef: pytree.TreeDef, out: list[Array]) -> tuple[pytree.TreeDef, list[Array]]:
+            return treedef[1][0], out[: _count_leaves(treedef[1][0])]
+
+        return _traced_promoted(traced, carries0, tree, carried)
 
     carries0 = carries
     (carries, block, treedef, out), lifted = _lifting(run)

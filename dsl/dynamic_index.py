@@ -144,24 +144,13 @@ def _slice_error(it: slice, why: str) -> IndexingError:
 def _describe(it: slice) -> str:
     """The slice as the user wrote it, a traced bound shown as ``i`` (a stop ``k`` past a traced start
     as ``i + k``, one unrelated to it as ``j``: ``i:i`` would read as an empty slice)."""
-    start, stop, step = it.start, it.stop, it.step
-    size = _size(start, stop) if isinstance(start, Array) and isinstance(stop, Array) else None
 
     def bound(b: Any, traced: str) -> str:
         return traced if isinstance(b, Array) else "" if b is None else str(b)
 
-    stop_text = (
-        (
-            "i"
-            if size == 0
-            else f"i + {size}"
-            if size is not None and size > 0
-            else f"i - {-size}"
-            if size is not None
-            else "j"
-        )
-        if isinstance(start, Array)
-        else "i"
-    )
-    parts = [bound(start, "i"), bound(stop, stop_text), bound(step, "k")]
-    return ":".join(parts if step is not None else parts[:2])
+    stop = "i"
+    if isinstance(it.start, Array):
+        size = _size(it.start, it.stop) if isinstance(it.stop, Array) else None
+        stop = "j" if size is None else "i" if size == 0 else f"i + {size}" if size > 0 else f"i - {-size}"
+    parts = [bound(it.start, "i"), bound(it.stop, stop), bound(it.step, "k")]
+    return ":".join(parts if it.step is not None else parts[:2])

@@ -194,7 +194,7 @@ def nanmean(a: Any, axis: Any = None, keepdims: bool = False) -> Array:
     if not a.ir_dtype.is_float:
         return dnp.mean(a, axis=axis, keepdims=keepdims)
     count = dnp.sum(dnp.logical_not(dnp.isnan(a)), axis=axis, keepdims=keepdims)
-    return dnp.divide(nansum(a, axis, keepdims), dnp.astype(count, a.dtype))
+    return dnp.divide(nansum(a, axis, keepdims), ops.cast(count, a.ir_dtype))
 
 
 def _nan_extreme(a: Any, axis: Any, keepdims: bool, largest: bool) -> Array:
@@ -235,7 +235,7 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan:
     infinities); NaN close to NaN only with ``equal_nan``. Integers compare as floats, as NumPy's."""
     a, b = ops.asarray(a), ops.asarray(b)
     dtype = ops.result_dtype(b, 1.0)
-    y = dnp.astype(b, dtype.np) if b.ir_dtype is not dtype else b
+    y = dnp.astype(b, dtype.np) if b.ir_dtype is not dtype else b  # a strong array, as NumPy's
     near = dnp.less_equal(dnp.abs(dnp.subtract(a, y)), dnp.add(atol, dnp.multiply(rtol, dnp.abs(y))))
     out = dnp.logical_or(dnp.logical_and(near, dnp.isfinite(y)), dnp.equal(a, y))
     if equal_nan:
@@ -279,7 +279,7 @@ def average(
         w = dnp.reshape(w, tuple(w.shape[0] if k == ax else 1 for k in range(a.ndim)))
         w = dnp.broadcast_to(w, a.shape)
     dtype = ops.float_of(ops.result_dtype(a, w))
-    total = dnp.sum(dnp.astype(w, dtype.np), axis=axis, keepdims=keepdims)
+    total = dnp.sum(ops.cast(w, dtype), axis=axis, keepdims=keepdims)
     avg = dnp.divide(dnp.sum(dnp.multiply(a, w), axis=axis, keepdims=keepdims), total)
     return (avg, dnp.broadcast_to(total, avg.shape)) if returned else avg
 
@@ -341,9 +341,7 @@ def positive(x: Any) -> Array:
 def _scaled(x: Any, factor: float) -> Array:
     x = ops.asarray(x)
     dtype = ops.float_of(x.ir_dtype)
-    return dnp.multiply(
-        dnp.astype(x, dtype.np) if x.ir_dtype is not dtype else x, np.asarray(factor, dtype.np)
-    )
+    return dnp.multiply(ops.cast(x, dtype), np.asarray(factor, dtype.np))
 
 
 def deg2rad(x: Any) -> Array:
@@ -383,7 +381,7 @@ def sinc(x: Any) -> Array:
     """``np.sinc``: ``sin(pi x) / (pi x)``, as NumPy computes it (1 at 0 from ``x = 1e-20`` there)."""
     x = ops.asarray(x)
     dtype = ops.float_of(x.ir_dtype)
-    xf = dnp.astype(x, dtype.np) if x.ir_dtype is not dtype else x
+    xf = ops.cast(x, dtype)
     y = dnp.multiply(
         np.asarray(np.pi, dtype.np), dnp.where(dnp.equal(xf, 0), np.asarray(1.0e-20, dtype.np), xf)
     )

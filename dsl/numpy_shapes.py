@@ -142,7 +142,7 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
                     ShapeError, f"can't extend empty axis {axis} using modes other than 'constant'"
                 )
             n = out.shape[axis]
-            if max(before, after) > (n - 1 if mode == "reflect" else n) and mode != "edge":
+            if mode != "edge" and max(before, after) > (n - 1 if mode == "reflect" else n):
                 # Past one period (or reflecting an axis of one): NumPy's own index map of the axis
                 # (padding positions is what padding values does), as one gather along it.
                 positions = np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]
