@@ -423,6 +423,26 @@ def expm1(x: Any) -> Array:
     return ops.unary(ew.expm1, x, float_only=True)
 
 
+def cbrt(x: Any) -> Array:
+    """The real cube root (negative for a negative ``x``); exact for perfect cubes."""
+    return ops.unary(ew.cbrt, x, float_only=True)
+
+
+def copysign(x1: Any, x2: Any) -> Array:
+    """``x1``'s magnitude with ``x2``'s sign bit (``-0.0`` and a NaN's sign count), in a float dtype."""
+    return _float_binary(ew.copysign, x1, x2)
+
+
+def signbit(x: Any) -> Array:
+    """Whether the sign bit is set: true for ``-0.0`` and negative NaNs, as NumPy's."""
+    x = ops.asarray(x)
+    if x.ir_dtype.is_bool:
+        return zeros_like(x, dtype=np.bool_)
+    if not x.ir_dtype.is_float:
+        return less(x, 0)
+    return less(copysign(np.asarray(1, x.ir_dtype.np), x), 0)
+
+
 def sqrt(x: Any) -> Array:
     return ops.unary(ew.sqrt, x, float_only=True)
 
@@ -831,6 +851,7 @@ from dsl.numpy_compose import (  # noqa: E402, F401
     atleast_3d,
     average,
     column_stack,
+    cross,
     deg2rad,
     degrees,
     diag,

@@ -1,6 +1,6 @@
 """NumPy functions written with other ``dsl.numpy`` functions: contractions (``tensordot``, ``inner``,
 ``vdot``, ``kron``), diagonals (``diagonal``, ``diag``, ``trace``), repetition (``tile``, ``repeat``,
-``roll``), the NaN-ignoring reductions and extrema (``nansum`` ... ``fmax``), comparisons within a
+``roll``), ``cross``, the NaN-ignoring reductions and extrema (``nansum`` ... ``fmax``), comparisons within a
 tolerance (``isclose``, ``allclose``), ``average``, the ``atleast_*d`` and stacking helpers, and a few
 elementwise ones (``deg2rad`` ... ``sinc``). Their gradients are those of what they are written with.
 Each follows NumPy 2 in values and dtypes; where NumPy gives a view (``diagonal``), a Python bool
@@ -50,6 +50,42 @@ def tensordot(a: Any, b: Any, axes: Any = 2) -> Array:
         sb[j] = sa[i]
     out = [c for k, c in enumerate(sa) if k not in left] + [c for k, c in enumerate(sb) if k not in right]
     return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
+
+
+def cross(
+    a: Any, b: Any, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None
+) -> Array:
+    """``np.cross``: the cross product of 3-vectors (or 2-vectors, as NumPy: a 2-vector's third
+    component is 0, and two 2-vectors give the scalar z component) along ``axisa``/``axisb``, the
+    other axes broadcast, the result's vectors along ``axisc`` (``axis`` sets all three)."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = dnp.moveaxis(ops.asarray(a), axisa, -1)
+    b = dnp.moveaxis(ops.asarray(b), axisb, -1)
+    if a.ndim == 0 or b.ndim == 0 or a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise tracing.user_error(
+            ShapeError,
+            f"cross: incompatible dimensions for cross product (dimension must be 2 or 3), got shapes "
+            f"{a.shape} and {b.shape} along the vector axes",
+        )
+    dtype = ops.result_dtype(a, b)
+    a, b = ops.to_dtype(a, dtype), ops.to_dtype(b, dtype)
+    a0, a1, b0, b1 = a[..., 0], a[..., 1], b[..., 0], b[..., 1]
+    z = dnp.subtract(dnp.multiply(a0, b1), dnp.multiply(a1, b0))
+    if a.shape[-1] == 2 and b.shape[-1] == 2:
+        return z
+    # NumPy's products and negations where one vector's third component is a zero it does not write
+    if a.shape[-1] == 2:
+        b2 = b[..., 2]
+        x, y = dnp.multiply(a1, b2), dnp.negative(dnp.multiply(a0, b2))
+    elif b.shape[-1] == 2:
+        a2 = a[..., 2]
+        x, y = dnp.negative(dnp.multiply(a2, b1)), dnp.multiply(a2, b0)
+    else:
+        a2, b2 = a[..., 2], b[..., 2]
+        x = dnp.subtract(dnp.multiply(a1, b2), dnp.multiply(a2, b1))
+        y = dnp.subtract(dnp.multiply(a2, b0), dnp.multiply(a0, b2))
+    return dnp.moveaxis(dnp.stack([x, y, z], axis=-1), -1, axisc)
 
 
 def _axes_in_order(axes: Any, ndim: int) -> list[int]:
@@ -395,6 +431,7 @@ __all__ = [
     "atleast_3d",
     "average",
     "column_stack",
+    "cross",
     "deg2rad",
     "degrees",
     "diag",

@@ -28,7 +28,6 @@ ALTERNATIVES: dict[str, str] = {
     "flatnonzero": _DATA_SHAPE,
     "extract": _DATA_SHAPE,
     "compress": _DATA_SHAPE,
-    "cross": "slices and products: a[1] * b[2] - a[2] * b[1], ...",
     "clamp": "dsl.numpy.clip",
     "solve": _FACTORIZATION,
     "inv": _FACTORIZATION,

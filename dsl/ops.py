@@ -403,8 +403,47 @@ def _index_items(x: Array, index: Any) -> list[Any]:
     return items + fill
 
 
+def _is_bool_scalar(it: Any) -> bool:
+    return isinstance(it, (bool, np.bool_))
+
+
+def _bool_scalar_view(x: Array, index: Any) -> Array:
+    """``x[..., True, ...]`` / ``x[..., False, ...]``: NumPy reads a Python bool as a 0-d mask, one
+    new axis for all of them, of length 1 (all True) or 0 (a False), where the first stands or, when
+    integers and bools (all advanced indices then) are not side by side, first. The view with
+    ``None`` there, moved and sliced to nothing as NumPy's."""
+    items = list(index) if isinstance(index, tuple) else [index]
+    if gather.has_index_arrays(index):
+        raise tracing.user_error(
+            IndexingError,
+            "a Python bool index beside integer arrays: write the bool as None (True) or index with "
+            "arrays only",
+        )
+
+    def integer(it: Any) -> bool:
+        return dynamic_index.is_integer(it) or (isinstance(it, (int, np.integer)) and not _is_bool_scalar(it))
+
+    bools = [k for k, it in enumerate(items) if _is_bool_scalar(it)]
+    advanced = [k for k, it in enumerate(items) if k in bools or integer(it)]
+    first = bools[0]
+    rest = [None if k == first else it for k, it in enumerate(items) if k not in bools[1:]]
+    view = index_view(x, tuple(rest))
+    used = builtins.sum(it is not None and it is not Ellipsis for it in rest)
+    axis = builtins.sum(
+        x.ndim - used if it is Ellipsis else 0 if integer(it) else 1 for it in rest[:first]
+    )  # the result axis of the new one: what the items before it leave
+    if advanced != list(range(advanced[0], advanced[-1] + 1)):
+        order = [axis] + [k for k in range(view.ndim) if k != axis]
+        view, axis = transpose(view, order), 0
+    if not all(items[k] for k in bools):
+        view = index_view(view, tuple(slice(0, 0) if k == axis else slice(None) for k in range(view.ndim)))
+    return view
+
+
 def index_view(x: Array, index: Any) -> Array:
     """The view ``x[index]`` (also when NumPy would return a scalar copy: setitem writes through it)."""
+    if any(_is_bool_scalar(it) for it in (index if isinstance(index, tuple) else (index,))):
+        return _bool_scalar_view(x, index)
     if gather.has_index_arrays(index):  # advanced indexing: a gather, written back by a scatter
         return gather.gather_view(x, index)
     items = _index_items(x, index)
@@ -472,8 +511,9 @@ def getitem(x: Array, index: Any) -> Array:
     view = index_view(x, index)
     items = index if isinstance(index, tuple) else (index,)
     # NumPy returns a scalar for one element, and indexes with a 0-d integer array as with an
-    # integer array (advanced indexing): both are copies, not views
-    if selects_element(x, index) or any(dynamic_index.is_integer(it) for it in items):
+    # integer array (advanced indexing), and a Python bool as a 0-d mask: copies, not views
+    copied = any(dynamic_index.is_integer(it) or _is_bool_scalar(it) for it in items)
+    if selects_element(x, index) or copied:
         return Array.fresh(view.value, x.weak)
     return view
 

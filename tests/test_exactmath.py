@@ -79,6 +79,41 @@ def test_log1p_gradient_still_one_over_one_plus_x() -> None:
     np.testing.assert_allclose(dsl.grad(lambda x: dnp.log1p(x).sum())(x), 1 / (1 + x), rtol=1e-15)
 
 
+def test_float32_cbrt_is_correctly_rounded_on_every_sampled_float() -> None:
+    """musl's ``cbrtf``, two Newton steps in float64: the float64 cube root rounded once, on every
+    4099th float32 bit pattern (NumPy's own float32 ``cbrt`` is within 2 ulps)."""
+    x = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    got = dsl.compile(lambda v: dnp.cbrt(v))(x)
+    assert got.dtype == np.float32
+    want = np.cbrt(x.astype(np.longdouble)).astype(np.float32)  # the exact root, rounded
+    finite = np.isfinite(x)
+    np.testing.assert_array_equal(got[finite], want[finite])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(x))
+    np.testing.assert_array_equal(got[np.isinf(x)], x[np.isinf(x)])
+
+
+def test_float64_cbrt_within_two_thirds_of_an_ulp() -> None:
+    """musl's ``cbrt`` (< 0.667 ulps), against the long double root; glibc's ``cbrt`` is 3 ulps off
+    at places, and 27.0 gives 3.0000000000000004 there."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(200_000) * 10.0 ** rng.integers(-300, 300, 200_000)
+    x = np.concatenate([x, np.exp(rng.uniform(-744, -708, 2_000)), -np.exp(rng.uniform(-744, -708, 2_000))])
+    got = dsl.compile(dnp.cbrt)(x)
+    exact = np.cbrt(x.astype(np.longdouble))
+    error = np.abs(got.astype(np.longdouble) - exact) / np.spacing(np.abs(got)).astype(np.longdouble)
+    assert float(error.max()) < 0.667
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cbrt_of_cubes_zeros_and_infinities_is_exact(dtype: type) -> None:
+    roots = np.arange(-200, 201).astype(dtype)
+    np.testing.assert_array_equal(dsl.compile(lambda v: dnp.cbrt(v))(roots**3), roots)
+    special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan], dtype)
+    got = dsl.compile(lambda v: dnp.cbrt(v))(special)
+    np.testing.assert_array_equal(got, special)
+    np.testing.assert_array_equal(np.signbit(got[:4]), np.signbit(special[:4]))
+
+
 def test_float_products_are_spelled_unfused_and_integer_ones_plainly() -> None:
     """``mul`` of floats calls ``mul_f32``/``mul_f64`` (``operator.mul`` on the CPU, libdevice's
     ``fmul_rn`` on CUDA); of integers it stays ``*``. The CPU module binds what it calls."""

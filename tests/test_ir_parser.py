@@ -39,9 +39,12 @@ PRIM_CASES: dict[str, list[Case]] = {
     **{
         name: [((T(2, 3),), {}), ((T(dtype=F64),), {})]
         for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "erf", "logistic")
-        + ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10")
+        + ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "cbrt")
     },
-    **{name: [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=F64),) * 2, {})] for name in ("atan2", "hypot")},
+    **{
+        name: [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=F64),) * 2, {})]
+        for name in ("atan2", "hypot", "copysign")
+    },
     **{name: [((T(4, dtype=I32),), {}), ((T(dtype=F64),), {})] for name in ("neg", "abs", "sign")},
     "floor": [((T(2, 3),), {}), ((T(dtype=F64),), {})],
     "fmod": [

@@ -421,7 +421,7 @@ DOMAINS = {
 ELEMENTWISE_NAMES = (
     "neg abs sign exp log log1p expm1 sqrt sin cos tan tanh erf logistic add sub mul div pow max min "
     "floor fmod eq ne lt le gt ge and or xor not shift_left shift_right copy stop_gradient "
-    "asin acos atan sinh cosh asinh acosh atanh log2 log10 atan2 hypot"
+    "asin acos atan sinh cosh asinh acosh atanh log2 log10 atan2 hypot cbrt copysign"
 ).split()
 
 TABLE: dict[str, Entry] = {name: elementwise(name, DOMAINS.get(name, ("any",))) for name in ELEMENTWISE_NAMES}

@@ -169,6 +169,8 @@ TABLE: dict[str, list[Case] | str] = {
     "log10": unary(positive),
     "atan2": binary(normal, nonzero),
     "hypot": binary(nonzero, nonzero),
+    "cbrt": unary(nonzero),
+    "copysign": binary(nonzero, nonzero),
     "logistic": unary(),
     "copy": unary(),
     "stop_gradient": ZERO_BY_DEFINITION,

@@ -290,6 +290,23 @@ def _atan2_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 
 @vjp_rule
+def _cbrt_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, out = emitter(build), op.result  # d cbrt(x) = 1 / (3 cbrt(x)**2): inf at 0, as JAX's
+    return (e(div, ct, e(mul, full_like(build, 3, out.type), e(mul, out, out))),)
+
+
+@vjp_rule
+def _copysign_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    # copysign(x, y) is |x| with y's sign: d/dx = sign(x) sign(y) (sign bits: -0.0 counts negative);
+    # d/dy = 0 (piecewise constant in y).
+    if not wanted[0]:
+        return (None, None)
+    e, (x, y) = emitter(build), op.operands
+    one = full_like(build, 1, x.type)
+    return (e(mul, ct, e(mul, e(copysign, one, x), e(copysign, one, y))), None)
+
+
+@vjp_rule
 def _hypot_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     # d hypot(x, y) = (x dx + y dy) / hypot; 0 at the origin (a subgradient; JAX's rule gives NaN).
     e, (x, y), out = emitter(build), op.operands, op.result
@@ -308,22 +325,32 @@ def _libm(
     return _elementwise(name, 1, code, ref, FLOAT, needs, vjp=vjp, mlir=ml.math(name))
 
 
+def _libm2(
+    name: str, ref: Callable[..., np.ndarray], needs: frozenset[str], vjp: Vjp, mlir: ml.ScalarRule
+) -> Primitive:
+    """A float function of two operands: ``math.<name>``."""
+    return _elementwise(
+        name, 2, lambda c, x, y: f"math.{name}({x}, {y})", ref, FLOAT, needs, vjp=vjp, mlir=mlir
+    )
+
+
+def _exact(name: str, ref: Callable[..., np.ndarray], needs: frozenset[str], vjp: Vjp) -> Primitive:
+    """A float function of one operand computed by ``exactmath``'s ``<name>_f32`` / ``<name>_f64`` on
+    both targets (the same bits on the CPU and CUDA)."""
+
+    def code(ctx: EmitContext, x: str) -> str:
+        return f"{ctx.helper(f'{name}_{ctx.result_type.dtype.value}')}({x})"
+
+    return _elementwise(name, 1, code, ref, FLOAT, needs, vjp=vjp, mlir=ml.math(name))
+
+
 neg = _elementwise("neg", 1, lambda c, x: f"(-{x})", np.negative, vjp=_neg_vjp, mlir=ml.neg)
 _ABS_MLIR = ml.by_dtype("math.absf", "math.absi")
 abs_ = _elementwise("abs", 1, lambda c, x: f"abs({x})", np.abs, NUMERIC, INPUTS, vjp=_abs_vjp, mlir=_ABS_MLIR)
 sign = _elementwise("sign", 1, _sign, np.sign, vjp=_sign_vjp, mlir=ml.sign)
 exp = _libm("exp", np.exp, OUTPUT, _exp_vjp, fast=True)
 log = _libm("log", np.log, INPUTS, _log_vjp, fast=True)
-log1p = _elementwise(  # exactmath's, on both targets: the same bits (dsl.random.normal's contract)
-    "log1p",
-    1,
-    lambda c, x: f"{c.helper(f'log1p_{c.result_type.dtype.value}')}({x})",
-    np.log1p,
-    FLOAT,
-    INPUTS,
-    vjp=_log1p_vjp,
-    mlir=ml.math("log1p"),
-)
+log1p = _exact("log1p", np.log1p, INPUTS, _log1p_vjp)  # (dsl.random.normal's contract: the same bits)
 expm1 = _libm("expm1", np.expm1, OUTPUT, _expm1_vjp)
 sqrt = _libm("sqrt", np.sqrt, OUTPUT, _sqrt_vjp)
 sin = _libm("sin", np.sin, INPUTS, _sin_vjp)
@@ -343,26 +370,10 @@ acosh = _libm("acosh", np.arccosh, INPUTS, _acosh_vjp)
 atanh = _libm("atanh", np.arctanh, INPUTS, _atanh_vjp)
 log2 = _libm("log2", np.log2, INPUTS, _log_base_vjp(2.0))
 log10 = _libm("log10", np.log10, INPUTS, _log_base_vjp(10.0))
-atan2 = _elementwise(
-    "atan2",
-    2,
-    lambda c, y, x: f"math.atan2({y}, {x})",
-    np.arctan2,
-    FLOAT,
-    INPUTS,
-    vjp=_atan2_vjp,
-    mlir=ml.math2("atan2"),
-)
-hypot = _elementwise(
-    "hypot",
-    2,
-    lambda c, x, y: f"math.hypot({x}, {y})",
-    np.hypot,
-    FLOAT,
-    INPUTS | OUTPUT,
-    vjp=_hypot_vjp,
-    mlir=ml.hypot,
-)
+atan2 = _libm2("atan2", np.arctan2, INPUTS, _atan2_vjp, ml.math2("atan2"))
+hypot = _libm2("hypot", np.hypot, INPUTS | OUTPUT, _hypot_vjp, ml.hypot)
+cbrt = _exact("cbrt", np.cbrt, OUTPUT, _cbrt_vjp)  # musl's: float32 correctly rounded, float64 < 0.67 ulp
+copysign = _libm2("copysign", np.copysign, INPUTS, _copysign_vjp, ml.math2("copysign"))
 logistic = _elementwise(
     "logistic",
     1,

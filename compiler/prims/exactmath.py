@@ -111,14 +111,64 @@ def log1p_f64(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - comp
     return y if x < np.float64(np.inf) else x
 
 
+def cbrt_f32(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+    # musl's cbrtf (FreeBSD's s_cbrtf.c): a 5-bit estimate from the exponent's bits, then two Newton
+    # steps in float64; rounding the 47-bit result to float32 is correct in round-to-nearest.
+    ax = abs(x)
+    small = ax < np.float32(1.1754943508222875e-38)  # zero or subnormal: scaled by 2**24 first
+    hx = f32_bits(mul_f32(ax, np.float32(16777216.0)) if small else ax)
+    hx = np.int32(hx // np.int32(3) + (np.int32(642849266) if small else np.int32(709958130)))
+    t = np.float64(f32_from_bits(hx))
+    xd = np.float64(ax)
+    r = mul_f64(mul_f64(t, t), t)
+    t = mul_f64(t, xd + xd + r) / (xd + r + r)
+    r = mul_f64(mul_f64(t, t), t)
+    t = mul_f64(t, xd + xd + r) / (xd + r + r)
+    y = np.float32(t)
+    y = y if x >= np.float32(0.0) else -y
+    y = y if ax < np.float32(np.inf) else x + x  # inf and NaN are their own cube roots
+    return x if ax == np.float32(0.0) else y  # so are the zeros, signs kept
+
+
+def cbrt_f64(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+    # musl's cbrt (FreeBSD's s_cbrt.c): a 5-bit estimate from the exponent's bits, a polynomial to
+    # 23 bits, rounded away from zero to 23 bits, then one Newton step: error < 0.667 ulps.
+    ax = abs(x)
+    small = ax < np.float64(2.2250738585072014e-308)  # zero or subnormal: scaled by 2**54 first
+    hx = f64_bits(mul_f64(ax, np.float64(18014398509481984.0)) if small else ax) >> np.int64(32)
+    hx = hx // np.int64(3) + (np.int64(696219795) if small else np.int64(715094163))
+    t = f64_from_bits(hx << np.int64(32))
+    safe = ax if ax > np.float64(0.0) else np.float64(1.0)
+    r = mul_f64(mul_f64(t, t), t / safe)
+    p = np.float64(1.87595182427177009643) + mul_f64(
+        r, np.float64(-1.88497979543377169875) + mul_f64(r, np.float64(1.621429720105354466140))
+    )
+    q = mul_f64(
+        mul_f64(mul_f64(r, r), r),
+        np.float64(-0.758397934778766047437) + mul_f64(r, np.float64(0.145996192886612446982)),
+    )
+    t = mul_f64(t, p + q)
+    t = f64_from_bits((f64_bits(t) + np.int64(0x80000000)) & np.int64(-0x40000000))  # ~0x3fffffff
+    s = mul_f64(t, t)  # exact
+    r = safe / s
+    r = (r - t) / ((t + t) + r)
+    y = t + mul_f64(t, r)
+    y = y if x >= np.float64(0.0) else -y
+    y = y if ax < np.float64(np.inf) else x + x  # inf and NaN are their own cube roots
+    return x if ax == np.float64(0.0) else y  # so are the zeros, signs kept
+
+
 # The helpers a module defines from this text, callees first; ``CALLS``: what each calls of them.
 _FUNCTIONS: dict[str, Callable[..., object]] = {
-    f.__name__: f for f in (f32_bits, f32_from_bits, f64_bits, f64_from_bits, log1p_f32, log1p_f64)
+    f.__name__: f
+    for f in (f32_bits, f32_from_bits, f64_bits, f64_from_bits, log1p_f32, log1p_f64, cbrt_f32, cbrt_f64)
 }
 HELPERS = tuple(_FUNCTIONS)
 CALLS: dict[str, tuple[str, ...]] = {
     "log1p_f32": ("f32_bits", "f32_from_bits", "mul_f32"),
     "log1p_f64": ("f64_bits", "f64_from_bits", "mul_f64"),
+    "cbrt_f32": ("f32_bits", "f32_from_bits", "mul_f32", "mul_f64"),
+    "cbrt_f64": ("f64_bits", "f64_from_bits", "mul_f64"),
 }
 # Names a target binds to its own spelling instead of defining them from this text: target -> name ->
 # spelling (the CUDA simulator runs kernels as Python, where libdevice's functions are stubs).
