@@ -283,6 +283,10 @@ class Array:
             return _gather.mask_write(self, index, value)
         since = len(tracing.current().ops)
         target = _ops.index_view(self, index)
+        if isinstance(value, Array) and _same_elements(value, target):
+            # ``x[i] += v`` ends with ``x[i] = <the view x[i], updated in place>``: NumPy copies the
+            # elements onto themselves; nothing changes, and no op is traced (the update stays in place)
+            return None
         source = _ops.asarray(_ops.assigned(value, self.ir_dtype))
         # NumPy assigns a value with more axes than the target view when the extra leading ones have
         # size 1 (``x[0] = x[1:2]``): they are dropped before broadcasting. (One element takes only a
@@ -294,6 +298,20 @@ class Array:
             source = _ops.reshape(source, source.shape[lead:])
         new = _ops.fit(source, target, "unsafe", "assignment")
         target.write(new.value, "setitem", since)
+
+
+def _same_elements(a: Array, b: Array) -> bool:
+    """Whether two arrays are views of one storage at the same elements in the same order: the same
+    view steps (a dynamic window's start is an operand: the same value, not only the same layout)."""
+    if a._storage is not b._storage or len(a._steps) != len(b._steps) or a.type != b.type:
+        return False
+    for (p, attrs, operands), (q, attrs2, operands2) in zip(a._steps, b._steps, strict=True):
+        same_operands = len(operands) == len(operands2) and all(
+            u is v for u, v in zip(operands, operands2, strict=True)
+        )
+        if p is not q or not same_operands or repr(dict(attrs)) != repr(dict(attrs2)):
+            return False
+    return a._shadow.__array_interface__ == b._shadow.__array_interface__
 
 
 from dsl import gather as _gather  # noqa: E402  (x.at, x[mask] = v: dsl/gather.py)

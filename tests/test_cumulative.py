@@ -161,3 +161,33 @@ def test_jvp_and_vmap_against_jax() -> None:
     np.testing.assert_allclose(value, np.asarray(want_value), rtol=1e-12)
     np.testing.assert_allclose(tangent, np.asarray(want_tangent), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(batched, np.asarray(jax.vmap(jf)(x[None] * t[:, None])), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        [2.0, 0.0, 3.0],
+        [0.0, 0.0, 3.0],
+        [2.0, 3.0, 0.0],
+        [1.5, 0.0, 2.0, 0.0, 3.0],
+        [0.0, 4.0, 0.0, 5.0, 0.0, 2.0],
+    ],
+)
+def test_hessians_of_products_with_zeros_against_jax(x: list[float]) -> None:
+    """Past a line's first zero the cotangent of a running product is 0, but not its derivative in
+    that zero (``d^2 (a b c) / db dc = a``): written with the zero itself, the Hessian is right (it
+    lost those entries: ``hessian(prod)([2, 0, 3])`` had a zero row where JAX has ``[0, 2, 0]``)."""
+    a = np.array(x)
+    weights = np.arange(1.0, a.size + 1)
+    cases = [
+        (lambda v: dnp.prod(v), jnp.prod),
+        (lambda v: (dnp.cumprod(v) * weights).sum(), lambda v: (jnp.cumprod(v) * weights).sum()),
+        (lambda v: (dnp.cumprod(v[::-1]) * weights).sum(), lambda v: (jnp.cumprod(v[::-1]) * weights).sum()),
+    ]
+    for ours, theirs in cases:
+        np.testing.assert_allclose(
+            dsl.hessian(ours)(a), np.asarray(jax.hessian(theirs)(jnp.asarray(a))), atol=1e-12
+        )
+    m = np.stack([a, a[::-1] + 1.0])
+    want = np.asarray(jax.hessian(lambda v: jnp.prod(v, axis=1).sum())(jnp.asarray(m)))
+    np.testing.assert_allclose(dsl.hessian(lambda v: dnp.prod(v, axis=1).sum())(m), want, atol=1e-12)

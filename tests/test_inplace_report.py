@@ -436,3 +436,34 @@ def test_a_copy_in_a_loop_body_under_grad_gives_its_true_reason() -> None:
     assert "to the caller" not in text, text
     with pytest.raises(dsl.InplaceError, match="backward reads"):
         dsl.compile(dsl.grad(f), strict_inplace=True)(x)
+
+
+def updates_through_views(x, w):
+    y = x @ w
+    y[:, 0] += 1.0
+    y[0].add_(1.0)
+    v = y[1]
+    v += 1.0
+    return y
+
+
+@pytest.mark.parametrize("target", sorted(REPORTS))
+def test_an_update_through_a_view_is_one_request_and_in_place(target: str) -> None:
+    """``y[:, 0] += 1`` is a view, ``+=`` on it written through to ``y``, and Python's setitem of that
+    same view (nothing to write: not traced). The ops of one request (new elements, a view back,
+    the write into the base) are judged as one: ``y`` stays where it was, so it is in place, the
+    new elements' staging buffer named; strict compiles (it raised "the old value is still read"
+    naming the request's own line, once per op)."""
+    bufferized, plan = REPORTS[target](updates_through_views, (A, W))
+    rows = [d for d in plan.inplace if d.request]
+    assert sorted(d.loc.line for d in rows) == [
+        _line(updates_through_views, t) for t in ("+= 1", "add_", "v +=")
+    ]
+    assert all(d.outcome == "in place" for d in rows), rows
+    check_consistent(bufferized, plan)
+    if target == "cpu":
+        want = A @ W
+        want[:, 0] += 1.0
+        want[0] += 1.0
+        want[1] += 1.0
+        assert_same(dsl.compile(updates_through_views, strict_inplace=True)(A, W), want, rtol=1e-5)

@@ -67,6 +67,24 @@ def over_matmul_want(x, v, w, i):
     return c @ x
 
 
+def returned_after_updates(x, w):
+    """A returned matmul result updated through views: ``y[0] += 1`` (getitem, ``+=`` on the view,
+    setitem of that same view), a method on a row, a strided window."""
+    y = x @ w
+    y[0] += 1.0
+    y[2].mul_(3.0)
+    y[1::4, ::3] = y[1::4, ::3] * 2.0
+    return y
+
+
+def returned_after_updates_want(x, w):
+    y = x @ w
+    y[0] += 1.0
+    y[2] *= 3.0
+    y[1::4, ::3] = y[1::4, ::3] * 2.0
+    return y
+
+
 def _enclosing(body: list[Stmt], outer: tuple[For, ...] = ()) -> list[tuple[For, ...]]:
     """For each statement that stores, the loops around it."""
     out = []
@@ -83,6 +101,7 @@ def _update_kernels(fn, args, target: str) -> list[tuple[int, int, int]]:
     window's size, the base's size)."""
     comp = dsl.compile(fn, target=target).lower(*args).program.compilation
     donor = {r.value: r.reused_from for r in comp.plan.buffers}
+    donor.update(comp.plan.result_reuses)  # a result computed over a value kept in its memory
     out = []
     for group, kernel in comp.kernels.kernels.items():
         root = group.root
@@ -102,17 +121,19 @@ def _update_kernels(fn, args, target: str) -> list[tuple[int, int, int]]:
         (rows_static, (X,)),
         (rows_traced, (X,)),
         (over_matmul, (X[:10, :10].astype(np.float64), X[0, :10].astype(np.float64), X[:2, :10], 3)),
+        (returned_after_updates, (X, X[:16, :16])),
     ],
-    ids=["loop-static", "loop-fori", "over-matmul"],
+    ids=["loop-static", "loop-fori", "over-matmul", "returned"],
 )
 def test_in_place_update_kernel_loops_over_the_window(fn, args, target: str) -> None:
     """Every update computed over its base's buffer loops over the update's elements only; a loop of
-    K ``c[i] = c[i] * 2 + 1`` has K - 2 of them (the first reads the argument, which is not ours to
-    overwrite, the last is the result, which is never planned)."""
+    K ``c[i] = c[i] * 2 + 1`` has K - 1 of them (the first reads the argument, which is not ours to
+    overwrite; the last is computed over the value the plan keeps in the result's memory)."""
     # (the fori_loop unrolled: natively its one update runs in the loop's body, over the carry)
     with option_defaults(native_loops=fn is not rows_traced):
         found = _update_kernels(fn, [np.asarray(a) for a in args], target)
-    assert len(found) == (K - 2 if fn is not over_matmul else 1), found
+    count = {rows_static: K - 1, rows_traced: K - 1, over_matmul: 1, returned_after_updates: 3}[fn]
+    assert len(found) == count, found
     for iterations, window, base in found:
         assert iterations == window < base, found
 
@@ -126,6 +147,8 @@ def test_values_against_numpy(inplace: bool, sanitize: bool, monkeypatch: pytest
         monkeypatch.delenv("DSL_SANITIZE", raising=False)
     for fn in (rows_static, rows_traced):
         np.testing.assert_array_equal(dsl.compile(fn, inplace=inplace)(X), rows_want(X))
+    got = dsl.compile(returned_after_updates, inplace=inplace)(X, X[:16, :16])
+    np.testing.assert_allclose(got, returned_after_updates_want(X, X[:16, :16]), rtol=1e-6)
     x = RNG.standard_normal((10, 10))
     v, w = RNG.standard_normal(10), RNG.standard_normal((2, 10))
     f = dsl.compile(over_matmul, inplace=inplace)

@@ -18,9 +18,10 @@ and memory plans, for a group when
   elements only, as the update reads them;
 - not a band member (a band's kernel is written row by row for all its members);
 - the result takes over the buffer of the root's base operand itself (``MemoryPlan``: the result's
-  row ``reused_from`` the base, or the base is an argument written back directly into the caller's
-  array), not of some other input the base was computed from (``exp(c)`` updated in c's buffer
-  needs every element computed).
+  row ``reused_from`` the base, the base kept in the memory of the function's result the update is
+  (``result_reuses``), or the base is an argument written back directly into the caller's array),
+  not of some other input the base was computed from (``exp(c)`` updated in c's buffer needs every
+  element computed).
 
 The planner only computes an update over its base when the group reads the base at the element
 being written and nowhere else (``FusionPlan.in_place_safe``), so the window kernel, which no
@@ -45,6 +46,7 @@ def window_updates(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> set[
     by_name = {n: v for v, n in fusion.names.items()}
     donor = {r.value: by_name[r.reused_from] for r in plan.buffers if r.reused_from in by_name}
     donor.update({v: func.params[k] for v, k in plan.direct_writeback.items()})
+    donor.update({v: by_name[n] for v, n in plan.result_reuses.items() if n in by_name})  # (result memory)
     out = set()
     for group in fusion.groups:
         root = group.root

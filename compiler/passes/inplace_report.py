@@ -80,12 +80,15 @@ class InplaceRequest:
     home_param: int | None  # the new value is a view of argument ``home_param``
     copy_reason: str  # why the old value is kept beside the new one, if the plan keeps it
     blocker: Location | None  # the line that still reads the old value after the request
+    through: tuple[Value, ...] = ()  # the request's own earlier ops' values (a view's new elements)
 
 
 def find_requests(
     func: Function, fusion: FusionPlan, plan: MemoryPlan, inplace: bool
 ) -> list[InplaceRequest]:
-    """Every user in-place request of ``func`` (ops carrying ``dsl.inplace``), in program order."""
+    """Every user in-place request of ``func`` (ops carrying ``dsl.inplace``), in program order. One
+    request may be several ops (``_units``): judged as one, from the array's value before its first
+    op to the value after its last."""
     ops = [op for op in func.ops if INPLACE_ATTR in op.attrs and op.results]
     if not ops:
         return []
@@ -96,10 +99,12 @@ def find_requests(
     producer = {r: op for op in func.ops for r in op.results}
     position = {op: i for i, op in enumerate(func.ops)}
     out = []
-    for op in ops:
+    for unit in _units(ops):
+        op = unit[-1]
         request = str(op.attrs[INPLACE_ATTR])
         new = op.result
-        old = _stored_before(op, producer, stored) if _reads_old(op) else None
+        reader = next((u for u in unit if _reads_old(u)), None)
+        old = None if reader is None else _stored_before(reader, producer, stored)
         home = new
         while home not in stored and home in producer and _is_view_of_the_array(producer[home]):
             home = producer[home].operands[0]
@@ -120,8 +125,24 @@ def find_requests(
         )
         where = (new, old, home, fusion.names.get(new, "?"), old_name)
         blocked_at = None if blocker is None else blocker.loc
-        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at))
+        through = tuple(u.result for u in unit[:-1])
+        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at, through))
     return out
+
+
+def _units(ops: list[Op]) -> list[list[Op]]:
+    """The requests' ops grouped by request: an in-place update of a view is the new elements
+    computed, viewed back to the base's window and written into the base (``y[0].add_(1)``: ``add``,
+    ``reshape``, ``update_slice``), each op of one statement reading the one before."""
+    units: list[list[Op]] = []
+    for op in ops:
+        last = units[-1][-1] if units else None
+        same = last is not None and op.loc == last.loc and op.attrs[INPLACE_ATTR] == last.attrs[INPLACE_ATTR]
+        if same and last is not None and last.result in op.operands:
+            units[-1].append(op)
+        else:
+            units.append([op])
+    return units
 
 
 def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned: bool) -> str:
@@ -211,6 +232,9 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
         decision.reason = f"the old value {r.old_name} is never stored (computed in the same kernel): no copy"
     elif new_at == old_at:
         decision.outcome, decision.reason = "in place", _where_in_place(r, plan)
+        staged = sum(b.bytes for b in plan.buffers if b.value in r.through and b.in_arena)
+        if staged:
+            decision.reason += f"; the new elements are computed first into {staged} bytes"
     else:
         decision.outcome, decision.reason, decision.blocker = "copy", r.copy_reason, r.blocker
     return decision

@@ -103,11 +103,15 @@ def _prod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     """d out_j / d x_i is the product of ``x_0..x_j`` without ``x_i`` (``j >= i``, in scan order).
     Before a line's first zero that is ``out_j / x_i``: the cotangent is the reverse sum of
     ``ct * out`` divided by ``x_i``. At the first zero ``z`` it is the same sum over the products
-    with ``x_z`` taken as 1 (a second scan); past it, every product holds ``x_z``: zero. Exact where
-    ``x`` has zeros (as the log-step form it replaces and PyTorch's rule), with no division by them."""
+    with ``x_z`` taken as 1 (a second scan). Past it every product holds ``x_z``, so the cotangent is
+    0 there, but not its derivative in ``x_z`` (a Hessian's entry): between the first and the second
+    zero it is ``x_z`` times that second sum over ``x_i``, at the second zero ``x_z`` times the sum
+    with both zeros taken as 1, written with ``x_z`` itself so that a second derivative sees it;
+    past the second zero every product holds two zeros, and the cotangent is 0 to first order.
+    Exact where ``x`` has zeros, with no division by them."""
     e, (x,) = emitter(build), op.operands
     fwd, back = _attrs(op, bool(op.attrs["reverse"])), _attrs(op, not op.attrs["reverse"])
-    zero, one = full_like(build, 0, x.type), full_like(build, 1, x.type)
+    zero, one, two = (full_like(build, k, x.type) for k in (0, 1, 2))
     is_zero = e(ew.eq, x, zero)
     seen = e(cumulative_sum, e(ew.cast, is_zero, dtype=x.type.dtype), **fwd)  # zeros up to here
     before = e(ew.eq, seen, zero)
@@ -116,7 +120,14 @@ def _prod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     regular = e(ew.div, tail, e(ew.select, before, x, one))
     skipped = e(cumulative_prod, e(ew.select, first, one, x), **fwd)
     at_first = e(cumulative_sum, e(ew.mul, ct, skipped), **back)
-    return (e(ew.select, before, regular, e(ew.select, first, at_first, zero)),)
+    x_first = e(cumulative_sum, e(ew.select, first, x, zero), **fwd)  # x_z from the first zero on
+    between = e(ew.and_, e(ew.eq, seen, one), e(ew.not_, is_zero))
+    past_first = e(ew.mul, x_first, e(ew.div, at_first, e(ew.select, between, x, one)))
+    second = e(ew.and_, is_zero, e(ew.eq, seen, two))
+    skipped2 = e(cumulative_prod, e(ew.select, e(ew.and_, is_zero, e(ew.le, seen, two)), one, x), **fwd)
+    at_second = e(ew.mul, x_first, e(cumulative_sum, e(ew.mul, ct, skipped2), **back))
+    rest = e(ew.select, between, past_first, e(ew.select, second, at_second, zero))
+    return (e(ew.select, before, regular, e(ew.select, first, at_first, rest)),)
 
 
 def _batch(build: Build, op: Op, operands: Sequence[Value], batched: Sequence[bool], size: int) -> Value:
