@@ -675,8 +675,15 @@ def with_initial(reduced: Array, initial: Any, combine: Callable[[Any, Any], Arr
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None) -> Array:
-    """``np.mean``; with ``dtype`` the elements are cast to it first (NumPy computes in it)."""
-    return ops.mean(x if dtype is None else astype(x, dtype), axis, keepdims)
+    """``np.mean``; with ``dtype`` the elements are cast to it first (NumPy computes in it). An
+    integer (or bool) ``dtype`` sums in it and divides as NumPy does: in float64, cast back into it."""
+    if dtype is None:
+        return ops.mean(x, axis, keepdims)
+    x = astype(x, dtype)
+    if x.ir_dtype.is_float:
+        return ops.mean(x, axis, keepdims)
+    count = int(np.prod([x.shape[a] for a in ops.normalize_axes(axis, x.ndim)]))
+    return astype(divide(sum(x, axis, keepdims=keepdims, dtype=dtype), count), dtype)
 
 
 def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool) -> Array:

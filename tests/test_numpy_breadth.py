@@ -117,6 +117,9 @@ COMPOSED: dict[str, tuple[Any, Any, tuple]] = {
     "copysign_int": _composed("copysign", I34, -1),
     "signbit": _composed("signbit", np.append(EDGE, [-np.nan, -0.0])),
     "signbit_int": _composed("signbit", I34),
+    "mean_int_dtype": _composed("mean", I34, 1, dtype=np.int64),
+    "mean_float_as_int32": _composed("mean", M34 * 3, dtype=np.int32),
+    "mean_bool_dtype": _composed("mean", I34, 0, dtype=np.bool_, keepdims=True),
 }
 
 
