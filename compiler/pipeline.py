@@ -520,7 +520,7 @@ class Program:
         requests = [d for d in self.memory_plan.inplace if d.request]
         planned = {(d.loc, d.request) for d in requests}
         lines = [str(d) for d in requests]
-        for op in self.stages["functional"].ops:
+        for op in self.stages["traced"].ops:
             request = op.attrs.get(INPLACE_ATTR)
             if request is not None and (op.loc, request) not in planned:
                 lines.append(

@@ -15,8 +15,10 @@ from dsl.batching import vmap
 from dsl.compile import CallError, Compiled, Lowered, compile
 from dsl.control import cond, fori_loop, scan, while_loop
 from dsl.errors import (
+    CastingError,
     DeviceError,
     DSLError,
+    DTypeError,
     IndexingError,
     InplaceError,
     IRParseError,
@@ -49,6 +51,8 @@ __all__ = [
     "ReadOnlyError",
     "Lowered",
     "ShapeError",
+    "CastingError",
+    "DTypeError",
     "TraceError",
     "TransformError",
     "VerificationError",

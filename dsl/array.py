@@ -33,7 +33,7 @@ from compiler.ir.core import Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Primitive
 from dsl import layout, tracing
-from dsl.errors import InplaceError, ReadOnlyError, ShapeError, TraceError
+from dsl.errors import DTypeError, InplaceError, ReadOnlyError, ShapeError, TraceError
 
 # A view step: the view primitive, its attributes and its operands after the base (a dynamic slice's
 # starts: SSA values fixed when the view was made, as NumPy fixes a view's place).
@@ -135,7 +135,18 @@ class Array:
         assert self._view_value is not None
         return self._view_value
 
-    def view(
+    def view(self, dtype: Any = None) -> Array:
+        """NumPy's ``x.view()``: a new array object over the same elements (writes through it change
+        ``x``). ``x.view(other_dtype)``, which reinterprets the bytes, is not supported."""
+        if dtype is not None and np.dtype(dtype) != np.dtype(self.dtype):
+            raise tracing.user_error(
+                DTypeError,
+                f"x.view({np.dtype(dtype).name}) reinterprets the bytes of a {self.dtype} array, which a "
+                "compiled function cannot; convert the values with x.astype(...) instead",
+            )
+        return Array(self._storage, self._steps, self._shadow, self.weak, self._type)
+
+    def view_step(
         self, prim: Primitive, attrs: Mapping[str, Any], shadow: np.ndarray, operands: tuple[Value, ...] = ()
     ) -> Array:
         """A view of this array through one more view step (``operands``: the step's operands after

@@ -80,7 +80,7 @@ def view(x: Array, windows: dict[int, Window]) -> Array:
         starts.append(zero.value)  # the window spans this axis: its start clamps to 0
     sizes = tuple(windows[a].size if a in windows else d for a, d in enumerate(x.shape))
     shadow = x._shadow[tuple(slice(0, n) for n in sizes)]
-    return x.view(dynamic.dynamic_slice, {"sizes": sizes}, shadow, tuple(starts))
+    return x.view_step(dynamic.dynamic_slice, {"sizes": sizes}, shadow, tuple(starts))
 
 
 def _size(start: Array, stop: Array) -> int | None:

@@ -1,6 +1,7 @@
 """The errors users catch: ``dsl.DSLError`` and its subclasses (defined in ``runtime.errors``)."""
 
 from runtime.errors import (
+    CastingError,
     DeviceError,
     DSLError,
     DTypeError,
@@ -15,6 +16,7 @@ from runtime.errors import (
 )
 
 __all__ = [
+    "CastingError",
     "DSLError",
     "DTypeError",
     "DeviceError",

@@ -197,7 +197,7 @@ def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
     merged = view.shape[:axis] + (math.prod(dims),) + view.shape[axis + len(arrays) :]
     # a view step even where NumPy's reshape would copy (indexed axes moved first by a transpose): a
     # write through the gather goes back through it; a read copies anyway
-    return view.view(mv.reshape, {"shape": merged}, layout.shadow(merged)), position
+    return view.view_step(mv.reshape, {"shape": merged}, layout.shadow(merged)), position
 
 
 def gather_view(x: Array, index: Any, known_in_bounds: bool = True) -> Array:
@@ -211,7 +211,7 @@ def gather_view(x: Array, index: Any, known_in_bounds: bool = True) -> Array:
 
 def _gather(base: Array, idx: Array, axis: int) -> Array:
     shadow = np.empty(gp.gathered_shape(base.type, idx.type, axis), base.dtype)
-    return base.view(gp.gather, {"axis": axis}, shadow, (idx.value,))
+    return base.view_step(gp.gather, {"axis": axis}, shadow, (idx.value,))
 
 
 def getitem(x: Array, index: Any) -> Array:

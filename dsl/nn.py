@@ -22,13 +22,17 @@ def sigmoid(x: Any) -> Array:
     return ops.unary(ew.logistic, x, float_only=True)
 
 
-def _shifted(x: Any, axis: Any) -> tuple[Array, Array]:
-    """``x - max(x)`` along ``axis`` (for stable exponentials) and that max, kept finite."""
+def _shifted(x: Any, axis: Any, finite: bool = True) -> tuple[Array, Array]:
+    """``x - max(x)`` along ``axis`` (for stable exponentials) and that max; ``finite``: an infinite
+    max shifts by 0 instead (``logsumexp`` of an all ``-inf`` row is ``-inf``, of a row holding
+    ``inf`` is ``inf``, as JAX's). Softmax shifts by the max itself, as JAX's: a row holding ``inf``
+    is all NaN (``inf - inf``), not NaN at the ``inf`` and 0 elsewhere."""
     x = ops.asarray(x)
     if not x.ir_dtype.is_float:
         x = ops.cast(x, ops.DType.f64)
     top = dnp.max(x, axis=axis, keepdims=True)
-    top = dnp.where(dnp.less(dnp.abs(top), math.inf), top, 0.0)  # all -inf rows: shift by 0
+    if finite:
+        top = dnp.where(dnp.less(dnp.abs(top), math.inf), top, 0.0)
     return dnp.subtract(x, top), top
 
 
@@ -43,13 +47,13 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
 
 
 def softmax(x: Any, axis: Any = -1) -> Array:
-    shifted, _ = _shifted(x, axis)
+    shifted, _ = _shifted(x, axis, finite=False)
     e = dnp.exp(shifted)
     return dnp.divide(e, dnp.sum(e, axis=axis, keepdims=True))
 
 
 def log_softmax(x: Any, axis: Any = -1) -> Array:
-    shifted, _ = _shifted(x, axis)
+    shifted, _ = _shifted(x, axis, finite=False)
     return dnp.subtract(shifted, dnp.log(dnp.sum(dnp.exp(shifted), axis=axis, keepdims=True)))
 
 

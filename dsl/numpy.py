@@ -322,9 +322,21 @@ def clip(
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     x = ops.asarray(x)
+    if x.ir_dtype.is_int and lo is not None and hi is not None:
+        # NumPy 2 drops a Python int bound past the dtype's range when the other bound is given
+        # (nothing is beyond it); alone, such a bound raises OverflowError as in arithmetic
+        info = np.iinfo(x.ir_dtype.np)
+        if _python_int(lo) and lo < info.min:
+            lo = None
+        if _python_int(hi) and hi > info.max:
+            hi = None
     out = maximum(x, lo) if lo is not None else x
     out = minimum(out, hi) if hi is not None else out
     return out if out is not x else ops.emit_elementwise(ew.copy, [x], weak=x.weak)
+
+
+def _python_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _rint(x: Array) -> Array:

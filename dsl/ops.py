@@ -19,7 +19,7 @@ from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
 from dsl import dynamic_index, gather, layout, tracing
 from dsl.array import Array, Storage, argument_shadow, argument_strides
-from dsl.errors import IndexingError, ShapeError, TraceError
+from dsl.errors import CastingError, IndexingError, ShapeError, TraceError
 from dsl.scalar_args import ScalarOverflowError
 
 Scalar = (bool, int, float)
@@ -172,7 +172,7 @@ def fit(x: Array, target: Array, casting: str, what: str) -> Array:
         x = broadcast_to(x, target.shape)
     if not x.weak and not can_cast(x.ir_dtype, target.ir_dtype, casting):
         raise tracing.user_error(
-            ShapeError,
+            CastingError,
             f"{what}: cannot write a {x.dtype} result into a {target.dtype} array in place "
             f"(casting rule '{casting}'); use .astype() first",
         )
@@ -211,7 +211,7 @@ def broadcast_view(x: Any, shape: Sequence[int]) -> Array:
     shape = tuple(int(d) for d in shape)
     if broadcast_shapes(x.shape, shape) != shape:
         raise tracing.user_error(ShapeError, f"cannot broadcast an array of shape {x.shape} to shape {shape}")
-    return x.view(movement.broadcast, {"shape": shape}, np.broadcast_to(x._shadow, shape))
+    return x.view_step(movement.broadcast, {"shape": shape}, np.broadcast_to(x._shadow, shape))
 
 
 def _broadcast_all(xs: Sequence[Array]) -> list[Array]:
@@ -353,7 +353,7 @@ def reshape(x: Any, shape: Any, order: str = "C") -> Array:
         shadow = np.reshape(x._shadow, shape, copy=False)
     except ValueError:  # NumPy would copy: the result owns new storage
         return emit(movement.reshape, [x], {"shape": shape}, x.weak)
-    return x.view(movement.reshape, {"shape": shape}, shadow)
+    return x.view_step(movement.reshape, {"shape": shape}, shadow)
 
 
 def transpose(x: Any, axes: Any = None) -> Array:
@@ -364,7 +364,7 @@ def transpose(x: Any, axes: Any = None) -> Array:
     perm = tuple(a % x.ndim for a in perm)
     if perm == tuple(range(x.ndim)):
         return Array(x._storage, x._steps, x._shadow, x.weak, x.type)
-    return x.view(movement.transpose, {"perm": perm}, x._shadow.transpose(perm))
+    return x.view_step(movement.transpose, {"perm": perm}, x._shadow.transpose(perm))
 
 
 def _index_items(x: Array, index: Any) -> list[Any]:
@@ -477,12 +477,14 @@ def index_view(x: Array, index: Any) -> Array:
     view = x
     if any((s, lim, st) != (0, n, 1) for s, lim, st, n in zip(start, limit, stride, x.shape)):
         attrs = {"start": tuple(start), "limit": tuple(limit), "stride": tuple(stride)}
-        view = view.view(movement.slice_, attrs, x._shadow[tuple(slices)])
+        view = view.view_step(movement.slice_, attrs, x._shadow[tuple(slices)])
     if windows:
         view = dynamic_index.view(view, windows)
     shape_t = tuple(shape)
     if view.shape != shape_t:
-        view = view.view(movement.reshape, {"shape": shape_t}, np.reshape(view._shadow, shape_t, copy=False))
+        view = view.view_step(
+            movement.reshape, {"shape": shape_t}, np.reshape(view._shadow, shape_t, copy=False)
+        )
     return view
 
 
@@ -539,6 +541,10 @@ def matmul(a: Any, b: Any) -> Array:
             f"matmul: shapes {a.shape} and {b.shape} are not aligned: "
             f"{a2.shape[-1]} (last axis of the first) != {b2.shape[-2]} (the contracted axis of the second)",
         )
+    if a.ndim == 1 and b.ndim == 1 and dtype.is_float:
+        # a vector dot: a sum of products, accumulated as sums are (float32 in float64); as a one-row
+        # matmul the products were added in float32 one after another (10x the error of NumPy's sdot)
+        return reduce(reduction.reduce_sum, emit_elementwise(elementwise.mul, [a, b]))
     batch = broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     a3 = broadcast_to(a2, batch + a2.shape[-2:])
     b3 = broadcast_to(b2, batch + b2.shape[-2:])

@@ -24,6 +24,11 @@ class IndexingError(ShapeError, IndexError):
     """Bad indexing of a traced array (out of range, wrong index type, too many indices)."""
 
 
+class CastingError(ShapeError, TypeError):
+    """An in-place write of a result whose dtype the casting rule does not let into the array
+    (``i32 += f32``): a ``TypeError``, as NumPy's ``UFuncTypeError``, and a ``ShapeError``."""
+
+
 class DTypeError(TraceError, TypeError):
     """An operation NumPy does not define for its operands' dtypes (``x & 1`` on floats, ``-x`` on
     bools): a ``TypeError``, as NumPy raises."""

@@ -81,6 +81,21 @@ def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
         return True
 
 
+def _self_overlap(a: np.ndarray) -> bool:
+    """Whether two elements of ``a`` may share a byte (a writeable ``as_strided`` window, a zero
+    stride): with the axes ordered by stride, each stride must step past everything the smaller ones
+    span. (An interleaved layout that satisfies no such order counts as overlapping: NumPy makes
+    none.)"""
+    if a.size == 0:
+        return False
+    span = a.itemsize
+    for stride, n in sorted((abs(s), n) for s, n in zip(a.strides, a.shape, strict=True) if n > 1):
+        if stride < span:
+            return True
+        span += stride * (n - 1)
+    return False
+
+
 def _may_raise_midway(driver: Callable[..., Any]) -> bool:
     """Whether the driver can raise after it started writing: nopython code with NumPy's error model
     cannot (no bounds checks, no Python calls); object-mode kernels and plain Python drivers can,
@@ -118,6 +133,12 @@ class ArgumentChecks:
             raise ReadOnlyError(
                 f"{caller_location()}: {self.name}: argument {name} is read-only, but the program "
                 "modifies it in place (or it is donated); pass a writeable array (e.g. a.copy())"
+            )
+        if _self_overlap(target):
+            raise DSLError(
+                f"{caller_location()}: {self.name}: argument {name} has elements that share memory (a "
+                "view made with as_strided or broadcast_to and made writeable), but the program modifies "
+                "it in place, which would write one element through several; pass a copy (e.g. a.copy())"
             )
         for other, a in enumerate(arrays):
             if other != index and isinstance(a, np.ndarray) and _overlap(target, a):

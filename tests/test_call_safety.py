@@ -51,6 +51,37 @@ def test_disjoint_views_of_one_base_are_fine() -> None:
         assert float(total) == want.sum()
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda b: np.lib.stride_tricks.as_strided(b, (3, 2), (8, 8), writeable=True),  # row i: b[i:i + 2]
+        lambda b: np.lib.stride_tricks.as_strided(b, (3, 4), (0, 8), writeable=True),  # three rows, one row
+    ],
+    ids=["windows", "zero-stride"],
+)
+def test_an_argument_whose_elements_share_memory_is_refused_when_written(make) -> None:
+    """A written argument whose elements overlap each other would have one element written through
+    several (NumPy applies the writes in order; the compiled program wrote each back from its own
+    copy: ``w[0] += 1; w[1] += 1`` on ``b[i:i + 2]`` windows gave ``[1, 1, 0, 0]``, NumPy ``[1, 2, 1,
+    0]``): refused before anything runs, as two overlapping arguments are; reading it is fine."""
+    base = np.zeros(4)
+    w = make(base)
+
+    @dsl.compile
+    def bump(w):
+        w[0] += 1.0
+        w[1] += 1.0
+        return w.sum()
+
+    with pytest.raises(dsl.DSLError, match=r"test_call_safety.py:\d+: .*'w' has elements that share memory"):
+        bump(w)
+    np.testing.assert_array_equal(base, np.zeros(4))
+    assert float(dsl.compile(lambda v: (v * 2).sum())(w)) == 0.0
+    a = np.arange(12.0).reshape(3, 4)
+    for fine in (a, a.T, a[::2, ::-1], a[:, 1::2], a.reshape(-1)[::3], np.asfortranarray(a)):  # none overlap
+        bump(fine.copy() if not fine.flags.writeable else fine)
+
+
 def test_aliasing_read_only_arguments_are_fine() -> None:
     a = np.arange(6.0).reshape(2, 3)
     f = dsl.compile(lambda x, y: x @ y.T + y[:, :2])

@@ -7,7 +7,8 @@ broadcasting binary ops (floor division, remainder and fmod unbounded), comparis
 and counted masks (bool, int64 and casts), reductions, matmul, concatenate/stack, ``arange`` and
 ``full`` sources, random ops (a dropout, uniform noise), copies, views (strided slices with
 ``None``, transposes, reshapes, read-only ``broadcast_to``) and writes through them (``v[idx] = e``
-with leading unit dimensions on ``e``, ``v += e``), in-place methods, integer-array reads and writes
+with leading unit dimensions on ``e``, ``v += e``, ``v[idx] += e`` by Python's own protocol), in-place
+methods, integer-array reads and writes
 (``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), the
 other indexing forms of dsl/gather.py (``v[m] += c`` with a traced boolean mask, a mask beside slices
 ``v[:, m] = c``, integer arrays apart ``v[i, :, j]`` read and ``+=``, ``v[i] += e`` with repeated rows),
@@ -710,6 +711,7 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
         env, t, _apart_index(idx0, idx2), op, j
     ),
     "fancy_augmented": lambda env, B, t, idx, op, j: _fancy_augmented(env, t, list(idx), op, j),
+    "index_augmented": lambda env, B, t, index, op, j: _fancy_augmented(env, t, index, op, j),
     "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
     "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
     "at_add": _at_add,
@@ -786,6 +788,7 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "take_apart": lambda new, i, idx0, idx2: f"{new} = v{i}[{list(idx0)}, :, {list(idx2)}]",
     "augmented_apart": lambda new, t, idx0, idx2, op, j: f"v{t}[{list(idx0)}, :, {list(idx2)}] {op} {_o(j)}",
     "fancy_augmented": lambda new, t, idx, op, j: f"v{t}[{list(idx)}] {op} {_o(j)}",
+    "index_augmented": lambda new, t, index, op, j: f"v{t}[{_fmt_index(index)}] {op} {_o(j)}",
     "cond": lambda new, p, i, then, other: (
         f"{new} = cond({f'all(v{i} >= 1e-3)' if p == i else f'sum(v{p}) > 0'}, lambda c: {_fmt_body(then)}, "
         f"lambda c: {_fmt_body(other)}, v{i})"
@@ -827,6 +830,7 @@ CREATES = set(STEP_RUNNERS) - {
     "mask_axis",
     "augmented_apart",
     "fancy_augmented",
+    "index_augmented",
 }
 
 
@@ -1139,6 +1143,9 @@ def _target(draw, env: list[Any]) -> int:
 def gen_setitem(draw, env):
     t = _target(draw, env)
     index = _draw_index(draw, env[t].shape)
+    if draw(st.integers(0, 3)) == 0:  # Python's x[index] op= v: getitem, the in-place op, setitem
+        op = draw(st.sampled_from(("+=", "-=", "*=")))
+        return ("index_augmented", t, index, op, _source(draw, env, env[t][index].shape))
     if _is_int(env[t]) and draw(st.integers(0, 7)) == 0:
         return ("setitem", t, index, draw(st.sampled_from(FLOATS_INTO_INTS)))
     return ("setitem", t, index, _source(draw, env, env[t][index].shape, leading_ones=True))

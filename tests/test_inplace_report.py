@@ -467,3 +467,17 @@ def test_an_update_through_a_view_is_one_request_and_in_place(target: str) -> No
         want[0] += 1.0
         want[1] += 1.0
         assert_same(dsl.compile(updates_through_views, strict_inplace=True)(A, W), want, rtol=1e-5)
+
+
+def test_a_request_whose_value_is_never_read_is_listed_as_removed() -> None:
+    """``explain_inplace`` lists every request: one whose value nothing reads is removed before the
+    functional stage, and was missing from the report."""
+
+    def f(x, w):
+        y = x @ w
+        d = x * 2
+        d.add_(1.0)
+        return y
+
+    text = dsl.compile(f).lower(A, W).explain_inplace()
+    assert f"test_inplace_report.py:{_line(f, 'd.add_')}: add_ -> removed" in text, text

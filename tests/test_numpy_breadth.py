@@ -117,6 +117,8 @@ COMPOSED: dict[str, tuple[Any, Any, tuple]] = {
     "copysign_int": _composed("copysign", I34, -1),
     "signbit": _composed("signbit", np.append(EDGE, [-np.nan, -0.0])),
     "signbit_int": _composed("signbit", I34),
+    "clip_int_past_int32": _composed("clip", I34, 0, 2**40),
+    "clip_int_both_past": _composed("clip", I34, -(2**40), 2**40),
     "mean_int_dtype": _composed("mean", I34, 1, dtype=np.int64),
     "mean_float_as_int32": _composed("mean", M34 * 3, dtype=np.int32),
     "mean_bool_dtype": _composed("mean", I34, 0, dtype=np.bool_, keepdims=True),
@@ -899,3 +901,33 @@ def test_python_bool_indices_as_numpy(index: Any) -> None:
         assert g.shape == w.shape
         np.testing.assert_array_equal(g, w)
     np.testing.assert_array_equal(got_x, want_x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cumsum_keeps_the_sign_of_negative_zero(dtype: type) -> None:
+    """A running sum starts from -0.0, the identity of IEEE addition: ``cumsum([-0.0, 1.0])`` is
+    ``[-0.0, 1.0]`` as NumPy's and JAX's (it started from 0.0: ``[0.0, 1.0]``)."""
+    x = np.array([[-0.0, 1.0, -0.0], [-0.0, -0.0, 0.0]], dtype)
+    for axis in (0, 1):
+        got, want = dsl.compile(lambda v, a=axis: dnp.cumsum(v, axis=a))(x), np.cumsum(x, axis=axis)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_softmax_of_a_row_holding_inf_is_nan_as_jax() -> None:
+    """``softmax`` and ``log_softmax`` shift by the row's max itself, as JAX's: a row holding ``inf``
+    is NaN throughout (it was NaN at the ``inf`` and 0 elsewhere, a row not summing to 1); rows of
+    finite values, ``-inf`` entries and all ``-inf`` rows as before."""
+    import dsl.nn
+
+    x = np.array(
+        [[np.inf, 0.0, 1.0], [np.inf, np.inf, 1.0], [-np.inf, 0.0, 1.0], [-np.inf, -np.inf, -np.inf]]
+    )
+    with np.errstate(all="ignore"):
+        e = np.exp(x - x.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+        want_log = x - x.max(axis=1, keepdims=True) - np.log(e.sum(axis=1, keepdims=True))
+    got, got_log = dsl.compile(lambda v: (dsl.nn.softmax(v), dsl.nn.log_softmax(v)))(x)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_log, want_log)
+    assert np.isnan(got[:2]).all() and np.isnan(got[3]).all() and np.isfinite(got[2]).all()

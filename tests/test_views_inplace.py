@@ -161,8 +161,10 @@ def test_inplace_same_kind_casting() -> None:
         x += 1.5
         return x
 
-    with pytest.raises(dsl.ShapeError, match="cannot write a float64 result into a int64"):
+    # a TypeError, as NumPy's UFuncTypeError (it was only a ValueError), and still a dsl.ShapeError
+    with pytest.raises(TypeError, match="cannot write a float64 result into a int64") as raised:
         trace(f, np.ones(3, dtype=np.int64))
+    assert isinstance(raised.value, dsl.ShapeError) and isinstance(raised.value, dsl.CastingError)
 
 
 def test_python_scalar_argument_is_not_written_back() -> None:
@@ -342,3 +344,21 @@ def test_assignment_of_values_numpy_refuses(assign) -> None:
         f(np.ones((4, 3)))
     with pytest.raises(dsl.ShapeError):  # a ValueError, as NumPy raises
         trace(f, np.ones((4, 3)))
+
+
+def test_view_method_as_numpy() -> None:
+    """``x.view()`` is NumPy's: a new array over the same elements (it was dslc's internal view
+    builder, whose TypeError named three internal parameters); ``x.view(other_dtype)`` reinterprets
+    bytes, which a compiled function cannot: a TypeError at the user's line."""
+
+    def f(x):
+        y = x.view()
+        y[0] = 5.0
+        return x * 1.0, y is x
+
+    x = np.arange(3.0)
+    got, same = dsl.compile(f)(x.copy())
+    np.testing.assert_array_equal(got, [5.0, 1.0, 2.0])
+    assert not bool(same)
+    with pytest.raises(TypeError, match=r"test_views_inplace.py:\d+: x.view\(int64\) reinterprets"):
+        dsl.compile(lambda v: v.view(np.int64))(x)

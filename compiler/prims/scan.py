@@ -161,7 +161,13 @@ def _sum_accumulator(d: DType) -> DType:
 cumulative_sum = _scan(
     "cumulative_sum",
     array_ops.cumulative_sum,
-    Reducer(lambda acc, x: f"({acc} + {x})", lambda d: 0, _sum_accumulator, mlir_combine=ml.ADD),
+    # -0.0 for floats: the identity of IEEE addition (-0.0 + x is x, -0.0 too; 0.0 + -0.0 is 0.0)
+    Reducer(
+        lambda acc, x: f"({acc} + {x})",
+        lambda d: -0.0 if d.is_float else 0,
+        _sum_accumulator,
+        mlir_combine=ml.ADD,
+    ),
     _sum_vjp,
     frozenset(),
 )
