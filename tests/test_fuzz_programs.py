@@ -63,7 +63,7 @@ arguments), ``dsl.jvp`` (the gradient check's loss along its direction against t
 differences, through while loops and run-time trip counts, where reverse mode cannot go) and
 ``vmap(grad)`` (against ``grad`` of each member) and ``jacfwd`` (against ``jacrev``).
 
-CI runs a fixed-seed 400 programs (and 3 Numba batches of 25, a float32 reduction program, 10
+CI runs a fixed-seed 350 programs (and 3 Numba batches of 25, a float32 reduction program, 10
 transformed programs and 40 vmapped and jvp'd ones: 520 programs and 4 batches before the library
 steps and the vmap tier, whose CI share took their time, 2026-11-26; before that, about as long as
 the 1,000 programs it ran before the first widening; the loops, nested bodies, unrolled comparison and
@@ -156,7 +156,7 @@ from compiler.prims.random import random_bits_reference
 from dsl import pytree
 from runtime import array_ops
 
-EXAMPLES = int(os.environ.get("DSL_FUZZ_EXAMPLES", "400"))
+EXAMPLES = int(os.environ.get("DSL_FUZZ_EXAMPLES", "350"))
 NUMBA_BATCHES = int(os.environ.get("DSL_FUZZ_NUMBA_BATCHES", "3"))
 # The long float32 reductions (compiled by Numba) and the transforms of mutating programs.
 # Their first (simplest) draws are already what they are for: see the order of their tables.
