@@ -320,7 +320,7 @@ def _same_elements(a: Array, b: Array) -> bool:
         same_operands = len(operands) == len(operands2) and all(
             u is v for u, v in zip(operands, operands2, strict=True)
         )
-        if p is not q or not same_operands or repr(dict(attrs)) != repr(dict(attrs2)):
+        if p is not q or not same_operands or dict(attrs) != dict(attrs2):
             return False
     return a._shadow.__array_interface__ == b._shadow.__array_interface__
 

@@ -568,7 +568,7 @@ def _may_exceed_int32(v: Any) -> bool:
     if isinstance(v, Array):
         return v.weak and v.ir_dtype.is_int
     info = np.iinfo(np.int32)
-    return isinstance(v, int) and not isinstance(v, bool) and not info.min <= v <= info.max
+    return _python_int(v) and not info.min <= v <= info.max
 
 
 def less(x: Any, y: Any) -> Array:
@@ -694,8 +694,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False, *, dtype: Any = None)
     x = astype(x, dtype)
     if x.ir_dtype.is_float:
         return ops.mean(x, axis, keepdims)
-    count = int(np.prod([x.shape[a] for a in ops.normalize_axes(axis, x.ndim)]))
-    return astype(divide(sum(x, axis, keepdims=keepdims, dtype=dtype), count), dtype)
+    return astype(divide(sum(x, axis, keepdims=keepdims, dtype=dtype), ops.count(x, axis)), dtype)
 
 
 def _no_identity(prim: Primitive, ufunc: str, x: Any, axis: Any, keepdims: bool) -> Array:

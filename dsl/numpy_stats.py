@@ -16,13 +16,6 @@ from dsl.array import Array
 from dsl.errors import ShapeError
 
 
-def _count(x: Array, axis: Any) -> int:
-    count = 1
-    for a in ops.normalize_axes(axis, x.ndim):
-        count *= x.shape[a]
-    return count
-
-
 def var(
     x: Any,
     axis: Any = None,
@@ -44,7 +37,7 @@ def var(
         ddof = correction
     deviation = dnp.subtract(x, dnp.mean(x, axis, keepdims=True))
     squares = dnp.sum(dnp.multiply(deviation, deviation), axis, keepdims)
-    return dnp.divide(squares, float(max(_count(x, axis) - ddof, 0)))
+    return dnp.divide(squares, float(max(ops.count(x, axis) - ddof, 0)))
 
 
 def std(
@@ -149,7 +142,7 @@ def _product(x: Any, axis: Any, keepdims: bool, dtype: Any) -> Array:
         shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     else:
         shape = tuple(x.shape[d] for d in kept)
-    n = _count(x, axes)
+    n = ops.count(x, axes)
     merged = dnp.reshape(
         dnp.transpose(x, kept + list(axes)) if x.ndim else x, tuple(x.shape[d] for d in kept) + (n,)
     )

@@ -8,6 +8,7 @@ array made from a Python scalar argument stays weak like the scalar it came from
 from __future__ import annotations
 
 import builtins
+import math
 import operator
 from collections.abc import Sequence
 from typing import Any
@@ -299,15 +300,16 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Array:  # noqa: A00
     return reduce(reduction.reduce_sum, x, axis, keepdims)
 
 
+def count(x: Array, axis: Any = None) -> int:
+    """How many elements a reduction over ``axis`` combines into each result."""
+    return math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
+
+
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Array:
     x = asarray(x)
     if not x.ir_dtype.is_float:
         x = cast(x, DType.f64)
-    axes = normalize_axes(axis, x.ndim)
-    count = 1
-    for a in axes:
-        count *= x.shape[a]
-    return true_divide(sum(x, axis, keepdims), count)
+    return true_divide(sum(x, axis, keepdims), count(x, axis))
 
 
 # ---- views: reshape, transpose, indexing ---------------------------------------------------------------
@@ -407,6 +409,11 @@ def _is_bool_scalar(it: Any) -> bool:
     return isinstance(it, (bool, np.bool_))
 
 
+def _is_integer(it: Any) -> bool:
+    """An index item picking one position: a Python or NumPy integer (not a bool) or a traced one."""
+    return (isinstance(it, (int, np.integer)) and not _is_bool_scalar(it)) or dynamic_index.is_integer(it)
+
+
 def _bool_scalar_view(x: Array, index: Any) -> Array:
     """``x[..., True, ...]`` / ``x[..., False, ...]``: NumPy reads a Python bool as a 0-d mask, one
     new axis for all of them, of length 1 (all True) or 0 (a False), where the first stands or, when
@@ -420,17 +427,14 @@ def _bool_scalar_view(x: Array, index: Any) -> Array:
             "arrays only",
         )
 
-    def integer(it: Any) -> bool:
-        return dynamic_index.is_integer(it) or (isinstance(it, (int, np.integer)) and not _is_bool_scalar(it))
-
     bools = [k for k, it in enumerate(items) if _is_bool_scalar(it)]
-    advanced = [k for k, it in enumerate(items) if k in bools or integer(it)]
+    advanced = [k for k, it in enumerate(items) if k in bools or _is_integer(it)]
     first = bools[0]
     rest = [None if k == first else it for k, it in enumerate(items) if k not in bools[1:]]
     view = index_view(x, tuple(rest))
     used = builtins.sum(it is not None and it is not Ellipsis for it in rest)
     axis = builtins.sum(
-        x.ndim - used if it is Ellipsis else 0 if integer(it) else 1 for it in rest[:first]
+        x.ndim - used if it is Ellipsis else 0 if _is_integer(it) else 1 for it in rest[:first]
     )  # the result axis of the new one: what the items before it leave
     if advanced != list(range(advanced[0], advanced[-1] + 1)):
         order = [axis] + [k for k in range(view.ndim) if k != axis]
@@ -500,11 +504,7 @@ def selects_element(x: Array, index: Any) -> bool:
     """Whether ``x[index]`` is one element: an integer per axis (NumPy reads a scalar, a copy, and
     assigns only a scalar or a 0-d array there)."""
     items = index if isinstance(index, tuple) else (index,)
-    return len(items) == x.ndim and all(
-        (isinstance(it, (int, np.integer)) and not isinstance(it, (bool, np.bool_)))
-        or dynamic_index.is_integer(it)
-        for it in items
-    )
+    return len(items) == x.ndim and all(_is_integer(it) for it in items)
 
 
 def getitem(x: Array, index: Any) -> Array:

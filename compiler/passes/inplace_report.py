@@ -137,8 +137,11 @@ def _units(ops: list[Op]) -> list[list[Op]]:
     units: list[list[Op]] = []
     for op in ops:
         last = units[-1][-1] if units else None
-        same = last is not None and op.loc == last.loc and op.attrs[INPLACE_ATTR] == last.attrs[INPLACE_ATTR]
-        if same and last is not None and last.result in op.operands:
+        if (
+            last is not None
+            and (op.loc, op.attrs[INPLACE_ATTR]) == (last.loc, last.attrs[INPLACE_ATTR])
+            and (last.result in op.operands)
+        ):
             units[-1].append(op)
         else:
             units.append([op])
