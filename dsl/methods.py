@@ -209,19 +209,40 @@ def _not_on_traced(name: str, namespace: Any, label: str) -> TraceError:
     )
 
 
+_UFUNC_METHODS = {
+    "reduce": {
+        "add": "sum",
+        "multiply": "prod",
+        "maximum": "max",
+        "minimum": "min",
+        "logical_and": "all",
+        "logical_or": "any",
+    },
+    "accumulate": {"add": "cumsum", "multiply": "cumprod"},
+}
+
+
 def _array_ufunc(self: Array, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-    name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
-    fn = getattr(dnp, name, None)
-    if fn is None:
-        raise _not_on_traced(ufunc.__name__, dnp, "dsl.numpy")
-    if method != "__call__" or kwargs:
-        given = method if method != "__call__" else f"with keyword arguments {sorted(kwargs)}"
+    """``np.exp(x, out=x)`` and the like: the ``dsl.numpy`` function of the ufunc's name, keywords and
+    all (``dsl/numpy_keywords.py``); ``np.add.reduce(x)`` is ``sum`` (over axis 0 unless given),
+    ``np.add.accumulate`` ``cumsum``, and so for the other ufuncs with a reduction in ``dsl.numpy``."""
+    if method == "__call__":
+        name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
+        fn = getattr(dnp, name, None)
+        if fn is None:
+            raise _not_on_traced(ufunc.__name__, dnp, "dsl.numpy")
+        return fn(*inputs, **kwargs)
+    name = _UFUNC_METHODS.get(method, {}).get(ufunc.__name__, "")
+    if not name or len(inputs) > 2:
         raise tracing.user_error(
             TraceError,
-            f"numpy.{ufunc.__name__} ({given}) is not supported on traced arrays; "
-            f"call dsl.numpy.{name}(...) with positional arrays",
+            f"numpy.{ufunc.__name__}.{method}(...) is not supported on traced arrays"
+            + ("; pass the axis and other options by keyword" if name else "")
+            + " (dsl.numpy has sum, prod, max, min, all, any, cumsum and cumprod)",
         )
-    return fn(*inputs)
+    if len(inputs) == 1:
+        kwargs.setdefault("axis", 0)  # a ufunc's reduce and accumulate default to the first axis
+    return getattr(dnp, name)(*inputs, **kwargs)
 
 
 def _array_function(self: Array, func: Any, types: Any, args: Any, kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from compiler.ir.types import DType
 from compiler.prims import elementwise as ew
 from compiler.prims import reduction
 from compiler.prims.base import Primitive
-from dsl import layout, ops, pytree, tracing
+from dsl import layout, numpy_keywords, ops, pytree, tracing
 from dsl.array import Array
 from dsl.errors import DTypeError, ShapeError
 
@@ -318,7 +318,9 @@ def clip(
     max: Any = None,  # noqa: A002
 ) -> Array:
     """``np.clip``: ``minimum(maximum(x, lo), hi)``; a bound that is ``None`` is not applied (neither
-    is a copy), and ``lo > hi`` gives ``hi``, as NumPy. ``min``/``max`` are NumPy 2's keyword names."""
+    is a copy), and ``lo > hi`` gives ``hi``, as NumPy; where ``x`` equals a bound the result is the
+    bound, except with two one-element bounds (NumPy's scalar loop), where it is ``x``. ``min``/``max``
+    are NumPy 2's keyword names."""
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     x = ops.asarray(x)
@@ -330,9 +332,17 @@ def clip(
             lo = None
         if _python_int(hi) and hi > info.max:
             hi = None
+    if lo is not None and hi is not None and _size(lo) == 1 and _size(hi) == 1:
+        # NumPy's clip with two one-element bounds keeps ``x`` where it equals a bound (``clip(-0.0,
+        # 0.0, 1.0)`` is -0.0); of equal operands maximum/minimum give the second.
+        return minimum(hi, maximum(lo, x))
     out = maximum(x, lo) if lo is not None else x
     out = minimum(out, hi) if hi is not None else out
     return out if out is not x else ops.emit_elementwise(ew.copy, [x], weak=x.weak)
+
+
+def _size(v: Any) -> int:
+    return v.size if isinstance(v, Array) else int(np.size(v))
 
 
 def _python_int(v: Any) -> bool:
@@ -917,6 +927,8 @@ from dsl.numpy_shapes import (  # noqa: E402, F401
     vstack,
 )
 from dsl.numpy_stats import argmax, argmin, cumprod, cumsum, prod, std, var  # noqa: E402, F401
+
+numpy_keywords.install(globals())  # out=, where=, dtype= on the functions NumPy gives them
 
 
 def __getattr__(name: str) -> Any:

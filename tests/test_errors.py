@@ -99,8 +99,8 @@ TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("len of 0-d", lambda x: len(x), (A0,), Trace, "len() of a 0-d array"),
     ("iterating 0-d", lambda x: list(x), (A0,), Trace, "iteration over a 0-d array"),
     ("arange of an array", lambda x: dnp.arange(x), (np.array(3),), Trace, "arange needs Python numbers"),
-    ("NumPy ufunc method", lambda x: np.add.reduce(x), (A4,), Trace, "numpy.add (reduce)"),
-    ("ufunc out=", lambda x: np.exp(x, out=x), (A4,), Trace, "numpy.exp"),
+    ("NumPy ufunc method", lambda x: np.add.at(x, [0], 1.0), (A4,), Trace, "numpy.add.at(...)"),
+    ("ufunc where= without out=", lambda x: np.exp(x, where=x > 0), (A4,), Trace, "needs out="),
 ]  # fmt: skip
 
 

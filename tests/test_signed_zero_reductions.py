@@ -275,3 +275,21 @@ def test_elementwise_maximum_and_minimum_keep_numpys_second_operand() -> None:
     for what, got in (("compiled", dsl.compile(both)(a, b)), ("interpreter", interpret_fn(both, a, b))):
         for k, (g, w) in enumerate(zip(got, want, strict=True)):
             assert_identical(g, w, f"{what}[{k}]")
+
+
+def test_clip_keeps_x_at_a_bound_as_numpy() -> None:
+    """np.clip(-0.0, 0.0, 1.0) is -0.0: with two one-element bounds NumPy keeps ``x`` where it equals
+    one; with an array bound (or one bound) it gives the bound, as np.maximum(x, lo) does. NaN in
+    ``x`` or in a bound propagates, and ``lo > hi`` gives ``hi``."""
+    x = np.array([-0.0, 0.0, -0.0, 0.0, 1.0, -1.0, np.nan, 0.5])
+    arr0 = np.zeros_like(x)
+    cases: list[tuple[Any, Any]] = [
+        (0.0, 1.0), (-0.0, 1.0), (-1.0, 0.0), (-1.0, -0.0), (0.0, 0.0), (0.0, -0.0), (-0.0, -0.0),
+        (np.float32(0.0), np.array([1.0])), (np.nan, 1.0), (0.0, np.nan), (2.0, 1.0),
+        (arr0, 1.0), (-1.0, arr0), (None, 0.0), (-0.0, None), (0.0, None),
+    ]
+    for dtype in (np.float64, np.float32):
+        xd = x.astype(dtype)
+        for lo, hi in cases:
+            fn = dsl.compile(lambda v, lo=lo, hi=hi: dnp.clip(v, lo, hi))
+            assert_identical(fn(xd), np.clip(xd, lo, hi), f"clip({dtype.__name__}, {lo!r}, {hi!r})")
