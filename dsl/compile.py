@@ -343,7 +343,17 @@ def trace_function(
                 mutable.append((isinstance(leaf, (np.ndarray, Array)) or is_device_array(leaf)) and not weak)
                 leaf_arrays.append(arr)
             traced_args.append(pytree.unflatten(treedef, leaf_arrays))
-        out = takes_slots(tuple(traced_args), layout) if takes_slots else layout.call(fn, traced_args)
+        try:
+            out = takes_slots(tuple(traced_args), layout) if takes_slots else layout.call(fn, traced_args)
+        except ValueError as err:
+            if not str(err).startswith("setting an array element with a sequence"):
+                raise
+            # NumPy's message for ``G[0] = x.sum()`` with ``G`` a NumPy array the function closes over
+            raise TraceError(
+                f"{tracing.traceback_location(err)}: a NumPy array cannot hold a traced array (NumPy: "
+                f"{err}); its value is not known at trace time: pass the array you write into as an "
+                "argument of the compiled function (it is then updated in place), or return the value"
+            ) from None
         trace.loc_override = _function_location(fn)
         out_leaves, out_tree = pytree.flatten(out)
         results = [_result_value(x) for x in out_leaves]

@@ -30,7 +30,9 @@ def _shifted(x: Any, axis: Any, finite: bool = True) -> tuple[Array, Array]:
     x = ops.asarray(x)
     if not x.ir_dtype.is_float:
         x = ops.cast(x, ops.DType.f64)
-    top = dnp.max(x, axis=axis, keepdims=True)
+    empty = any(x.shape[a] == 0 for a in ops.normalize_axes(axis, x.ndim))
+    # over an empty axis the max is -inf (logsumexp of nothing is -inf, as JAX's and SciPy's)
+    top = dnp.max(x, axis=axis, keepdims=True, initial=-math.inf if empty else None)
     if finite:
         top = dnp.where(dnp.less(dnp.abs(top), math.inf), top, 0.0)
     return dnp.subtract(x, top), top

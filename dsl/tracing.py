@@ -58,6 +58,17 @@ def user_location() -> Location:
     return Location("<unknown>", 0, 0)
 
 
+def traceback_location(err: BaseException) -> Location:
+    """The innermost frame of ``err``'s traceback that belongs to the user's code."""
+    found = Location("<unknown>", 0, 0)
+    tb = err.__traceback__
+    while tb is not None:
+        if not _is_internal(tb.tb_frame.f_code.co_filename):
+            found = Location(tb.tb_frame.f_code.co_filename, tb.tb_lineno, 0)
+        tb = tb.tb_next
+    return found
+
+
 def user_error(cls: type[DSLError], message: str) -> DSLError:
     """An error whose message starts with the user's ``file:line``."""
     return cls(f"{user_location()}: {message}")

@@ -100,6 +100,7 @@ TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("iterating 0-d", lambda x: list(x), (A0,), Trace, "iteration over a 0-d array"),
     ("arange of an array", lambda x: dnp.arange(x), (np.array(3),), Trace, "arange needs Python numbers"),
     ("NumPy ufunc method", lambda x: np.add.at(x, [0], 1.0), (A4,), Trace, "numpy.add.at(...)"),
+    ("into a NumPy array", lambda x: OUTSIDE.__setitem__(0, x.sum()), (A4,), Trace, "cannot hold a traced"),
     ("ufunc where= without out=", lambda x: np.exp(x, where=x > 0), (A4,), Trace, "needs out="),
 ]  # fmt: skip
 
@@ -115,6 +116,7 @@ def test_trace_error_names_the_line_of_the_bad_op(name: str) -> None:
     assert phrase in msg, msg
 
 
+OUTSIDE = np.zeros(3)  # a NumPy array a compiled function closes over
 READ_ONLY = np.arange(4.0)
 READ_ONLY.flags.writeable = False
 # Mistakes in how a compiled function is called: the error names the line of the call.

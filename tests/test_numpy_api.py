@@ -179,6 +179,14 @@ NN_CASES = {
     "log_softmax": (dsl.nn.log_softmax, lambda x: special.log_softmax(x, axis=-1), (A23,)),
     "logsumexp": (lambda x: dsl.nn.logsumexp(x, axis=0), lambda x: special.logsumexp(x, axis=0), (D34,)),
     "logsumexp_all": (dsl.nn.logsumexp, special.logsumexp, (D34,)),
+    # over an empty axis: -inf (SciPy's, JAX's; the max of nothing raised)
+    "logsumexp_empty_axis": (
+        lambda x: dsl.nn.logsumexp(x, axis=1),
+        lambda x: np.full(3, -np.inf),
+        (D34[:, :0],),
+    ),
+    "logsumexp_empty_all": (dsl.nn.logsumexp, lambda x: np.float64(-np.inf), (D34[:0],)),
+    "softmax_empty_axis": (dsl.nn.softmax, lambda x: x, (D34[:, :0],)),
     "gelu_tanh": (
         dsl.nn.gelu,
         lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
