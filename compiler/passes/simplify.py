@@ -15,6 +15,7 @@ yield as the same operand that operand. DCE then drops the state of region ops n
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -93,6 +94,8 @@ class _Simplifier:
         self.rw = Rewriter(Function("block", block))
         self.producer: dict[Value, Op] = {}
         self.seen: dict[tuple[object, ...], Op] = {}
+        self.uses = Counter(v for op in block.ops for v in op.operands)
+        self.uses.update(block.results)
 
     def forward(self, op: Op) -> Value | None:
         """A value equal to ``op``'s result that already exists, if any."""
@@ -147,6 +150,70 @@ class _Simplifier:
             first, second = _ints(inner.attrs, "perm"), _ints(op.attrs, "perm")
             attrs["perm"] = tuple(first[p] for p in second)
         return Op(op.prim, inner.operands, attrs, op.results, op.loc)
+
+    def update_through_transpose(self, op: Op) -> Op:
+        """``transpose(update_slice(transpose(a, p), v), p^-1)`` is ``update_slice(a, transpose(v,
+        p^-1))`` over the permuted window: a write through a transposed view (``y.T[2] *= 3``) is
+        a window update of ``a`` itself, which the plan can do in place, instead of a transposed
+        array the result's layout makes a copy of (when nothing else reads the first update)."""
+        if op.prim is not mv.transpose:
+            return op
+        update = self.producer.get(op.operands[0])
+        if update is None or update.prim is not mv.update_slice or self.uses.get(update.result, 0) != 1:
+            return op
+        inner = self.producer.get(update.operands[0])
+        if inner is None or inner.prim is not mv.transpose:
+            return op
+        base, back = inner.operands[0], _ints(op.attrs, "perm")
+        if base.type != op.result.type or tuple(_ints(inner.attrs, "perm")[q] for q in back) != tuple(
+            range(len(back))
+        ):
+            return op
+        value = update.operands[1]
+        attrs = {
+            key: tuple(_ints(update.attrs, key)[q] for q in back) for key in ("start", "limit", "stride")
+        }
+        marks = {INPLACE_ATTR: update.attrs[INPLACE_ATTR]} if INPLACE_ATTR in update.attrs else {}
+        moved = Op(
+            mv.transpose,
+            (value,),
+            {"perm": back, **marks},
+            (Value(value.type.with_shape(tuple(value.type.shape[q] for q in back))),),
+            op.loc,
+        )
+        self._emit(moved)
+        return Op(mv.update_slice, (base, moved.result), {**update.attrs, **attrs}, op.results, op.loc)
+
+    def nested_update(self, op: Op) -> Op:
+        """``update_slice(a, update_slice(slice(a, w1), v, w2), w1)`` is ``update_slice(a, v, w)`` with
+        ``w`` the window ``w2`` of ``w1`` (``y[:, 4:][:, 0] = v``, ``y[:, 4:].T[0] = v``): only ``v``'s
+        elements are written, instead of the whole outer window computed first and then stored
+        (when nothing else reads the inner update)."""
+        if op.prim is not mv.update_slice:
+            return op
+        base, new = op.operands
+        inner = self.producer.get(new)
+        if inner is None or inner.prim is not mv.update_slice or self.uses.get(new, 0) != 1:
+            return op
+        window = self.producer.get(inner.operands[0])
+        if window is None or window.prim is not mv.slice_ or window.operands[0] is not base:
+            return op
+        if _ints(window.attrs, "start") != _ints(op.attrs, "start") or _ints(window.attrs, "stride") != _ints(
+            op.attrs, "stride"
+        ):
+            return op
+        value = inner.operands[1]
+        if value.type.size == 0:
+            return op
+        outer_start, outer_stride = _ints(op.attrs, "start"), _ints(op.attrs, "stride")
+        start = tuple(a + s * b for a, s, b in zip(outer_start, outer_stride, _ints(inner.attrs, "start")))
+        stride = tuple(s * t for s, t in zip(outer_stride, _ints(inner.attrs, "stride")))
+        # (the last element, one step past it toward the stride's sign: range()'s exclusive limit)
+        limit = tuple(
+            b + (n - 1) * t + (1 if t > 0 else -1) for b, n, t in zip(start, value.type.shape, stride)
+        )
+        attrs = {**op.attrs, "start": start, "limit": limit, "stride": stride}
+        return Op(mv.update_slice, (base, value), attrs, op.results, op.loc)
 
     def outer_product(self, op: Op) -> Op:
         """A matmul over K = 1 is an outer product: ``broadcast(a) * broadcast(b)``, elementwise, so
@@ -204,7 +271,9 @@ class _Simplifier:
         if same is not None:
             self.rw.replace(op.result, same)
             return
-        op = self.merge_movement(self.fold(self.outer_product(op)))
+        op = self.merge_movement(
+            self.fold(self.outer_product(self.nested_update(self.update_through_transpose(op))))
+        )
         same = self.forward(op)  # the merged op may be an identity (a transpose undone)
         if same is not None:
             self.rw.replace(op.result, same)

@@ -135,3 +135,39 @@ func.func @neutral_broadcast(%arg0: tensor<2000x512xf32>) -> (tensor<2000x512xf3
   %6 = "dsl.add"(%arg0, %5) : (tensor<2000x512xf32>, tensor<2000x512xf32>) -> tensor<2000x512xf32>
   return %2, %6 : tensor<2000x512xf32>, tensor<2000x512xf32>
 }
+
+// A write through a transposed view (`y.T[2] = v`) is a window update of `y` itself: the update of
+// the transpose, transposed back, becomes an update of the permuted window with `v` transposed.
+// CHECK-LABEL: func.func @update_through_transpose
+// CHECK:         %[[V:.*]] = "dsl.transpose"(%arg1) {perm = array<i64: 1, 0>}
+// CHECK-NEXT:    %[[U:.*]] = "dsl.update_slice"(%arg0, %[[V]]) {limit = array<i64: 4, 3>, start = array<i64: 0, 2>, stride = array<i64: 1, 1>}
+// CHECK-NEXT:    return %[[U]]
+func.func @update_through_transpose(%arg0: tensor<4x5xf32>, %arg1: tensor<1x4xf32>) -> tensor<4x5xf32> {
+  %0 = "dsl.transpose"(%arg0) {perm = array<i64: 1, 0>} : (tensor<4x5xf32>) -> tensor<5x4xf32>
+  %1 = "dsl.update_slice"(%0, %arg1) {limit = array<i64: 3, 4>, start = array<i64: 2, 0>, stride = array<i64: 1, 1>} : (tensor<5x4xf32>, tensor<1x4xf32>) -> tensor<5x4xf32>
+  %2 = "dsl.transpose"(%1) {perm = array<i64: 1, 0>} : (tensor<5x4xf32>) -> tensor<4x5xf32>
+  return %2 : tensor<4x5xf32>
+}
+
+// An update of a window of a window (`y[:, 1:][::2, 0] = v`) is one update of the composed window:
+// only v's elements are written, not the outer window computed first and stored.
+// CHECK-LABEL: func.func @nested_update
+// CHECK-NEXT:    %0 = "dsl.update_slice"(%arg0, %arg1) {limit = array<i64: 3, 2>, start = array<i64: 0, 1>, stride = array<i64: 2, 1>}
+// CHECK-NEXT:    return %0
+func.func @nested_update(%arg0: tensor<4x5xf32>, %arg1: tensor<2x1xf32>) -> tensor<4x5xf32> {
+  %0 = "dsl.slice"(%arg0) {limit = array<i64: 4, 5>, start = array<i64: 0, 1>, stride = array<i64: 1, 1>} : (tensor<4x5xf32>) -> tensor<4x4xf32>
+  %1 = "dsl.update_slice"(%0, %arg1) {limit = array<i64: 3, 1>, start = array<i64: 0, 0>, stride = array<i64: 2, 1>} : (tensor<4x4xf32>, tensor<2x1xf32>) -> tensor<4x4xf32>
+  %2 = "dsl.update_slice"(%arg0, %1) {limit = array<i64: 4, 5>, start = array<i64: 0, 1>, stride = array<i64: 1, 1>} : (tensor<4x5xf32>, tensor<4x4xf32>) -> tensor<4x5xf32>
+  return %2 : tensor<4x5xf32>
+}
+
+// Not when something else reads the inner update: it must exist anyway.
+// CHECK-LABEL: func.func @nested_update_read_twice
+// CHECK:         "dsl.update_slice"(%0, %arg1)
+// CHECK:         "dsl.update_slice"(%arg0, %1)
+func.func @nested_update_read_twice(%arg0: tensor<4x5xf32>, %arg1: tensor<2x1xf32>) -> (tensor<4x5xf32>, tensor<4x4xf32>) {
+  %0 = "dsl.slice"(%arg0) {limit = array<i64: 4, 5>, start = array<i64: 0, 1>, stride = array<i64: 1, 1>} : (tensor<4x5xf32>) -> tensor<4x4xf32>
+  %1 = "dsl.update_slice"(%0, %arg1) {limit = array<i64: 3, 1>, start = array<i64: 0, 0>, stride = array<i64: 2, 1>} : (tensor<4x4xf32>, tensor<2x1xf32>) -> tensor<4x4xf32>
+  %2 = "dsl.update_slice"(%arg0, %1) {limit = array<i64: 4, 5>, start = array<i64: 0, 1>, stride = array<i64: 1, 1>} : (tensor<4x5xf32>, tensor<4x4xf32>) -> tensor<4x5xf32>
+  return %2, %1 : tensor<4x5xf32>, tensor<4x4xf32>
+}
