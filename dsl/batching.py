@@ -172,6 +172,12 @@ def _mapped_out(x: Array, batched: bool, axis: Axis, size: int) -> Array:
         return x
     if not batched:
         x = ops.broadcast_to(x, (size,) + x.shape)
+    if not -x.ndim <= axis < x.ndim:  # JAX's ValueError: the axis must exist in the stacked result
+        raise tracing.user_error(
+            ShapeError,
+            f"vmap: out_axes {axis} is out of range for a result of shape {x.shape[1:]} per example "
+            f"(stacked: {x.ndim} axes)",
+        )
     return _moved(x, 0, axis % x.ndim)
 
 

@@ -57,13 +57,18 @@ Key = Any  # an (2,) integer array: a NumPy array or a traced one
 
 def key(seed: Any) -> Key:
     """A key from an integer seed: a NumPy ``int64`` array ``[seed >> 32, seed & 0xFFFFFFFF]`` for a
-    Python or NumPy integer, a traced one for a traced integer scalar."""
+    Python or NumPy integer, a traced one for a traced integer scalar; a seed of fewer than 64 bits
+    (``np.int32(-5)``) is ``[0, seed & 0xFFFFFFFF]``, as JAX's."""
     if isinstance(seed, Array):
         if not seed.ir_dtype.is_int or seed.shape:
             raise tracing.user_error(ShapeError, f"a key's seed must be an integer scalar, got {seed}")
+        narrow = seed.ir_dtype.np.itemsize < 8
         seed = ops.cast(seed, DType.i64)
-        return dnp.stack([_word(ops.binary(ew.shift_right, seed, 32)), _word(seed)])
+        high = dnp.zeros_like(seed) if narrow else _word(ops.binary(ew.shift_right, seed, 32))
+        return dnp.stack([high, _word(seed)])
     s = operator.index(seed)
+    if isinstance(seed, np.integer) and seed.dtype.itemsize < 8:
+        return np.array([0, s & _WORD], np.int64)  # JAX's: a 32-bit seed has no high word
     return np.array([(s >> 32) & _WORD, s & _WORD], np.int64)
 
 
@@ -138,7 +143,8 @@ def normal(key: Key, shape: Any = (), dtype: Any = np.float32) -> Array:
 def bernoulli(key: Key, p: Any = 0.5, shape: Any = None) -> Array:
     """``True`` with probability ``p`` (a float or an array broadcast to ``shape``; ``shape`` defaults
     to ``p``'s): ``uniform(key, shape) < p`` in ``p``'s dtype, float32 for a Python float."""
-    p = ops.constant(np.float32(p)) if isinstance(p, (int, float)) else ops.asarray(p)
+    weak = isinstance(p, (int, float)) and not isinstance(p, np.generic)  # np.float64(0.3): float64
+    p = ops.constant(np.float32(p)) if weak else ops.asarray(p)
     if not p.ir_dtype.is_float:
         raise tracing.user_error(ShapeError, f"bernoulli: p must be floating-point, got {p.ir_dtype}")
     shape = p.shape if shape is None else _shape(shape)

@@ -177,7 +177,12 @@ def active() -> bool:
 def current() -> Trace:
     trace = getattr(_state, "trace", None)
     if trace is None:
-        raise DSLError("dsl arrays can only be used inside a function being compiled by dsl.compile")
+        raise user_error(
+            DSLError,
+            "dsl arrays can only be used inside a function being compiled by dsl.compile: put this "
+            "code in a function decorated with @dsl.compile (or transformed by dsl.grad, dsl.vmap ...) "
+            "and call that",
+        )
     return trace
 
 

@@ -320,3 +320,10 @@ def test_read_only_inputs_are_fine_unless_mutated() -> None:
     with pytest.raises(dsl.DSLError, match="read-only"):
         dsl.compile(lambda x: x.add_(1.0))(x)
     np.testing.assert_array_equal(x, np.arange(4.0))
+
+
+def test_sampling_outside_a_compiled_function_names_the_line() -> None:
+    # dsl.random.key/split work eagerly (NumPy keys); drawing needs a trace, and says so at the call
+    key = dsl.random.key(0)
+    with pytest.raises(dsl.DSLError, match=rf"{__file__}:\d+: dsl arrays can only be used inside"):
+        dsl.random.uniform(key, (3,))

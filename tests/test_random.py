@@ -165,6 +165,18 @@ def test_traced_key_and_split_match_concrete() -> None:
         np.testing.assert_array_equal(ks, dsl.random.split(dsl.random.key(seed), 4))
 
 
+def test_narrow_seeds_and_numpy_float_p_are_jaxs() -> None:
+    """A seed of fewer than 64 bits has no high word in JAX (``PRNGKey(np.int32(-5))`` is ``[0,
+    2**32 - 5]``), concrete or traced; a NumPy float64 ``p`` is not weak: float64 uniforms."""
+    for seed in (np.int32(-5), np.int16(-3), np.uint32(4_000_000_000), np.int32(7)):
+        want = key_data(jax_key(seed))
+        np.testing.assert_array_equal(dsl.random.key(seed), want)
+        if seed.dtype == np.int32:  # (traced arguments are int32, int64, floats or bool)
+            np.testing.assert_array_equal(dsl.compile(dsl.random.key)(seed), want)
+    got = dsl.compile(lambda k: dsl.random.bernoulli(k, np.float64(0.3), (200,)))(dsl.random.key(7))
+    np.testing.assert_array_equal(got, np.asarray(jax.random.bernoulli(jax_key(7), np.float64(0.3), (200,))))
+
+
 def test_same_key_same_numbers_in_any_order() -> None:
     key = dsl.random.key(11)
 

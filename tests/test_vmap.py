@@ -212,6 +212,9 @@ def test_vmap_errors() -> None:
         dsl.vmap(lambda a: a * 2.0, out_axes=None)(x)
     with pytest.raises(dsl.TransformError, match="in_axes has 1 entries"):
         dsl.vmap(lambda a, b: a + b, in_axes=(0,))(x, x)
+    with pytest.raises(dsl.ShapeError, match="out_axes 1 is out of range for a result of shape"):
+        dsl.vmap(lambda a: a.sum(), out_axes=1)(x)  # (JAX: ValueError; it was put at axis 0)
+    assert dsl.vmap(lambda a: a * 2.0, out_axes=-1)(x).shape == (2, 3)
 
 
 # ---- jacfwd / jacrev over a batched basis ------------------------------------------------------
