@@ -290,6 +290,9 @@ def test_clip_keeps_x_at_a_bound_as_numpy() -> None:
     ]
     for dtype in (np.float64, np.float32):
         xd = x.astype(dtype)
-        for lo, hi in cases:
-            fn = dsl.compile(lambda v, lo=lo, hi=hi: dnp.clip(v, lo, hi))
-            assert_identical(fn(xd), np.clip(xd, lo, hi), f"clip({dtype.__name__}, {lo!r}, {hi!r})")
+        for k, (lo, hi) in enumerate(cases):
+            fn = lambda v, lo=lo, hi=hi: dnp.clip(v, lo, hi)  # noqa: E731
+            want, what = np.clip(xd, lo, hi), f"clip({dtype.__name__}, {lo!r}, {hi!r})"
+            assert_identical(interpret_fn(fn, xd), want, what)
+            if dtype is np.float32 and k in (0, 5, 11):  # compiled: the CPU's max/min loops
+                assert_identical(dsl.compile(fn)(xd), want, what)

@@ -103,6 +103,24 @@ def through_transposes_want(x, w):
     return y
 
 
+def consecutive_setitems(x, w, a, b):
+    """Window writes one after another, of arguments and of a constant: each its own window loop,
+    the values read where they are (no staging copy of ``a`` or ``b`` first)."""
+    y = x @ w
+    y[0] = a
+    y[5] = 2.0 * b
+    y[7, ::2] = 3.0
+    return y
+
+
+def consecutive_setitems_want(x, w, a, b):
+    y = x @ w
+    y[0] = a
+    y[5] = 2.0 * b
+    y[7, ::2] = 3.0
+    return y
+
+
 def _enclosing(body: list[Stmt], outer: tuple[For, ...] = ()) -> list[tuple[For, ...]]:
     """For each statement that stores, the loops around it."""
     out = []
@@ -141,19 +159,21 @@ def _update_kernels(fn, args, target: str) -> list[tuple[int, int, int]]:
         (over_matmul, (X[:10, :10].astype(np.float64), X[0, :10].astype(np.float64), X[:2, :10], 3)),
         (returned_after_updates, (X, X[:16, :16])),
         (through_transposes, (X, X[:16, :16])),
+        (consecutive_setitems, (X, X[:16, :16], X[0], X[1])),
     ],
-    ids=["loop-static", "loop-fori", "over-matmul", "returned", "transposed"],
+    ids=["loop-static", "loop-fori", "over-matmul", "returned", "transposed", "consecutive"],
 )
 def test_in_place_update_kernel_loops_over_the_window(fn, args, target: str) -> None:
     """Every update computed over its base's buffer loops over the update's elements only; a loop of
     K ``c[i] = c[i] * 2 + 1`` has K - 1 of them (the first reads the argument, which is not ours to
-    overwrite; the last is computed over the value the plan keeps in the result's memory)."""
+    overwrite; the last is computed over the value the plan keeps in the result's memory). Updates
+    one after another (``c[i] = v; c[i:i + 2] += w``) are each a loop over their own window: not
+    one loop over the whole array selecting through them (which they were, when the next update
+    read the last at the element it writes)."""
     # (the fori_loop unrolled: natively its one update runs in the loop's body, over the carry)
     with option_defaults(native_loops=fn is not rows_traced):
         found = _update_kernels(fn, [np.asarray(a) for a in args], target)
-    # (through_transposes: the row is one; the strided window and the next update over it, which does
-    # not read it back, are one loop over the whole array, in place)
-    count = {rows_static: K - 1, rows_traced: K - 1, over_matmul: 1, returned_after_updates: 3}.get(fn, 1)
+    count = {rows_static: K - 1, rows_traced: K - 1, over_matmul: 3, returned_after_updates: 3}.get(fn, 3)
     assert len(found) == count, found
     for iterations, window, base in found:
         assert iterations == window < base, found
@@ -227,3 +247,5 @@ def test_updates_through_transposed_views_copy_nothing() -> None:
     report = dsl.compile(through_transposes).lower(X, X[:16, :16]).explain_inplace()
     requests = report.split("buffers reused")[0]
     assert "copy" not in requests and "3072 bytes" not in requests, report
+    report = dsl.compile(consecutive_setitems).lower(X, X[:16, :16], X[0], X[1]).explain_inplace()
+    assert "computed first" not in report and "copy" not in report, report  # no staging buffers

@@ -46,8 +46,11 @@ is inlined:
    access keys; so a broadcast read by two reductions needs no full-size buffer (its small operand
    may). A random draw (``random_bits``) is recomputed the same way: its Threefry rounds are
    integer arithmetic on its position and a two-word key, and a draw is never stored. An update of
-   a window that a reader reads back (``c[i] = c[i] * 2 + 1``: ``_reread_update``) is no such map:
-   it roots a group of its own, computed in place over its base's window (``kernel/window.py``);
+   a window that a reader reads back (``c[i] = c[i] * 2 + 1``: ``_reread_update``), or that the next
+   update takes as its base (``y[0] = a; y[5] = b``), is no such map: it roots a group of its own,
+   computed in place over its base's window (``kernel/window.py``), and a cheap elementwise op only
+   its new elements read, reading nothing of its base, is computed in it (``_window_value``: no
+   staging buffer of the window's size);
 2. an elementwise op read by one group only, when inlining does not recompute it (evaluations <=
    its element count). An expensive value read at many indices (``exp(c)`` feeding a broadcast,
    both sides of a ``concatenate``) is therefore materialized;
@@ -499,9 +502,13 @@ class _Fuser:
         inlinable = value not in self.returned and all(
             g.kind in _INLINING and len(keys) <= MAX_ACCESS_KEYS for g, keys in reads.items()
         )
-        if inlinable and op.prim.kind in _INDEX_MAPS and not self._reread_update(op, reads):
+        if self._reread_update(op, reads):
+            return [], False  # roots a group of its own, over its window (``kernel/window.py``)
+        if inlinable and op.prim.kind in _INDEX_MAPS:
             return list(reads), False
         if inlinable and self.recompute and self._recomputable(op, reads):
+            return list(reads), False
+        if inlinable and self._window_value(op, reads):
             return list(reads), False
         if inlinable and len(reads) == 1:
             ((group, keys),) = reads.items()
@@ -518,8 +525,35 @@ class _Fuser:
         read back: ``c[i] = c[i] * 2 + 1``): no index map to recompute in its readers. Inlined, a
         chain of such updates (a loop's) selects through every earlier update at every element;
         stored, each is computed over its base in place, over the window only
-        (``compiler/kernel/window.py``)."""
-        return op.prim in dyn.PARTIAL_UPDATES and any(set(keys) != {IDENTITY} for keys in reads.values())
+        (``compiler/kernel/window.py``). So is an update that the next update of a window takes as
+        its base (``y[0] = a; y[5] = b``): inlined, the pair would be one loop over the whole array."""
+        return op.prim in dyn.PARTIAL_UPDATES and any(
+            set(keys) != {IDENTITY} or _updates(group.root, op) for group, keys in reads.items()
+        )
+
+    def _window_value(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
+        """A cheap elementwise op that only an update's new elements read (``y[0] = a`` copies ``a``,
+        ``c[i] = 2 * v``): computed in the update's kernel, at the window's elements when the update
+        runs over its window in place (``kernel/window.py``), instead of into a staging buffer of
+        the window's size first. Not when it may read the update's base (through ops inlined with
+        it): the update would read elements it overwrites."""
+        if len(reads) != 1 or op.prim.kind is not Kind.ELEMENTWISE or not ew.cheap_to_recompute(op):
+            return False
+        ((group, keys),) = reads.items()
+        root = group.root
+        if root.prim not in dyn.PARTIAL_UPDATES or not all(key[:1] == ((group.root_pos, 1),) for key in keys):
+            return False
+        base, seen, todo = root.operands[0], set(), list(op.operands)
+        while todo:
+            v = todo.pop()
+            if v is base:
+                return False
+            producer = self.producer.get(v)
+            if v in seen or producer is None or producer.prim.kind not in (Kind.ELEMENTWISE, *_INDEX_MAPS):
+                continue  # a parameter or a buffer another group computes before
+            seen.add(v)
+            todo.extend(producer.operands)
+        return True
 
     def _recomputable(self, op: Op, reads: dict[Group, dict[AccessKey, int]]) -> bool:
         """Rule 3: a cheap elementwise op read at the identity index only, whose operands are buffers
@@ -584,3 +618,8 @@ class _Fuser:
                 if v not in inside:
                     seen[v] = None
         return list(seen)
+
+
+def _updates(root: Op, op: Op) -> bool:
+    """Whether ``root`` is an update of a window of ``op``'s result (takes it as its base)."""
+    return root.prim in dyn.PARTIAL_UPDATES and root.operands[0] is op.result

@@ -54,6 +54,7 @@ from compiler.kernel.emit import BodyBuilder, ConstantPool
 from compiler.passes.fuse import IDENTITY, Band, FusionPlan, Group, GroupKind
 from compiler.prims import elementwise as ew
 from compiler.prims.base import Kind
+from compiler.prims.dynamic import PARTIAL_UPDATES
 
 MEMBER, TAIL = "member", "tail"  # the roles ``band_role`` gives a group (None: neither)
 ROW = "i0"  # the loop variable of a group's leading axis (``emit.ROW``): the row a band computes
@@ -81,6 +82,7 @@ def band_role(group: Group, numpy_kernel: Callable[[Group], bool], row_max: int 
         group.kind not in (GroupKind.LOOP, GroupKind.REDUCE)
         or math.prod(group.shape) == 0
         or numpy_kernel(group)
+        or group.root.prim in PARTIAL_UPDATES  # a window update loops over its window (kernel/window.py)
     ):
         return None
     if row_max is not None and math.prod(group.shape[1:]) > row_max:

@@ -15,7 +15,7 @@ RNG = np.random.default_rng(0)
 C = RNG.standard_normal((5, 4))
 V = RNG.standard_normal(4)
 W = RNG.standard_normal((2, 4))
-STARTS = (np.int64(2), np.int32(4), np.int64(7), np.int64(-1), np.int32(-9))
+STARTS = (np.int64(2), np.int64(7), np.int64(-1), np.int32(-9))  # inside, clamped, wrapped, int32
 
 
 def both(fn, *args, **kwargs):
@@ -56,7 +56,7 @@ def windows(c, i):
 
 @pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
 def test_reads_writes_and_windows(inplace: bool) -> None:
-    for i in STARTS:
+    for i in STARTS if inplace else STARTS[::3]:  # (off: one start of each dtype, for CI time)
         close(*both(reads, C, i, inplace=inplace))
         close(*both(writes, C, V, W, i, inplace=inplace))
         close(*both(windows, C, i, inplace=inplace))
