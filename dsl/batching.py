@@ -105,7 +105,19 @@ class _VmapFn:
             axes += _leaf_axes(entry, a, "in_axes")
         return axes
 
+    def dsl_static_slots(self, args: tuple[Any, ...], layout: Layout) -> frozenset[int]:
+        """The slots ``f`` gets as Python values: a Python number not mapped (``in_axes`` None for it)
+        reaches ``f`` as itself, as in JAX (``vmap(f, in_axes=(0, None))(x, 2)``: ``f(row, 2)``)."""
+        spec = tuple(self.in_axes) if isinstance(self.in_axes, list) else self.in_axes
+        return frozenset(
+            i
+            for i, a in enumerate(args[: layout.n_positional])
+            if isinstance(a, (int, float, bool))
+            and (spec is None or (isinstance(spec, tuple) and i < len(spec) and spec[i] is None))
+        )
+
     def dsl_call_slots(self, args: tuple[Any, ...], layout: Layout) -> Any:
+        layout = layout._replace(static=layout.static | self.dsl_static_slots(args, layout))
         leaves = _leaves(args, layout)
         axes = self._axes(args, layout)
         size = _batch_size(leaves, axes)

@@ -165,14 +165,39 @@ class Compiled:
 
     # ---- calling -----------------------------------------------------------------------------
 
+    @property
+    def dsl_call_slots(self) -> Callable[[tuple[Any, ...], Layout], Any] | None:
+        """A transform's body (``dsl.grad(f)``, ``dsl.vmap(f)``) traced by an enclosing transform
+        takes the slots as they are, defaults not passed included (``trace_function``): rebound
+        from values, a default would become a passed, traced argument (``vmap(grad(f))`` of an ``f``
+        with ``axis=0``). None for a plain function."""
+        inner = getattr(self._fn, "dsl_call_slots", None)
+        if inner is None:
+            return None
+
+        def call(args: tuple[Any, ...], layout: Layout) -> Any:
+            with tracing.strict_inplace(self._strict_inplace):
+                return inner(args, layout)
+
+        return call
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Layout]:
+        """The call's slots; a transform's body may keep more of them Python values (``vmap``: a
+        number not mapped)."""
+        args, layout = self._binder.bind(args, kwargs)
+        more = getattr(self._fn, "dsl_static_slots", None)
+        if more is not None:
+            layout = layout._replace(static=layout.static | more(args, layout))
+        return args, layout
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tracing.active():  # called while tracing (inside a transform or another compiled fn)
             with tracing.strict_inplace(self._strict_inplace):
                 takes_slots = getattr(self._fn, "dsl_call_slots", None)  # a transform's body: bound here,
                 if takes_slots is not None:  # so that this function's static arguments stay static
-                    return takes_slots(*self._binder.bind(args, kwargs))
+                    return takes_slots(*self._bind(args, kwargs))
                 return self._fn(*args, **kwargs)
-        args, layout = self._binder.bind(args, kwargs)
+        args, layout = self._bind(args, kwargs)
         key, leaves = self._key(args, layout)
         entry = self._cache.get(key)
         if entry is None:
@@ -181,7 +206,7 @@ class Compiled:
 
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """Trace and compile for these arguments without running."""
-        args, layout = self._binder.bind(args, kwargs)
+        args, layout = self._bind(args, kwargs)
         key, _ = self._key(args, layout)
         entry = self._cache.get(key) or self._compile(key, args, layout)
         return Lowered(entry.program)
@@ -283,7 +308,7 @@ class Compiled:
     ) -> tuple[Function, pytree.TreeDef, list[int], list[str]]:
         """Trace for a call's slots (default: ``args`` passed by position, bound here)."""
         if layout is None:
-            args, layout = self._binder.bind(args, {})
+            args, layout = self._bind(args, {})
         self.trace_count += 1
         t = trace_function(self._fn, args, layout)
         return t.func, t.out_tree, t.mutated, t.names

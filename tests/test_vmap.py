@@ -249,3 +249,34 @@ def test_jacobian_programs_do_not_grow_with_the_basis() -> None:
         return len(list(trace_function(hessian, (np.ones(n),)).func.walk()))
 
     assert size(40) == size(4)
+
+
+def _cumsum_loss(lib, a, axis=0):
+    return (lib.cumsum(a, axis=axis) ** 2).sum()
+
+
+def test_nested_transforms_keep_defaults_and_unmapped_numbers_python_values() -> None:
+    """A default the caller did not pass stays a Python value under transforms of transforms (it was
+    traced as an argument: ``axis`` became an array); a Python number with ``in_axes`` None reaches
+    the function as itself (``jax.vmap``'s), against JAX."""
+    x = rng.standard_normal((2, 3))
+
+    def k(a, axis=0):
+        return _cumsum_loss(dnp, a, axis)
+
+    def kj(a, axis=0):
+        return _cumsum_loss(jnp, a, axis)
+
+    def scaled(a, scale=2.0, f=dnp.tanh):
+        return f(a) * scale
+
+    close = np.testing.assert_allclose
+    close(dsl.vmap(dsl.grad(k))(x), jax.vmap(jax.grad(kj))(x), rtol=1e-12)
+    close(dsl.jacfwd(dsl.grad(k))(x[0]), jax.jacfwd(jax.grad(kj))(x[0]), rtol=1e-12)
+    close(dsl.jacrev(dsl.grad(k))(x[0]), jax.jacrev(jax.grad(kj))(x[0]), rtol=1e-12)
+    close(dsl.vmap(dsl.jacrev(k))(x), jax.vmap(jax.jacrev(kj))(x), rtol=1e-12)
+    close(dsl.vmap(dsl.vmap(scaled))(x), 2.0 * np.tanh(x), rtol=1e-15)
+    close(dsl.vmap(dsl.grad(lambda a: scaled(a).sum()))(x), 2.0 / np.cosh(x) ** 2, rtol=1e-12)
+    want = jax.vmap(jax.grad(kj), in_axes=(0, None))(x, 0)
+    close(dsl.vmap(dsl.grad(k), in_axes=(0, None))(x, 0), want, rtol=1e-12)
+    close(dsl.vmap(k, in_axes=(0, None))(x, -1), jax.vmap(kj, in_axes=(0, None))(x, -1), rtol=1e-12)
