@@ -168,6 +168,8 @@ def tile(a: Any, reps: Any) -> Array:
     reps = (
         (operator.index(reps),) if isinstance(reps, (int, np.integer)) else tuple(map(operator.index, reps))
     )
+    if any(r < 0 for r in reps):
+        raise tracing.user_error(ShapeError, f"tile: negative dimensions are not allowed (reps {reps})")
     n = max(a.ndim, len(reps))
     shape, reps = (1,) * (n - a.ndim) + a.shape, (1,) * (n - len(reps)) + reps
     interleaved = dnp.reshape(a, tuple(d for s in shape for d in (1, s)))
@@ -189,7 +191,10 @@ def repeat(a: Any, repeats: Any, axis: int | None = None) -> Array:
     counts = np.asarray(repeats)
     if counts.dtype.kind not in "iub" or (counts < 0).any():
         raise tracing.user_error(ShapeError, "repeat: repeats must be non-negative integers")
-    positions = np.repeat(np.arange(a.shape[ax]), counts)  # NumPy's own index map: its shape rules too
+    try:
+        positions = np.repeat(np.arange(a.shape[ax]), counts)  # NumPy's own index map: its shape rules too
+    except ValueError as err:
+        raise tracing.user_error(ShapeError, f"repeat: {err} (one count per element of axis {ax})") from None
     return dnp.take(a, positions, axis=ax)
 
 
@@ -198,12 +203,19 @@ def roll(a: Any, shift: Any, axis: Any = None) -> Array:
     a = ops.asarray(a)
     if axis is None:
         return dnp.reshape(roll(dnp.ravel(a), shift, 0), a.shape)
-    shifts = np.broadcast_to(np.asarray(shift), np.shape(axis)).ravel()
-    axes = np.asarray(axis).ravel()
-    out = a
+    try:  # NumPy's pairing: shifts and axes broadcast together; shifts of one axis add up
+        shifts, axes = (v.ravel() for v in np.broadcast_arrays(np.asarray(shift), np.asarray(axis)))
+    except ValueError as err:
+        raise tracing.user_error(
+            ShapeError, f"roll: 'shift' and 'axis' do not broadcast together: {err}"
+        ) from None
+    total: dict[int, int] = {}
     for s, ax_ in zip(shifts, axes, strict=True):
         (ax,) = ops.normalize_axes(int(ax_), a.ndim)
-        out = dnp.take(out, np.roll(np.arange(a.shape[ax]), int(s)), axis=ax)
+        total[ax] = total.get(ax, 0) + int(s)
+    out = a
+    for ax, s in total.items():
+        out = dnp.take(out, np.roll(np.arange(a.shape[ax]), s), axis=ax)
     return out if out is not a else ops.new_storage(a)
 
 

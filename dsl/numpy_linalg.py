@@ -17,8 +17,8 @@ def _vector_norm(x: Array, ord: Any, axis: int, keepdims: bool) -> Array:
     a = dnp.abs(x)
     if ord is None or ord == 2:
         return dnp.sqrt(dnp.sum(dnp.multiply(x, x), axis, keepdims))
-    if ord == np.inf:
-        return dnp.max(a, axis, keepdims)
+    if ord == np.inf:  # NumPy's and JAX's initial=0: an empty vector's norm is 0 (and the tie at
+        return dnp.max(a, axis, keepdims, initial=0)  # zero shares the gradient with it, as JAX's)
     if ord == -np.inf:
         return dnp.min(a, axis, keepdims)
     if ord == 0:
@@ -38,7 +38,10 @@ def _matrix_norm(x: Array, ord: Any, axes: tuple[int, int], keepdims: bool) -> A
         # 1: the largest column sum of |x| (summed over rows); inf: the largest row sum.
         summed, across = (row, col) if ord in (1, -1) else (col, row)
         sums = dnp.sum(dnp.abs(x), summed, keepdims=True)
-        out = dnp.max(sums, across, keepdims=True) if ord > 0 else dnp.min(sums, across, keepdims=True)
+        if ord > 0:  # (initial=0 as NumPy's and JAX's)
+            out = dnp.max(sums, across, keepdims=True, initial=0)
+        else:
+            out = dnp.min(sums, across, keepdims=True)
     elif ord in (2, -2, "nuc"):
         raise tracing.user_error(
             ShapeError,

@@ -117,11 +117,19 @@ def _edge_parts(x: Array, axis: int, before: int, after: int, mode: str) -> tupl
     return head, tail
 
 
-def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0) -> Array:
+def pad(
+    array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0, reflect_type: str = "even"
+) -> Array:
     """``np.pad`` with static widths: modes ``constant`` (the ``pad`` primitive), ``edge``, ``wrap``,
-    ``reflect`` and ``symmetric`` (slices and ``concatenate``; past one period a gather)."""
+    ``reflect`` and ``symmetric`` (slices and ``concatenate``; past one period a gather);
+    ``reflect_type="odd"`` (within one period) reflects about the edge's value: ``2 * edge - x``."""
     x = ops.asarray(array)
     widths = _widths(pad_width, x.ndim)
+    if reflect_type not in ("even", "odd"):
+        raise tracing.user_error(
+            ShapeError, f"pad: reflect_type must be 'even' or 'odd', not {reflect_type!r}"
+        )
+    odd = reflect_type == "odd" and mode in ("reflect", "symmetric")
     if mode == "constant":
         if isinstance(constant_values, Array):  # a traced value: one for every side
             if constant_values.ndim:
@@ -143,12 +151,21 @@ def pad(array: Any, pad_width: Any, mode: str = "constant", constant_values: Any
                 )
             n = out.shape[axis]
             if mode != "edge" and max(before, after) > (n - 1 if mode == "reflect" else n):
+                if odd:  # (NumPy reflects chunk by chunk, each about the last one's edge)
+                    raise tracing.user_error(
+                        ShapeError,
+                        f"pad: reflect_type='odd' past one period of axis {axis} (of {n}) is not "
+                        "supported; pad in several calls, each within one period",
+                    )
                 # Past one period (or reflecting an axis of one): NumPy's own index map of the axis
                 # (padding positions is what padding values does), as one gather along it.
                 positions = np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]
                 out = dnp.take(out, positions, axis=axis)
                 continue
             head, tail = _edge_parts(out, axis, before, after, mode)
+            if odd:  # NumPy's 2 * edge - chunk, in the array's dtype
+                head = dnp.subtract(dnp.multiply(2, _along(out, axis, slice(0, 1))), head)
+                tail = dnp.subtract(dnp.multiply(2, _along(out, axis, slice(n - 1, n))), tail)
             out = dnp.concatenate([p for p in (head, out, tail) if p.shape[axis]], axis)
     return ops.new_storage(out) if out is x else out
 
@@ -192,6 +209,9 @@ def moveaxis(a: Any, source: Any, destination: Any) -> Array:
         raise tracing.user_error(
             ShapeError, "`source` and `destination` arguments must have the same number of elements"
         )
+    for name, axes in (("source", src), ("destination", dst)):
+        if len(set(axes)) != len(axes):
+            raise tracing.user_error(ShapeError, f"repeated axis in `{name}` argument")
     order = [n for n in range(a.ndim) if n not in src]
     for d, s in sorted(zip(dst, src, strict=True)):
         order.insert(d, s)

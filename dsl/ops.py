@@ -61,7 +61,8 @@ def constant(value: Any, dtype: DType | None = None, weak: bool = False) -> Arra
     except OverflowError as e:  # a Python int past the dtype it meets (``int32_array + 2**40``)
         raise tracing.user_error(
             ScalarOverflowError,
-            f"{e} (NumPy 2 raises OverflowError too); make the array wider (int64) or the number smaller",
+            f"{e} (as NumPy 2's arithmetic raises OverflowError); make the array wider (int64) or the "
+            "number smaller",
         ) from None
     if not is_supported_numpy_dtype(array.dtype):
         raise tracing.user_error(ShapeError, f"unsupported dtype {array.dtype} in a compiled function")

@@ -160,6 +160,18 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
     "norm_fro": (lambda x: dnp.linalg.norm(x, "fro"), lambda x: np.linalg.norm(x, "fro"), (M34,)),
     "norm_mat_1": (lambda x: dnp.linalg.norm(x, 1), lambda x: np.linalg.norm(x, 1), (M34,)),
     "norm_mat_inf": (lambda x: dnp.linalg.norm(x, np.inf), lambda x: np.linalg.norm(x, np.inf), (M34,)),
+    # of nothing: 0 (NumPy's and JAX's initial=0; the max of nothing raised)
+    "norm_inf_empty": (lambda x: dnp.linalg.norm(x, np.inf), lambda x: np.linalg.norm(x, np.inf), (V6[:0],)),
+    "norm_mat_inf_empty": (
+        lambda x: dnp.linalg.norm(x, np.inf),
+        lambda x: np.linalg.norm(x, np.inf),
+        (M34[:0],),
+    ),
+    "norm_mat_1_empty_axes": (
+        lambda x: dnp.linalg.norm(x, 1, axis=(1, 0)),
+        lambda x: np.linalg.norm(x, 1, axis=(1, 0)),
+        (M34[:0],),
+    ),
     "norm_mat_-1_axes": (
         lambda x: dnp.linalg.norm(x, -1, axis=(1, 0), keepdims=True),
         lambda x: np.linalg.norm(x, -1, axis=(1, 0), keepdims=True),
@@ -182,6 +194,21 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
     "pad_traced_value": (
         lambda x: dnp.pad(x, W, constant_values=x.max()),
         lambda x: np.pad(x, W, constant_values=x.max()),
+        (M34,),
+    ),
+    "pad_reflect_odd": (
+        lambda x: dnp.pad(x, W, "reflect", reflect_type="odd"),
+        lambda x: np.pad(x, W, "reflect", reflect_type="odd"),
+        (M34,),
+    ),
+    "pad_symmetric_odd_ints": (
+        lambda x: dnp.pad(x, ((2, 1), (4, 0)), "symmetric", reflect_type="odd"),
+        lambda x: np.pad(x, ((2, 1), (4, 0)), "symmetric", reflect_type="odd"),
+        (I34,),
+    ),
+    "roll_shifts_of_one_axis_add_up": (
+        lambda x: dnp.roll(x, (1, 2), axis=0),
+        lambda x: np.roll(x, (1, 2), axis=0),
         (M34,),
     ),
     "pad_edge": (lambda x: dnp.pad(x, W, "edge"), lambda x: np.pad(x, W, "edge"), (M34,)),
@@ -826,6 +853,12 @@ def test_numpy_functions_on_traced_arrays_name_the_alternative(call: Any, phrase
         (lambda x: dnp.linalg.norm(x, 2), dsl.ShapeError, "needs singular values"),
         (lambda x: dnp.split(x, 5, axis=1), dsl.ShapeError, "does not result in an equal division"),
         (lambda x: x.astype(np.int32).rsqrt_(), dsl.ShapeError, "float64 result into a int32"),
+        # found by an outside program (2026-11-27): a silent answer, or NumPy's bare ValueError
+        (lambda x: dnp.moveaxis(x, (0, 1), (0, 0)), dsl.ShapeError, "repeated axis in `destination`"),
+        (lambda x: dnp.tile(x, -1), dsl.ShapeError, "negative dimensions are not allowed"),
+        (lambda x: dnp.repeat(x, [1, 2], axis=0), dsl.ShapeError, "one count per element of axis 0"),
+        (lambda x: dnp.roll(x, (1, 2), axis=(0, 1, 1)), dsl.ShapeError, "do not broadcast together"),
+        (lambda x: dnp.pad(x, 4, "reflect", reflect_type="odd"), dsl.ShapeError, "past one period"),
     ],
 )
 def test_clear_errors(call: Any, error: type[Exception], phrase: str) -> None:
@@ -931,3 +964,18 @@ def test_softmax_of_a_row_holding_inf_is_nan_as_jax() -> None:
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_log, want_log)
     assert np.isnan(got[:2]).all() and np.isnan(got[3]).all() and np.isfinite(got[2]).all()
+
+
+def test_max_norms_share_a_tie_at_zero_with_the_initial_zero_as_jax() -> None:
+    """``norm(x, inf)`` is ``max(abs(x), initial=0)`` in NumPy and JAX: at ``x == 0`` JAX's gradient
+    shares the tie with that initial value (1/6 each of three zeros; dslc gave 1/3). Numbers from
+    ``jax.grad(lambda a: jnp.linalg.norm(a, jnp.inf))`` and the matrix ``1``/``inf`` norms (x64)."""
+    cases = [
+        (np.inf, np.zeros(3), np.full(3, 1 / 6)),
+        (np.inf, np.array([1.0, -3.0, 3.0]), np.array([0.0, -0.5, 0.5])),
+        (1, np.zeros((2, 2)), np.full((2, 2), 0.25)),
+        (np.inf, np.zeros((2, 2)), np.full((2, 2), 0.25)),
+    ]
+    for order, x, want in cases:
+        got = dsl.grad(lambda a, o=order: dnp.linalg.norm(a, o))(x)
+        np.testing.assert_allclose(got, want, rtol=1e-15, err_msg=str((order, x)))
