@@ -712,6 +712,9 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     ),
     "fancy_augmented": lambda env, B, t, idx, op, j: _fancy_augmented(env, t, list(idx), op, j),
     "index_augmented": lambda env, B, t, index, op, j: _fancy_augmented(env, t, index, op, j),
+    "ufunc_out": lambda env, B, t, index, name, j: B[name](
+        env[t][index], _operand(env, j), out=env[t][index]
+    ),
     "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
     "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
     "at_add": _at_add,
@@ -789,6 +792,9 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "augmented_apart": lambda new, t, idx0, idx2, op, j: f"v{t}[{list(idx0)}, :, {list(idx2)}] {op} {_o(j)}",
     "fancy_augmented": lambda new, t, idx, op, j: f"v{t}[{list(idx)}] {op} {_o(j)}",
     "index_augmented": lambda new, t, index, op, j: f"v{t}[{_fmt_index(index)}] {op} {_o(j)}",
+    "ufunc_out": lambda new, t, index, name, j: (
+        f"{name}(v{t}[{_fmt_index(index)}], {_o(j)}, out=v{t}[{_fmt_index(index)}])"
+    ),
     "cond": lambda new, p, i, then, other: (
         f"{new} = cond({f'all(v{i} >= 1e-3)' if p == i else f'sum(v{p}) > 0'}, lambda c: {_fmt_body(then)}, "
         f"lambda c: {_fmt_body(other)}, v{i})"
@@ -831,6 +837,7 @@ CREATES = set(STEP_RUNNERS) - {
     "augmented_apart",
     "fancy_augmented",
     "index_augmented",
+    "ufunc_out",
 }
 
 
@@ -1146,6 +1153,16 @@ def gen_setitem(draw, env):
     if draw(st.integers(0, 3)) == 0:  # Python's x[index] op= v: getitem, the in-place op, setitem
         op = draw(st.sampled_from(("+=", "-=", "*=")))
         return ("index_augmented", t, index, op, _source(draw, env, env[t][index].shape))
+    view = env[t][index]
+    if (
+        draw(st.integers(0, 5)) == 0
+        and isinstance(view, np.ndarray)
+        and view.ndim
+        and env[t].dtype.kind == "f"
+    ):
+        # NumPy's out= into a view: np.add(x[index], v, out=x[index]) (a float target: same_kind)
+        name = draw(st.sampled_from(("add", "subtract", "multiply", "minimum")))
+        return ("ufunc_out", t, index, name, _source(draw, env, view.shape))
     if _is_int(env[t]) and draw(st.integers(0, 7)) == 0:
         return ("setitem", t, index, draw(st.sampled_from(FLOATS_INTO_INTS)))
     return ("setitem", t, index, _source(draw, env, env[t][index].shape, leading_ones=True))
