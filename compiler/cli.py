@@ -31,7 +31,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.pipeline import PASSES, PASSES_BY_NAME, STAGES, Options, Pass, run_passes
 from runtime.errors import DSLError
 
-_ARG_RE = re.compile(r"^(f32|f64|i32|i64|i1)(?:\[([0-9, ]*)\])?$")
+_ARG_RE = re.compile(r"^(f32|f64|i32|i64|i1)(?:\[( *(?:[0-9]+ *(?:, *[0-9]+ *)*)?)\])?$")
 # The pass whose output each stage is, for --print-ir-after-all headers.
 PASS_OF_STAGE = {"traced": "trace", **{p.stage: p.name for p in PASSES}}
 
@@ -80,7 +80,7 @@ def load_function(target: str) -> Any:
 def _lower(args: argparse.Namespace) -> Any:
     import dsl  # the frontend: only the subcommands that trace Python need it
 
-    fn = load_function(args.target)
+    fn = user_fn = load_function(args.target)
     _check_arity(fn, args.target, len(args.arg))
     if getattr(args, "grad", None):
         try:
@@ -91,7 +91,21 @@ def _lower(args: argparse.Namespace) -> Any:
     compiled = dsl.compile(
         fn, target=args.target_device, inplace=not args.no_inplace, precision=args.precision
     )
-    return compiled.lower(*_zeros(args.arg))
+    try:
+        return compiled.lower(*_shaped(args.arg))
+    except DSLError as err:
+        raise _at_the_function(err, user_fn) from None
+
+
+def _at_the_function(err: DSLError, fn: Any) -> DSLError:
+    """``err`` naming the function's ``def`` line where it named no line of the user's file (an
+    error of the whole function, ``--grad`` of one returning a tuple, found where this command line
+    called it: there is no call line in the user's code to name)."""
+    where, sep, rest = str(err).partition(": ")
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if not sep or code is None or where.rpartition(":")[0] not in {"<unknown>", *_CALLERS}:
+        return err
+    return type(err)(f"{code.co_filename}:{code.co_firstlineno}: {rest}")
 
 
 def _check_arity(fn: Any, target: str, n: int) -> None:
@@ -108,6 +122,20 @@ def _check_arity(fn: Any, target: str, n: int) -> None:
 
 def _zeros(types: Sequence[TensorType]) -> list[np.ndarray]:
     return [np.zeros(t.shape, t.dtype.np) for t in types]
+
+
+def _shaped(types: Sequence[TensorType]) -> list[np.ndarray]:
+    """Arguments of the given types for lowering, which reads their shapes, dtypes and (C-order)
+    strides but never their elements: each a C-ordered view of one element, so that a GPU-sized
+    ``--arg f32[100000,100000]`` compiles without allocating it."""
+    out = []
+    for t in types:
+        one = np.zeros(1, t.dtype.np)
+        strides = tuple(
+            int(np.prod(t.shape[k + 1 :], dtype=np.int64)) * one.itemsize for k in range(len(t.shape))
+        )
+        out.append(np.lib.stride_tricks.as_strided(one, shape=t.shape, strides=strides, writeable=False))
+    return out
 
 
 def _write(text: str, out: str | None) -> None:
@@ -166,7 +194,7 @@ def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
 def _emit_ptx(lowered: Any, args: argparse.Namespace) -> str:
     m = re.fullmatch(r"sm_?(\d)(\d)", args.arch or "sm_90")
     if not m:
-        raise UserError(f"--arch takes a compute capability like sm_80 or sm_90, not {args.arch!r}")
+        raise UsageError(f"--arch takes a compute capability like sm_80 or sm_90, not {args.arch!r}")
     return str(lowered.ptx((int(m.group(1)), int(m.group(2)))))
 
 
@@ -410,8 +438,15 @@ def _user_line(err: BaseException, files: Sequence[str]) -> str | None:
     return found
 
 
+_CALLERS: set[str] = set()  # the files of the frames that called ``main`` (the console script ...)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dslc`` console script; returns the exit status."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        _CALLERS.add(frame.f_code.co_filename)
+        frame = frame.f_back  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -432,6 +467,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             kind = type(err).__name__
             if where is not None:
                 message = f"{where}: {kind}: {message}"
+            elif isinstance(err, OSError) and err.filename:  # -o or --plot into no such directory
+                message = f"cannot write {err.filename}: {err.strerror}"
             elif not isinstance(err, (TypeError, ValueError)):
                 message = f"internal error: {kind}: {message} (run with --debug for the traceback)"
         sys.stderr.write(f"dslc: error: {message or type(err).__name__}\n")

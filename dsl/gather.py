@@ -289,13 +289,17 @@ def _mask_index(x: Array, index: Any) -> _MaskIndex | None:
     return _MaskIndex(view, mask, at, count_at)
 
 
-def _selection_error(what: str = "x[mask] with a boolean mask") -> TraceError:
-    return tracing.user_error(  # type: ignore[return-value]
-        TraceError,
-        f"{what} selects as many elements as the mask has True values, which is not known at trace "
-        "time (arrays have static shapes); keep the shape with dsl.numpy.where(mask, x, 0), or reduce "
-        "it: dsl.numpy.sum(dsl.numpy.where(mask, x, 0)) (writing works: x[mask] = v, x[mask] += v, "
-        "x[mask] = y[mask])",
+def _selection_error(what: str = "x[mask] with a boolean mask", made_at: Any = None) -> TraceError:
+    """The error of reading a selection; ``made_at``: the line of ``x[mask]`` (named first, the
+    line reading it after), for a selection read later than it was made."""
+    used = str(tracing.user_location())
+    head = str(made_at) if made_at is not None else used
+    later = f" (read at {used})" if head != used else ""
+    return TraceError(
+        f"{head}: {what} selects as many elements as the mask has True values, which is not known at "
+        "trace time (arrays have static shapes); keep the shape with dsl.numpy.where(mask, x, 0), or "
+        "reduce it: dsl.numpy.sum(dsl.numpy.where(mask, x, 0)) (writing works: x[mask] = v, x[mask] += "
+        f"v, x[mask] = y[mask]){later}"
     )
 
 
@@ -306,11 +310,15 @@ class Selection(Array):
     whole array. It is held as the whole view (the unselected elements are never read); any other
     use (its value, its shape, an operator) raises ``dsl.TraceError``."""
 
-    __slots__ = ("where",)
+    __slots__ = ("where", "made_at")
 
-    def __init__(self, where: _MaskIndex, full: Value) -> None:
+    def __init__(self, where: _MaskIndex, full: Value, made_at: Any = None) -> None:
         super().__init__(Storage(full), weak=where.view.weak)
         self.where = where
+        self.made_at = made_at or tracing.user_location()  # the line of ``x[mask]``: the mistake
+
+    def _error(self) -> TraceError:
+        return _selection_error(made_at=self.made_at)
 
     def whole(self) -> Array:
         """The whole view, updated where the mask holds."""
@@ -318,23 +326,23 @@ class Selection(Array):
 
     @property
     def value(self) -> Value:
-        raise _selection_error()
+        raise self._error()
 
     @property
     def type(self) -> TensorType:
-        raise _selection_error()
+        raise self._error()
 
     @property
     def shape(self) -> tuple[int, ...]:
-        raise _selection_error()
+        raise self._error()
 
     @property
     def ndim(self) -> int:
-        raise _selection_error()
+        raise self._error()
 
     @property
     def size(self) -> int:
-        raise _selection_error()
+        raise self._error()
 
     def __repr__(self) -> str:
         return f"dsl.Array(x[mask]: {self.dtype}, its length depends on the mask)"
@@ -343,7 +351,7 @@ class Selection(Array):
         """``x[mask] op= v``: the operator over the whole view (NumPy's in-place casting)."""
         whole = self.whole()
         new = ops.fit(ops.asarray(fn(whole, self.where.lift(v, request))), whole, "same_kind", request)
-        return Selection(self.where, new.value)
+        return Selection(self.where, new.value, self.made_at)
 
 
 def _augmented(name: str) -> Any:

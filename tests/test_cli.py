@@ -83,6 +83,9 @@ def test_help_exits_0_and_lists_options(capsys, command: list[str]) -> None:
         ["compile", *MLP, "--emit", "asm"],
         ["opt", "-", "--passes", "simplify,nonsense"],
         ["run", "-", "--input", "a.npy", "--arg", "f32[2]"],
+        ["compile", f"{MODEL}:scaled", "--arg", "f32[4,]"],  # a dimension missing (was f32[4])
+        ["compile", f"{MODEL}:scaled", "--arg", "f32[4,,2]"],
+        ["compile", f"{MODEL}:scaled", "--arg", "f32[4]", "--emit", "ptx", "--arch", "sm_1"],
     ],
 )
 def test_usage_errors_exit_2(capsys, argv: list[str]) -> None:
@@ -121,6 +124,10 @@ def test_python_error_in_user_code_names_the_line_and_debug_shows_the_traceback(
             ["compile", f"{MODEL}:mlp", "--arg", "f32[4]"],
             "model.py:7: mlp: missing a required argument: 'w1'",
         ),
+        # (was an internal error: FileNotFoundError)
+        (["compile", *MLP, "-o", "/nonexistent-dir/out.mlir"], "cannot write /nonexistent-dir/out.mlir"),
+        # the function's own line (was the dslc script's)
+        (["compile", *MLP, "--grad", "5"], "model.py:7: argnums 5 is out of range"),
     ],
 )
 def test_user_errors_exit_1(capsys, argv: list[str], message: str) -> None:
@@ -215,7 +222,7 @@ def test_emit_ptx_for_each_arch(capsys) -> None:
         assert kernels and {a for _, a in kernels} == {arch}
         assert out.count(f".target {arch}") == len(kernels)
         assert "_matmul_f32" in {k for k, _ in kernels}
-    assert dslc(capsys, "compile", *MLP, "--emit", "ptx", "--arch", "volta")[0] == 1
+    assert dslc(capsys, "compile", *MLP, "--emit", "ptx", "--arch", "volta")[0] == 2  # a usage error
 
 
 def test_compile_for_cuda_needs_no_gpu(capsys) -> None:
@@ -390,3 +397,11 @@ def test_compile_precision(capsys) -> None:
         launchers = [line for line in out.splitlines() if "_matmul_launcher(_fast_launch(" in line]
         assert code == 0 and launchers and all(line.endswith(spelled) for line in launchers), err
     assert dslc(capsys, "compile", *MLP, "--precision", "fp16")[0] == 2
+
+
+def test_compiling_needs_no_memory_for_the_arguments(capsys) -> None:
+    """``--arg f32[100000,100000]`` (40 GB) compiles: lowering reads shapes and dtypes only (the CLI
+    allocated zeros of every argument, a MemoryError reported as an internal error)."""
+    code, out, err = dslc(capsys, "plan", f"{MODEL}:scaled", "--arg", "f32[100000,100000]")
+    assert code == 0, err
+    assert "peak" in out

@@ -588,6 +588,24 @@ def test_errors_name_what_works(index, message: str) -> None:
         dsl.compile(index)(np.zeros((3, 3, 3)), np.array([0, 1]))
 
 
+def test_a_mask_read_names_the_line_of_the_selection() -> None:
+    """``b = a[a > 0]`` read lines later (or returned) names the line of ``a[a > 0]``, the mistake:
+    it named the line reading it, or the caller's line for a returned selection."""
+
+    def later(a):
+        b = a[a > 0]
+        c = a * 2.0
+        return c.sum() + b.sum()
+
+    def returned(a):
+        return a[a > 0]
+
+    for fn in (later, returned):
+        line = fn.__code__.co_firstlineno + 1
+        with pytest.raises(dsl.TraceError, match=rf"^{re.escape(__file__)}:{line}: x\[mask\]"):
+            dsl.compile(fn)(np.ones(3))
+
+
 @pytest.mark.parametrize(
     "program",
     [

@@ -481,3 +481,20 @@ def test_a_request_whose_value_is_never_read_is_listed_as_removed() -> None:
 
     text = dsl.compile(f).lower(A, W).explain_inplace()
     assert f"test_inplace_report.py:{_line(f, 'd.add_')}: add_ -> removed" in text, text
+
+
+def test_an_integer_index_write_reads_the_array_it_writes() -> None:
+    """``h[idx] += 1`` ends with a scatter into ``h``, which keeps every element ``idx`` misses: the
+    report said it "writes the array without reading its old value"; it names the old value, and
+    the plan agrees."""
+
+    def f(x, idx):
+        h = x * 2.0
+        h[idx] += 1.0
+        return h
+
+    args = (np.ones(5), np.array([0, 2, 2]))
+    text = dsl.compile(f).lower(*args).explain_inplace()
+    assert "without reading its old value" not in text and "setitem %6 -> in place (%1)" in text, text
+    for target in sorted(REPORTS):
+        check_consistent(*REPORTS[target](f, args))

@@ -25,6 +25,7 @@ from compiler.ir.core import Function, Location, Op, Value
 from compiler.ir.verify import WRITEBACK
 from compiler.passes.fuse import FusionPlan
 from compiler.prims import dynamic as dyn
+from compiler.prims.base import Kind
 
 if TYPE_CHECKING:
     from compiler.passes.plan import MemoryPlan
@@ -169,8 +170,8 @@ def _reads_old(op: Op) -> bool:
     """Whether the request's op ``op`` reads the array's value before the request (its operand 0)."""
     if not op.operands:
         return False
-    if str(op.attrs[INPLACE_ATTR]) in WRITES_A_SOURCE:
-        return op.prim in dyn.PARTIAL_UPDATES
+    if str(op.attrs[INPLACE_ATTR]) in WRITES_A_SOURCE:  # a window or the indexed elements keep the rest
+        return op.prim in dyn.PARTIAL_UPDATES or op.prim.kind is Kind.SCATTER
     return True
 
 
