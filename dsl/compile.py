@@ -88,7 +88,9 @@ class Lowered:
         try:
             return self._program.stage_text[stage]
         except KeyError:
-            raise DSLError(f"no IR stage {stage!r}; this program has: {', '.join(self.stages())}") from None
+            raise tracing.user_error(
+                DSLError, f"no IR stage {stage!r}; this program has: {', '.join(self.stages())}"
+            ) from None
 
     def memory_plan(self) -> Any:
         return self._program.memory_plan

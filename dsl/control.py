@@ -20,6 +20,7 @@ usual error of ``bool()`` of a traced array, at the body's line.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -76,7 +77,7 @@ class _Body:
             try:
                 for s, v in zip(self.lifted, self.lifted_values, strict=True):
                     s.value, s.version = v, s.version + 1
-                out = self.fn(*args)
+                out = _call_body(self.fn, args)
                 leaves, treedef = _leaves(out)
                 results = [a.value for a in leaves]  # may record ops (a Python scalar, a view): in here
                 final = [s.value for s in self.lifted]
@@ -89,6 +90,27 @@ class _Body:
         outer.assigned_floats.update(inner.assigned_floats)
         outer.sealed |= walk_values(block)
         return block, treedef, leaves
+
+
+def _call_body(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``; a body that cannot take them (``fori_loop(0, n, lambda c: ..., x)``) raises a
+    ``TraceError`` at the line of the loop or branch, saying what it passes."""
+    try:
+        return fn(*args)
+    except TypeError as err:
+        try:
+            inspect.signature(fn).bind(*args)
+        except TypeError:
+            name = getattr(fn, "__name__", "the body")
+            raise tracing.user_error(
+                TraceError,
+                f"{name} is called with {len(args)} argument(s) here ({err}): a fori_loop body takes "
+                "(i, carry), a scan body (carry, x), a while_loop's cond_fun and body_fun (carry), "
+                "cond's branches the operands",
+            ) from None
+        except ValueError:  # no signature to check
+            pass
+        raise
 
 
 def _check_carry(what: str, init_types: list[TensorType], tree: Any, treedef: Any, out: list[Array]) -> None:

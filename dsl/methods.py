@@ -7,6 +7,7 @@ through ``Array.write`` and return the array itself, so ``x.scale_(2.0) is x``.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ from dsl import gather, nn, numpy_missing, ops, tracing
 from dsl import numpy as dnp
 from dsl.array import Array
 from dsl.binding import CallError
-from dsl.errors import ShapeError, TraceError
+from dsl.errors import MissingError, ShapeError, TraceError
 
 
 def _inplace(request: str, compute: Callable[..., Any], casting: str = "same_kind") -> Callable[..., Array]:
@@ -269,6 +270,17 @@ def install(cls: type[Array]) -> None:
         setattr(cls, name, _inplace(name, compute))
     for name, value in _plain_methods().items():
         setattr(cls, name, value)
+    setattr(cls, "__getattr__", _missing_attribute)  # noqa: B010
+
+
+def _missing_attribute(self: Array, name: str) -> Any:
+    """``x.foo`` that ``Array`` lacks: a ``MissingError`` (an ``AttributeError``) at the user's line,
+    with the close names it has (private and special names: the plain ``AttributeError``)."""
+    if name.startswith("_"):
+        raise AttributeError(f"'Array' object has no attribute {name!r}")
+    close = difflib.get_close_matches(name, [n for n in dir(type(self)) if not n.startswith("_")], n=3)
+    hint = f"; did you mean {', '.join(f'x.{c}' for c in close)}?" if close else " (see dir(x))"
+    raise tracing.user_error(MissingError, f"a traced array has no attribute {name!r}{hint}")
 
 
 def _reshape(self: Array, *shape: Any, order: str = "C") -> Array:

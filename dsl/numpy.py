@@ -19,7 +19,7 @@ from compiler.prims import reduction
 from compiler.prims.base import Primitive
 from dsl import layout, numpy_keywords, ops, pytree, tracing
 from dsl.array import Array
-from dsl.errors import DTypeError, ShapeError
+from dsl.errors import DTypeError, MissingError, ShapeError
 
 
 class _ScalarType(type):
@@ -935,4 +935,4 @@ def __getattr__(name: str) -> Any:
     """``dnp.foo`` for a NumPy function dslc lacks: an AttributeError naming it and what to use."""
     if name.startswith("__"):
         raise AttributeError(f"module 'dsl.numpy' has no attribute {name!r}")
-    raise AttributeError(numpy_missing.message(name, "dsl.numpy", globals()))
+    raise tracing.user_error(MissingError, numpy_missing.message(name, "dsl.numpy", globals()))

@@ -10,7 +10,7 @@ import numpy as np
 from dsl import numpy as dnp
 from dsl import ops, tracing
 from dsl.array import Array
-from dsl.errors import ShapeError
+from dsl.errors import MissingError, ShapeError
 
 
 def _vector_norm(x: Array, ord: Any, axis: int, keepdims: bool) -> Array:
@@ -87,4 +87,4 @@ def __getattr__(name: str) -> Any:
 
     if name.startswith("__"):
         raise AttributeError(f"module 'dsl.numpy.linalg' has no attribute {name!r}")
-    raise AttributeError(numpy_missing.message(name, "dsl.numpy.linalg", globals()))
+    raise tracing.user_error(MissingError, numpy_missing.message(name, "dsl.numpy.linalg", globals()))

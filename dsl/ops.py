@@ -617,6 +617,14 @@ def stack(xs: Sequence[Any], axis: int = 0) -> Array:
 
 
 def full(shape: Any, value: Any, dtype: Any = None) -> Array:
+    if isinstance(shape, Array) or (
+        isinstance(shape, (tuple, list)) and any(isinstance(d, Array) for d in shape)
+    ):
+        raise tracing.user_error(
+            TraceError,
+            "a shape must be known at trace time (Python ints, such as x.shape[0]), not a traced "
+            "value: arrays have static shapes",
+        )
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if dtype is not None:
         ir = DType.from_numpy(dtype)

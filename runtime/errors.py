@@ -16,6 +16,11 @@ class TraceError(DSLError):
     """The traced Python function did something that cannot be traced (e.g. ``if`` on an array)."""
 
 
+class MissingError(TraceError, AttributeError):
+    """A NumPy function or array method dslc does not have (``dnp.sort``, ``x.foo``): an
+    ``AttributeError`` (``hasattr`` is False), naming the user's line and what to write instead."""
+
+
 class ShapeError(DSLError, ValueError):
     """Shapes, dtypes or attributes of an operation do not fit together."""
 

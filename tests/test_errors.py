@@ -101,6 +101,10 @@ TRACE_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("arange of an array", lambda x: dnp.arange(x), (np.array(3),), Trace, "arange needs Python numbers"),
     ("NumPy ufunc method", lambda x: np.add.at(x, [0], 1.0), (A4,), Trace, "numpy.add.at(...)"),
     ("into a NumPy array", lambda x: OUTSIDE.__setitem__(0, x.sum()), (A4,), Trace, "cannot hold a traced"),
+    ("missing NumPy function", lambda x: dnp.sort(x), (A4,), dsl.MissingError, "sorting is not supported"),
+    ("missing method", lambda x: x.foo(), (A4,), dsl.MissingError, "has no attribute 'foo'"),
+    ("fori_loop body arity", lambda x: dsl.fori_loop(0, 3, lambda c: c, x), (A4,), Trace, "takes (i, carry)"),
+    ("traced shape", lambda x: dnp.zeros(x.shape[0] + x.sum()), (A4,), Trace, "known at trace time"),
     ("ufunc where= without out=", lambda x: np.exp(x, where=x > 0), (A4,), Trace, "needs out="),
 ]  # fmt: skip
 
@@ -327,3 +331,10 @@ def test_sampling_outside_a_compiled_function_names_the_line() -> None:
     key = dsl.random.key(0)
     with pytest.raises(dsl.DSLError, match=rf"{__file__}:\d+: dsl arrays can only be used inside"):
         dsl.random.uniform(key, (3,))
+
+
+def test_missing_names_are_attribute_errors() -> None:
+    # hasattr stays False (an AttributeError); private names skip the location lookup
+    assert not hasattr(dnp, "sort") and issubclass(dsl.MissingError, AttributeError)
+    with pytest.raises(dsl.DSLError, match=rf"^{__file__}:\d+: no IR stage 'nope'"):
+        dsl.compile(lambda x: x + 1).lower(A4).ir("nope")
