@@ -13,6 +13,7 @@ they import the ``dsl`` frontend lazily; ``opt`` and ``run`` work on IR text alo
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 import inspect
 import os
@@ -54,6 +55,22 @@ def parse_arg_spec(spec: str) -> TensorType:
         )
     dims = tuple(int(d) for d in m.group(2).split(",") if d.strip()) if m.group(2) else ()
     return TensorType(dims, DType(m.group(1)))
+
+
+def parse_lowering_arg(spec: str) -> Any:
+    """A ``--arg`` of ``compile``/``plan``: a type (``parse_arg_spec``) or a Python literal (``2``,
+    ``0.5``, ``True``, ``(2, 3)``), passed as that value: a static argument of the function (its
+    ``static_argnums``) takes its value, any other argument a Python number as a call would."""
+    try:
+        return parse_arg_spec(spec)
+    except argparse.ArgumentTypeError as err:
+        try:
+            value = ast.literal_eval(spec.strip())
+        except (ValueError, SyntaxError):
+            raise err from None
+        if not isinstance(value, (bool, int, float, tuple)):
+            raise err from None
+        return value
 
 
 def load_function(target: str) -> Any:
@@ -120,16 +137,19 @@ def _check_arity(fn: Any, target: str, n: int) -> None:
         pass
 
 
-def _zeros(types: Sequence[TensorType]) -> list[np.ndarray]:
-    return [np.zeros(t.shape, t.dtype.np) for t in types]
+def _zeros(types: Sequence[Any]) -> list[Any]:
+    return [np.zeros(t.shape, t.dtype.np) if isinstance(t, TensorType) else t for t in types]
 
 
-def _shaped(types: Sequence[TensorType]) -> list[np.ndarray]:
+def _shaped(types: Sequence[Any]) -> list[Any]:
     """Arguments of the given types for lowering, which reads their shapes, dtypes and (C-order)
     strides but never their elements: each a C-ordered view of one element, so that a GPU-sized
-    ``--arg f32[100000,100000]`` compiles without allocating it."""
-    out = []
+    ``--arg f32[100000,100000]`` compiles without allocating it. A Python value is passed as itself."""
+    out: list[Any] = []
     for t in types:
+        if not isinstance(t, TensorType):  # a Python value (a static argument)
+            out.append(t)
+            continue
         one = np.zeros(1, t.dtype.np)
         strides = tuple(
             int(np.prod(t.shape[k + 1 :], dtype=np.int64)) * one.itemsize for k in range(len(t.shape))
@@ -325,9 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
             "--arg",
             action="append",
             default=[],
-            type=parse_arg_spec,
+            type=parse_lowering_arg,
             metavar="SPEC",
-            help="type of the next argument, e.g. f32[128,64], i64[] or f64 (repeat once per argument)",
+            help="type of the next argument, e.g. f32[128,64], i64[] or f64, or a Python value for a "
+            "static argument, e.g. 3 (repeat once per argument)",
         )
         p.add_argument(
             "--target",

@@ -489,6 +489,9 @@ def compile(  # noqa: A001 (the public name is dsl.compile)
     )
     if fn is None:
         return lambda f: Compiled(f, **options)  # type: ignore[arg-type]
-    if isinstance(fn, Compiled):
+    if isinstance(fn, Compiled):  # compiled again (``dslc compile`` of a decorated function): its
+        if not static_argnums and not static_argnames:  # static arguments stay static
+            options["static_argnums"] = fn._binder.static_argnums
+            options["static_argnames"] = tuple(fn._binder.static_argnames)
         fn = fn._fn
     return Compiled(fn, **options)  # type: ignore[arg-type]

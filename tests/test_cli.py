@@ -405,3 +405,11 @@ def test_compiling_needs_no_memory_for_the_arguments(capsys) -> None:
     code, out, err = dslc(capsys, "plan", f"{MODEL}:scaled", "--arg", "f32[100000,100000]")
     assert code == 0, err
     assert "peak" in out
+
+
+def test_a_static_argument_takes_a_python_value(capsys) -> None:
+    """``--arg 3`` passes 3; the decorator's ``static_argnums`` keep it static (it was traced as an
+    i64 argument, the decorator's options dropped, and no value could be given)."""
+    code, out, err = dslc(capsys, "compile", f"{MODEL}:repeated", "--arg", "f32[4]", "--arg", "3")
+    assert code == 0, err
+    assert out.count('"dsl.mul"') == 3 and "tensor<i64>" not in out, out

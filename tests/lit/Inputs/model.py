@@ -24,3 +24,10 @@ def undefined_name(x):
 @dsl.compile
 def scaled(x):
     return x * 2.0 + 1.0
+
+
+@dsl.compile(static_argnums=(1,))
+def repeated(x, n):
+    for _ in range(n):  # a Python loop over a static argument
+        x = x * 2.0
+    return x
