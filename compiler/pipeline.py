@@ -442,7 +442,7 @@ def dump_stages(stages: Mapping[str, str], name: str, directory: str) -> None:
     """``DSL_DUMP_IR=<dir>``: one file per stage."""
     os.makedirs(directory, exist_ok=True)
     for i, (stage, text) in enumerate(stages.items()):
-        with open(os.path.join(directory, f"{name}.{i}.{stage}.mlir"), "w") as f:
+        with open(os.path.join(directory, f"{name}.{i:02d}.{stage}.mlir"), "w") as f:  # (listed in order)
             f.write(text)
 
 
