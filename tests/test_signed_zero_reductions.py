@@ -284,9 +284,22 @@ def test_clip_keeps_x_at_a_bound_as_numpy() -> None:
     x = np.array([-0.0, 0.0, -0.0, 0.0, 1.0, -1.0, np.nan, 0.5])
     arr0 = np.zeros_like(x)
     cases: list[tuple[Any, Any]] = [
-        (0.0, 1.0), (-0.0, 1.0), (-1.0, 0.0), (-1.0, -0.0), (0.0, 0.0), (0.0, -0.0), (-0.0, -0.0),
-        (np.float32(0.0), np.array([1.0])), (np.nan, 1.0), (0.0, np.nan), (2.0, 1.0),
-        (arr0, 1.0), (-1.0, arr0), (None, 0.0), (-0.0, None), (0.0, None),
+        (0.0, 1.0),
+        (-0.0, 1.0),
+        (-1.0, 0.0),
+        (-1.0, -0.0),
+        (0.0, 0.0),
+        (0.0, -0.0),
+        (-0.0, -0.0),
+        (np.float32(0.0), np.array([1.0])),
+        (np.nan, 1.0),
+        (0.0, np.nan),
+        (2.0, 1.0),
+        (arr0, 1.0),
+        (-1.0, arr0),
+        (None, 0.0),
+        (-0.0, None),
+        (0.0, None),
     ]
     for dtype in (np.float64, np.float32):
         xd = x.astype(dtype)
