@@ -498,3 +498,19 @@ def test_an_integer_index_write_reads_the_array_it_writes() -> None:
     assert "without reading its old value" not in text and "setitem %6 -> in place (%1)" in text, text
     for target in sorted(REPORTS):
         check_consistent(*REPORTS[target](f, args))
+
+
+def test_a_loop_bodys_report_names_the_carry_not_the_caller() -> None:
+    """In a loop body the arguments are the loop's carries: ``c.mul_(2)`` written over the carry was
+    "written straight into the caller's array", which the caller's arrays are not."""
+
+    def f(x):
+        def body(i, c):
+            c.mul_(2.0)
+            return c
+
+        return dsl.fori_loop(0, 3, body, x * 1.0)
+
+    text = dsl.compile(f).lower(np.ones(4)).explain_inplace()
+    assert "mul_" in text and "written straight into the loop's carry" in text, text
+    assert "caller" not in text, text

@@ -82,6 +82,7 @@ class InplaceRequest:
     copy_reason: str  # why the old value is kept beside the new one, if the plan keeps it
     blocker: Location | None  # the line that still reads the old value after the request
     through: tuple[Value, ...] = ()  # the request's own earlier ops' values (a view's new elements)
+    in_body: bool = False  # in a loop's or branch's body: its arguments are the carries, not the caller's
 
 
 def find_requests(
@@ -127,7 +128,8 @@ def find_requests(
         where = (new, old, home, fusion.names.get(new, "?"), old_name)
         blocked_at = None if blocker is None else blocker.loc
         through = tuple(u.result for u in unit[:-1])
-        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at, through))
+        body = SCOPE_ATTR in func.attrs
+        out.append(InplaceRequest(request, op.loc, *where, *facts, reason, blocked_at, through, body))
     return out
 
 
@@ -155,14 +157,23 @@ def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned
         what = " of the loop body (a row of its ys; under a gradient, the value its backward reads)"
         where = what if SCOPE_ATTR in func.attrs else ""
         return f"the old value is also a result{where}, so the new value is computed into other memory"
+    body = SCOPE_ATTR in func.attrs  # a loop's or branch's body: its caller is the loop
     if returned:
+        if body:
+            return "the value is yielded by the body (a carry or a row of ys): fresh memory"
         return "the value is returned (or written back) to the caller: fresh memory"
     if old in func.params:
         if func.params.index(old) in {int(i) for i in func.attrs.get(WRITEBACK, ())}:
+            if body:
+                return "the old value is the loop's carry, which only the body's final value is written into"
             return (
                 "the old value is the caller's array, which only the argument's final value is written into"
             )
-        return "the old value is an input the caller still owns"
+        return (
+            "the old value is a value of the enclosing block, which it still owns"
+            if body
+            else ("the old value is an input the caller still owns")
+        )
     return "its kernel reads the old value at other elements than it writes"
 
 
@@ -264,7 +275,11 @@ def _where_in_place(r: InplaceRequest, plan: MemoryPlan) -> str:
     if r.home is not r.new:
         return f"a view of the buffer of {r.old_name}: nothing moves"
     if r.new in plan.direct_writeback:
-        return "written straight into the caller's array"
+        return (
+            "written straight into the loop's carry"
+            if r.in_body
+            else "written straight into the caller's array"
+        )
     if r.new in plan.in_param:
         return f"kept in the memory of donated argument {plan.in_param[r.new]}"
     row = next((b for b in plan.buffers if b.value is r.new), None)
