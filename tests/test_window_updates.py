@@ -249,3 +249,24 @@ def test_updates_through_transposed_views_copy_nothing() -> None:
     assert "copy" not in requests and "3072 bytes" not in requests, report
     report = dsl.compile(consecutive_setitems).lower(X, X[:16, :16], X[0], X[1]).explain_inplace()
     assert "computed first" not in report and "copy" not in report, report  # no staging buffers
+
+
+def test_a_value_read_before_an_earlier_update_is_computed_first() -> None:
+    """``d = y[2] * 2; y[2] = 5; y[1] = d``: ``d`` reads ``y`` before the first update writes it, so
+    it is computed first (128 bytes), not inside the second update's kernel, where it would keep
+    the first update from being in place (a copy of the whole array)."""
+
+    def later(x, w):
+        y = x @ w
+        d = y[2] * 2.0
+        y[2] = 5.0
+        y[1] = d
+        return y
+
+    x, w = X[:, :16].astype(np.float64), X[:16, :16].astype(np.float64)
+    lowered = dsl.compile(later).lower(x, w)
+    assert lowered.memory_plan().peak_bytes <= 128, str(lowered.memory_plan())
+    assert "copy" not in lowered.explain_inplace()
+    want = x @ w
+    want[1], want[2] = want[2] * 2.0, 5.0
+    np.testing.assert_allclose(dsl.compile(later)(x, w), want, rtol=1e-12)

@@ -535,18 +535,27 @@ class _Fuser:
         """A cheap elementwise op that only an update's new elements read (``y[0] = a`` copies ``a``,
         ``c[i] = 2 * v``): computed in the update's kernel, at the window's elements when the update
         runs over its window in place (``kernel/window.py``), instead of into a staging buffer of
-        the window's size first. Not when it may read the update's base (through ops inlined with
-        it): the update would read elements it overwrites."""
+        the window's size first. Not when it may read the update's base or an earlier version of it
+        (through ops inlined with it): it would read elements this or an earlier update overwrites
+        in place, or keep the earlier updates from being in place."""
         if len(reads) != 1 or op.prim.kind is not Kind.ELEMENTWISE or not ew.cheap_to_recompute(op):
             return False
         ((group, keys),) = reads.items()
         root = group.root
         if root.prim not in dyn.PARTIAL_UPDATES or not all(key[:1] == ((group.root_pos, 1),) for key in keys):
             return False
-        base, seen, todo = root.operands[0], set(), list(op.operands)
+        versions, v = set(), root.operands[0]  # the base and the values earlier updates wrote it over
+        while True:
+            versions.add(v)
+            producer = self.producer.get(v)
+            if producer is None or producer.prim not in dyn.PARTIAL_UPDATES:
+                break
+            v = producer.operands[0]
+        seen: set[Value] = set()
+        todo = list(op.operands)
         while todo:
             v = todo.pop()
-            if v is base:
+            if v in versions:  # (``t = y[0] * 2; y[0] = y[1]; y[1] = t``: t is computed first)
                 return False
             producer = self.producer.get(v)
             if v in seen or producer is None or producer.prim.kind not in (Kind.ELEMENTWISE, *_INDEX_MAPS):

@@ -139,16 +139,23 @@ def _units(ops: list[Op]) -> list[list[Op]]:
     ``reshape``, ``update_slice``), each op of one statement reading the one before."""
     units: list[list[Op]] = []
     for op in ops:
-        last = units[-1][-1] if units else None
-        if (
-            last is not None
-            and (op.loc, op.attrs[INPLACE_ATTR]) == (last.loc, last.attrs[INPLACE_ATTR])
-            and (last.result in op.operands)
-        ):
-            units[-1].append(op)
+        key = (op.loc, op.attrs[INPLACE_ATTR])
+        # (not always the last unit: scheduling may move a request's first op, the new elements,
+        # before another request's ops)
+        unit = next(
+            (
+                u
+                for u in reversed(units)
+                if (u[-1].loc, u[-1].attrs[INPLACE_ATTR]) == key and u[-1].result in op.operands
+            ),
+            None,
+        )
+        if unit is not None:
+            unit.append(op)
         else:
             units.append([op])
-    return units
+    position = {op: i for i, op in enumerate(ops)}
+    return sorted(units, key=lambda u: position[u[-1]])  # in the order the requests complete
 
 
 def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned: bool) -> str:
