@@ -157,6 +157,7 @@ class Compiled:
         self._precision = precision
         self._target = target
         self._binder = Binder(fn, static_argnums, static_argnames)
+        self._static_slots = getattr(fn, "dsl_static_slots", None)  # (looked up once: per call below)
         donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
         self._donate = donate
         self._strict_inplace = strict_inplace
@@ -187,9 +188,8 @@ class Compiled:
         """The call's slots; a transform's body may keep more of them Python values (``vmap``: a
         number not mapped)."""
         args, layout = self._binder.bind(args, kwargs)
-        more = getattr(self._fn, "dsl_static_slots", None)
-        if more is not None:
-            layout = layout._replace(static=layout.static | more(args, layout))
+        if self._static_slots is not None:
+            layout = layout._replace(static=layout.static | self._static_slots(args, layout))
         return args, layout
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -88,10 +88,7 @@ def _from_sequence(x: list[Any] | tuple[Any, ...]) -> Array:
 def astype(x: Any, dtype: Any, copy: bool = True) -> Array:
     """``x.astype(dtype)``: a new array; with ``copy=False``, ``x`` itself where it has ``dtype``
     already (writing into the result then writes into ``x``, as in NumPy)."""
-    try:
-        ir_dtype = ops.DType.from_numpy(dtype)
-    except TypeError as err:
-        raise tracing.user_error(ShapeError, str(err)) from None
+    ir_dtype = ops.ir_dtype(dtype)
     x = ops.asarray(x)
     if not copy and x.ir_dtype is ir_dtype:
         return x

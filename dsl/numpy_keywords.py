@@ -85,7 +85,8 @@ def _ufunc(fn: Callable[..., Array], name: str) -> Callable[..., Any]:
     ) -> Any:
         since = _since()
         if dtype is not None:
-            args = tuple(_loop_operand(a, dtype, casting, name) for a in args)
+            target = ops.ir_dtype(dtype)
+            args = tuple(_loop_operand(a, target, casting, name) for a in args)
         result = _checked(fn, name, args, kwargs)
         if out is None:
             if where is not True:
@@ -101,15 +102,11 @@ def _ufunc(fn: Callable[..., Array], name: str) -> Callable[..., Any]:
     return wrapped
 
 
-def _loop_operand(a: Any, dtype: Any, casting: str, name: str) -> Any:
+def _loop_operand(a: Any, target: ops.DType, casting: str, name: str) -> Any:
     """An operand of a ufunc called with ``dtype``: cast to it, under NumPy's casting rule (a Python
     scalar stays weak, as NumPy casts it to the loop's type)."""
     if not isinstance(a, Array):
         return a
-    try:
-        target = ops.DType.from_numpy(dtype)
-    except TypeError as err:
-        raise tracing.user_error(ShapeError, str(err)) from None
     if not a.weak and not ops.can_cast(a.ir_dtype, target, casting):
         raise tracing.user_error(
             CastingError,

@@ -151,6 +151,15 @@ def note_narrowing(x: Array, dtype: DType) -> None:
         trace.narrowed[x.value] = dtype
 
 
+def ir_dtype(dtype: Any) -> DType:
+    """The IR dtype of a user's ``dtype`` (a NumPy dtype, type or name); one dslc lacks is a
+    ``ShapeError`` at the user's line."""
+    try:
+        return DType.from_numpy(dtype)
+    except TypeError as err:
+        raise tracing.user_error(ShapeError, str(err)) from None
+
+
 def cast(x: Array, dtype: DType) -> Array:
     if x.ir_dtype is dtype:
         return x
