@@ -117,12 +117,41 @@ def _edge_parts(x: Array, axis: int, before: int, after: int, mode: str) -> tupl
     return head, tail
 
 
+def _reflect_odd(x: Array, axis: int, before: int, after: int, include_edge: bool) -> Array:
+    """``reflect_type="odd"`` past one period: NumPy's own loop (``_set_reflect_both``), each round
+    reflecting a chunk of what is filled so far about its current edge value (``2 * edge - chunk``),
+    the chunk at most the filled length rounded down to whole periods of the original axis."""
+    period = x.shape[axis]
+    out = x
+    while before or after:
+        filled = out.shape[axis]
+        if include_edge:
+            length, offset = filled // period * period, 0
+        else:
+            length, offset = (filled - 1) // (period - 1) * (period - 1), 1
+        parts = []
+        if before:
+            k = min(length, before)
+            chunk = flip(_along(out, axis, slice(offset, offset + k)), axis)
+            parts.append(dnp.subtract(dnp.multiply(2, _along(out, axis, slice(0, 1))), chunk))
+            before -= k
+        parts.append(out)
+        if after:
+            k = min(length, after)
+            chunk = flip(_along(out, axis, slice(filled - offset - k, filled - offset)), axis)
+            parts.append(dnp.subtract(dnp.multiply(2, _along(out, axis, slice(filled - 1, filled))), chunk))
+            after -= k
+        out = dnp.concatenate(parts, axis)
+    return out
+
+
 def pad(
     array: Any, pad_width: Any, mode: str = "constant", constant_values: Any = 0, reflect_type: str = "even"
 ) -> Array:
     """``np.pad`` with static widths: modes ``constant`` (the ``pad`` primitive), ``edge``, ``wrap``,
     ``reflect`` and ``symmetric`` (slices and ``concatenate``; past one period a gather);
-    ``reflect_type="odd"`` (within one period) reflects about the edge's value: ``2 * edge - x``."""
+    ``reflect_type="odd"`` reflects about the edge's value: ``2 * edge - x`` (past one period, chunk
+    by chunk as NumPy)."""
     x = ops.asarray(array)
     widths = _widths(pad_width, x.ndim)
     if reflect_type not in ("even", "odd"):
@@ -150,13 +179,10 @@ def pad(
                     ShapeError, f"can't extend empty axis {axis} using modes other than 'constant'"
                 )
             n = out.shape[axis]
+            if odd and n > 1 and max(before, after) > (n - 1 if mode == "reflect" else n):
+                out = _reflect_odd(out, axis, before, after, mode == "symmetric")
+                continue
             if mode != "edge" and max(before, after) > (n - 1 if mode == "reflect" else n):
-                if odd:  # (NumPy reflects chunk by chunk, each about the last one's edge)
-                    raise tracing.user_error(
-                        ShapeError,
-                        f"pad: reflect_type='odd' past one period of axis {axis} (of {n}) is not "
-                        "supported; pad in several calls, each within one period",
-                    )
                 # Past one period (or reflecting an axis of one): NumPy's own index map of the axis
                 # (padding positions is what padding values does), as one gather along it.
                 positions = np.pad(np.arange(n), (before, after), mode=mode)  # type: ignore[call-overload]

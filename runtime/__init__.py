@@ -59,3 +59,23 @@ def _keep_freed_memory() -> None:
 
 
 _keep_freed_memory()
+
+
+# LLVM's loop peeling (the LLVM 22 of llvmlite 0.50, built with assertions) aborts the whole process
+# when it peels the last iterations of a loop more than one at a time (``LoopPeel.cpp``'s assertion
+# "when peeling the last iteration, the loop must be supported and can only peel a single
+# iteration"). A concatenation of pieces that are themselves concatenations (``pad(x, (5, 11),
+# "reflect", reflect_type="odd")`` of 2 elements: selects comparing the loop index against several
+# bounds) made it do that. Peeling at most one iteration is what the assertion allows;
+# ``tests/test_llvm_peel.py`` compiles the kernel that aborted. An LLVM option is the process's:
+# Numba code of the user's own compiled after this gets the same limit.
+LLVM_PEEL_MAX_COUNT = 1
+
+
+def _limit_llvm_peeling() -> None:
+    from llvmlite import binding
+
+    binding.set_option("dslc", f"-unroll-peel-max-count={LLVM_PEEL_MAX_COUNT}")
+
+
+_limit_llvm_peeling()
