@@ -173,7 +173,7 @@ def _masked(
     bound = inspect.signature(fn).bind(x, *args, **kwargs)  # (a refused call raised already: _checked)
     params = bound.arguments
     if name in ("mean", "var", "std"):
-        return _masked_moment(name, dnp, x, mask, params)
+        return _masked_moment(name, x, mask, params)
     if name in ("max", "min", "amax", "amin"):
         if params.get("initial") is None:
             ufunc = "maximum" if name in ("max", "amax") else "minimum"
@@ -190,28 +190,15 @@ def _masked(
     return fn(*bound.args, **bound.kwargs)
 
 
-def _masked_moment(name: str, dnp: dict[str, Any], x: Array, mask: Array, params: dict[str, Any]) -> Array:
-    """``np.mean/var/std(..., where=mask)``: sums of the kept elements over their count per result
-    (for ``var``/``std``, the count less ``ddof``, floored at 0), divided in float64 as NumPy's."""
-    axis, keepdims, dtype = params.get("axis"), params.get("keepdims", False), params.get("dtype")
-    if dtype is not None:
-        x = dnp["astype"](x, dtype)
-    elif not x.ir_dtype.is_float:
-        x = ops.cast(x, ops.DType.f64)
-    zero = ops.cast(ops.asarray(0), x.ir_dtype)
+def _masked_moment(name: str, x: Array, mask: Array, params: dict[str, Any]) -> Array:
+    """``np.mean/var/std(..., where=mask)`` (``numpy_stats``'s masked forms)."""
+    from dsl import numpy_stats  # (imports dsl.numpy, which installs these keywords)
 
-    def mean(v: Array, keep: bool) -> Array:
-        total = ops.sum(dnp["where"](mask, v, zero), axis, keep)
-        n = ops.sum(mask, axis, keep)
-        return ops.cast(dnp["divide"](ops.cast(total, ops.DType.f64), n), v.ir_dtype)
-
+    axis, keepdims = params.get("axis"), params.get("keepdims", False)
+    x = numpy_stats.moment_input(x, params.get("dtype"))
     if name == "mean":
-        return mean(x, keepdims)
-    deviation = dnp["subtract"](x, mean(x, True))
-    squares = ops.sum(dnp["where"](mask, dnp["multiply"](deviation, deviation), zero), axis, keepdims)
+        return numpy_stats.masked_mean(x, mask, axis, keepdims)
     correction = params.get("correction")
     ddof: float = correction if correction is not None else params.get("ddof", 0)
-    n = ops.sum(mask, axis, keepdims)
-    dof = dnp["maximum"](dnp["subtract"](ops.cast(n, ops.DType.f64), float(ddof)), 0.0)
-    var = ops.cast(dnp["divide"](ops.cast(squares, ops.DType.f64), dof), x.ir_dtype)
-    return dnp["sqrt"](var) if name == "std" else var
+    v = numpy_stats.masked_var(x, mask, axis, ddof, keepdims)
+    return numpy_stats.root_of_variance(v) if name == "std" else v

@@ -2,8 +2,8 @@
 ``dnp.argmin``, ``dnp.cumsum``, ``dnp.cumprod``, ``dnp.prod``). The statistics and index reductions
 are built from existing primitives and differentiate through them; the scans are the O(n)
 ``cumulative_sum`` and ``cumulative_prod`` primitives (``compiler/prims/scan.py``; ``prod`` is
-the last running product). ``dsl.numpy`` re-exports every public
-name here."""
+the last running product). ``dsl.numpy`` re-exports NumPy's names here; the masked moments serve
+``where=`` (``numpy_keywords``)."""
 
 from __future__ import annotations
 
@@ -28,11 +28,7 @@ def var(
     """``np.var``: the mean of squared deviations from the mean, divided by ``n - ddof`` (floored at
     0, so too large a ``ddof`` gives inf or NaN as NumPy); integers in float64. ``correction`` is
     NumPy 2's (and the array API's) name for ``ddof``."""
-    x = ops.asarray(x)
-    if dtype is not None:
-        x = dnp.astype(x, dtype)
-    elif not x.ir_dtype.is_float:
-        x = ops.cast(x, ops.DType.f64)
+    x = moment_input(x, dtype)
     if correction is not None:
         ddof = correction
     deviation = dnp.subtract(x, dnp.mean(x, axis, keepdims=True))
@@ -53,9 +49,41 @@ def std(
     minimum of the convex ``std``) its gradient is zero, the least subgradient, as ``abs``'s at zero,
     and exact where the deviations cannot move (one element); ``sqrt``'s own would be NaN there
     (infinite times zero), as in JAX and PyTorch."""
-    v = var(x, axis, dtype, ddof, keepdims, correction=correction)
+    return root_of_variance(var(x, axis, dtype, ddof, keepdims, correction=correction))
+
+
+def root_of_variance(v: Array) -> Array:
+    """``std`` from its variance, with the zero gradient where the variance is zero (``std``)."""
     zero = dnp.equal(v, 0.0)
     return dnp.where(zero, v, dnp.sqrt(dnp.where(zero, 1.0, v)))
+
+
+def moment_input(x: Any, dtype: Any) -> Array:
+    """What ``mean``, ``var`` and ``std`` sum: ``x`` in ``dtype`` if given, integers in float64."""
+    x = ops.asarray(x)
+    if dtype is not None:
+        return dnp.astype(x, dtype)
+    return x if x.ir_dtype.is_float else ops.cast(x, ops.DType.f64)
+
+
+def masked_mean(x: Array, mask: Array, axis: Any, keepdims: bool) -> Array:
+    """``np.mean(x, where=mask)`` of a float ``x`` (``moment_input``): the sum of the kept elements
+    over their count per result, divided in float64 and cast back as NumPy's."""
+    total = dnp.sum(dnp.where(mask, x, ops.cast(ops.asarray(0), x.ir_dtype)), axis, keepdims=keepdims)
+    return ops.cast(
+        dnp.divide(ops.cast(total, ops.DType.f64), dnp.sum(mask, axis, keepdims=keepdims)), x.ir_dtype
+    )
+
+
+def masked_var(x: Array, mask: Array, axis: Any, ddof: float, keepdims: bool) -> Array:
+    """``np.var(x, where=mask, ddof=ddof)`` of a float ``x``: the kept squared deviations from their
+    own mean over the kept count less ``ddof`` (floored at 0), divided in float64 as NumPy's."""
+    deviation = dnp.subtract(x, masked_mean(x, mask, axis, True))
+    zero = ops.cast(ops.asarray(0), x.ir_dtype)
+    squares = dnp.sum(dnp.where(mask, dnp.multiply(deviation, deviation), zero), axis, keepdims=keepdims)
+    n = ops.cast(dnp.sum(mask, axis, keepdims=keepdims), ops.DType.f64)
+    dof = dnp.maximum(dnp.subtract(n, float(ddof)), 0.0)
+    return ops.cast(dnp.divide(ops.cast(squares, ops.DType.f64), dof), x.ir_dtype)
 
 
 def _arg_reduce(name: str, prim: Any, x: Any, axis: int | None, keepdims: bool) -> Array:

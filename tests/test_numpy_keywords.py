@@ -103,6 +103,15 @@ def test_gradients_of_masked_reductions_against_jax() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_masked_std_where_the_kept_values_are_equal_has_a_zero_gradient() -> None:
+    """As the unmasked ``std`` (the least subgradient of the convex ``std``): the masked form spelled
+    ``sqrt`` of its variance again, whose derivative at zero is NaN."""
+    x = np.array([[2.0, 5.0, 2.0, 2.0]])
+    got = dsl.grad(lambda x: dnp.std(x, where=M4))(x)
+    np.testing.assert_array_equal(got, np.zeros_like(x))
+    np.testing.assert_array_equal(dsl.compile(lambda x: dnp.std(x, axis=1, where=M4))(x), [0.0])
+
+
 # program -> the error class and a phrase of its message (every message starts at the user's line)
 ERRORS: dict[str, tuple[Any, type, str]] = {
     "where_without_out": (lambda x, i: dnp.exp(x, where=x > 0), dsl.CallError, "needs out="),
