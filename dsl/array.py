@@ -31,7 +31,6 @@ import numpy as np
 
 from compiler.ir.core import Value
 from compiler.ir.types import DType, TensorType
-from compiler.prims import source
 from compiler.prims.base import Primitive
 from dsl import layout, tracing
 from dsl.errors import DTypeError, InplaceError, ReadOnlyError, ShapeError, TraceError
@@ -319,24 +318,11 @@ def _same_elements(a: Array, b: Array) -> bool:
         return False
     for (p, attrs, operands), (q, attrs2, operands2) in zip(a._steps, b._steps, strict=True):
         same_operands = len(operands) == len(operands2) and all(
-            u is v or _same_constant(u, v) for u, v in zip(operands, operands2, strict=True)
+            u is v for u, v in zip(operands, operands2, strict=True)
         )
         if p is not q or not same_operands or dict(attrs) != dict(attrs2):
             return False
     return a._shadow.__array_interface__ == b._shadow.__array_interface__
-
-
-def _same_constant(u: Value, v: Value) -> bool:
-    """Whether ``u`` and ``v`` are constants of one value, recorded lately (a dynamic window's start
-    on an axis it spans is a fresh 0 per view)."""
-    found: dict[Value, Any] = {}
-    for op in reversed(tracing.current().ops[-_RECENT:]):
-        if op.prim is source.constant and op.results[0] in (u, v):
-            found[op.results[0]] = op.attrs["value"]
-    return len(found) == 2 and np.array_equal(found[u], found[v]) and found[u].dtype == found[v].dtype
-
-
-_RECENT = 64  # ops looked back through for a constant (a view and its setitem are one statement)
 
 
 from dsl import gather as _gather  # noqa: E402  (x.at, x[mask] = v: dsl/gather.py)

@@ -70,14 +70,15 @@ def window(it: Any, n: int) -> Window:
 
 def view(x: Array, windows: dict[int, Window]) -> Array:
     """``x`` viewed through the windows (axis -> window) of one ``dynamic_slice`` step."""
-    zero: Array | None = None
+    trace = tracing.current()
     starts: list[Value] = []
     for axis in range(x.ndim):
         if axis in windows:
             starts.append(windows[axis].start.value)
             continue
-        zero = zero if zero is not None else ops.constant(0, DType.i64)
-        starts.append(zero.value)  # the window spans this axis: its start clamps to 0
+        if trace.index_zero is None:
+            trace.index_zero = ops.constant(0, DType.i64).value
+        starts.append(trace.index_zero)  # the window spans this axis: its start clamps to 0
     sizes = tuple(windows[a].size if a in windows else d for a, d in enumerate(x.shape))
     shadow = x._shadow[tuple(slice(0, n) for n in sizes)]
     return x.view_step(dynamic.dynamic_slice, {"sizes": sizes}, shadow, tuple(starts))

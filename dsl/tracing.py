@@ -102,6 +102,9 @@ class Trace:
         self.sealed: set[Value] = set()
         # in the trace of a body: the values defined in it (its block arguments, its ops' results)
         self.local: set[Value] | None = None
+        # the int64 0 every dynamic window starts at on an axis it spans (``dynamic_index.view``):
+        # one value, so two views of the same window have the same start operands
+        self.index_zero: Value | None = None
 
     def emit(
         self, prim: Primitive, operands: Sequence[Value], attrs: Mapping[str, Any] | None = None
