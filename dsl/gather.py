@@ -455,7 +455,8 @@ class AtIndex:
         return self._scatter(gp.scatter_add, v, options)
 
     def mul(self, v: Any, **options: Any) -> Array:
-        """Every repeat multiplies (the gradient w.r.t. ``v`` assumes unique indices, as JAX's)."""
+        """Every repeat multiplies; the gradient w.r.t. ``v`` holds for repeated indices too (PyTorch's
+        rule; JAX refuses them)."""
         return self._scatter(gp.scatter_mul, v, options)
 
     multiply = mul

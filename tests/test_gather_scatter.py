@@ -39,12 +39,12 @@ def clamp(i, n: int) -> np.ndarray:
     return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
 
 
-def close(got, want, rtol: float = 1e-12) -> None:
+def close(got, want, rtol: float = 1e-12, atol: float = 1e-14) -> None:
     got_leaves, want_leaves = jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)
     assert len(got_leaves) == len(want_leaves)
     for g, w in zip(got_leaves, want_leaves, strict=True):
         assert np.shape(g) == np.shape(w)
-        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=1e-14)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=rtol, atol=atol)
 
 
 INPLACE = pytest.mark.parametrize("inplace", [True, False], ids=["inplace", "no-inplace"])
@@ -234,6 +234,47 @@ def test_at_mul_min_max_gradients_against_jax(inplace: bool) -> None:
     grad = dsl.compile(dsl.value_and_grad(f, argnums=(0, 1)), inplace=inplace)
     want = jax.value_and_grad(lambda x, v: f(x, v, jnp), argnums=(0, 1))(X, v)
     close(grad(X, v), want, rtol=1e-10)
+
+
+def _central_differences(f, v: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    g = np.zeros_like(v)
+    for k in range(v.size):
+        e = np.zeros_like(v)
+        e.flat[k] = h
+        g.flat[k] = (f(v + e) - f(v - e)) / (2 * h)
+    return g
+
+
+@INPLACE
+def test_at_mul_gradient_with_repeated_indices_and_zeros(inplace: bool) -> None:
+    """An update's gradient is its element with the update's own factor left out, other updates at
+    that element included (it was ``ct * x`` as if no other landed there: wrong with no error; JAX
+    raises). Zeros: one zero among an element's updates gets the product of the others, two give 0."""
+    i = np.array([0, 2, 2, 1, 2, 0, 3])
+    w = RNG.standard_normal((4, 3))
+    v = RNG.standard_normal((7, 3))
+    v[[1, 5], 0] = 0.0  # element (2, 0): one zero among three updates; element (0, 0): one of two
+    v[[1, 2], 1] = 0.0  # element (2, 1): two zeros
+    v[6, 2] = 0.0  # element (3, 2): a zero alone
+
+    def numpy_loss(x: np.ndarray, v: np.ndarray) -> float:
+        y = x.copy()
+        np.multiply.at(y, i, v)
+        return float((y * w).sum())
+
+    grad = dsl.compile(dsl.grad(lambda x, v: (x.at[i].mul(v) * w).sum(), argnums=(0, 1)), inplace=inplace)
+    gx, gv = grad(X[:4, :3], v)
+    close(gv, _central_differences(lambda v: numpy_loss(X[:4, :3], v), v), rtol=1e-7, atol=1e-8)
+    close(gx, _central_differences(lambda x: numpy_loss(x, v), X[:4, :3].copy()), rtol=1e-7, atol=1e-8)
+    # forward mode (the transposed sweep) and a second derivative
+    tangent = RNG.standard_normal(v.shape)
+    _, jvp = dsl.jvp(lambda v: (dnp.asarray(X[:4, :3]).at[i].mul(v) * w).sum(), (v,), (tangent,))
+    close(jvp, (gv * tangent).sum(), rtol=1e-10)
+    hessian = dsl.hessian(lambda v: (dnp.asarray(X[:4, :3]).at[i].mul(v) * w).sum())(v)
+    rows = [_central_differences(lambda u, k=k: grad(X[:4, :3], u)[1].flat[k], v) for k in (0, 3, 8)]
+    close(
+        hessian.reshape(v.size, v.size)[[0, 3, 8]], np.stack([r.ravel() for r in rows]), rtol=1e-6, atol=1e-7
+    )
 
 
 def test_scatter_and_put_along_axis_against_numpy() -> None:

@@ -324,13 +324,34 @@ scatter = Primitive(
 @vjp_rule
 def _scatter_mul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     """``x`` times the product of its updates: ``x``'s cotangent is ``ct`` times that product (the
-    same scatter of the updates into ``ct``); an update's is ``ct * x`` at its element, which is its
-    derivative when no other update lands there (JAX's rule: ``scatter_mul`` gradients assume unique
-    indices; docs/semantics.md)."""
+    same scatter of the updates into ``ct``). An update's is ``ct`` times its element with the
+    update's own factor left out: ``ct * x`` where no other update lands there; where others do,
+    ``ct * out / v`` (PyTorch's rule for ``index_reduce``'s and ``scatter_reduce``'s ``prod``), and
+    for the one zero among an element's updates, ``ct`` times the element multiplied with that zero
+    taken as 1 (``out / v`` would be 0 / 0). JAX refuses repeated indices here
+    (docs/semantics.md)."""
     x, v, idx = op.operands
     attrs = {"axis": _axis(op.attrs)}
     ct_x = build(scatter_mul, [ct, v, idx], attrs) if wanted[0] else None
-    ct_v = build(gather, [build(ew.mul, [ct, x], {}), idx], attrs) if wanted[1] else None
+    if not wanted[1]:
+        return (ct_x, None, None)
+
+    def at(a: Value) -> Value:  # an element of x's shape read at each update's position
+        return build(gather, [a, idx], attrs)
+
+    def landing(values: Value) -> Value:  # the sum of ``values`` over the updates at each one's element
+        return at(build(scatter_add, [full_like(build, 0, x.type), values, idx], attrs))
+
+    ones = full_like(build, 1, v.type)
+    is_zero = build(ew.eq, [v, full_like(build, 0, v.type)], {})
+    alone = build(ew.eq, [landing(ones), ones], {})
+    zeros = landing(build(ew.cast, [is_zero], {"dtype": v.type.dtype}))
+    only_zero = build(ew.and_, [is_zero, build(ew.eq, [zeros, ones], {})], {})
+    without_it = build(scatter_mul, [x, build(ew.select, [only_zero, ones, v], {}), idx], attrs)
+    nonzero = build(ew.select, [is_zero, ones, v], {})
+    divided = build(ew.div, [at(build(ew.mul, [ct, op.result], {})), nonzero], {})
+    shared = build(ew.select, [only_zero, at(build(ew.mul, [ct, without_it], {})), divided], {})
+    ct_v = build(ew.select, [alone, at(build(ew.mul, [ct, x], {})), shared], {})
     return (ct_x, ct_v, None)
 
 
@@ -379,7 +400,7 @@ scatter_mul = _combining(
     array_ops.scatter_mul,
     Reducer(lambda acc, x: f"({acc} * {x})", lambda d: 1, mlir_combine=ml.MUL),
     _scatter_mul_vjp,
-    INPUTS,
+    INPUTS | {"output"},
 )
 scatter_max = _combining(
     "scatter_max",
