@@ -109,6 +109,12 @@ CASES: dict[str, Case] = {
         lambda a, b: (dnp.logical_and(a, b), dnp.logical_or(a, b), dnp.logical_xor(a, b), dnp.logical_not(a)),
     ),
     **{f"augmented_{op}": Case(_augmented(op), (INTS, OTHERS % 8)) for op in ("&", "|", "^", "<<", ">>")},
+    # ---- int64 arithmetic wraps: Numba's signed arithmetic is nsw (an overflow undefined), and LLVM
+    # used that: (x + 1) > x was True at the maximum, x + MIN an or, (x * 2) // 2 the maximum ----
+    "int64_overflow_wraps": Case(
+        lambda a: ((a + 1) > a, (a * 2) // 2, (a - 3) < a, a + I64_MIN, I64_MIN + a, a * a, (a + a) - a),
+        (np.array([-7, -1, 0, 1, 5, I64_MIN, -I64_MIN - 1, 3037000500], np.int64),),
+    ),
     # ---- bitwise on bools: logical, as NumPy (~True is False) ----
     "bool_ops": Case(lambda a, b: (a & b, a | b, a ^ b, ~a), (BOOLS, BOOLS2)),
     "bool_with_int": Case(lambda a: (a & 1, a | 2), (BOOLS,)),

@@ -429,15 +429,26 @@ def _arithmetic(
     name: str, symbol: str, ref: Callable[..., np.ndarray], vjp: Vjp, needs: frozenset[str] = NOTHING
 ) -> Primitive:
     """``a <symbol> b``; in MLIR ``arith.<name>f`` or ``arith.<name>i``."""
-    code, mlir = (lambda c, a, b: f"({a} {symbol} {b})"), ml.by_dtype(f"arith.{name}f", f"arith.{name}i")
+    code, mlir = (lambda c, a, b: _wrapping(c, a, symbol, b)), ml.by_dtype(f"arith.{name}f", f"arith.{name}i")
     return _elementwise(name, 2, code, ref, vjp_needs=needs, vjp=vjp, mlir=mlir)
+
+
+def _wrapping(ctx: EmitContext, a: str, symbol: str, b: str) -> str:
+    """``a <symbol> b`` wrapping on overflow as NumPy's: Numba marks signed integer arithmetic
+    ``nsw`` (an overflow is undefined), and LLVM and NVVM use that: ``(x + 1) > x`` of int64 was
+    True at the maximum, ``x + (-2**63)`` an ``or``, ``(x * 2) // 2`` the maximum. int64 adds,
+    subtracts and multiplies in uint64 (the same bits, no flag); narrower ints are computed in
+    int64 by Numba, where they cannot overflow, and cast back."""
+    if ctx.result_type.dtype is DType.i64:
+        return f"np.int64(np.uint64({a}) {symbol} np.uint64({b}))"
+    return f"({a} {symbol} {b})"
 
 
 def _mul(ctx: EmitContext, a: str, b: str) -> str:
     """A float product as ``mul_f32``/``mul_f64`` (compiler/prims/exactmath.py): rounded once on
     every target, never fused into an add that reads it (NVVM would contract ``a * b + c``)."""
     dtype = ctx.result_type.dtype
-    return f"{ctx.helper(f'mul_{dtype.value}')}({a}, {b})" if dtype.is_float else f"({a} * {b})"
+    return f"{ctx.helper(f'mul_{dtype.value}')}({a}, {b})" if dtype.is_float else _wrapping(ctx, a, "*", b)
 
 
 add = _arithmetic("add", "+", np.add, _add_vjp)
