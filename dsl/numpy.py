@@ -231,8 +231,12 @@ mod = remainder
 
 def power(x: Any, y: Any) -> Array:
     dtype = ops.result_dtype(x, y)
-    if dtype.is_bool:
-        raise _int8_of_bools("power (**)")
+    if dtype.is_bool or (isinstance(x, Array) and x.ir_dtype.is_bool and isinstance(y, (int, np.integer))):
+        raise _int8_of_bools("power (**)")  # (b ** 2: NumPy's square of bools, int8)
+    if dtype.is_float and isinstance(y, (float, np.floating)) and y == 0.5:
+        # NumPy's power loop takes a scalar exponent of 0.5 as sqrt: (-inf) ** 0.5 is NaN, and
+        # (-0.0) ** 0.5 is -0.0 (C's pow gives inf and 0.0, as an exponent array of 0.5 does)
+        return sqrt(ops.to_dtype(x, dtype))
     known = isinstance(y, (int, np.integer)) and not isinstance(y, bool)
     if known and y < 0 and not dtype.is_float:  # NumPy's rule, for a known exponent
         raise tracing.user_error(ShapeError, "integers to negative integer powers are not allowed")

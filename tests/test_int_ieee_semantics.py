@@ -115,6 +115,12 @@ CASES: dict[str, Case] = {
         lambda a: ((a + 1) > a, (a * 2) // 2, (a - 3) < a, a + I64_MIN, I64_MIN + a, a * a, (a + a) - a),
         (np.array([-7, -1, 0, 1, 5, I64_MIN, -I64_MIN - 1, 3037000500], np.int64),),
     ),
+    # ---- a scalar exponent of 0.5 is NumPy's sqrt: (-inf) ** 0.5 NaN, (-0.0) ** 0.5 -0.0 (C's pow:
+    # inf and 0.0, what an exponent array gives) ----
+    "power_half": Case(
+        lambda a: (a**0.5, np.power(a, 0.5), a.astype(np.float32) ** 0.5, a ** np.full(6, 0.5)),
+        (SIGNED_ZEROS,),
+    ),
     # ---- bitwise on bools: logical, as NumPy (~True is False) ----
     "bool_ops": Case(lambda a, b: (a & b, a | b, a ^ b, ~a), (BOOLS, BOOLS2)),
     "bool_with_int": Case(lambda a: (a & 1, a | 2), (BOOLS,)),
@@ -285,6 +291,7 @@ def test_bool_shift_subtract_negative_raise_type_error() -> None:
     "fn",
     [
         lambda x: x**x,
+        lambda x: x**2,  # a Python int exponent: NumPy's square of bools (it gave int64)
         lambda x: x // x,
         lambda x: x % True,
         lambda x: dnp.fmod(x, x),
