@@ -505,6 +505,16 @@ def test_logaddexp_derivative_at_ties_is_one_half() -> None:
     np.testing.assert_allclose(got, (np.full(6, 0.5), np.full(6, 0.5)))
 
 
+def test_power_derivative_in_the_base_at_a_zero_exponent_is_zero() -> None:
+    """``x ** 0`` is 1 for every ``x``: its derivative is 0, also at ``x == 0`` where the chain rule's
+    ``0 * 0 ** -1`` is NaN (found by the fuzzer: ``v **= sum(...)`` of a zero sum; PyTorch gives 0,
+    JAX too for an integer exponent), at second order too."""
+    x, y = np.array([0.0, 2.0, 0.0, 3.0]), np.array([0.0, 0.0, 2.0, 1.5])
+    got = dsl.grad(lambda x, y: (x**y).sum())(x, y)
+    np.testing.assert_array_equal(got, [0.0, 0.0, 0.0, 1.5 * 3.0**0.5])
+    np.testing.assert_array_equal(dsl.hessian(lambda x: (x**0.0).sum())(x[:2]), np.zeros((2, 2)))
+
+
 def test_std_gradient_where_the_values_are_equal_is_zero() -> None:
     """std of one element is zero whatever the element: its derivative is zero (sqrt's chain rule
     gives 0 / 0, NaN, as JAX and PyTorch do; found by the fuzzer). Where several equal values make

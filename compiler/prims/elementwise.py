@@ -414,7 +414,11 @@ def _pow_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e, (a, b) = emitter(build), op.operands
     ct_a = ct_b = None
     if wanted[0]:
-        ct_a = e(mul, ct, e(mul, b, e(pow_, a, e(sub, b, full_like(build, 1, b.type)))))
+        # b * a**(b - 1), with a**0 where b == 0 (so 0, not 0 * inf at a == 0: a**0 is 1 everywhere,
+        # PyTorch's rule and JAX's for integer exponents; JAX's float one gives NaN there)
+        one = full_like(build, 1, b.type)
+        safe_b = e(select, e(eq, b, full_like(build, 0, b.type)), one, b)
+        ct_a = e(mul, ct, e(mul, b, e(pow_, a, e(sub, safe_b, one))))
     if wanted[1]:
         # d(a**b)/db = out * log(a). Where a <= 0 the real derivative does not exist; take 0 there
         # (JAX's choice at a == 0). The select sits before the log so that no inf or NaN from
