@@ -87,7 +87,7 @@ class _VmapFn:
     def _axes(self, args: tuple[Any, ...], layout: Layout) -> list[Axis]:
         """One mapped axis (or None) per array leaf, in IR parameter order; keyword arguments are
         mapped over axis 0, as in JAX."""
-        n = layout.n_positional
+        n = layout.n_passed  # positional slots past it: defaults, and parameters passed by name
         spec = self.in_axes
         if isinstance(spec, list):
             spec = tuple(spec)
@@ -111,7 +111,7 @@ class _VmapFn:
         spec = tuple(self.in_axes) if isinstance(self.in_axes, list) else self.in_axes
         return frozenset(
             i
-            for i, a in enumerate(args[: layout.n_positional])
+            for i, a in enumerate(args[: layout.n_passed])
             if isinstance(a, (int, float, bool))
             and (spec is None or (isinstance(spec, tuple) and i < len(spec) and spec[i] is None))
         )

@@ -42,6 +42,13 @@ class Layout(NamedTuple):
     names: tuple[str, ...]  # one per slot: the parameter's name, 'args[k]' or the **kwargs key
     n_positional: int  # slots [0, n_positional) are passed by position, the rest by keyword
     static: frozenset[int]
+    # how many of the positional slots the caller passed by position (the rest: defaults, and
+    # parameters the caller named): vmap's in_axes has one entry per argument passed, as JAX's
+    n_args: int = -1
+
+    @property
+    def n_passed(self) -> int:
+        return self.n_positional if self.n_args < 0 else self.n_args
 
     @property
     def keywords(self) -> tuple[str, ...]:
@@ -78,7 +85,7 @@ class Binder:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
             self.signature = None
-        self._layouts: dict[tuple[int, tuple[str, ...]], Layout] = {}
+        self._layouts: dict[tuple[int, int, tuple[str, ...]], Layout] = {}
         params = list(self.signature.parameters.values()) if self.signature else []
         kinds = {p.kind for p in params}
         self._positional_names = tuple(p.name for p in params if p.kind in _POSITIONAL)
@@ -113,17 +120,17 @@ class Binder:
     def _fn_name(self) -> str:
         return getattr(self.fn, "__name__", "function")
 
-    def layout(self, names: tuple[str, ...], n_positional: int) -> Layout:
-        """The layout of slots ``names``, the first ``n_positional`` of them positional (cached: one
-        per shape of call)."""
-        key = (n_positional, names[n_positional:])
+    def layout(self, names: tuple[str, ...], n_positional: int, n_args: int = -1) -> Layout:
+        """The layout of slots ``names``, the first ``n_positional`` of them positional, ``n_args`` of
+        those passed by position (-1: all) (cached: one per shape of call)."""
+        key = (n_positional, n_args, names[n_positional:])
         layout = self._layouts.get(key)
         if layout is None:
             static = {i % n_positional for i in self.static_argnums if -n_positional <= i < n_positional}
             static |= {i for i, name in enumerate(names) if name in self.static_argnames}
             if self.inner is not None:
-                static |= self.inner.layout(names, n_positional).static
-            layout = self._layouts[key] = Layout(names, n_positional, frozenset(static))
+                static |= self.inner.layout(names, n_positional, n_args).static
+            layout = self._layouts[key] = Layout(names, n_positional, frozenset(static), n_args)
         return layout
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Layout]:
@@ -156,4 +163,4 @@ class Binder:
                 (positional if param.kind in _POSITIONAL else keyword).append(slot)
         slots = positional + keyword
         names = tuple(name for name, _ in slots)
-        return tuple(v for _, v in slots), self.layout(names, len(positional))
+        return tuple(v for _, v in slots), self.layout(names, len(positional), len(args))

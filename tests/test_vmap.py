@@ -217,6 +217,31 @@ def test_vmap_errors() -> None:
     assert dsl.vmap(lambda a: a * 2.0, out_axes=-1)(x).shape == (2, 3)
 
 
+def test_in_axes_counts_the_arguments_passed_by_position_as_jax() -> None:
+    """``in_axes`` has one entry per argument the caller passed by position: a parameter left at its
+    default is not one (``in_axes=(0,)`` of ``f(x, scale=1)`` raised "called with 2 positional
+    arguments"; found by the fuzzer), and one passed by name is mapped over axis 0, as a keyword."""
+    x = rng.standard_normal((3, 2))
+
+    def g(lib, x, y=1.0, z=2.0):
+        return x * y + z
+
+    calls = [
+        lambda V, lib: V(lambda x, scale=2, post=None: x * scale, in_axes=(0,))(x),
+        lambda V, lib: V(lambda x, y=1.0, z=2.0: g(lib, x, y, z), in_axes=(0,))(x, z=x[:, 0]),
+        lambda V, lib: V(lambda x, y=1.0, z=2.0: g(lib, x, y, z), in_axes=(0, None))(x, 3.0),
+        lambda V, lib: V(lambda x, y=1.0, z=2.0: g(lib, x, y, z), in_axes=(1,))(x, y=x[0]),
+        lambda V, lib: V(
+            jax.grad(lambda x, s=2.0: (x * s).sum())
+            if V is jax.vmap
+            else dsl.grad(lambda x, s=2.0: (x * s).sum()),
+            in_axes=(0,),
+        )(x),
+    ]
+    for call in calls:
+        close(call(dsl.vmap, dnp), call(jax.vmap, jnp))
+
+
 # ---- jacfwd / jacrev over a batched basis ------------------------------------------------------
 
 
