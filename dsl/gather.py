@@ -350,7 +350,8 @@ class Selection(Array):
     def augmented(self, request: str, fn: Any, v: Any) -> Selection:
         """``x[mask] op= v``: the operator over the whole view (NumPy's in-place casting)."""
         whole = self.whole()
-        new = ops.fit(ops.asarray(fn(whole, self.where.lift(v, request))), whole, "same_kind", request)
+        operand = _selected_alike(v, self.where) if isinstance(v, Selection) else self.where.lift(v, request)
+        new = ops.fit(ops.asarray(fn(whole, operand)), whole, "same_kind", request)
         return Selection(self.where, new.value, self.made_at)
 
 
@@ -398,6 +399,20 @@ def _same(a: Value, b: Value, depth: int = 8, producers: dict[Value, Op] | None 
     return all(_same(u, w, depth - 1, producers) for u, w in zip(pa.operands, pb.operands, strict=True))
 
 
+def _selected_alike(value: Selection, where: _MaskIndex) -> Array:
+    """The whole view of ``value``, a selection by the same mask as ``where`` (the same computation)
+    of a view of the same shape: element for element what ``where`` selects (``x[mask] = y[mask]``,
+    ``x[mask] += x[mask]``)."""
+    other = value.where
+    if not _same(other.mask.value, where.mask.value) or (other.view.type, other.at, other.count_at) != (
+        where.view.type,
+        where.at,
+        where.count_at,
+    ):
+        raise _selection_error("x[mask] = y[other] with another mask or shape")
+    return value.whole()
+
+
 def mask_write(x: Array, index: Any, value: Any, request: str = "setitem") -> None:
     """``x[index] = value`` for an index with a traced boolean mask and a value that broadcasts to
     each selected element (a scalar, a row) or that is a selection by the same mask
@@ -407,14 +422,7 @@ def mask_write(x: Array, index: Any, value: Any, request: str = "setitem") -> No
     since = len(tracing.current().ops)
     view = where.view
     if isinstance(value, Selection):
-        other = value.where
-        if not _same(other.mask.value, where.mask.value) or (other.view.type, other.at, other.count_at) != (
-            view.type,
-            where.at,
-            where.count_at,
-        ):
-            raise _selection_error("x[mask] = y[other] with another mask or shape")
-        new_values = value.whole()
+        new_values = _selected_alike(value, where)
     else:
         new_values = where.lift(ops.assigned(value, x.ir_dtype), request)
     new = ops.where(where.lifted_mask(), ops.fit(new_values, view, "unsafe", "assignment"), view)

@@ -461,7 +461,10 @@ def augmented(x, i, v, r):
     h[x < 0] = (2.0 * x)[x < 0]  # the same mask read and written (traced twice)
     k = x.copy()
     k[x[:, 0] > 0, 1:3] -= r[:2]
-    return a, b, c, d, e, f, g, h, k
+    m = x.copy()
+    m[m > 0] += m[m > 0]  # a selection by the same mask as the operand (it raised a TraceError)
+    m[x < 0] -= (x * 3.0)[x < 0]
+    return a, b, c, d, e, f, g, h, k, m
 
 
 @INPLACE
