@@ -461,7 +461,12 @@ def _plain_methods() -> dict[str, Any]:
         "clip": dnp.clip,
         "clamp": dnp.clip,
         "round": dnp.round,
+        "__round__": lambda x, ndigits=None: dnp.round(x, 0 if ndigits is None else ndigits),
         "ravel": dnp.ravel,
+        "repeat": dnp.repeat,  # NumPy's (each element repeated), not PyTorch's tiling
+        "take": dnp.take,
+        "diagonal": dnp.diagonal,
+        "trace": dnp.trace,
         "flatten": _flatten,
         "squeeze": dnp.squeeze,
         "unsqueeze": _unsqueeze,

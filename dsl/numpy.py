@@ -821,8 +821,24 @@ def stack(xs: Any, axis: int = 0) -> Array:
     return ops.stack(xs, axis)
 
 
-def ravel(x: Any) -> Array:
-    return ops.ravel(x)
+def ravel(x: Any, order: str = "C") -> Array:
+    """``np.ravel``: a view where NumPy gives one. ``order`` 'C' or 'F' (the transpose's C order),
+    'A' (F for an array laid out in Fortran order only, else C), 'K' (memory order: of a C- or
+    F-contiguous array as 'A'; of another layout it is refused)."""
+    x = ops.asarray(x)
+    c, f = x._shadow.flags.c_contiguous, x._shadow.flags.f_contiguous
+    if order == "K" and not (c or f):
+        raise tracing.user_error(
+            ShapeError,
+            "ravel(order='K') of an array that is neither C- nor Fortran-contiguous is not supported; "
+            "use order='C' or order='F'",
+        )
+    if order not in ("C", "F", "A", "K"):
+        raise tracing.user_error(
+            ShapeError, f"ravel: order must be one of 'C', 'F', 'A' or 'K', not {order!r}"
+        )
+    fortran = order == "F" or (order in ("A", "K") and f and not c)
+    return ops.ravel(ops.transpose(x) if fortran else x)
 
 
 # ---- making arrays (NumPy's default dtype is float64) ---------------------------------------------------

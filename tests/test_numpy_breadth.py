@@ -604,6 +604,36 @@ P34 = np.abs(M34) + 0.5
 
 # name -> (a call of methods on a traced array, the same in NumPy)
 METHOD_CASES: dict[str, tuple[Any, Any]] = {
+    # NumPy's methods an outside program reached for (2026-11-27: they were missing; ravel('F') and
+    # round(x) raised bare TypeErrors)
+    "repeat take diagonal trace round ravel": (
+        lambda x: (
+            x.repeat(2, axis=0),
+            x.repeat(3),
+            x.take([0, 2], axis=1),
+            x.take([1, 5]),
+            x.diagonal(1),
+            x.trace(),
+            x.trace(offset=-1),
+            round(x[1, 1], 1),
+            x.ravel("F"),
+            dnp.ravel(x.T, order="A"),
+            dnp.ravel(x.T, "K"),
+        ),
+        lambda x: (
+            x.repeat(2, axis=0),
+            x.repeat(3),
+            x.take([0, 2], axis=1),
+            x.take([1, 5]),
+            x.diagonal(1),
+            x.trace(),
+            x.trace(offset=-1),
+            round(x[1, 1], 1),
+            x.ravel("F"),
+            np.ravel(x.T, order="A"),
+            np.ravel(x.T, "K"),
+        ),
+    ),
     "exp log sqrt": (
         lambda x: (x.exp(), x.log(), x.sqrt(), x.log1p(), x.expm1()),
         lambda x: (np.exp(x), np.log(x), np.sqrt(x), np.log1p(x), np.expm1(x)),
