@@ -39,13 +39,19 @@ from dsl.binding import CallError
 from dsl.errors import IndexingError, ShapeError, TraceError
 
 
+def listed(it: list[Any]) -> np.ndarray:
+    """A list index as NumPy reads it: an empty one is an empty integer array (``x[[]]``)."""
+    a = np.asarray(it)
+    return a.astype(np.int64) if a.size == 0 and a.dtype.kind == "f" else a
+
+
 def is_index_array(it: Any) -> bool:
     """An integer array (traced, NumPy or a list) used as an index; a 0-d traced integer is a
     dynamic slice instead (``dsl/dynamic_index.py``)."""
     if isinstance(it, Array):
         return it.ndim > 0 and it.ir_dtype.is_int
     if isinstance(it, list):
-        return np.asarray(it).dtype.kind in "iu"
+        return listed(it).dtype.kind in "iu"
     return isinstance(it, np.ndarray) and it.ndim > 0 and it.dtype.kind in "iu"
 
 
@@ -75,7 +81,7 @@ def has_traced_mask(index: Any) -> bool:
 
 
 def _as_index(it: Any) -> Array:
-    a = ops.asarray(np.asarray(it) if isinstance(it, list) else it)
+    a = ops.asarray(listed(it) if isinstance(it, list) else it)
     if not a.ir_dtype.is_int:
         raise tracing.user_error(IndexingError, f"an index array must hold integers, got {a.dtype}")
     return a
@@ -101,8 +107,7 @@ def _items(x: Array, index: Any) -> list[Any]:
     ``None`` consumes one axis of ``x``, or a traced mask its axes, in order; lists are NumPy arrays
     and a constant boolean mask is its ``nonzero()`` integer arrays (NumPy's rule)."""
     items = [
-        np.asarray(it) if isinstance(it, list) else it
-        for it in (index if isinstance(index, tuple) else (index,))
+        listed(it) if isinstance(it, list) else it for it in (index if isinstance(index, tuple) else (index,))
     ]
     if sum(it is Ellipsis for it in items) > 1:
         raise tracing.user_error(IndexingError, "an index can only have a single ellipsis ('...')")

@@ -778,3 +778,16 @@ def test_vmap_over_indices_arrays_and_both_against_jax() -> None:
     close(
         dsl.vmap(f, in_axes=(0, None, 0))(xs, idx[0], vs), jax.vmap(fj, in_axes=(0, None, 0))(xs, idx[0], vs)
     )
+
+
+def test_an_empty_list_index_is_an_empty_integer_array_as_numpy() -> None:
+    """``x[[]]`` (an IndexingError: NumPy reads ``np.asarray([])`` as float64 and indexes with it as
+    an empty integer array) reads and writes nothing."""
+
+    def f(y):
+        c = y.copy()
+        c[[]] = 5.0
+        c[:, []] += 1.0
+        return y[[]], y[:, []], y[[], 1], c
+
+    close(dsl.compile(f)(X), f(X.copy()))
