@@ -132,7 +132,12 @@ class _Entry:
         if self.check_scalars is not None:
             self.check_scalars(leaves)
         run = self._run or self.run
-        return self.build(run(*leaves))  # the executable checks mutated/donated arguments
+        try:
+            return self.build(run(*leaves))  # the executable checks mutated/donated arguments
+        except OverflowError as err:
+            if isinstance(err, DSLError):
+                raise
+            raise scalar_args.int64_overflow(leaves, self.program.stages["traced"].arg_names) or err from None
 
 
 class Compiled:

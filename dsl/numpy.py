@@ -19,7 +19,8 @@ from compiler.prims import reduction
 from compiler.prims.base import Primitive
 from dsl import layout, numpy_keywords, ops, pytree, tracing
 from dsl.array import Array
-from dsl.errors import DTypeError, MissingError, ShapeError
+from dsl.errors import DTypeError, MissingError, ShapeError, TraceError
+from dsl.scalar_args import ScalarOverflowError
 
 
 class _ScalarType(type):
@@ -34,7 +35,10 @@ class _ScalarType(type):
     def __call__(cls, x: Any = 0) -> Any:
         if builtins.any(isinstance(leaf, Array) for leaf in pytree.flatten(x)[0]):
             return asarray(x, cls.dtype)
-        return cls.dtype.type(x)
+        try:
+            return cls.dtype.type(x)
+        except OverflowError as err:  # (NumPy's message, at the user's line)
+            raise tracing.user_error(ScalarOverflowError, str(err)) from None
 
     def __eq__(cls, other: object) -> bool:
         return cls is other or other is cls.dtype.type
@@ -671,7 +675,15 @@ bitwise_not = bitwise_invert = invert
 bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 
 
-def where(cond: Any, x: Any, y: Any) -> Array:
+def where(cond: Any, x: Any = None, y: Any = None) -> Array:
+    if x is None and y is None:
+        raise tracing.user_error(
+            TraceError,
+            "where(condition) with one argument is nonzero(condition): its size is the number of True "
+            "values, not known at trace time (arrays have static shapes); use where(condition, x, y)",
+        )
+    if x is None or y is None:
+        raise tracing.user_error(ShapeError, "either both or neither of x and y should be given")
     return ops.where(cond, x, y)
 
 

@@ -636,7 +636,7 @@ def full(shape: Any, value: Any, dtype: Any = None) -> Array:
         )
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if dtype is not None:
-        ir = DType.from_numpy(dtype)
+        ir = ir_dtype(dtype)
         fill = to_dtype(value, ir)
         fill = Array.fresh(fill.value)  # an explicit dtype makes the result strong
     elif isinstance(value, Scalar):
@@ -653,7 +653,7 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
         if not isinstance(v, (int, float, np.integer, np.floating)):
             raise tracing.user_error(TraceError, "arange needs Python numbers (its length must be static)")
     n = max(0, int(np.ceil((stop - start) / step)))
-    ir = DType.from_numpy(dtype) if dtype is not None else DType.from_numpy(np.result_type(start, stop, step))
+    ir = ir_dtype(dtype) if dtype is not None else DType.from_numpy(np.result_type(start, stop, step))
     idx = emit(source.iota, [], {"shape": (n,), "dimension": 0, "dtype": DType.i64})
     if (start, step) == (0, 1):
         return cast(idx, ir)

@@ -198,7 +198,7 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 
 def _float_dtype(dtype: Any, what: str) -> DType:
-    d = DType.from_numpy(np.dtype(dtype))
+    d = ops.ir_dtype(dtype)
     if not d.is_float:
         raise tracing.user_error(ShapeError, f"{what} draws floating-point numbers, not {np.dtype(dtype)}")
     return d

@@ -35,6 +35,7 @@ INT32_SCALARS = "dsl.int32_scalars"
 # with ``int()``, raising ValueError for NaN and OverflowError for an infinity or a number out of range.
 FLOATS_INTO = {DType.i32: "dsl.floats_into_int32", DType.i64: "dsl.floats_into_int64"}
 _INT32 = np.iinfo(np.int32)
+_INT64 = np.iinfo(np.int64)
 
 
 class ScalarOverflowError(DSLError, OverflowError):
@@ -74,6 +75,20 @@ def narrowed_attrs(trace: tracing.Trace, params: Sequence[Value]) -> dict[str, t
         if found:
             attrs[name] = found
     return attrs
+
+
+def int64_overflow(leaves: Sequence[Any], names: Sequence[str]) -> ScalarOverflowError | None:
+    """The error for a Python int argument past int64, the type every Python int argument is
+    passed as (converting it raised a bare ``OverflowError``), or None if there is none."""
+    for k, value in enumerate(leaves):
+        if type(value) is int and not _INT64.min <= value <= _INT64.max:
+            name = names[k] if k < len(names) else f"arg{k}"
+            return ScalarOverflowError(
+                f"{tracing.user_location()}: argument '{name}': Python integer {value} does not fit int64, "
+                f"the type a Python int argument is passed as; pass it as a float (float({name})) or "
+                "write it into the function"
+            )
+    return None
 
 
 def call_check(func: Function) -> Callable[[Sequence[Any]], None] | None:

@@ -13,6 +13,7 @@ backend (simulator or GPU).
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -354,6 +355,17 @@ def test_python_int_argument_out_of_int32_raises_overflow_error_per_call() -> No
             a + big  # NumPy 2 agrees
     assert_same(f(a, 7), a + 7, "the same compiled program again")
     assert f.trace_count == 1
+
+
+def test_python_int_argument_past_int64_names_the_argument_and_line() -> None:
+    """Every Python int argument is passed as int64: one past it raised a bare "Python int too large
+    to convert to C long" from the executable."""
+    f = dsl.compile(lambda x, s: x + s)
+    assert f(np.ones(2, np.float32), 2**40).dtype == np.float32
+    with pytest.raises(
+        OverflowError, match=rf"{re.escape(__file__)}:\d+: argument 's': Python integer .* does not fit int64"
+    ):
+        f(np.ones(2, np.float32), 2**70)
 
 
 @pytest.mark.parametrize(

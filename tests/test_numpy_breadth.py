@@ -913,6 +913,13 @@ def test_numpy_functions_on_traced_arrays_name_the_alternative(call: Any, phrase
         (lambda x: dnp.tile(x, -1), dsl.ShapeError, "negative dimensions are not allowed"),
         (lambda x: dnp.repeat(x, [1, 2], axis=0), dsl.ShapeError, "one count per element of axis 0"),
         (lambda x: dnp.roll(x, (1, 2), axis=(0, 1, 1)), dsl.ShapeError, "do not broadcast together"),
+        # found by an outside program (2026-11-27): bare TypeErrors and OverflowErrors with no line
+        (lambda x: dnp.where(x > 0), dsl.TraceError, "where(condition) with one argument is nonzero"),
+        (lambda x: dnp.where(x > 0, x), dsl.ShapeError, "either both or neither of x and y"),
+        (lambda x: dnp.zeros(2, dtype=np.int8), dsl.ShapeError, "unsupported dtype int8"),
+        (lambda x: dnp.arange(3, dtype="int16"), dsl.ShapeError, "unsupported dtype int16"),
+        (lambda x: dnp.int32(2**40) + x, OverflowError, "out of bounds for int32"),
+        (lambda x: dnp.ravel(x, "Q"), dsl.ShapeError, "order must be one of"),
     ],
 )
 def test_clear_errors(call: Any, error: type[Exception], phrase: str) -> None:
