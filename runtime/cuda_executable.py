@@ -247,6 +247,10 @@ class CudaExecutable(ArgumentChecks):
             return self.cuda.to_device(checked, stream=self.stream)
         return checked.reshape(checked.size) if checked.ndim != 1 else checked
 
+    def _where(self, i: int) -> str:
+        """The start of an error about argument ``i``: the caller's line, the program, the argument."""
+        return f"{caller_location()}: {self.name}: argument {self._arg(i)}"
+
     def _checked(self, i: int, a: Any) -> Any:
         """Argument ``i`` checked against the compiled signature: a Numba device array of its shape
         (a device argument, in place) or a flat C-ordered NumPy array (anything else)."""
@@ -256,24 +260,24 @@ class CudaExecutable(ArgumentChecks):
             d = a if numba_own else self.cuda.as_cuda_array(a)
             if d.dtype != dtype:
                 raise DSLError(
-                    f"{self.name}: argument {self._arg(i)} is a device array of dtype {d.dtype}, but the "
+                    f"{self._where(i)} is a device array of dtype {d.dtype}, but the "
                     f"program was compiled for {dtype}; convert it on the device first"
                 )
             if tuple(d.shape) != shape:
                 raise ShapeError(
-                    f"{self.name}: argument {self._arg(i)} has shape {tuple(d.shape)}, but the program "
+                    f"{self._where(i)} has shape {tuple(d.shape)}, but the program "
                     f"was compiled for shape {shape}; compile it again for the new shape"
                 )
             if not d.is_c_contiguous():
                 raise DSLError(
-                    f"{self.name}: argument {self._arg(i)} is a non-contiguous device array; pass a "
+                    f"{self._where(i)} is a non-contiguous device array; pass a "
                     "C-contiguous one (e.g. .copy() on the device)"
                 )
             return d
         host = np.asarray(a, dtype=dtype, order="C")
         if host.shape != shape:
             raise ShapeError(
-                f"{self.name}: argument {self._arg(i)} has shape {host.shape}, but the program was compiled "
+                f"{self._where(i)} has shape {host.shape}, but the program was compiled "
                 f"for shape {shape}; compile it again for the new shape"
             )
         return host.reshape(-1)
