@@ -17,7 +17,7 @@ from dsl import gather, nn, numpy_missing, ops, tracing
 from dsl import numpy as dnp
 from dsl.array import Array
 from dsl.binding import CallError
-from dsl.errors import MissingError, ShapeError, TraceError
+from dsl.errors import DTypeError, MissingError, ShapeError, TraceError
 
 
 def _inplace(request: str, compute: Callable[..., Any], casting: str = "same_kind") -> Callable[..., Array]:
@@ -294,7 +294,9 @@ def _transpose(self: Array, *axes: Any) -> Array:
 
 
 def _positive(self: Array) -> Array:
-    """``+x``: a new array in NumPy, not ``x``, laid out as a ufunc's result."""
+    """``+x``: a new array in NumPy, not ``x``, laid out as a ufunc's result (bools have no loop)."""
+    if self.ir_dtype.is_bool:
+        raise tracing.user_error(DTypeError, "ufunc 'positive' did not contain a loop for bool values")
     return ops.new_storage(self, ops.ufunc_shadow([self]))
 
 

@@ -426,9 +426,10 @@ def fix(x: Any) -> Array:
 
 
 def sinc(x: Any) -> Array:
-    """``np.sinc``: ``sin(pi x) / (pi x)``, as NumPy computes it (1 at 0 from ``x = 1e-20`` there)."""
+    """``np.sinc``: ``sin(pi x) / (pi x)``, as NumPy computes it (1 at 0 from ``x = 1e-20`` there;
+    integers and bools in float64, as NumPy's Python-float arithmetic makes them)."""
     x = ops.asarray(x)
-    dtype = ops.float_of(x.ir_dtype)
+    dtype = x.ir_dtype if x.ir_dtype.is_float else ops.DType.f64
     xf = ops.cast(x, dtype)
     y = dnp.multiply(
         np.asarray(np.pi, dtype.np), dnp.where(dnp.equal(xf, 0), np.asarray(1.0e-20, dtype.np), xf)

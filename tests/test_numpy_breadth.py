@@ -105,6 +105,8 @@ COMPOSED: dict[str, tuple[Any, Any, tuple]] = {
     "fix": _composed("fix", EDGE),
     "sinc": _composed("sinc", np.append(EDGE, [0.0, 1.0, -3.0])),
     "sinc_f32": _composed("sinc", F34),
+    "sinc_int_and_bool": _composed("sinc", np.array([0, 1, 2, -3], np.int32)),  # float64 (bools too)
+    "sinc_bool": _composed("sinc", np.array([True, False])),  # (was float32: sinc(True) -2.8e-8)
     "cross": _composed("cross", T234[..., :3], M34[:, 1:]),
     "cross_axes": _composed("cross", M34[:, :3].T, T234[:, 1:, :3], axisa=0, axisb=1, axisc=0),
     "cross_int_and_2": _composed("cross", I34[:, :2], I34[:, 1:]),
