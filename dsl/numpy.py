@@ -188,7 +188,16 @@ def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
     div = where(adjust, subtract(div, 1), div)
     pos, neg = np.asarray(0.0, dtype.np), np.asarray(-0.0, dtype.np)  # zeros of dtype (not weak)
     zero_like_b = where(less(b, 0), neg, pos)
-    mod = where(adjust, add(mod, b), where(has_mod, mod, zero_like_b))
+    # The value: the zero of an exact multiple takes b's sign. The derivative is the same formula's
+    # without that replacement (d/da 1, d/db -floor(a / b), JAX's), also at the multiples, where the
+    # zero constant had none: the value minus (g - g) with one g behind stop_gradient, which is +0.0
+    # (g taken as 0 where it is not finite: 1 % -inf is -inf) and keeps the zero's sign.
+    carrier = where(adjust, add(mod, b), mod)
+    carrier = where(isfinite(carrier), carrier, pos)
+    value = where(adjust, add(mod, b), where(has_mod, mod, zero_like_b))
+    mod = subtract(
+        ops.unary(ew.stop_gradient, value), subtract(ops.unary(ew.stop_gradient, carrier), carrier)
+    )
     low = floor(div)
     rounded = where(greater(subtract(div, low), 0.5), add(low, 1), low)
     quotient = divide(a, b)

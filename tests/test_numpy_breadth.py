@@ -517,6 +517,21 @@ def test_power_derivative_in_the_base_at_a_zero_exponent_is_zero() -> None:
     np.testing.assert_array_equal(dsl.hessian(lambda x: (x**0.0).sum())(x[:2]), np.zeros((2, 2)))
 
 
+def test_remainder_derivative_at_exact_multiples_is_the_slope_on_both_sides() -> None:
+    """``x % y`` has slope 1 in ``x`` and ``-floor(x / y)`` in ``y`` on both sides of an exact multiple
+    (JAX's, and central differences'): the zero there was a constant (with ``y``'s sign), so both
+    derivatives were 0 (found 2026-11-27). Values keep NumPy's signed zeros."""
+    x = np.array([2.0, -2.0, 3.0, 2.5, 0.0, -0.0, 7.0, -7.5])
+    y = np.array([1.0, 1.0, 1.5, 1.0, 1.0, -2.0, -3.5, 2.0])
+    for op in (lambda a, b: a % b, dnp.remainder, lambda a, b: dnp.divmod(a, b)[1]):
+        dx, dy = dsl.grad(lambda a, b, op=op: (op(a, b) * np.arange(1, 9)).sum(), argnums=(0, 1))(x, y)
+        np.testing.assert_array_equal(dx, np.arange(1, 9))
+        np.testing.assert_array_equal(dy, -np.floor(x / y) * np.arange(1, 9))
+        got = dsl.compile(op)(x, y)
+        np.testing.assert_array_equal(got, x % y)
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(x % y))
+
+
 def test_std_gradient_where_the_values_are_equal_is_zero() -> None:
     """std of one element is zero whatever the element: its derivative is zero (sqrt's chain rule
     gives 0 / 0, NaN, as JAX and PyTorch do; found by the fuzzer). Where several equal values make
