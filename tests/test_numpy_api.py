@@ -325,6 +325,10 @@ def test_inverse_trigonometric_hyperbolic_and_log_bases_as_numpy() -> None:
     zero = np.zeros(2)
     grads = dsl.grad(lambda a, b: (dnp.arctan2(a, b) + dnp.hypot(a, b)).sum(), argnums=(0, 1))(zero, zero)
     np.testing.assert_array_equal(np.concatenate(grads), np.zeros(4))
+    # and the Hessian of hypot there is 0, as JAX's (the ratio's safe denominator made it the identity)
+    hessian = dsl.hessian(lambda v: dnp.hypot(v[0], v[1]))
+    np.testing.assert_array_equal(hessian(zero), np.zeros((2, 2)))
+    np.testing.assert_allclose(hessian(np.array([3.0, 4.0])), [[0.128, -0.096], [-0.096, 0.072]], rtol=1e-12)
 
 
 def test_itemsize_and_nbytes_are_numpys() -> None:

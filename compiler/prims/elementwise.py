@@ -308,11 +308,14 @@ def _copysign_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents
 
 @vjp_rule
 def _hypot_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    # d hypot(x, y) = (x dx + y dy) / hypot; 0 at the origin (a subgradient; JAX's rule gives NaN).
+    # d hypot(x, y) = (x dx + y dy) / hypot; 0 at the origin (the least subgradient of the cone; JAX
+    # 0.10 gives 0.5 each, from its max/min tie), and its derivative 0 there too (the ratio was ct / 1,
+    # so a Hessian at the origin was the identity; JAX's is 0)
     e, (x, y), out = emitter(build), op.operands, op.result
     zero = full_like(build, 0, out.type)
-    safe = e(select, e(gt, out, zero), out, full_like(build, 1, out.type))
-    scaled = e(div, ct, safe)
+    inside = e(gt, out, zero)
+    safe = e(select, inside, out, full_like(build, 1, out.type))
+    scaled = e(select, inside, e(div, ct, safe), zero)
     return (e(mul, scaled, x) if wanted[0] else None, e(mul, scaled, y) if wanted[1] else None)
 
 
@@ -420,11 +423,11 @@ def _pow_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
         safe_b = e(select, e(eq, b, full_like(build, 0, b.type)), one, b)
         ct_a = e(mul, ct, e(mul, b, e(pow_, a, e(sub, safe_b, one))))
     if wanted[1]:
-        # d(a**b)/db = out * log(a). Where a <= 0 the real derivative does not exist; take 0 there
-        # (JAX's choice at a == 0). The select sits before the log so that no inf or NaN from
-        # log(a <= 0) reaches a second derivative either (the double-where trick).
+        # d(a**b)/db = out * log(a): NaN where a < 0 (no real derivative; JAX's), 0 at a == 0 (JAX's
+        # choice). The select sits before the log so that no -inf from log(0) reaches a second
+        # derivative either (the double-where trick).
         one = full_like(build, 1, a.type)
-        safe_a = e(select, e(gt, a, full_like(build, 0, a.type)), a, one)
+        safe_a = e(select, e(eq, a, full_like(build, 0, a.type)), one, a)
         ct_b = e(mul, ct, e(mul, op.result, e(log, safe_a)))
     return (ct_a, ct_b)
 
