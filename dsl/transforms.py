@@ -24,7 +24,7 @@ from dsl import ops, pytree, tracing
 from dsl.array import Array, copy_keeping_strides
 from dsl.binding import Binder, Default, Layout
 from dsl.compile import Compiled, Traced, trace_function
-from dsl.errors import TransformError
+from dsl.errors import ShapeError, TransformError
 from runtime.cuda_executable import is_device_array
 
 
@@ -305,6 +305,17 @@ def _seeds(traced: Traced, ct: Any) -> list[Array]:
             f"{_structure(traced.out_tree)}, but it is {_structure(tree)}",
         )
     results = traced.func.results[: len(leaves)]
+    for k, (c, r) in enumerate(zip(leaves, results, strict=True)):
+        if not r.type.dtype.is_float or isinstance(c, (int, float)):  # (a Python number: weak)
+            continue
+        a = ops.asarray(c)
+        shape, dtype = tuple(a.shape), a.ir_dtype
+        if shape != r.type.shape or dtype is not r.type.dtype:  # (JAX's ValueError; it was cast or broadcast)
+            raise tracing.user_error(
+                ShapeError if shape != r.type.shape else TransformError,
+                f"vjp_fn: cotangent {k} has shape {shape} and dtype {dtype.np}, but the output it belongs "
+                f"to has shape {r.type.shape} and dtype {r.type.dtype.np}",
+            )
     return [
         ops.cast(ops.asarray(c), r.type.dtype)
         for c, r in zip(leaves, results, strict=True)

@@ -176,6 +176,20 @@ def test_vjp_fn_uses_the_primals_given_to_vjp() -> None:
     np.testing.assert_array_equal(out, [1.0, 4.0, 9.0])
 
 
+def test_vjp_fn_checks_each_cotangent_against_its_output() -> None:
+    """As JAX: a cotangent of another shape or dtype is refused (a (4,) one for a (3,) output was
+    read as its first 3 elements, a (2, 3) one failed inside Numba, a float32 one was cast)."""
+    _, vjp_fn = dsl.vjp(lambda a: (a * 2.0, a.sum()), np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_array_equal(vjp_fn((np.ones(3), 1.0))[0], [3.0, 3.0, 3.0])  # a Python number: weak
+    for ct, error in (
+        ((np.ones(4), 1.0), dsl.ShapeError),
+        ((np.ones((2, 3)), 1.0), dsl.ShapeError),
+        ((np.ones(3, np.float32), 1.0), dsl.TransformError),
+    ):
+        with pytest.raises(error, match=r"test_grad_api.py:\d+: vjp_fn: cotangent 0 has shape"):
+            vjp_fn(ct)
+
+
 def test_vjp_of_a_function_modifying_a_differentiated_argument_raises_before_writing() -> None:
     def f(x):
         x += 1.0  # modifies x
