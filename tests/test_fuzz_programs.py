@@ -300,6 +300,16 @@ def _np_at_add(x: Any, idx: list[int], v: Any) -> Any:
     return out
 
 
+def _np_at_mul(x: Any, idx: list[int], v: Any) -> Any:
+    out = np.array(x)
+    np.multiply.at(out, idx, v)  # repeated indices multiply (its gradient ignored them: 2026-11-27)
+    return out
+
+
+def _at_mul(env: list[Any], B: dict, i: int, idx: tuple[int, ...], j: Any) -> None:
+    env.append(B["at_mul"](env[i], list(idx), _operand(env, j)))
+
+
 # A loop's or branch's carries and results are new arrays in C order, as JAX's are (docs/semantics.md):
 # a body's in-place method writes the loop's own copy, and a later reshape of a result is a view.
 def _fresh(x: Any) -> Any:
@@ -430,6 +440,7 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "log_raw": np.log,
     "take": np.take,
     "at_add": _np_at_add,
+    "at_mul": _np_at_mul,
     "fori_loop": _np_fori_loop,
     "cond": _np_cond,
     "scan": _np_scan,
@@ -518,6 +529,7 @@ DSL: dict[str, Callable[..., Any]] = {
     "log_raw": dnp.log,
     "take": dnp.take,
     "at_add": lambda x, idx, v: x.at[idx].add(v),
+    "at_mul": lambda x, idx, v: x.at[idx].mul(v),
     "fori_loop": dsl.fori_loop,
     "cond": dsl.cond,
     "scan": dsl.scan,
@@ -718,6 +730,7 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "take": lambda env, B, i, idx, axis: env.append(B["take"](env[i], list(idx), axis=axis)),
     "fancy_set": lambda env, B, t, idx, j: _fancy_set(env, t, idx, j),
     "at_add": _at_add,
+    "at_mul": _at_mul,
     "library": _library,
 }
 
@@ -772,6 +785,7 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "take": lambda new, i, idx, axis: f"{new} = take(v{i}, {list(idx)}, axis={axis})",
     "fancy_set": lambda new, t, idx, j: f"v{t}[{list(idx)}] = {_o(j)}",
     "at_add": lambda new, i, idx, j: f"{new} = v{i}.at[{list(idx)}].add({_o(j)})",
+    "at_mul": lambda new, i, idx, j: f"{new} = v{i}.at[{list(idx)}].mul({_o(j)})",
     "library": lambda new, name, i, j, params: (
         f"{new} = {name}(v{i}{'' if j is None else ', ' + _o(j)}{''.join(', ' + repr(p) for p in params)})"
     ),
@@ -1349,11 +1363,11 @@ def _draw_indices(draw, n: int) -> tuple[int, ...]:
 
 def gen_gather(draw, env):
     """An integer-array read (``take``), an integer-array write with repeated indices (NumPy keeps the
-    last), or JAX's ``.at[idx].add`` (repeats accumulate)."""
+    last), or JAX's ``.at[idx].add`` / ``.mul`` (repeats accumulate)."""
     arrays = [k for k in _float_arrays(env) if np.ndim(env[k]) >= 1 and np.shape(env[k])[0] >= 1]
     if not arrays:
         return None
-    kind = draw(st.sampled_from(("take", "fancy_set", "at_add")))
+    kind = draw(st.sampled_from(("take", "fancy_set", "at_add", "at_mul")))
     if kind == "take":
         i = _pick(draw, arrays)
         axis = draw(st.sampled_from([a for a in range(np.ndim(env[i])) if np.shape(env[i])[a] >= 1]))
@@ -1367,7 +1381,7 @@ def gen_gather(draw, env):
         return ("fancy_set", t, idx, _source(draw, env, env[t][list(idx)].shape))
     i = _pick(draw, arrays)
     idx = _draw_indices(draw, np.shape(env[i])[0])
-    return ("at_add", i, idx, _source(draw, env, (len(idx), *np.shape(env[i])[1:])))
+    return (kind, i, idx, _source(draw, env, (len(idx), *np.shape(env[i])[1:])))
 
 
 INDEX_AUGMENTED = ("+=", "-=", "*=")
