@@ -39,6 +39,13 @@ def _leaves(tree: Any) -> tuple[list[Array], pytree.TreeDef]:
     return [ops.asarray(x) for x in leaves], treedef
 
 
+class _Shown(str):
+    """A type in a message: its IR text wherever it is printed (a tuple's repr shows its items')."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def _describe(types: Sequence[TensorType]) -> str:
     return ", ".join(str(t) for t in types) or "nothing"
 
@@ -325,9 +332,9 @@ def cond(pred: Any, true_fun: Callable[..., Any], false_fun: Callable[..., Any],
         blocks = _promote_branches(blocks, then_out, else_out)
     then_types, else_types = [v.type for v in blocks[0].results[:n]], [v.type for v in blocks[1].results[:n]]
     if then_tree != else_tree or then_types != else_types:
-        then_shown, else_shown = (
-            pytree.unflatten(then_tree, then_types),
-            pytree.unflatten(else_tree, else_types),
+        then_shown, else_shown = (  # (types as tensor<2xf64> inside tuples and dicts too)
+            pytree.unflatten(then_tree, [_Shown(t) for t in then_types]),
+            pytree.unflatten(else_tree, [_Shown(t) for t in else_types]),
         )
         raise tracing.user_error(
             TraceError,

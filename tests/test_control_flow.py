@@ -277,6 +277,14 @@ def test_branches_of_different_types() -> None:
     with pytest.raises(dsl.TraceError, match=rf"test_control_flow.py:{line}: cond: true_fun and false_fun"):
         dsl.compile(f)(X)
 
+    def g(x):  # structures differ: the types inside them are shown as IR text (was TensorType(...))
+        return dsl.cond(x.sum() > 0, lambda: (x, {"a": x}), lambda: x)
+
+    with pytest.raises(
+        dsl.TraceError, match=r"returns \(tensor<\d+x\d+xf64>, \{'a': tensor<\d+x\d+xf64>\}\) and"
+    ):
+        dsl.compile(g)(X)
+
 
 def test_a_value_leaking_out_of_a_body() -> None:
     def f(x):
