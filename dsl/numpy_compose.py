@@ -177,17 +177,23 @@ def tile(a: Any, reps: Any) -> Array:
     return ops.new_storage(dnp.reshape(grown, tuple(r * s for r, s in zip(reps, shape, strict=True))))
 
 
-def repeat(a: Any, repeats: Any, axis: int | None = None) -> Array:
-    """``np.repeat``: each element (along ``axis``; of the flattened array for None) ``repeats`` times,
-    a count known at trace time (an int, or one per element)."""
-    a = ops.asarray(a)
+def flat_or_axis(a: Array, axis: int | None, known: Any, what: str) -> tuple[Array, int]:
+    """``a`` flattened (``axis`` None) or as it is, and the axis; ``known`` (what decides the result's
+    shape: counts, positions) must be known at trace time."""
     if axis is None:
         a, axis = dnp.ravel(a), 0
     (ax,) = ops.normalize_axes(axis, a.ndim)
-    if isinstance(repeats, Array):
+    if isinstance(known, Array):
         raise tracing.user_error(
-            TraceError, "repeat: the counts must be known at trace time (the result's shape depends on them)"
+            TraceError, f"{what} must be known at trace time (the result's shape depends on them)"
         )
+    return a, ax
+
+
+def repeat(a: Any, repeats: Any, axis: int | None = None) -> Array:
+    """``np.repeat``: each element (along ``axis``; of the flattened array for None) ``repeats`` times,
+    a count known at trace time (an int, or one per element)."""
+    a, ax = flat_or_axis(ops.asarray(a), axis, repeats, "repeat: the counts")
     counts = np.asarray(repeats)
     if counts.dtype.kind not in "iub" or (counts < 0).any():
         raise tracing.user_error(ShapeError, "repeat: repeats must be non-negative integers")

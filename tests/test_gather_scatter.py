@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import central_differences
 
 import dsl
 import dsl.numpy as dnp
@@ -236,15 +237,6 @@ def test_at_mul_min_max_gradients_against_jax(inplace: bool) -> None:
     close(grad(X, v), want, rtol=1e-10)
 
 
-def _central_differences(f, v: np.ndarray, h: float = 1e-6) -> np.ndarray:
-    g = np.zeros_like(v)
-    for k in range(v.size):
-        e = np.zeros_like(v)
-        e.flat[k] = h
-        g.flat[k] = (f(v + e) - f(v - e)) / (2 * h)
-    return g
-
-
 @INPLACE
 def test_at_mul_gradient_with_repeated_indices_and_zeros(inplace: bool) -> None:
     """An update's gradient is its element with the update's own factor left out, other updates at
@@ -264,14 +256,14 @@ def test_at_mul_gradient_with_repeated_indices_and_zeros(inplace: bool) -> None:
 
     grad = dsl.compile(dsl.grad(lambda x, v: (x.at[i].mul(v) * w).sum(), argnums=(0, 1)), inplace=inplace)
     gx, gv = grad(X[:4, :3], v)
-    close(gv, _central_differences(lambda v: numpy_loss(X[:4, :3], v), v), rtol=1e-7, atol=1e-8)
-    close(gx, _central_differences(lambda x: numpy_loss(x, v), X[:4, :3].copy()), rtol=1e-7, atol=1e-8)
+    close(gv, central_differences(lambda v: numpy_loss(X[:4, :3], v), v), rtol=1e-7, atol=1e-8)
+    close(gx, central_differences(lambda x: numpy_loss(x, v), X[:4, :3].copy()), rtol=1e-7, atol=1e-8)
     # forward mode (the transposed sweep) and a second derivative
     tangent = RNG.standard_normal(v.shape)
     _, jvp = dsl.jvp(lambda v: (dnp.asarray(X[:4, :3]).at[i].mul(v) * w).sum(), (v,), (tangent,))
     close(jvp, (gv * tangent).sum(), rtol=1e-10)
     hessian = dsl.hessian(lambda v: (dnp.asarray(X[:4, :3]).at[i].mul(v) * w).sum())(v)
-    rows = [_central_differences(lambda u, k=k: grad(X[:4, :3], u)[1].flat[k], v) for k in (0, 3, 8)]
+    rows = [central_differences(lambda u, k=k: grad(X[:4, :3], u)[1].flat[k], v) for k in (0, 3, 8)]
     close(
         hessian.reshape(v.size, v.size)[[0, 3, 8]], np.stack([r.ravel() for r in rows]), rtol=1e-6, atol=1e-7
     )
