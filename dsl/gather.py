@@ -613,7 +613,10 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None) -> Array:
     full = tuple(arr.shape[axis] if d == axis else n for d, n in enumerate(out_shape))
     arr = ops.broadcast_to(arr, full) if arr.shape != full else arr
     idx = ops.broadcast_to(idx, out_shape) if idx.shape != out_shape else idx
-    return ops.emit(gp.gather, [ops.reshape(arr, (-1,)), _along(full, idx, axis)], {"axis": 0})
+    # one index per line (a label per row: cross-entropy) names each element at most once: its
+    # gradient's scatter may then combine in parallel (gp.UNIQUE)
+    attrs = {"axis": 0, **({gp.UNIQUE: True} if idx.shape[axis] == 1 else {})}
+    return ops.emit(gp.gather, [ops.reshape(arr, (-1,)), _along(full, idx, axis)], attrs)
 
 
 def _along(full: tuple[int, ...], idx: Array, axis: int) -> Array:

@@ -270,7 +270,8 @@ def clamped_indices(idx: np.ndarray, n: int) -> np.ndarray:
     return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
 
 
-def gather(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def gather(x: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
+    """``unique`` (positions named once: compiler/prims/gather.py) changes nothing here."""
     return np.take(x, clamped_indices(idx, x.shape[axis]), axis=axis)
 
 
@@ -304,11 +305,11 @@ def cumulative_prod(x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     return _cumulative(x, axis, reverse, np.cumprod, x.dtype)
 
 
-def scatter_add(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def scatter_add(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     return _scatter(x, v, idx, axis, lambda old, new: old + new)
 
 
-def scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     return _scatter(x, v, idx, axis, lambda old, new: new)
 
 
@@ -323,13 +324,13 @@ def _scatter_min2(old: np.ndarray, new: np.ndarray) -> np.ndarray:
     )
 
 
-def scatter_mul(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def scatter_mul(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     return _scatter(x, v, idx, axis, lambda old, new: old * new)
 
 
-def scatter_max(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def scatter_max(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     return _scatter(x, v, idx, axis, _scatter_max2)
 
 
-def scatter_min(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+def scatter_min(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     return _scatter(x, v, idx, axis, _scatter_min2)

@@ -107,6 +107,29 @@ def test_embedding_gradient_scatter_spreads_over_row_blocks() -> None:
         assert walks[0] in compile_ptx(generated, cc)
 
 
+def test_a_label_per_row_gradient_scatters_directly() -> None:
+    """Cross-entropy with integer labels at 4096x1000: ``take_along_axis`` with one index per row
+    names each element once (``gather.UNIQUE``), so its gradient's scatter-add is one direct kernel,
+    a thread per label; it was the sorted form, 16 kernels of a radix sort (6 kernel functions and
+    158 KB of PTX now, 21 and 960 KB before; NVVM 4.5 s against 18.5 s on the 2-core VM)."""
+
+    def loss(z, y):
+        return -dnp.take_along_axis(dsl.nn.log_softmax(z, axis=1), y[:, None], 1).mean()
+
+    labels = np.arange(4096) % 1000
+    generated = dsl.compile(dsl.value_and_grad(loss), target="cuda").lower(_f32(4096, 1000), labels)
+    generated = generated.program.generated
+    scatters = [k.name for k in generated.kernels if "scatter" in k.name]
+    assert len(scatters) == 1 and "u = (t // 1) % 4096" in generated.source, [
+        k.name for k in generated.kernels
+    ]
+    assert not any("sort" in k.name or "count" in k.name for k in generated.kernels)
+    grid = re.search(re.escape(scatters[0]) + r"\[_grid\((\d+)\)", generated.source)
+    assert grid and int(grid.group(1)) == 4096, grid
+    for cc in ARCHS:
+        assert scatters[0] in compile_ptx(generated, cc)
+
+
 def _band_programs() -> list[tuple[str, object, tuple[np.ndarray, ...]]]:
     """Programs whose CUDA plan has bands, one per band kernel form (``compiler/kernel/cuda/bands.py``)."""
 

@@ -92,7 +92,8 @@ def _gather_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     # every read element gets its cotangents back, summed where an index repeats
     x, idx = op.operands
     zeros = full_like(build, 0, x.type)
-    return (build(scatter_add, [zeros, ct, idx], {"axis": _axis(op.attrs)}), None)
+    attrs = {"axis": _axis(op.attrs), **({UNIQUE: True} if op.attrs.get(UNIQUE) else {})}
+    return (build(scatter_add, [zeros, ct, idx], attrs), None)
 
 
 def _mlir_index(b: Body, i: str, t: DType, n: int) -> str:
@@ -190,11 +191,17 @@ def _scatter_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wan
     return _front(build, out, axis)
 
 
+# ``unique`` (optional, on gather and the scatters): no two index entries name the same element,
+# known from how the positions were made (``take_along_axis`` with one index per line); a scatter
+# with it may combine its updates in parallel (kernel/cuda/scatter.py: the direct form)
+UNIQUE = "unique"
+
 gather = Primitive(
     name="gather",
     kind=Kind.MOVEMENT,
     nargs=2,
-    attrs={"axis": AttrType.INT},
+    attrs={"axis": AttrType.INT, UNIQUE: AttrType.BOOL},
+    optional_attrs=frozenset({UNIQUE}),
     shape_rule=_gather_rule,
     reference=array_ops.gather,
     memory=Memory(vjp_needs=INPUTS),
@@ -296,7 +303,8 @@ scatter_add = Primitive(
     name="scatter_add",
     kind=Kind.SCATTER,
     nargs=3,
-    attrs={"axis": AttrType.INT},
+    attrs={"axis": AttrType.INT, UNIQUE: AttrType.BOOL},
+    optional_attrs=frozenset({UNIQUE}),
     shape_rule=_scatter_rule("scatter_add"),
     reference=array_ops.scatter_add,
     memory=Memory(vjp_needs=INPUTS),
@@ -310,7 +318,8 @@ scatter = Primitive(
     name="scatter",
     kind=Kind.SCATTER,
     nargs=3,
-    attrs={"axis": AttrType.INT},
+    attrs={"axis": AttrType.INT, UNIQUE: AttrType.BOOL},
+    optional_attrs=frozenset({UNIQUE}),
     shape_rule=_scatter_rule("scatter"),
     reference=array_ops.scatter,
     memory=Memory(vjp_needs=INPUTS),
@@ -382,7 +391,8 @@ def _combining(name: str, reference: Any, reducer: Reducer, vjp: Any, needs: fro
         name=name,
         kind=Kind.SCATTER,
         nargs=3,
-        attrs={"axis": AttrType.INT},
+        attrs={"axis": AttrType.INT, UNIQUE: AttrType.BOOL},
+        optional_attrs=frozenset({UNIQUE}),
         shape_rule=_scatter_rule(name),
         reference=reference,
         memory=Memory(vjp_needs=needs),

@@ -89,6 +89,23 @@ def test_gradients_of_an_embedding_and_a_cross_entropy(inplace: bool) -> None:
     same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
 
 
+def test_one_index_per_line_scatters_directly_as_the_cpu() -> None:
+    """``take_along_axis`` with one index per line (``gather.UNIQUE``): its gradient's scatter is the
+    direct form, a thread per update (it was the walk or a radix sort), along each axis, of 3-D
+    arrays, and clamped indices, bit for bit as the CPU."""
+    x3 = RNG.standard_normal((3, 5, 4))
+
+    def f(x, x3, i):
+        a = dnp.take_along_axis(x, (i[:5] % 4)[:, None], 1)
+        b = dnp.take_along_axis(x, (i[:4] % 5)[None, :] - 7, 0)  # out of range: clamped
+        c = dnp.take_along_axis(x3, (i[:12] % 5).reshape(3, 1, 4), 1)
+        return (a * a).sum() + (b * 3.0).sum() + (c**3).sum()
+
+    grad = dsl.value_and_grad(f, argnums=(0, 1))
+    on_gpu, on_cpu = both(grad, X, x3, IDX.repeat(4))
+    same((on_gpu[0], *on_gpu[1]), (on_cpu[0], *on_cpu[1]), rtol=1e-12)
+
+
 @pytest.mark.parametrize("threads", [1, 8, 64], ids=["serial", "blocks-of-rows", "a-row-each"])
 def test_scatter_blockings_match_numpy_bit_for_bit(monkeypatch, threads: int) -> None:
     """The follow kernel's thread blocks (``compiler/kernel/cuda/scatter.py``): a thread per line

@@ -2,8 +2,8 @@
 result (a grid-stride loop; none when the plan stores the result over the dying base, in place:
 ``KernelSpec.same_memory``), then
 the updates combined into it in the order of the CPU's serial loop, so repeated indices give the
-same bits on both backends and on every run (deterministic scatter-add, no float atomics). Two
-forms, chosen by sizes (``sorts``):
+same bits on both backends and on every run (deterministic scatter-add, no float atomics). Three
+forms, two of them chosen by sizes (``sorts``):
 
 The *walk* (small scatters: one follow kernel, no scratch): threads each *own* some elements of
 the result and go through all the updates in order, combining each one that lands on an owned
@@ -15,6 +15,9 @@ threads: too few to fill a GPU for the common embedding-gradient shape. The bloc
 ``lines * blocks`` threads, about ``THREADS``: each still reads every index (the same one at the
 same step across the grid: a broadcast load) but only combines the updates landing in its block.
 Its work is the copy plus (threads) x (index entries) compares plus one combine per update element.
+
+The *direct* form (an index naming each element at most once, ``gather.UNIQUE``: a label per row's
+gradient): a thread per update element combines it into its element.
 
 The *sorted* form (large scatters): the update positions sorted stably by the row they land on
 (``sort.py``: a radix sort by blocks of threads, no atomics), each row's *segment* of the sorted
@@ -37,6 +40,7 @@ from compiler.kernel.cuda.sort import RadixSort, row_of, sort_by_row
 from compiler.kernel.emit import typed
 from compiler.kernel.ir import Access, For, If, Line, Stmt
 from compiler.prims.base import Reducer
+from compiler.prims.gather import UNIQUE
 
 THREADS = 1 << 16
 """Threads the walk's blocked form aims at: enough resident warps to hide the walk's load latency on
@@ -99,6 +103,13 @@ def scatter_kernel(spec: KernelSpec) -> CudaKernel | None:
     shape = out.type.shape
     n, post = shape[axis], math.prod(shape[axis + 1 :])
     lines = math.prod(shape[:axis]) * post
+    if root.attrs.get(UNIQUE):  # no two updates land on one element: each combined by its own thread
+        direct = _direct(spec, n, post, lines, count)
+        if in_place:
+            return direct
+        first = spec.define([copy], [x, out], launch, "loop", [])
+        first.follow.append(direct)
+        return first
     if sorts(lines, n, count):
         return _sorted(spec, [] if in_place else [copy], launch, n, post, count)
     walk = _walk(spec, n, post, lines, count)
@@ -162,6 +173,32 @@ def _walk(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> CudaKe
     threads = lines * blocks
     launch = Launch(f"_grid({threads})", "TPB")
     return kernel(f"{spec.kernel_name}_2", args, types, [grid_loop("l", threads, body)], launch, "scatter")
+
+
+def _direct(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> CudaKernel:
+    """A scatter whose index entries name distinct elements (``gather.UNIQUE``): a thread per update
+    element combines it into its element, which no other update touches (the same bits as the
+    serial loop, without the walk's reads of every index or the sorted form's sort)."""
+    root = spec.group.root
+    _, v, idx = root.operands
+    out, names = root.result, spec.names
+    reducer = root.prim.reducer
+    assert reducer is not None, f"{root.prim.name} has no combine"
+    dest = Access(names[out], (f"(p * {n} + j) * {post} + q",))
+    update = Access(names[v], (f"(p * {count} + u) * {post} + q",))
+    old, new = (f"{a.array}[{a.index[0]}]" for a in (dest, update))
+    body: list[Stmt] = [
+        Line(f"q = t % {post}"),
+        Line(f"u = (t // {post}) % {count}"),
+        Line(f"p = t // ({post} * {count})"),
+        *row_of(names[idx], "u", n),
+        _combine(reducer, old, new, out, (dest, update), (dest,)),
+    ]
+    threads = (lines // post) * count * post
+    args = [names[out], names[v], names[idx]]
+    types = [(out.type.dtype, 1), (v.type.dtype, 1), (idx.type.dtype, 1)]
+    launch = Launch(f"_grid({threads})", "TPB")
+    return kernel(f"{spec.kernel_name}_2", args, types, [grid_loop("t", threads, body)], launch, "scatter")
 
 
 def _sorted(spec: KernelSpec, copy: list[For], launch: Launch, n: int, post: int, count: int) -> CudaKernel:
