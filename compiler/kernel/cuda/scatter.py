@@ -103,20 +103,14 @@ def scatter_kernel(spec: KernelSpec) -> CudaKernel | None:
     shape = out.type.shape
     n, post = shape[axis], math.prod(shape[axis + 1 :])
     lines = math.prod(shape[:axis]) * post
-    if root.attrs.get(UNIQUE):  # no two updates land on one element: each combined by its own thread
-        direct = _direct(spec, n, post, lines, count)
-        if in_place:
-            return direct
-        first = spec.define([copy], [x, out], launch, "loop", [])
-        first.follow.append(direct)
-        return first
-    if sorts(lines, n, count):
+    if sorts(lines, n, count) and not root.attrs.get(UNIQUE):
         return _sorted(spec, [] if in_place else [copy], launch, n, post, count)
-    walk = _walk(spec, n, post, lines, count)
+    # no two updates land on one element: each combined by its own thread; else the walk
+    combine = (_direct if root.attrs.get(UNIQUE) else _walk)(spec, n, post, lines, count)
     if in_place:
-        return walk
+        return combine
     first = spec.define([copy], [x, out], launch, "loop", [])
-    first.follow.append(walk)
+    first.follow.append(combine)
     return first
 
 
