@@ -1266,6 +1266,16 @@ def _broadcasts_into(a: tuple[int, ...], shape: tuple[int, ...]) -> bool:
         return False
 
 
+def _same_base(a: Any, b: Any) -> bool:
+    """Views of one array: an empty one shares no memory with it (``np.shares_memory`` says False),
+    but dslc's rule is the storage's (a scan's f may not write the array it scans, empty or not)."""
+    while isinstance(getattr(a, "base", None), np.ndarray):
+        a = a.base
+    while isinstance(getattr(b, "base", None), np.ndarray):
+        b = b.base
+    return a is b
+
+
 BODY_KINDS = ("unary", "binary", "inplace", "iadd", "add_", "setrow", "outer", "loop", "cond")
 
 
@@ -1287,7 +1297,7 @@ def _draw_body(
         for k in _float_arrays(env)
         if np.ndim(env[k])
         and np.asarray(env[k]).flags.writeable
-        and (scanned is None or not np.shares_memory(env[k], scanned))
+        and (scanned is None or not (np.shares_memory(env[k], scanned) or _same_base(env[k], scanned)))
     ]
     kinds = BODY_KINDS[: len(BODY_KINDS) if nest else -2] + (("counter",) if counter else ())
     for _ in range(draw(st.integers(1, 3))):
