@@ -57,13 +57,13 @@ def linspace(
     div = (num - 1) if endpoint else num
     delta = dnp.subtract(b, a)
     steps = dnp.reshape(dnp.asarray(np.arange(num, dtype=dt.np)), (-1,) + (1,) * len(shape))
-    step = dnp.divide(delta, div) if div > 0 else dnp.multiply(delta, np.nan)
     if div > 0:
+        step = dnp.divide(delta, div)
         scaled = dnp.where(
             dnp.equal(step, 0), dnp.multiply(dnp.divide(steps, div), delta), dnp.multiply(steps, step)
         )
-    else:
-        scaled = dnp.multiply(steps, delta)
+    else:  # (one sample without its endpoint: NumPy's step is NaN)
+        step, scaled = dnp.multiply(delta, np.nan), dnp.multiply(steps, delta)
     y = dnp.add(scaled, a)
     if endpoint and num > 1:
         last = dnp.reshape(dnp.broadcast_to(b, shape), (1, *shape))

@@ -619,37 +619,22 @@ def test_cpu_backend_agrees_with_numpy() -> None:
 
 P34 = np.abs(M34) + 0.5
 
+
+def _outside_methods(xp: Any, x: Any) -> tuple:
+    """NumPy's methods an outside program reached for, with ``xp`` dsl.numpy or NumPy."""
+    return (
+        x.repeat(2, axis=0), x.repeat(3), x.take([0, 2], axis=1), x.take([1, 5]), x.diagonal(1),
+        x.trace(), x.trace(offset=-1), round(x[1, 1], 1), x.ravel("F"), xp.ravel(x.T, order="A"),
+        xp.ravel(x.T, "K"),
+    )  # fmt: skip
+
+
 # name -> (a call of methods on a traced array, the same in NumPy)
 METHOD_CASES: dict[str, tuple[Any, Any]] = {
-    # NumPy's methods an outside program reached for (2026-11-27: they were missing; ravel('F') and
-    # round(x) raised bare TypeErrors)
+    # (2026-11-27: they were missing; ravel('F') and round(x) raised bare TypeErrors)
     "repeat take diagonal trace round ravel": (
-        lambda x: (
-            x.repeat(2, axis=0),
-            x.repeat(3),
-            x.take([0, 2], axis=1),
-            x.take([1, 5]),
-            x.diagonal(1),
-            x.trace(),
-            x.trace(offset=-1),
-            round(x[1, 1], 1),
-            x.ravel("F"),
-            dnp.ravel(x.T, order="A"),
-            dnp.ravel(x.T, "K"),
-        ),
-        lambda x: (
-            x.repeat(2, axis=0),
-            x.repeat(3),
-            x.take([0, 2], axis=1),
-            x.take([1, 5]),
-            x.diagonal(1),
-            x.trace(),
-            x.trace(offset=-1),
-            round(x[1, 1], 1),
-            x.ravel("F"),
-            np.ravel(x.T, order="A"),
-            np.ravel(x.T, "K"),
-        ),
+        lambda x: _outside_methods(dnp, x),
+        lambda x: _outside_methods(np, x),
     ),
     "exp log sqrt": (
         lambda x: (x.exp(), x.log(), x.sqrt(), x.log1p(), x.expm1()),
