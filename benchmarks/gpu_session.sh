@@ -6,7 +6,7 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: env, suite, checks, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle,
+# Steps: lease (the 15-minute plan in one call), env, suite, checks, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle,
 # scatter (default: env suite plans bench). None of issue 27's steps has run on a GPU yet; their times
 # are estimates and each is bounded by its timeouts:
 # - checks (~3 min): every GPU-only test of the paths the simulator cannot run, in one pytest call:
@@ -35,7 +35,7 @@
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
 OUT=${OUT:-gpu_out}
-mkdir -p "$OUT"
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 DSL_CACHE_DIR=/tmp/dslc_cache NUMBA_CACHE_DIR=/tmp/numba_cache
 PY=${PY:-python3}
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -107,6 +107,26 @@ for step in $steps; do
         size=$([ "$step" = gpu ] && echo gpu || echo cpu)
         timeout 300 $PY benchmarks/bench_gpu.py --sizes "$size" --rounds 2 --warm-jobs 3 --budget-s 200 \
             --child-timeout 150 --out "$OUT/$step.md" 2>&1 | tee "$OUT/$step.log" | grep -v '^{' | tail -60
+        ;;
+    lease) # one 15-minute lease in one call (~9 min, at most 8 files back): the correctness checks and a
+        # compile-only pass of bench_gpu (values on the GPU, caches filled) at once, then the timings alone
+        export DSL_CACHE_DIR NUMBA_CACHE_DIR
+        (cd tests && DSL_TARGET=cuda NUMBA_ENABLE_CUDASIM=0 timeout 250 $PY -m pytest cuda_sim \
+            -o python_files='sim_*.py' -p no:cacheprovider -W ignore::RuntimeWarning -n 7 -q -rfE \
+            --maxfail 60 > "$OUT/suite.log" 2>&1) &
+        timeout 250 $PY -m pytest tests/test_cuda_graphs.py tests/test_cuda_shuffle.py tests/test_cuda_scatter.py \
+            -n 4 -q -rfEs -p no:randomly > "$OUT/checks.log" 2>&1 &
+        timeout 250 $PY benchmarks/bench_gpu.py --sizes gpu,cpu --rounds 0 --warm-jobs 3 --child-timeout 200 \
+            --out "$OUT/values.md" > "$OUT/warm.log" 2>&1 &
+        wait
+        rm -f "$OUT/values.json"
+        tail -5 "$OUT/suite.log" "$OUT/checks.log"; grep -E "FAILED|ERROR" "$OUT/suite.log" "$OUT/checks.log" | head -30
+        echo "=== graphs timings ($(date +%T))"
+        timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" 2>&1 | tail -12
+        echo "=== bench_gpu ($(date +%T))"
+        timeout 170 $PY benchmarks/bench_gpu.py --sizes gpu,cpu --rounds 2 --budget-s 130 --child-timeout 60 \
+            --out "$OUT/gpu.md" > "$OUT/bench.log" 2>&1
+        grep -v '^{' "$OUT/bench.log" | tail -40
         ;;
     *) echo "unknown step $step" ;;
     esac

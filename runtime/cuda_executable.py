@@ -10,7 +10,7 @@ only after every kernel ran; a NumPy argument gets the new value copied back, a 
 written in place (directly by the kernels when the plan says so, else by a device copy).
 
 A call launches its kernels one by one (eagerly), or, where ``runtime/cuda_graphs.py`` says so
-(``DSL_CUDA_GRAPHS=1``, a driver without host reads, the cost rule), replays the graph the second
+(graphs on, a driver without host reads, the cost rule), replays the graph the second
 call captured, through staging buffers.
 """
 
@@ -160,7 +160,7 @@ class CudaExecutable(ArgumentChecks):
         """A call launching every kernel (the lock held)."""
         stream = self.stream
         args = [self._to_device(i, a) for i, a in enumerate(arrays)]
-        outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
+        outs = [cuda_graphs.result_array(self.cuda, n, d, stream) for n, d in self._outs]
         results = self.run(*outs, *args)
         for index, new in zip(self.writeback, results[self.n_public :]):
             if not new.size:  # nothing to write (and Numba refuses a copy between empty layouts)
@@ -231,10 +231,10 @@ class CudaExecutable(ArgumentChecks):
         """The graph of a call, captured on new staging buffers; ``None`` (and ``eager_reason``
         set) where the capture fails."""
         stream = self.stream
-        args = [self.cuda.device_array(math.prod(s), d, stream=stream) for s, d in self.input_types]
-        outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
-        stream.synchronize()
-        try:
+        try:  # (an allocation failing here, out of memory, means eager too)
+            args = [self.cuda.device_array(math.prod(s), d, stream=stream) for s, d in self.input_types]
+            outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
+            stream.synchronize()
             self.graph = cuda_graphs.capture(self.cuda, self._bind, self.arena, outs, args, self._blas)
         except Exception as err:  # any failure of a capture means: launch eagerly
             self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
@@ -244,7 +244,10 @@ class CudaExecutable(ArgumentChecks):
         """Argument ``i`` as a flat device array: device arrays in place, others copied."""
         checked = self._checked(i, a)
         if isinstance(checked, np.ndarray):
-            return self.cuda.to_device(checked, stream=self.stream)
+            copy = cuda_graphs.result_array(self.cuda, checked.size, checked.dtype, self.stream)
+            if checked.size:
+                copy.copy_to_device(checked, stream=self.stream)
+            return copy
         return checked.reshape(checked.size) if checked.ndim != 1 else checked
 
     def _where(self, i: int) -> str:

@@ -27,8 +27,9 @@ to the host where the NumPy path copied anyway). Updating the captured kernel no
 flattened Numba parameters decoded, and a cuBLAS gemm node (opaque parameters) or a memcpy node
 reading an argument cannot be updated that way at all; staging works for every node.
 
-When (``eager_reason``): graphs are on with ``DSL_CUDA_GRAPHS=1`` (off by default until validated on
-a GPU: ``GRAPHS_BY_DEFAULT``), never under the CUDA simulator (it has no graphs), never for a driver
+When (``eager_reason``): graphs are on by default (``GRAPHS_BY_DEFAULT``: validated on an H100 on
+2026-11-27, ``benchmarks/results/2026-11-27-gpu-lease.md``; ``DSL_CUDA_GRAPHS=0`` turns them off),
+never under the CUDA simulator (it has no graphs), never for a driver
 that reads device values back (a ``while``, a branch, a run-time bound: ``codegen/cuda/driver.py:
 host_reads``; those calls are not one fixed sequence), and only where the cost rule says so.
 
@@ -39,12 +40,16 @@ graphs are chosen where the copies would take at most ``STAGING_SHARE`` of the l
 ``staged_bytes / COPY_BYTES_PER_S + copies * COPY_HOST_S <= STAGING_SHARE * launches * LAUNCH_HOST_S``,
 with every argument, public result and write-back counted as a device copy (the worst case).
 
-Results' memory: device results come from the device's stream-ordered pool (``cuMemAllocAsync``,
-the pool keeps freed memory for the next call) and are freed in the executable's stream order
-(``cuMemFreeAsync``) when their last reference dies. PyTorch's rule for arrays used on another
-stream holds, without ``record_stream``: a call returns after its stream finished, so a result is
-ready for any stream; work queued on another stream that reads a result must finish before the
-result is dropped (keep the array alive until then, or synchronize that stream).
+Results' memory (eager calls and replays alike, ``result_array``): a call's fresh device arrays (its
+results, the copies of NumPy arguments) come from the device's stream-ordered pool (``cuMemAllocAsync``,
+the pool keeps freed memory for the next call: ~0.01 ms where ``cuMemAlloc`` of 64 MB costs ~0.2 ms)
+and are freed in the executable's stream order (``cuMemFreeAsync``) when their last reference dies.
+While a graph is captured they come from ``cuMemAlloc`` instead (a pool allocation there would become
+the graph's own memory node, freed and reallocated at each replay), and under the simulator too.
+PyTorch's rule for arrays used on another stream holds, without ``record_stream``: a call returns
+after its stream finished, so a result is ready for any stream; work queued on another stream that
+reads a result must finish before the result is dropped (keep the array alive until then, or
+synchronize that stream).
 """
 
 from __future__ import annotations
@@ -61,13 +66,14 @@ import numpy as np
 from runtime.devices import simulator_enabled
 from runtime.errors import DeviceError
 
-GRAPHS_BY_DEFAULT = False  # True once validated on a GPU (tests/test_cuda_graphs.py; issue 27)
+GRAPHS_BY_DEFAULT = True  # tests/test_cuda_graphs.py passed on an H100 (2026-11-27; issue 27)
 
-# The cost rule's figures (issue 27's H100/H200 measurements; the GPU session refines them):
-LAUNCH_HOST_S = 30e-6  # host time of one launch: ~39 us through Numba (H100), less through cuda_launch.py
+# The cost rule's figures, from an H100 (2026-11-27: benchmarks/cuda_graphs.py and bench_gpu.py):
+LAUNCH_HOST_S = 40e-6  # host time of one eager launch (the suite's programs: 37-43 us each)
 COPY_HOST_S = 3e-6  # host time of one staging copy (cuMemcpy*Async through cuda.bindings)
-COPY_BYTES_PER_S = 1.0e12  # bytes a device-to-device copy moves per second (low: an H100 copies ~1.3e12)
+COPY_BYTES_PER_S = 1.5e12  # bytes a device-to-device copy moves per second (1.5-1.9e12 measured)
 STAGING_SHARE = 0.5  # the copies may cost at most this share of the launch time graphs save
+POOL_RESULTS = os.environ.get("DSL_CUDA_POOL", "1").strip() != "0"  # ``result_array``
 
 
 def graphs_enabled() -> bool:
@@ -198,9 +204,11 @@ def capture(
             cublas.capture_workspace(handle, int(workspace.device_ctypes_pointer.value), workspace.nbytes)
         with cuda.defer_cleanup():  # no cuMemFree while capturing
             check(driver.cuStreamBeginCapture(handle, relaxed), "cuStreamBeginCapture")
+            _capturing.on = True  # the driver's results from cuMemAlloc (``result_array``)
             try:
                 results = run(*outs, *args)
             finally:  # ends the capture even when run failed (its error is the one raised)
+                _capturing.on = False
                 ended = driver.cuStreamEndCapture(handle)
                 cublas.capture_workspace(handle, None)
             graph = check(ended, "cuStreamEndCapture")
@@ -219,6 +227,16 @@ def _blas_workspace_bytes(cuda: Any) -> int:
 
 
 _pool_ready: set[int] = set()
+_capturing = threading.local()  # ``on``: this thread is capturing a graph (``capture``)
+
+
+def result_array(cuda: Any, shape: int | tuple[int, ...], dtype: Any, stream: Any) -> Any:
+    """A call's fresh device array (the generated driver's results and copies, the executable's
+    caller-allocated results): from the stream-ordered pool (``pool_array``), except under the
+    simulator, while a graph is captured, or with ``DSL_CUDA_POOL=0`` (``cuda.device_array``)."""
+    if POOL_RESULTS and not getattr(_capturing, "on", False) and not simulator_enabled():
+        return pool_array(cuda, (shape,) if isinstance(shape, int) else tuple(shape), np.dtype(dtype), stream)
+    return cuda.device_array(shape, dtype, stream=stream)
 
 
 def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) -> Any:

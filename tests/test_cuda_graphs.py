@@ -138,6 +138,44 @@ def test_pool_arrays_are_freed_in_stream_order(monkeypatch: pytest.MonkeyPatch) 
     assert fake.calls[-1] == ("free", 4096, 77)
 
 
+def test_call_arrays_come_from_the_pool_except_in_a_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A call's fresh arrays (``result_array``: the driver's results, copies of NumPy arguments) come
+    from the stream-ordered pool, eager calls included; from ``cuMemAlloc`` (``cuda.device_array``)
+    while a graph is captured, under the simulator, and with ``DSL_CUDA_POOL=0``."""
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.setattr(cuda_graphs, "POOL_RESULTS", True)
+    made: list[tuple[str, Any, Any]] = []
+    pool = lambda cuda, shape, dtype, s: made.append(("pool", shape, dtype))  # noqa: E731
+    monkeypatch.setattr(cuda_graphs, "pool_array", pool)
+    cuda = SimpleNamespace(device_array=lambda shape, dtype, stream: made.append(("alloc", shape, dtype)))
+    cuda_graphs.result_array(cuda, 12, F32, FakeStream())
+    cuda_graphs.result_array(cuda, (3, 4), np.int64, FakeStream())
+    cuda_graphs._capturing.on = True
+    try:
+        cuda_graphs.result_array(cuda, 12, F32, FakeStream())
+    finally:
+        cuda_graphs._capturing.on = False
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    cuda_graphs.result_array(cuda, 5, F32, FakeStream())
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM")
+    monkeypatch.setattr(cuda_graphs, "POOL_RESULTS", False)
+    cuda_graphs.result_array(cuda, 6, F32, FakeStream())
+    assert made == [
+        ("pool", (12,), np.dtype(F32)),
+        ("pool", (3, 4), np.dtype(np.int64)),
+        ("alloc", 12, F32),
+        ("alloc", 5, F32),
+        ("alloc", 6, F32),
+    ]
+
+
+def test_the_driver_allocates_results_through_the_pool() -> None:
+    x = RNG.standard_normal(16).astype(F32)
+    source = dsl.compile(lambda x: (dnp.exp(x), x), target="cuda").lower(x).program.generated.source
+    assert "cuda.device_array(" not in source.split("def bind(")[1]  # per call: _alloc and _dup only
+    assert "_dup(" in source  # the returned argument is copied (results never alias inputs)
+
+
 def _generated(fn: Callable[..., Any], *args: Any) -> Any:
     return dsl.compile(fn, target="cuda").lower(*args).program.generated
 
@@ -279,9 +317,33 @@ def test_device_results_are_fresh_arrays(graphs_on: None) -> None:
     f = dsl.compile(lambda x: dnp.sin(x) * 2.0, target="cuda")
     xs = [_on_device(RNG.standard_normal(64).astype(F32)) for _ in range(4)]
     results = [f(x) for x in xs]  # the later ones replay the graph: their results must not share memory
+    eager = _eager(lambda x: dnp.sin(x) * 2.0, xs[0])  # (CUDA's sin may differ from NumPy's by an ulp)
     for x, r in zip(xs, results):
-        np.testing.assert_array_equal(r.copy_to_host(), (np.sin(x.copy_to_host()) * F32(2.0)).astype(F32))
+        _same(r, eager(x))
     assert len({r.device_ctypes_pointer.value for r in results}) == len(results)
+
+
+@gpu
+def test_eager_results_come_from_the_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graphs off: every call's results (and the copies of NumPy arguments) come from the pool and
+    go back to it; values as with ``DSL_CUDA_POOL=0``."""
+    from cuda.bindings import driver
+
+    monkeypatch.setenv("DSL_CUDA_GRAPHS", "0")
+    fn = lambda x, y: (dnp.exp(x) * y, x, y.sum())  # noqa: E731  (a returned argument: _dup)
+    x, y = RNG.standard_normal(2**18).astype(F32), RNG.standard_normal(2**18).astype(F32)
+    f = dsl.compile(fn, target="cuda")
+    monkeypatch.setattr(cuda_graphs, "POOL_RESULTS", False)
+    want = dsl.compile(fn, target="cuda")(x, y)
+    monkeypatch.setattr(cuda_graphs, "POOL_RESULTS", True)
+    for given in ((x, y), (_on_device(x), _on_device(y))):
+        for _ in range(3):
+            _same(f(*given), want)
+    free_before = cuda_graphs.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+    for _ in range(200):
+        f(_on_device(x), y)
+    free_after = cuda_graphs.check(driver.cuMemGetInfo(), "cuMemGetInfo")[0]
+    assert free_before - free_after < 64 * 2**20, (free_before, free_after)
 
 
 @gpu

@@ -1,6 +1,6 @@
 """The CUDA executable with and without graphs (``runtime/cuda_graphs.py``), against the CPU backend.
 
-Graphs off (always in the simulator, which has none, and on a GPU unless ``DSL_CUDA_GRAPHS=1``): the
+Graphs off (always in the simulator, which has none, and on a GPU with ``DSL_CUDA_GRAPHS=0``): the
 executable launches every kernel on every call and captures nothing. Graphs forced on: calls after
 the first go through the staging buffers; in the simulator a recorded run stands in for the graph
 (``ReplayedRun``), on a GPU the graph is real."""

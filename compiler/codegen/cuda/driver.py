@@ -76,7 +76,7 @@ def _statements(level: Level, base: int, setup: list[str], counter: list[int]) -
             elif p.kind == "arena":  # (views made once, in bind)
                 setup.append(f"{name} = {_flat_view('arena', base + p.offset, t.nbytes, t.dtype)}")
             else:  # a function result (fresh per call) or a zero-size value
-                body.append(f"{name} = cuda.device_array({t.size}, {np_type(t.dtype)}, stream=stream)")
+                body.append(f"{name} = _alloc({t.size}, {np_type(t.dtype)}, stream)")
         if group in level.loops:
             body += _loop(level, level.loops[group], base, setup, counter)
         top = kernels.get(group)

@@ -20,6 +20,8 @@ import numpy as np
 from numba import cuda
 from numba.cuda import libdevice
 
+from runtime.cuda_graphs import result_array as _result_array
+
 SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
 {sizes}
 SLOTS = COLS * LANES  # (a shared array's size must be one constant)
@@ -54,9 +56,14 @@ def _grid(n):
     return max(1, min((n + TPB - 1) // TPB, MAXB))
 
 
+def _alloc(shape, dtype, stream):
+    """A call's fresh device array (a result): from the stream-ordered pool (runtime/cuda_graphs.py)."""
+    return _result_array(cuda, shape, dtype, stream)
+
+
 def _dup(x, stream):
     """A device copy of ``x`` (results never alias inputs or each other)."""
-    y = cuda.device_array(x.shape, x.dtype, stream=stream)
+    y = _alloc(x.shape, x.dtype, stream)
     if x.size:
         y.copy_to_device(x, stream=stream)
     return y
