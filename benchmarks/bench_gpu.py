@@ -182,6 +182,9 @@ def check_peers(prog: sp.Program, peers: list[str], row: dict[str, Any]) -> dict
     return runners
 
 
+KERNELS_SHOWN = 6  # each framework's longest GPU operations per call, by name (the report's last table)
+
+
 def time_all(prog: sp.Program, runners: dict[str, Runner], rounds: int, row: dict[str, Any]) -> None:
     """Wall and GPU time per call of each framework (the frameworks interleaved in each round), the
     copy bandwidth and the program's minimal bytes (inputs read once, outputs written once)."""
@@ -198,13 +201,16 @@ def time_all(prog: sp.Program, runners: dict[str, Runner], rounds: int, row: dic
         entry = row["frameworks"][f]
         entry["ms"], entry["min_ms"] = 1e3 * statistics.median(times[f]), 1e3 * min(times[f])
         entry["calls"] = len(times[f])
+        by_name: dict[str, list[float]] = {}
         try:
-            gpu_s, launches = device_time(r.call, max(3, repeats[f] // 4))
+            gpu_s, launches = device_time(r.call, max(3, repeats[f] // 4), by_name)
         except Exception as err:  # no PyTorch, or no CUPTI
             entry["gpu_note"] = first_line(err)
             continue
         if launches:
             entry["gpu_ms"], entry["launches"] = 1e3 * gpu_s, launches
+            top = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:KERNELS_SHOWN]
+            entry["kernels"] = [[name, 1e3 * sec, count] for name, (sec, count) in top]
         else:
             entry["gpu_note"] = "the profiler recorded none of its kernels"
     probe = cuda.device_array(10**4 if SIM else 10**8, np.float32)

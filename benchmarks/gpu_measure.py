@@ -54,10 +54,13 @@ def copy_bandwidth(x: Any, repeats: int) -> float:
     return 2 * x.nbytes / seconds
 
 
-def device_time(fn: Callable[[], object], calls: int) -> tuple[float, float]:
+def device_time(
+    fn: Callable[[], object], calls: int, by_name: dict[str, list[float]] | None = None
+) -> tuple[float, float]:
     """GPU seconds per call of ``fn`` (the sum of the durations of its kernels, copies and fills) and
     how many of those operations a call launches, from ``torch.profiler``: Kineto asks CUPTI for every
-    CUDA activity of the process, so Numba's kernels and XLA's are recorded beside PyTorch's."""
+    CUDA activity of the process, so Numba's kernels and XLA's are recorded beside PyTorch's.
+    ``by_name`` (filled when given): each operation's name -> [seconds per call, launches per call]."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -69,6 +72,11 @@ def device_time(fn: Callable[[], object], calls: int) -> tuple[float, float]:
             fn()
         sync()
     gpu = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    if by_name is not None:
+        for e in gpu:
+            entry = by_name.setdefault(e.name, [0.0, 0.0])
+            entry[0] += e.time_range.elapsed_us() * 1e-6 / calls
+            entry[1] += 1 / calls
     return sum(e.time_range.elapsed_us() for e in gpu) * 1e-6 / calls, len(gpu) / calls
 
 

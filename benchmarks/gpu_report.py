@@ -83,8 +83,25 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         host = f"{ours['ms'] - ours['gpu_ms']:.3f}" if "gpu_ms" in ours else "-"
         peers = " | ".join(gpu_cell(fw.get(p, {})) for p in PEERS)
         lines.append(f"| {r['program']} | {r['size']} | {gpu_cell(ours)} | {host} | {peers} |")
-    lines += roofline_lines(ok, copy, names) + memory_lines(ok) + target_lines(ok) + note_lines(rows, meta)
+    lines += roofline_lines(ok, copy, names) + memory_lines(ok) + target_lines(ok)
+    lines += kernel_lines(ok) + note_lines(rows, meta)
     return "\n".join(lines) + "\n"
+
+
+def kernel_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Each framework's longest GPU operations of a call (ms per call, launches per call), by name."""
+    lines = ["", "## The longest GPU operations of a call (ms, launches per call)", ""]
+    for r in rows:
+        shown = [
+            f"{LABELS[f]}: "
+            + "; ".join(f"`{name[:48]}` {ms:.3f} ({count:g})" for name, ms, count in entry["kernels"])
+            for f, entry in r["frameworks"].items()
+            if entry.get("kernels")
+        ]
+        if shown:
+            lines.append(f"- {r['program']} ({r['size']}):")
+            lines += [f"  - {s}" for s in shown]
+    return lines if len(lines) > 3 else []
 
 
 def roofline_lines(rows: list[dict[str, Any]], copy: float | None, names: list[str]) -> list[str]:

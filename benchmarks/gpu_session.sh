@@ -6,7 +6,7 @@
 # import under that machine's numpy 2.5 (np.row_stack is gone), so carry numpy 2.4: `pip download
 # --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
 # numpy==2.4.6` (.whl/ is git-ignored: copy it to the machine with the tree).
-# Steps: lease (the 15-minute plan in one call), env, suite, checks, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle,
+# Steps: lease and lease2 (the 15-minute plan in two calls), env, suite, checks, ptx, plans, bench, bench_quick, gpu, gpu_cpu, graphs, columns, shuffle,
 # scatter (default: env suite plans bench). None of issue 27's steps has run on a GPU yet; their times
 # are estimates and each is bounded by its timeouts:
 # - checks (~3 min): every GPU-only test of the paths the simulator cannot run, in one pytest call:
@@ -28,9 +28,11 @@
 # results computed in the memory of the value they update (results_in_place: sim_gather_scatter).
 # Session 9 (2026-11-26): a scatter stored over its dying base launches no copy (sim_gather_scatter);
 # sim_fuzz draws dsl.numpy's library steps (cumsum, arg-reductions, moments, einsum ...) on CUDA.
-# Issue 27's next lease (15 device minutes): first `bash benchmarks/gpu_session.sh env suite checks`
-# (~6 min: every default that changed without a GPU is checked first), then `TIMINGS_ONLY=1 bash
-# benchmarks/gpu_session.sh shuffle columns graphs scatter` (~9 min); `env gpu` in the next lease.
+# Issue 27's next lease (15 device minutes; carry .whl): `bash benchmarks/gpu_session.sh env lease`, then at
+# once on the warm machine `bash benchmarks/gpu_session.sh lease2` (the 2026-11-27 lease took 30 s to start,
+# 404 s and 227 s for its two calls: benchmarks/results/2026-11-27-gpu-lease.md). New since that lease and
+# checked only there: graphs on by default, every call's device arrays from the pool, unrolled elementwise
+# loops (DSL_CUDA_UNROLL).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -108,25 +110,41 @@ for step in $steps; do
         timeout 300 $PY benchmarks/bench_gpu.py --sizes "$size" --rounds 2 --warm-jobs 3 --budget-s 200 \
             --child-timeout 150 --out "$OUT/$step.md" 2>&1 | tee "$OUT/$step.log" | grep -v '^{' | tail -60
         ;;
-    lease) # one 15-minute lease in one call (~9 min, at most 8 files back): the correctness checks and a
-        # compile-only pass of bench_gpu (values on the GPU, caches filled) at once, then the timings alone
-        export DSL_CACHE_DIR NUMBA_CACHE_DIR
-        (cd tests && DSL_TARGET=cuda NUMBA_ENABLE_CUDASIM=0 timeout 250 $PY -m pytest cuda_sim \
+    lease) # a 15-minute lease in two calls, `env lease` (~8 min) then `lease2` (~6 min) on the warm machine (at
+        # most 8 files back each): the correctness checks and a compile-only pass of bench_gpu (values on
+        # the GPU, caches filled) at once, then the GPU size's timings alone
+        (cd tests && DSL_TARGET=cuda NUMBA_ENABLE_CUDASIM=0 timeout 280 $PY -m pytest cuda_sim \
             -o python_files='sim_*.py' -p no:cacheprovider -W ignore::RuntimeWarning -n 7 -q -rfE \
             --maxfail 60 > "$OUT/suite.log" 2>&1) &
-        timeout 250 $PY -m pytest tests/test_cuda_graphs.py tests/test_cuda_shuffle.py tests/test_cuda_scatter.py \
+        timeout 280 $PY -m pytest tests/test_cuda_graphs.py tests/test_cuda_shuffle.py tests/test_cuda_scatter.py \
             -n 4 -q -rfEs -p no:randomly > "$OUT/checks.log" 2>&1 &
-        timeout 250 $PY benchmarks/bench_gpu.py --sizes gpu,cpu --rounds 0 --warm-jobs 3 --child-timeout 200 \
+        timeout 280 $PY benchmarks/bench_gpu.py --sizes gpu,cpu --rounds 0 --warm-jobs 3 --child-timeout 200 \
             --out "$OUT/values.md" > "$OUT/warm.log" 2>&1 &
         wait
         rm -f "$OUT/values.json"
-        tail -5 "$OUT/suite.log" "$OUT/checks.log"; grep -E "FAILED|ERROR" "$OUT/suite.log" "$OUT/checks.log" | head -30
-        echo "=== graphs timings ($(date +%T))"
-        timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" 2>&1 | tail -12
-        echo "=== bench_gpu ($(date +%T))"
-        timeout 170 $PY benchmarks/bench_gpu.py --sizes gpu,cpu --rounds 2 --budget-s 130 --child-timeout 60 \
+        for f in suite checks; do tail -n 3 "$OUT/$f.log"; done
+        grep -E "FAILED|ERROR" "$OUT/suite.log" "$OUT/checks.log" | head -30
+        echo "=== bench_gpu, gpu size ($(date +%T))"
+        timeout 200 $PY benchmarks/bench_gpu.py --sizes gpu --rounds 2 --budget-s 160 --child-timeout 60 \
             --out "$OUT/gpu.md" > "$OUT/bench.log" 2>&1
-        grep -v '^{' "$OUT/bench.log" | tail -40
+        grep -v '^{' "$OUT/bench.log" | grep -v -i warn | tail -40
+        ;;
+    lease2) # the lease's second call: the CPU size (graphs on by default), graphs against eager, and the A/Bs
+        # of the elementwise loops' unroll (DSL_CUDA_UNROLL=1: the plain loop) and of bands' rows of 8192
+        # (DSL_CUDA_ROW_MAX=4096: the old limit) on the chain and softmax (the default: `lease`'s gpu.md)
+        echo "=== bench_gpu, cpu size ($(date +%T))"
+        timeout 170 $PY benchmarks/bench_gpu.py --sizes cpu --rounds 2 --budget-s 120 --child-timeout 60 \
+            --out "$OUT/gpu_cpu.md" > "$OUT/bench_cpu.log" 2>&1
+        grep -v '^{' "$OUT/bench_cpu.log" | grep -v -i warn | head -24
+        echo "=== graphs timings ($(date +%T))"
+        timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" 2>&1 | tail -9
+        echo "=== A/B ($(date +%T))"
+        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_ROW_MAX=4096; do
+            env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,softmax \
+                --peers jax --rounds 2 --child-timeout 50 --out "$OUT/ab.md" > /dev/null 2>&1
+            echo "$ab"; grep -E "^\| (elementwise|softmax)" "$OUT/ab.md" | head -4
+        done
+        rm -f "$OUT/ab.json" 
         ;;
     *) echo "unknown step $step" ;;
     esac

@@ -194,10 +194,17 @@ class KernelPasses:
 
 
 # The CUDA kernels (compiler/kernel/cuda/bands.py) keep a row of each value a band keeps per row
-# in the block's shared memory: rows of up to 4096 elements (16 KiB of float32) join a band.
+# in the block's shared memory while the band's rows fit ``SHARED_BYTES``, else in global scratch per
+# block slot (or compute it again): rows of up to 8192 elements (a 32 KiB float32 row, a block of 256
+# threads taking 32 elements each) join a band, so softmax + cross-entropy over 8192 classes is one
+# pass. ``DSL_CUDA_ROW_MAX`` (read at import) sets another limit, for comparison (4096 before
+# 2026-11-27: benchmarks/results/2026-11-27-gpu-lease.md).
+CUDA_ROW_MAX = int(os.environ.get("DSL_CUDA_ROW_MAX", "").strip() or 8192)
 TARGETS = {
     "cpu": Target("cpu", bands=True, numpy_kernel=_cpu_numpy_kernel, kernel_passes=_cpu_kernels),
-    "cuda": Target("cuda", bands=True, row_max=4096, kernel_passes=_cuda_kernels, columns=_cuda_columns),
+    "cuda": Target(
+        "cuda", bands=True, row_max=CUDA_ROW_MAX, kernel_passes=_cuda_kernels, columns=_cuda_columns
+    ),
 }
 
 

@@ -66,7 +66,7 @@ def test_report_of_a_gpu_run() -> None:
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     import gpu_report
 
-    timed = {"ms": 2.0, "gpu_ms": 1.5, "launches": 4.0, "calls": 30}
+    timed = {"ms": 2.0, "gpu_ms": 1.5, "launches": 4.0, "calls": 30, "kernels": [["k0_rows", 1.25, 1.0]]}
     row = {
         "size": "gpu",
         "program": "layer norm",
@@ -109,6 +109,7 @@ def test_report_of_a_gpu_run() -> None:
     assert "- wall time at most the best peer's: 0 of 1 rows; not: layer norm (gpu)" in text
     assert "- memory-bound programs at the gpu size: at least 0.70 of the roofline: 0 of 1 rows;" in text
     assert "- host cost at most 20 us + 2 us per launch: 0 of 1 rows;" in text  # 0.5 ms > 28 us
+    assert "- layer norm (gpu):\n  - dslc: `k0_rows` 1.250 (1)" in text  # the longest kernels
 
 
 def test_first_line_of_a_backend_error() -> None:

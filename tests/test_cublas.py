@@ -82,6 +82,8 @@ def case(kind: str, nb: int, m: int, k: int, n: int) -> tuple[list[int], int, in
             walk = (nb, 0, 0)
         elif kind == "two axes":  # (outer, inner) = (nb // 3, 3), outer blocks padded apart
             walk = (3, 3 * foot + 5, foot)
+        elif kind == "heads":  # (outer, inner) = (nb // 2, 2): a run per head, over the outer axis
+            walk = (2, 2 * foot + 3, foot) if name != "b" or nb % 4 else (nb, 0, foot)
         else:
             walk = (nb, 0, foot)
         walks.append(walk)
@@ -91,11 +93,11 @@ def case(kind: str, nb: int, m: int, k: int, n: int) -> tuple[list[int], int, in
     return sizes, *lengths
 
 
-@pytest.mark.parametrize("kind", ["single", "batched", "broadcast", "two axes"])
+@pytest.mark.parametrize("kind", ["single", "batched", "broadcast", "two axes", "heads"])
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 def test_planned_calls_compute_what_the_kernel_computes(kind: str, beta: float) -> None:
     for _ in range(12):
-        nb = 1 if kind == "single" else 6
+        nb = {"single": 1, "heads": int(RNG.choice([8, 12]))}.get(kind, 6)
         m, k, n = (int(x) for x in RNG.integers(1, 9, 3))
         sizes, la, lb, lo = case(kind, nb, m, k, n)
         a, b, o = (RNG.standard_normal(size) for size in (la, lb, lo))
@@ -129,6 +131,10 @@ def test_batch_runs() -> None:
         [(1000, 10), (20, 5), (2000, 20)],
     )
     assert batch_plan(6, [(1, 7, 0), (3, 30, 10), (6, 0, 9)]) == (1, 6, [(42, 7), (60, 10), (54, 9)])
+    # 16 (batch, head) pairs of 4 heads: 4 runs of 4 either way; 64 pairs of 4 heads: a run per head
+    assert batch_plan(16, [(4, 1000, 10), (16, 0, 5)]) == (4, 4, [(1000, 10), (20, 5)])
+    assert batch_plan(64, [(4, 1000, 10), (64, 0, 5)]) == (4, 16, [(10, 1000), (5, 20)])
+    assert batch_plan(6, [(4, 1000, 10)]) is None  # 6 pairs are no whole number of runs of 4
 
 
 def test_a_result_laid_out_by_heads_goes_to_cublas() -> None:

@@ -152,6 +152,7 @@ def _band_programs() -> list[tuple[str, object, tuple[np.ndarray, ...]]]:
         ("layer norm, rows of 4096", ln, (_f32(64, 4096), _f32(4096), _f32(4096), _f32(64, 4096))),
         ("layer norm, narrow rows", ln, (_f32(256, 3), _f32(3), _f32(3), _f32(256, 3))),
         ("softmax xent 4096x1000 (a tail)", dsl.value_and_grad(xent), (_f32(4096, 1000), _f32(4096, 1000))),
+        ("softmax xent, rows of 8192", dsl.value_and_grad(xent), (_f32(64, 8192), _f32(64, 8192))),
         ("inner axes", inner_axes, (_f32(64, 3, 5), _f32(64, 3, 5))),
     ]
 
@@ -201,8 +202,11 @@ def test_reductions_with_several_outputs(rows: int) -> None:
     kernel with two outputs (``rows.reductions_together``), serial (64 rows) or by columns in
     chunks (4096 rows: 4 chunks, partials per output, a second pass with both): PTX for sm_80 and
     sm_90."""
+    from compiler.compilation import CUDA_ROW_MAX
+
     _, ln, _ = _band_programs()[0]
-    args = (_f32(rows, 8192), _f32(8192), _f32(8192), _f32(rows, 8192))
+    width = 2 * CUDA_ROW_MAX
+    args = (_f32(rows, width), _f32(width), _f32(width), _f32(rows, width))
     program = dsl.compile(ln, target="cuda").lower(*args).program.generated
     bodies = {k.name: program.source.split(f"def {k.name}(")[1].split("\n\n\n")[0] for k in program.kernels}
     merged = [name for name, body in bodies.items() if "acc1 = " in body]  # two accumulators
@@ -300,3 +304,36 @@ def test_float_products_are_not_fused_into_sums() -> None:
             for name, text in compile_ptx(generated, cc).items():
                 assert "fma." not in text, f"{what}: {name} fuses a product into a sum"
         assert "mul.rn." in "".join(compile_ptx(generated, (9, 0)).values()), what
+
+
+def _global_memory_order(fn, args, unroll: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Per kernel of ``fn``'s CUDA program for sm_90: its global loads and stores in PTX order
+    (``l`` and ``s``), elementwise loops unrolled by ``unroll`` (``DSL_CUDA_UNROLL``)."""
+    monkeypatch.setenv("DSL_CUDA_UNROLL", str(unroll))
+    program = dsl.compile(fn, target="cuda").lower(*args).program.generated
+    return {
+        name: "".join(m[0] for m in re.findall(r"(ld|st)\.global", text))
+        for name, text in compile_ptx(program, (9, 0)).items()
+    }
+
+
+@pytest.mark.parametrize(
+    "what, fn, loads",
+    [
+        ("the suite's chain", lambda x: dnp.maximum((x * 1.5 + 0.5) * x - 2.0, 0.0) / (x * x + 1.0), 1),
+        ("two inputs, broadcast", lambda x: dnp.tanh(x * x[:1]) + 1.0, 2),
+        ("in place", lambda x: x.__iadd__(dnp.cos(x)), 1),
+    ],
+)
+def test_elementwise_loops_keep_four_loads_in_flight(what, fn, loads, monkeypatch) -> None:
+    """An elementwise kernel's thread runs 4 iterations of its grid-stride loop at once: all their
+    loads come before the first store (a thread has 4 loads of each input in flight), where the
+    plain loop stores each element before it loads the next."""
+    x = _f32(64, 1000)
+    unrolled = _global_memory_order(fn, (x,), 4, monkeypatch)
+    plain = _global_memory_order(fn, (x,), 1, monkeypatch)
+    assert len(unrolled) == len(plain) == 1, (what, unrolled)
+    (order,) = unrolled.values()
+    assert order.startswith("l" * 4 * loads + "s"), (what, order)
+    (plain_order,) = plain.values()
+    assert not plain_order.startswith("l" * 2 * loads), (what, plain_order)

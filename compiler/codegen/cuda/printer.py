@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from compiler.ir.types import DType
-from compiler.kernel.cuda.records import CudaKernel
+from compiler.kernel.cuda.records import CudaKernel, text
 from compiler.kernel.emit import literal, typed
-from compiler.kernel.ir import Alloc, Barrier, BlockReduce, Stmt, View, print_python
+from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, Line, Stmt, View, print_python
 
 
 def numba_type(dtype: DType) -> str:
@@ -38,6 +38,8 @@ def print_cuda(body: Sequence[Stmt], depth: int = 0) -> list[str]:
 
 
 def _gpu_statement(s: Stmt) -> list[str] | None:
+    if isinstance(s, For) and s.unroll > 1:
+        return _unrolled(s)
     if isinstance(s, Alloc):
         if not s.shared:
             raise TypeError(f"{s.name}: a CUDA kernel allocates only shared memory (its scratch is planned)")
@@ -50,6 +52,38 @@ def _gpu_statement(s: Stmt) -> list[str] | None:
     if isinstance(s, View):
         raise TypeError("a CUDA kernel indexes flat buffers: no views")
     return None
+
+
+def _unrolled(loop: For) -> list[str]:
+    """A grid-stride loop (``For.unroll``, ``kernel/cuda/loops.unrollable``) as a ``while`` whose
+    trip runs ``unroll`` of the thread's iterations, ``step`` apart: every iteration's statements
+    with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's remaining
+    iterations one at a time. A variable an iteration defines may be redefined by the next (Numba's
+    SSA keeps them apart), so the loads of all of them come before the first store."""
+    var, u = loop.var, loop.unroll
+    base, step = f"{var}_b", f"{var}_s"
+    trip: list[str] = []
+    stores: list[str] = []
+    for k in range(u):
+        at = f"{var} = {base}" + (f" + {k} * {step}" if k else "")
+        trip.append(at)
+        stores.append(at)
+        for j, s in enumerate(loop.body):
+            assert isinstance(s, Line), "kernel/cuda/loops.unrollable: straight-line statements only"
+            if not s.writes:
+                trip.append(s.text)
+                continue
+            place = text(s.writes[0])
+            trip.append(f"_u{k}_{j} = {s.text.removeprefix(place + ' = ')}")
+            stores.append(f"{place} = _u{k}_{j}")
+    rest = For(var, loop.stop, loop.body, base, loop.parallel, loop.flat, step)
+    return [
+        f"{base} = {loop.start}",
+        f"{step} = {loop.step}",
+        f"while {base} + {u - 1} * {step} < {loop.stop}:",
+        *_indent([*trip, *stores, f"{base} += {u} * {step}"]),
+        *print_cuda([rest]),
+    ]
 
 
 def _block_reduce(r: BlockReduce) -> list[str]:

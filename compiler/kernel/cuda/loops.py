@@ -45,11 +45,37 @@ SPLIT_CHUNK = 1 << 13  # elements per partial in a split reduction
 # into chunks of at least COLUMN_ROWS rows (a partial row per chunk, combined in chunk order after).
 COLUMN_FILL = 1024
 COLUMN_ROWS = 512
+# Iterations of an elementwise grid-stride loop a thread runs at once: one load in flight per thread
+# (132 SMs x 2048 threads x 4 bytes) is less than an H100 needs to cover the memory's latency at its
+# bandwidth; XLA's GPU loop emitter unrolls its elementwise loops by 4 too.
+UNROLL = 4
 
 
 def grid_loop(var: str, stop: int | str, body: list[Stmt], flat: bool = False) -> For:
     """``for var in range(stop)``, its iterations spread over every thread of the grid."""
     return For(var, stop, body, "cuda.grid(1)", True, flat, step="cuda.gridsize(1)")
+
+
+def unroll_factor() -> int:
+    """How many iterations of an elementwise grid-stride loop a thread runs at once (``For.unroll``):
+    ``DSL_CUDA_UNROLL`` (read when a program is compiled), else ``UNROLL``."""
+    value = os.environ.get("DSL_CUDA_UNROLL", "").strip()
+    return max(1, int(value)) if value.isdigit() else UNROLL
+
+
+def unrollable(loop: For) -> bool:
+    """Whether a thread may run iterations of the grid-stride ``loop`` together, their stores after
+    all their loads: a flat body of straight-line statements whose only stores are of one element
+    each at the loop's own position (distinct iterations touch distinct elements of what they
+    write, so deferring a thread's stores is as safe as running the iterations on other threads)."""
+    for s in loop.body:
+        if not isinstance(s, Line):
+            return False
+        if s.writes and (len(s.writes) > 1 or s.writes[0].index != (loop.var,)):
+            return False
+        if s.writes and not s.text.startswith(f"{text(s.writes[0])} = "):
+            return False
+    return True
 
 
 def block_loop(var: str, stop: int | str, body: list[Stmt]) -> For:
@@ -70,6 +96,8 @@ def loop_kernel(spec: KernelSpec) -> CudaKernel | None:
     ]
     body = [*body_stmts(builder), *stores]
     loop = grid_loop("g", size, [*index_stmts(body, unflatten("g", idx, shape)), *body], flat=True)
+    if unrollable(loop):
+        loop.unroll = unroll_factor()
     return spec.define([loop], spec.buffers, Launch(f"_grid({size})", "TPB"), "loop", [builder])
 
 

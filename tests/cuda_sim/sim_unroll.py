@@ -1,0 +1,73 @@
+"""Elementwise grid-stride loops a thread runs 4 iterations of at once (``For.unroll``,
+``compiler/codegen/cuda/printer._unrolled``): the same bits as the plain loop (``DSL_CUDA_UNROLL=1``)
+and as the CPU, at sizes around the unrolled trip's edge. In the simulator a grid has ``MAXB * TPB``
+= 16 threads, so a thread's unrolled trips cover 64 elements and sizes 47-49 and 63-65 take the
+remainder loop's every case; on a GPU (this suite's second run) the edge is at 4 x 2,097,152 and
+these sizes run the remainder loop only. ``tests/test_cuda_ptx.py`` checks the loads' order in PTX."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dsl
+import dsl.numpy as dnp
+
+RNG = np.random.default_rng(17)
+SIZES = [1, 47, 48, 49, 63, 64, 65, 200]
+
+
+def _host(x):
+    return np.asarray(x.copy_to_host() if hasattr(x, "copy_to_host") else x)
+
+
+def _chain(x, y):
+    return dnp.maximum((x * 1.5 + 0.5) * y - 2.0, 0.0) / (x * x + 1.0)
+
+
+def _in_place(x, y):
+    x += y * 2.0
+    return x * 1.0
+
+
+def _broadcast(x, y):
+    return (x[:, None] * y[None, :3]).astype(np.float32) - 1.0
+
+
+def _ints(x, y):
+    i = (x * 100.0).astype(np.int32)
+    return i * 3 + (i > 7), dnp.where(y > 0, i, -i)
+
+
+PROGRAMS = {"chain": _chain, "in place": _in_place, "broadcast": _broadcast, "ints and bools": _ints}
+
+
+def _run(fn, n: int, target: str, unroll: str, monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    monkeypatch.setenv("DSL_CUDA_UNROLL", unroll)
+    rng = np.random.default_rng(n)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = dsl.compile(fn, target=target)(x, y)
+    leaves = out if isinstance(out, tuple) else (out,)
+    return [_host(a) for a in leaves] + [x]  # x: the in-place program's write-back
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("n", SIZES)
+def test_unrolled_loops_match_the_plain_loop_and_the_cpu(name: str, n: int, monkeypatch) -> None:
+    fn = PROGRAMS[name]
+    unrolled = _run(fn, n, "cuda", "4", monkeypatch)
+    plain = _run(fn, n, "cuda", "1", monkeypatch)
+    cpu = _run(fn, n, "cpu", "4", monkeypatch)
+    for u, p, c in zip(unrolled, plain, cpu, strict=True):
+        assert u.dtype == c.dtype and u.shape == c.shape, (name, n)
+        np.testing.assert_array_equal(u, p, err_msg=f"{name} at {n}: unrolled against plain")
+        np.testing.assert_array_equal(u, c, err_msg=f"{name} at {n}: unrolled against the CPU")
+
+
+def test_the_unrolled_loop_is_in_the_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = np.ones(100, np.float32)
+    monkeypatch.setenv("DSL_CUDA_UNROLL", "4")
+    source = dsl.compile(_chain, target="cuda").lower(x, x).source()
+    assert "while g_b + 3 * g_s < 100:" in source and "_u3_" in source, source
+    monkeypatch.setenv("DSL_CUDA_UNROLL", "1")
+    assert "while" not in dsl.compile(_chain, target="cuda").lower(x, x).source()
