@@ -36,7 +36,7 @@ from compiler.prims import source
 from dsl import layout, ops, tracing
 from dsl.array import Array, Storage
 from dsl.binding import CallError
-from dsl.errors import IndexingError, ShapeError, TraceError
+from dsl.errors import CastingError, IndexingError, ShapeError, TraceError
 
 
 def listed(it: list[Any]) -> np.ndarray:
@@ -664,6 +664,7 @@ def index_add_(x: Array, *args: Any, **kwargs: Any) -> Array:
     dim = ops.normalize_axes(dim, x.ndim)[0]
     if not (isinstance(alpha, int | float) and alpha == 1):
         src = ops.binary(ew.mul, ops.asarray(src), alpha)
+    _accumulates_into(x, src, "index_add_")
     items = (slice(None),) * dim + (_as_index(index),)
     scatter_into(x, items, src, gp.scatter_add, "index_add_")
     return x
@@ -705,8 +706,23 @@ def scatter_(x: Array, dim: int, index: Any, src: Any = None, value: Any = None,
         raise tracing.user_error(
             IndexingError, f"scatter_: reduce={reduce!r} is not supported (None or 'add')"
         )
+    if reduce:
+        _accumulates_into(x, value if src is None else src, "scatter_(reduce='add')")
     put_along_axis(x, index, value if src is None else src, dim, gp.scatter_add if reduce else None)
     return x
+
+
+def _accumulates_into(x: Array, src: Any, request: str) -> None:
+    """An in-place accumulation of ``src`` into ``x`` follows NumPy's ``same_kind`` rule, as ``x +=
+    src`` (``np.add.at``; PyTorch wants one dtype): float updates into an integer ``x`` raise, where
+    each update cast to ``x``'s dtype before the sum would lose its fractions one by one."""
+    v = ops.asarray(src)
+    if not v.weak and not ops.can_cast(v.ir_dtype, x.ir_dtype, "same_kind"):
+        raise tracing.user_error(
+            CastingError,
+            f"{request}: cannot accumulate {v.dtype} updates into an array of dtype {x.dtype} in place "
+            "(casting rule 'same_kind', as x += v); use .astype() on the updates or the array first",
+        )
 
 
 def masked_fill(x: Array, mask: Any, value: Any) -> Array:

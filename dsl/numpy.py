@@ -244,7 +244,10 @@ mod = remainder
 
 def power(x: Any, y: Any) -> Array:
     dtype = ops.result_dtype(x, y)
-    if dtype.is_bool or (isinstance(x, Array) and x.ir_dtype.is_bool and isinstance(y, (int, np.integer))):
+    weak_int = isinstance(y, (int, np.integer)) or (
+        isinstance(y, Array) and y.weak and not y.ir_dtype.is_float  # a Python int passed as an argument
+    )
+    if dtype.is_bool or (isinstance(x, Array) and x.ir_dtype.is_bool and weak_int):
         raise _int8_of_bools("power (**)")  # (b ** 2: NumPy's square of bools, int8)
     if dtype.is_float and isinstance(y, (float, np.floating)) and y == 0.5:
         # NumPy's power loop takes a scalar exponent of 0.5 as sqrt: (-inf) ** 0.5 is NaN, and

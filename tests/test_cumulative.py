@@ -98,6 +98,33 @@ def test_float32_sums_are_rounded_once_per_element() -> None:
     np.testing.assert_array_equal(got, np.cumsum(x.astype(np.float64)).astype(np.float32))
 
 
+OVERFLOWING = [
+    [3e38, 3e38, -3e38, 1.0],  # the float64 running sum came back to 3e38 (NumPy: inf from then on)
+    [-3e38, -3e38, 3e38, np.inf, 1.0],  # -inf, then -inf + inf: NaN, as NumPy's
+    [3.4028234e38, 1e31, -1e31],  # past the largest float32 by less than half its last place: finite
+    [3.4028234e38, 2.1e31, -1e38],  # by more (it rounds to inf): inf from then on
+]
+
+
+@pytest.mark.parametrize("values", OVERFLOWING)
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_float32_running_sums_stay_infinite_once_they_overflow(values: list[float], target: str) -> None:
+    """float32 running sums are kept in float64 but, past float32's range, are its infinity from then
+    on, as NumPy's running sum in float32 (CUDA: in the simulator, in its own process, and in the
+    generated text here)."""
+    x = np.array(values, np.float32)
+    if target == "cuda":
+        source = dsl.compile(lambda v: dnp.cumsum(v), target="cuda").lower(x).source()
+        assert "3.4028235677973366e+38" in source, source
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.cumsum(x)
+    np.testing.assert_array_equal(dsl.compile(lambda v: dnp.cumsum(v))(x), want)
+    np.testing.assert_array_equal(
+        dsl.compile(lambda v: dnp.cumsum(v[::-1])[::-1])(x), np.cumsum(x[::-1])[::-1]
+    )
+
+
 def test_scan_of_a_dying_temporary_is_in_place() -> None:
     def f(x, w):
         return dnp.cumsum(x @ w, axis=0) * 2.0

@@ -569,7 +569,8 @@ INT_BINARY = (
 INT_REDUCE = ("sum", "max", "min", "sum_int32")  # sum(dtype=int32) was summed in int64 (2026-11-26)
 INT_AUGMENTED = ("+=", "-=", "*=", "//=", "%=", "&=", "|=", "^=", "**=")
 INT_CONSTANTS = (0, 1, -1, 3, -3, 7)
-INT_EXPONENTS = (0, 1, 2, 3)  # ``**=`` of an int array: NumPy raises for a negative one, by value
+INT_EXPONENTS = (0, 1, 2, 3, 65537, 100_003)  # ``**=`` of an int array: NumPy raises for a negative one;
+# past 65536 Numba computed integer powers in float64 (the minimum of int64, 0 of int32: 2026-11-27)
 # Float scalars stored into an int array: truncated toward zero; NaN raises ValueError, an infinity
 # or a number out of the dtype's range OverflowError (NumPy 2 converts the scalar with ``int()``).
 FLOATS_INTO_INTS = (2.7, -1.5, math.nan, math.inf, 1e10, -1e19)

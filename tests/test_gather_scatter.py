@@ -396,6 +396,28 @@ def test_index_add_with_a_wrong_or_mixed_signature_names_both_and_the_users_line
         dsl.compile(lambda x, i, s: call(x.copy(), i, s))(X, np.array([0, 2, 0]), X[:3])
 
 
+def test_float_updates_accumulated_into_an_int_array_raise_as_x_plus_equals() -> None:
+    """``index_add_`` and ``scatter_(reduce='add')`` of float updates into an int array cast each
+    update before the sum (``[1, 3, 3]`` for updates 0.6, 0.6, 1.5 at 0, 0, 1 of ``[1, 2, 3]``),
+    an answer neither NumPy (``np.add.at`` raises: same_kind) nor PyTorch (one dtype) gives: they
+    raise at the user's line, as ``x += v``; int64 updates into int32 and Python numbers are fine."""
+    x, idx = np.array([1, 2, 3], np.int32), np.array([0, 0, 1])
+
+    def index_add(x, i, v):
+        x.index_add_(0, i, v)
+        return x
+
+    def scatter_add(x, i, v):
+        x.scatter_(0, i, v, reduce="add")
+        return x
+
+    for fn in (index_add, scatter_add):
+        with pytest.raises(TypeError, match=rf"{HERE}:\d+: .*float32 updates into an array of dtype int32"):
+            dsl.compile(fn)(x.copy(), idx, np.array([0.6, 0.6, 1.5], np.float32))
+        np.testing.assert_array_equal(dsl.compile(fn)(x.copy(), idx, np.array([1, 1, 2])), [3, 4, 3])
+    np.testing.assert_array_equal(dsl.compile(lambda x, i: index_add(x, i, 2))(x.copy(), idx), [5, 4, 3])
+
+
 @INPLACE
 def test_gradients_against_jax(inplace: bool) -> None:
     i, j = np.array([3, 0, 4, 3, 1, 3]), np.array([1, 3, 0, 2])  # in range; j unique (set)

@@ -312,6 +312,38 @@ def test_bool_operations_numpy_computes_in_int8_name_the_cast(fn) -> None:
         dsl.compile(fn)(np.array([True, False]))
 
 
+def test_bool_power_of_a_python_int_argument_raises_as_the_literal() -> None:
+    """``b ** y`` with ``y`` a Python int passed as an argument is ``b ** 2`` written the other way:
+    the same TypeError (it gave int64 values, ``[1, INT64_MIN, 1]`` for ``y=-3``)."""
+    with pytest.raises(TypeError, match=r"test_int_ieee_semantics.py:\d+: .* int8 in NumPy"):
+        dsl.compile(lambda b, y: b**y)(np.array([True, False]), 2)
+    got = dsl.compile(lambda b, y: b**y)(np.array([True, False]), np.array([2, 3]))  # int64 exponents
+    assert got.dtype == np.int64 and got.tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_powers_past_65536_wrap_as_numpy(dtype, target: str) -> None:
+    """Numba's integer ``**`` takes exponents past 65536 through float64 ``pow``: int64 results were
+    the minimum, int32 ones 0. dslc's ``exactmath.ipow`` wraps as NumPy, for array and literal
+    exponents (CUDA: the kernels' text, compiled to PTX where NVVM is here)."""
+    x = np.array([3, -3, 7, 5, 2, 0, 1, -1], dtype)
+    y = np.array([65536, 65537, 2**31 - 1, 100_003, 64, 70_000, 2**30, 99_999], dtype)
+    if target == "cuda":
+        from cuda_ptx import PTX_AVAILABLE
+
+        if not PTX_AVAILABLE:
+            pytest.skip("NVVM is not available here (the cuda extra)")
+        from compiler.codegen import compile_ptx
+
+        program = dsl.compile(lambda x, y: x**y, target="cuda").lower(x, y).program.generated
+        assert "ipow(" in program.source and compile_ptx(program, (9, 0))
+        return
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(dsl.compile(lambda x, y: x**y)(x, y), x**y)
+        np.testing.assert_array_equal(dsl.compile(lambda x: x**65537)(x), x**65537)
+
+
 EMPTY_REDUCTIONS = [
     ((0,), None, True),
     ((0, 3), 0, True),

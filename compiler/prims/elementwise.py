@@ -464,11 +464,19 @@ mul = _elementwise(
     "mul", 2, _mul, np.multiply, vjp_needs=INPUTS, vjp=_mul_vjp, mlir=ml.by_dtype("arith.mulf", "arith.muli")
 )
 div = _elementwise("div", 2, _div, array_ops.divide, vjp_needs=INPUTS | OUTPUT, vjp=_div_vjp, mlir=ml.div)
+
+
+def _pow(ctx: EmitContext, a: str, b: str) -> str:
+    """``a ** b``; integers by ``exactmath.ipow`` (wrapping, any exponent)."""
+    dtype = ctx.result_type.dtype
+    return f"({a} ** {b})" if dtype.is_float or dtype.is_bool else f"{ctx.helper('ipow')}({a}, {b})"
+
+
 pow_ = replace(
     _elementwise(
         "pow",
         2,
-        lambda c, a, b: f"({a} ** {b})",
+        _pow,
         np.power,
         vjp_needs=INPUTS | OUTPUT,
         vjp=_pow_vjp,

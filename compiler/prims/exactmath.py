@@ -158,12 +158,29 @@ def cbrt_f64(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compi
     return x if ax == np.float64(0.0) else y  # so are the zeros, signs kept
 
 
+def ipow(a, b):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+    # An integer power wrapping as NumPy's (the low bits of the exact power): square-and-multiply in
+    # uint64. Numba's own integer ** computes exponents past 65536 as math.pow in float64 (the
+    # minimum of int64, 0 of int32). A negative b gives 1 (the pow primitive's callers never pass one).
+    result = np.uint64(1)
+    base = np.uint64(a)
+    e = np.int64(b)
+    while e > np.int64(0):
+        if e & np.int64(1):
+            result = result * base
+        base = base * base
+        e = e >> np.int64(1)
+    return np.int64(result)
+
+
 # The helpers a module defines from this text, callees first; ``CALLS``: what each calls of them.
 _FUNCTIONS: dict[str, Callable[..., object]] = {
     f.__name__: f
     for f in (f32_bits, f32_from_bits, f64_bits, f64_from_bits, log1p_f32, log1p_f64, cbrt_f32, cbrt_f64)
+    + (ipow,)
 }
 HELPERS = tuple(_FUNCTIONS)
+INTEGER_HELPERS = frozenset({"ipow"})  # integer math only: a bare ``*`` there has nothing to fuse
 CALLS: dict[str, tuple[str, ...]] = {
     "log1p_f32": ("f32_bits", "f32_from_bits", "mul_f32"),
     "log1p_f64": ("f64_bits", "f64_from_bits", "mul_f64"),

@@ -191,5 +191,16 @@ def running(op: Op, element: str, acc: str = "acc") -> tuple[str, str, str]:
     dtype = op.result.type.dtype
     wide = reducer.accumulator(dtype)
     start = f"{acc} = {literal(reducer.identity(dtype), wide)}"
-    step = f"{acc} = {typed(reducer.combine(acc, typed(element, wide)), wide)}"
-    return start, step, typed(acc, dtype)
+    new = typed(reducer.combine(acc, typed(element, wide)), wide)
+    if dtype.is_float and wide is not dtype:
+        # A running value past the result dtype's range is that dtype's infinity from then on, as
+        # NumPy's running sum in the dtype is: cumsum([3e38, 3e38, -3e38]) in float32 is [3e38, inf,
+        # inf] (the float64 sum came back to 3e38). ``OVERFLOW``: the least magnitude rounding to inf.
+        edge = literal(OVERFLOW[dtype], wide)
+        new = f"({new} if abs({new}) < {edge} else {typed(typed(new, dtype), wide)})"
+    return start, f"{acc} = {new}", typed(acc, dtype)
+
+
+# The least float64 magnitude that rounds to infinity in each narrower float dtype: the largest
+# finite value plus half its last place (a tie, rounded to even: up).
+OVERFLOW = {DType.f32: float((2 - 2.0**-24) * 2.0**127)}

@@ -55,3 +55,17 @@ def test_gradient_through_zeros_on_cuda_equals_the_cpu(inplace: bool) -> None:
     cpu = dsl.compile(g, target="cpu", inplace=inplace)(x, u)
     cuda = dsl.compile(g, target="cuda", inplace=inplace)(x, u)
     np.testing.assert_allclose(cuda, cpu, rtol=1e-13, atol=1e-15)
+
+
+def test_float32_running_sums_stay_infinite_once_they_overflow() -> None:
+    """Past float32's range a running sum is its infinity from then on, as NumPy's float32 sum."""
+    from test_cumulative import OVERFLOWING
+
+    for values in OVERFLOWING:
+        x = np.array(values, np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = np.cumsum(x)
+        got = dsl.compile(lambda v: dnp.cumsum(v), target="cuda")(x)
+        np.testing.assert_array_equal(
+            np.asarray(got.copy_to_host() if hasattr(got, "copy_to_host") else got), want
+        )
