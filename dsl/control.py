@@ -376,9 +376,17 @@ def scan(
             weak = [a.weak for a in carries] + [False] * len(x_leaves)
             body = _Body(f, types + row_types, weak, lifted, at=len(carries))
             carry_args, row_args = body.args[: len(carries)], body.args[len(carries) :]
+            versions = [a._storage.version for a in row_args]
             block, treedef, out = body.trace(
                 pytree.unflatten(tree, carry_args), pytree.unflatten(x_tree, row_args)
             )
+            if any(a._storage.version != v for a, v in zip(row_args, versions, strict=True)):
+                raise tracing.user_error(
+                    TraceError,
+                    "scan's f writes into its row of xs: a scan passes each row by value (as JAX's), "
+                    "where a Python loop's row is a view that writes the array scanned; write into a "
+                    "copy (x = x.copy()) or return the new row as a y",
+                )
             if treedef[0] != "tuple" or len(treedef[1]) != 2:
                 raise tracing.user_error(TraceError, "scan: f must return a pair (carry, y)")
             # the lifted storages are carries: after the user's carries, before the ys

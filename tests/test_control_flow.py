@@ -477,6 +477,44 @@ def test_a_scan_writing_the_array_it_scans_over_raises() -> None:
         dsl.compile(f)(np.ones(3))
 
 
+@pytest.mark.parametrize("write", ["setitem", "in-place method", "augmented"])
+def test_a_scan_writing_its_row_raises(write: str) -> None:
+    """A write through the step's row parameter was silently by value: the caller's xs kept its
+    rows, where a Python loop's row is a view and writes xs (found 2026-11-27). It raises as a write
+    through the closure does; a copy of the row may be written."""
+
+    def f(a):
+        def step(c, row):
+            if write == "setitem":
+                row[0] = 5.0
+            elif write == "in-place method":
+                row.add_(1.0)
+            else:
+                row += 1.0
+            return c + row, row * 1.0
+
+        return dsl.scan(step, a[0] * 0.0, a)
+
+    line = _line_of(f, "return dsl.scan(step, a[0] * 0.0, a)")
+    with pytest.raises(dsl.TraceError, match=rf"test_control_flow.py:{line}: scan's f writes into its row"):
+        dsl.compile(f)(np.ones((3, 4)))
+
+    def g(a):
+        def step(c, row):
+            row = row.copy()
+            row[0] = 5.0
+            return c + row, row
+
+        return dsl.scan(step, a[0] * 0.0, a)
+
+    x = np.arange(12.0).reshape(3, 4)
+    carry, ys = dsl.compile(g)(x.copy())
+    rows = x.copy()
+    rows[:, 0] = 5.0
+    np.testing.assert_array_equal(ys, rows)
+    np.testing.assert_array_equal(carry, rows.sum(axis=0))
+
+
 def test_a_written_enclosing_array_under_grad_and_vmap() -> None:
     a, x = np.zeros(3), np.array([0.3, 0.5, -0.2])
     g = dsl.grad(_fori_writer, argnums=1)(a, x)

@@ -438,6 +438,58 @@ def test_a_copy_in_a_loop_body_under_grad_gives_its_true_reason() -> None:
         dsl.compile(dsl.grad(f), strict_inplace=True)(x)
 
 
+def test_a_copy_names_the_value_that_took_the_old_memory_or_the_transposed_read() -> None:
+    """Two copies whose reasons were each the other's (found 2026-11-27): ``h += 1`` then
+    ``tanh(h)`` in one kernel, where tanh's result took h's dying block (the report said the kernel
+    read h at other elements; it reads only the element it writes); and ``a += a.T`` written back,
+    whose transposed read forbids writing the caller's array directly (the report blamed the
+    write-back, which ``a += 1`` has too and does in place)."""
+    x = np.random.default_rng(2).random((8, 8)).astype(np.float32)
+
+    def f(x):
+        h = x @ x
+        h += 1.0
+        t = dnp.tanh(h)
+        return t @ h
+
+    text = dsl.compile(f).lower(x).explain_inplace()
+    line = _line(f, "t = dnp.tanh(h)")
+    assert f"+= %2 -> copy (%0): its memory went to %3 (tanh, {__file__}:{line})" in text, text
+
+    def g(a):
+        a += a.T
+        return a.sum()
+
+    text = dsl.compile(g).lower(x.copy()).explain_inplace()
+    assert "copy (%arg0): its kernel reads the old value at other elements than it writes" in text, text
+    with pytest.raises(dsl.InplaceError, match="other elements"):
+        dsl.compile(g, strict_inplace=True)(x.copy())
+
+    def g2(a):
+        a += 1
+        return a.sum()
+
+    assert (
+        "in place (%arg0): written straight into the caller's array"
+        in dsl.compile(g2).lower(x).explain_inplace()
+    )
+
+
+def test_a_reuse_by_the_compiler_names_the_line_of_the_value_it_stores() -> None:
+    """A buffer the compiler reuses is reported at the line computing the value stored there, not at
+    the line of the last op of its kernel (found 2026-11-27: the tanh's reuse was at ``a += h``)."""
+
+    def f(a, b):
+        h = dnp.tanh(a @ b)
+        a[1:] = a[:-1]
+        a += h
+        return h @ a, dnp.exp(h).sum()
+
+    x = np.random.default_rng(0).random((16, 16))
+    text = dsl.compile(f).lower(x.copy(), x.T.copy()).explain_inplace()
+    assert f"{__file__}:{_line(f, 'h = dnp.tanh')}: %1 -> in place (%0)" in text, text
+
+
 def updates_through_views(x, w):
     y = x @ w
     y[:, 0] += 1.0

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.ir.verify import WRITEBACK
-from compiler.passes.fuse import FusionPlan
+from compiler.passes.fuse import FusionPlan, Group
 from compiler.prims import dynamic as dyn
 from compiler.prims.base import Kind
 
@@ -116,7 +116,8 @@ def find_requests(
         elif blocker is not None:
             reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
         else:
-            reason = _copy_reason(func, old, home in returned, old in returned)
+            kernel = next((g for g in fusion.groups if home in g.outputs), None)
+            reason = _copy_reason(func, fusion, plan, old, home, kernel, home in returned, old in returned)
         old_name = "-" if old is None else fusion.names.get(old, "?")
         facts = (
             home in returned,
@@ -158,13 +159,25 @@ def _units(ops: list[Op]) -> list[list[Op]]:
     return sorted(units, key=lambda u: position[u[-1]])  # in the order the requests complete
 
 
-def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned: bool) -> str:
-    """Why the planner did not store the new value over ``old`` when no later kernel reads ``old``."""
+def _copy_reason(
+    func: Function,
+    fusion: FusionPlan,
+    plan: MemoryPlan,
+    old: Value | None,
+    home: Value,
+    kernel: Group | None,
+    returned: bool,
+    old_returned: bool,
+) -> str:
+    """Why the planner did not store the new value (``home``, stored by ``kernel``) over ``old`` when
+    no later kernel reads ``old``: the first of these that holds, in the order the planner asks."""
     if old_returned:  # in a loop body: the old carry yielded as a row of ys (a gradient's residual)
         what = " of the loop body (a row of its ys; under a gradient, the value its backward reads)"
         where = what if SCOPE_ATTR in func.attrs else ""
         return f"the old value is also a result{where}, so the new value is computed into other memory"
     body = SCOPE_ATTR in func.attrs  # a loop's or branch's body: its caller is the loop
+    if old is not None and kernel is not None and not fusion.in_place_safe(old, home, kernel):
+        return OTHER_ELEMENTS  # (``x += x.T``: written straight back, it would read what it wrote)
     if returned:
         if body:
             return "the value is yielded by the body (a carry or a row of ys): fresh memory"
@@ -181,7 +194,16 @@ def _copy_reason(func: Function, old: Value | None, returned: bool, old_returned
             if body
             else ("the old value is an input the caller still owns")
         )
-    return "its kernel reads the old value at other elements than it writes"
+    name = fusion.names.get(old, "") if old is not None else ""
+    taker = next((r for r in plan.buffers if name and r.reused_from == name and r.value is not home), None)
+    if taker is not None:  # another output of the kernel took the dying block first
+        op = next((o for o in func.ops if taker.value in o.results), None)
+        at = f" ({op.prim.name}, {op.loc})" if op is not None else ""
+        return f"its memory went to {taker.name}{at}, which the same kernel computes from it: fresh memory"
+    return OTHER_ELEMENTS
+
+
+OTHER_ELEMENTS = "its kernel reads the old value at other elements than it writes"
 
 
 def _reads_old(op: Op) -> bool:

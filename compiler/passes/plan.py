@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler.ir.core import Function, Value
+from compiler.ir.core import Function, Location, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
@@ -393,7 +393,7 @@ class _Planner:
         self.decisions.append(
             InplaceDecision(
                 self.fusion.names[v],
-                group.root.loc,
+                _loc_of(v, group),
                 None,
                 name,
                 "in place",
@@ -425,7 +425,7 @@ class _Planner:
         self.decisions.append(
             InplaceDecision(
                 row.name,
-                group.root.loc,
+                _loc_of(row.value, group),
                 None,
                 name,
                 "in place",
@@ -461,6 +461,12 @@ class _Planner:
         if read_later or not self.band_allows_overwrite(param, group):
             return False
         return v.type == param.type and self.fusion.in_place_safe(param, v, group)
+
+
+def _loc_of(v: Value, group: Group) -> Location:
+    """The user's line of the op computing ``v`` in ``group`` (a kernel's root is its last op, which
+    may be another line's)."""
+    return next((op.loc for op in group.ops if v in op.results), group.root.loc)
 
 
 def _writeback_params(func: Function) -> dict[Value, int]:
