@@ -480,14 +480,47 @@ def test_a_reuse_by_the_compiler_names_the_line_of_the_value_it_stores() -> None
     the line of the last op of its kernel (found 2026-11-27: the tanh's reuse was at ``a += h``)."""
 
     def f(a, b):
-        h = dnp.tanh(a @ b)
-        a[1:] = a[:-1]
-        a += h
-        return h @ a, dnp.exp(h).sum()
+        h = dnp.tanh(a @ b)  # one kernel with the next line's add and cast: its root is that cast
+        y = (a + h).astype(np.float32)  # (a float32 result cannot take a float64 block)
+        return h @ h, y @ y
 
     x = np.random.default_rng(0).random((16, 16))
-    text = dsl.compile(f).lower(x.copy(), x.T.copy()).explain_inplace()
+    text = dsl.compile(f).lower(x, x.T.copy()).explain_inplace()
     assert f"{__file__}:{_line(f, 'h = dnp.tanh')}: %1 -> in place (%0)" in text, text
+
+
+@pytest.mark.parametrize("target", ["cpu", "cuda"])
+def test_a_write_back_computed_beside_the_argument_is_in_the_plan(target: str) -> None:
+    """``a += a.T`` cannot be written straight into the caller's array (its kernel reads other
+    elements): the new value is an intermediate of the arena, in the plan's peak, copied into the
+    caller's array as the call returns. It was a fresh array per call that the plan left out (peak
+    128 bytes for a 1 MiB write-back, found 2026-11-27). ``a += 1; return a`` returns the new value
+    and writes the same array back: no second copy per call."""
+
+    def f(a):
+        a += a.T
+        return a.sum()
+
+    x = np.random.default_rng(4).random((128, 128))
+    lowered = dsl.compile(f, target=target).lower(x.copy())
+    plan = lowered.memory_plan()
+    assert plan.peak_bytes >= x.nbytes and any(r.bytes == x.nbytes for r in plan.buffers), str(plan)
+    if target == "cpu":
+        got, want = x.copy(), x.copy()
+        np.testing.assert_allclose(dsl.compile(f)(got), f(want))
+        np.testing.assert_array_equal(got, want)
+
+    def g(a):
+        a += 1.0
+        return a
+
+    source = dsl.compile(g).lower(x.copy()).source()
+    assert ".copy()" not in source.split("def ", 1)[1].rsplit("return", 1)[1], source
+    got = x.copy()
+    result = dsl.compile(g)(got)
+    np.testing.assert_array_equal(got, x + 1.0)
+    np.testing.assert_array_equal(result, x + 1.0)
+    assert not np.shares_memory(result, got)
 
 
 def updates_through_views(x, w):

@@ -15,6 +15,7 @@ from compiler.ir.core import Function, Value
 from compiler.ir.types import DType
 from compiler.kernel.emit import py_name, shape_literal
 from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.inplace_report import SCOPE_ATTR
 from compiler.passes.loops import Body, Loop, Route
 from compiler.passes.plan import BufferRow, MemoryPlan, caller_allocated
 
@@ -115,10 +116,15 @@ def allocations(
 
 def returned(func: Function) -> list[tuple[Value, bool]]:
     """The function's results, each with whether the driver returns a copy (an argument, or a value
-    returned twice: results never alias anything)."""
+    returned twice: results never alias anything). A write-back (the results' tail) is read only by
+    the executable, which copies it into the caller's array: one that is also a public result is
+    that result, not a copy of it (``a += 1; return a``)."""
     out, seen = [], set(func.params)
-    for v in func.results:
-        out.append((v, v in seen))
+    first_writeback = len(func.results) - len(func.attrs.get("dsl.writeback", ()))
+    if SCOPE_ATTR in func.attrs:  # a loop's body: its write-backs are carries the loop code moves
+        first_writeback = len(func.results)
+    for k, v in enumerate(func.results):
+        out.append((v, v in func.params if k >= first_writeback else v in seen))
         seen.add(v)
     return out
 

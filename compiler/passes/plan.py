@@ -53,7 +53,13 @@ from compiler.ir.core import Function, Location, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
-from compiler.passes.inplace_report import InplaceDecision, InplaceRequest, find_requests, report_requests
+from compiler.passes.inplace_report import (
+    SCOPE_ATTR,
+    InplaceDecision,
+    InplaceRequest,
+    find_requests,
+    report_requests,
+)
 from runtime.errors import VerificationError
 
 ALIGNMENT = 64  # a cache line: keeps vector loads aligned and kernels off each other's lines
@@ -321,6 +327,16 @@ class _Planner:
         self.decisions: list[InplaceDecision] = []
         self.direct: dict[Value, int] = {}
         self.writeback = _writeback_params(func)
+        # A write-back that cannot go straight into the caller's array (``x += x.T``) is an
+        # intermediate of the arena, copied into the caller's array as the call returns (read then).
+        # (A loop body's write-backs are its carries: the loop code alternates a carry that cannot be
+        # written in place with a temporary of its own, ``passes/loops.py``.)
+        top = SCOPE_ATTR not in func.attrs
+        self.staged = {
+            v for v in self.writeback if top and list(func.results).count(v) == 1 and v not in self.params
+        }
+        for v in self.staged:
+            self.last_read[v] = end
         self.free = _FreeList()
         self.control = {v for g in fusion.groups if g.kind is GroupKind.CONTROL for v in g.outputs}
 
@@ -344,7 +360,7 @@ class _Planner:
                 continue
             if v in self.returned and self.adopt and v.type.nbytes:
                 self.adopt_chain(v, group, taken)
-            if v in self.returned or v.type.nbytes == 0 or v in self.local:
+            if (v in self.returned and v not in self.staged) or v.type.nbytes == 0 or v in self.local:
                 continue
             born, end = self.fusion.time(group)
             live = (born, self.last_read.get(v, end))
