@@ -158,6 +158,16 @@ def _shaped(types: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _guard_inputs(args: argparse.Namespace) -> None:
+    """An output (``-o``, ``--plot``) naming the command's input file is a usage error: writing it
+    would replace the user's source with the output."""
+    inputs = [getattr(args, "target", "") and args.target.rpartition(":")[0], getattr(args, "file", "")]
+    inputs = [os.path.realpath(p) for p in inputs if isinstance(p, str) and p]
+    for flag, out in (("-o", getattr(args, "output", None)), ("--plot", getattr(args, "plot", None))):
+        if isinstance(out, str) and out and os.path.realpath(out) in inputs:
+            raise UsageError(f"{flag} {out} is the input file: writing it would replace it; choose another")
+
+
 def _write(text: str, out: str | None) -> None:
     if out:
         with open(out, "w") as f:
@@ -471,6 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _guard_inputs(args)
         args.run(args)
     except UsageError as err:
         parser.print_usage(sys.stderr)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import hashlib
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -439,10 +440,13 @@ def check_strict(plan: MemoryPlan, options: Options, func: Function) -> None:
 
 
 def dump_stages(stages: Mapping[str, str], name: str, directory: str) -> None:
-    """``DSL_DUMP_IR=<dir>``: one file per stage."""
+    """``DSL_DUMP_IR=<dir>``: one file per stage, ``<name>.<program>.<nn>.<stage>.mlir``: ``program``
+    a hash of the traced stage, so every signature of a function and every function of one name (each
+    ``lambda``) keeps its files; ``nn`` lists the stages in order."""
     os.makedirs(directory, exist_ok=True)
+    program = hashlib.sha256(stages["traced"].encode()).hexdigest()[:8]
     for i, (stage, text) in enumerate(stages.items()):
-        with open(os.path.join(directory, f"{name}.{i:02d}.{stage}.mlir"), "w") as f:  # (listed in order)
+        with open(os.path.join(directory, f"{name}.{program}.{i:02d}.{stage}.mlir"), "w") as f:
             f.write(text)
 
 

@@ -97,17 +97,9 @@ class Binder:
 
     def _check_static(self, kinds: set[Any]) -> None:
         """Static arguments that no call can have are a mistake at decoration time (as in JAX)."""
+        self.check_argnums("static_argnums", self.static_argnums)
         if self.signature is None:
             return
-        n = len(self._positional_names)
-        if inspect.Parameter.VAR_POSITIONAL not in kinds:
-            bad = [i for i in self.static_argnums if not -n <= i < n]
-            if bad:
-                raise tracing.user_error(
-                    CallError,
-                    f"static_argnums={self.static_argnums} but {self._fn_name()} takes {n} positional "
-                    "argument(s)",
-                )
         if inspect.Parameter.VAR_KEYWORD not in kinds:
             unknown = sorted(self.static_argnames - set(self.signature.parameters))
             if unknown:
@@ -116,6 +108,19 @@ class Binder:
                     f"static_argnames names {', '.join(map(repr, unknown))}, which {self._fn_name()} has no "
                     "parameter called",
                 )
+
+    def check_argnums(self, what: str, nums: tuple[int, ...]) -> None:
+        """``static_argnums`` or ``donate_argnums`` naming a position no call can have: a CallError at
+        decoration time (a typo would otherwise do nothing)."""
+        if self.signature is None or inspect.Parameter.VAR_POSITIONAL in {
+            p.kind for p in self.signature.parameters.values()
+        }:
+            return
+        n = len(self._positional_names)
+        if any(not -n <= i < n for i in nums):
+            raise tracing.user_error(
+                CallError, f"{what}={nums} but {self._fn_name()} takes {n} positional argument(s)"
+            )
 
     def _fn_name(self) -> str:
         return getattr(self.fn, "__name__", "function")

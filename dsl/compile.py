@@ -38,6 +38,12 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
     """The IR type of one argument leaf and whether it is weak (a Python scalar)."""
     if isinstance(leaf, Array):  # a traced array: a transform traced inside another trace
         return leaf.type, leaf.weak
+    if isinstance(leaf, np.ma.MaskedArray):  # its mask would be dropped: a wrong answer (JAX refuses too)
+        raise tracing.user_error(
+            CallError,
+            f"argument '{name}' is a NumPy masked array, whose mask dslc would not see; pass "
+            f"{name}.filled(value), or its data and mask as two arrays (e.g. for where=)",
+        )
     if isinstance(leaf, np.ndarray) or isinstance(leaf, np.generic):
         if not is_supported_numpy_dtype(leaf.dtype):
             raise tracing.user_error(
@@ -164,12 +170,17 @@ class Compiled:
         self._binder = Binder(fn, static_argnums, static_argnames)
         self._static_slots = getattr(fn, "dsl_static_slots", None)  # (looked up once: per call below)
         donate = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums)
+        self._binder.check_argnums("donate_argnums", donate)
         self._donate = donate
         self._strict_inplace = strict_inplace
         self._inplace = inplace
         self._cache: dict[Any, _Entry] = {}
         self._lock = threading.Lock()
         self.trace_count = 0  # how many times the Python function was traced (tests count on it)
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """A compiled method: bound to its instance as a plain function is (JAX's jit too)."""
+        return self if obj is None else functools.partial(self, obj)
 
     # ---- calling -----------------------------------------------------------------------------
 
@@ -402,7 +413,31 @@ def trace_function(
         },
         tuple(where for _ in params),
     )
+    _check_defined(func.body, set(), where)
     return Traced(func, out_tree, mutated, names, leaf_arg)
+
+
+def _check_defined(block: Block, outer: set[Value], where: Location) -> None:
+    """Every value an op of ``block`` reads was defined before it in this trace (a parameter, an
+    earlier op's result, or one of an enclosing block's): an array kept from another trace (appended
+    to a list by an earlier compiled call, or inside a ``vmap`` or ``grad`` body) is a TraceError at
+    the user's line, where it crashed the code generator."""
+    defined = outer | set(block.args)
+    for op in block.ops:
+        if not defined.issuperset(op.operands):
+            raise TraceError(
+                f"{op.loc}: this reads an array traced elsewhere: one kept from another compiled "
+                "call, or from inside a transform's function (vmap, grad, a loop body) after it "
+                "returned. Pass it in as an argument, or return it from that function"
+            )
+        for region in op.regions:
+            _check_defined(region, defined, op.loc)
+        defined.update(op.results)
+    if not defined.issuperset(block.results):
+        raise TraceError(
+            f"{where}: the function returns an array traced elsewhere (kept from another compiled "
+            "call or from inside a transform's function); return arrays computed from its arguments"
+        )
 
 
 def _unflattener(out_tree: pytree.TreeDef) -> Callable[[Sequence[Any]], Any]:

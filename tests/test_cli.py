@@ -413,3 +413,20 @@ def test_a_static_argument_takes_a_python_value(capsys) -> None:
     code, out, err = dslc(capsys, "compile", f"{MODEL}:repeated", "--arg", "f32[4]", "--arg", "3")
     assert code == 0, err
     assert out.count('"dsl.mul"') == 3 and "tensor<i64>" not in out, out
+
+
+def test_an_output_naming_the_input_file_is_refused(tmp_path, capsys, ir_file) -> None:
+    """``-o model.py`` (or ``--plot model.py``) replaced the user's source with IR text or a PNG
+    and exited 0 (found 2026-11-27): a usage error now, the file untouched."""
+    source = "import dsl.numpy as dnp\ndef f(x, w):\n    return dnp.tanh(x @ w).sum()\n"
+    model = tmp_path / "model.py"
+    model.write_text(source)
+    target = f"{model}:f"
+    for argv in (
+        ("compile", target, "--arg", "f32[3,4]", "--arg", "f32[4,2]", "-o", str(model)),
+        ("plan", target, "--arg", "f32[3,4]", "--arg", "f32[4,2]", "--plot", str(model)),
+        ("opt", ir_file, "-o", ir_file),
+    ):
+        code, _, err = dslc(capsys, *argv)
+        assert code == 2 and "is the input file" in err, (argv, err)
+    assert model.read_text() == source and "func.func" in open(ir_file).read()

@@ -270,7 +270,12 @@ def test_ir_dump_env(tmp_path, monkeypatch) -> None:
 
     g(np.ones(2))
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert [n.split(".")[2] for n in names] == list(STAGES)  # numbered 00, 01 ...: listed in order
+    assert [n.split(".")[3] for n in names] == list(STAGES)  # numbered 00, 01 ...: listed in order
+    g(np.ones(3))  # another signature, and another function of the same name: files of their own
+    dsl.compile(lambda x: x * 2)(np.ones(2))
+    dsl.compile(lambda x: x * 3)(np.ones(2))
+    programs = {tuple(p.name.split(".")[:2]) for p in tmp_path.iterdir()}
+    assert len(programs) == 4 and len(list(tmp_path.iterdir())) == 4 * len(STAGES), programs
 
 
 def test_defaults_the_caller_did_not_pass_stay_python_values() -> None:

@@ -338,3 +338,59 @@ def test_missing_names_are_attribute_errors() -> None:
     assert not hasattr(dnp, "sort") and issubclass(dsl.MissingError, AttributeError)
     with pytest.raises(dsl.DSLError, match=rf"^{__file__}:\d+: no IR stage 'nope'"):
         dsl.compile(lambda x: x + 1).lower(A4).ir("nope")
+
+
+def test_an_array_kept_from_another_trace_is_a_trace_error_at_the_users_line() -> None:
+    """A traced value kept past its trace (appended to a list by a compiled call, or inside a vmap
+    body) and read by another trace crashed the code generator with a bare KeyError (found
+    2026-11-27); it is a TraceError at the line that reads it."""
+    saved: list[Any] = []
+
+    @dsl.compile
+    def keep(a):
+        saved.append(a * 2)
+        return a
+
+    @dsl.compile
+    def use(a):
+        return a + saved[0]  # the kept array
+
+    x = np.ones(3, np.float32)
+    keep(x)
+    with pytest.raises(dsl.TraceError, match=rf"{HERE}:\d+: this reads an array traced elsewhere"):
+        use(x)
+
+    def v(a):
+        seen = []
+
+        def inner(b):
+            seen.append(b * 10)
+            return b.sum()
+
+        return dsl.vmap(inner)(a.reshape(3, 1)) + seen[0]
+
+    with pytest.raises(dsl.TraceError, match="traced elsewhere"):
+        dsl.compile(v)(x)
+
+
+def test_masked_arrays_methods_and_donated_positions() -> None:
+    """A masked array's mask was dropped silently (``sum`` 6 where NumPy gives 3); a compiled method
+    did not bind its instance; ``donate_argnums`` past the parameters did nothing (found
+    2026-11-27)."""
+    x = np.ma.masked_array(np.arange(4, dtype=np.float32), mask=[0, 1, 1, 0])
+    with pytest.raises(TypeError, match=rf"{HERE}:\d+: argument 'a' is a NumPy masked array.*filled"):
+        dsl.compile(lambda a: a.sum())(x)
+
+    class Model:
+        k = 2.0
+
+        @dsl.compile(static_argnums=0)  # the instance is static, as jax.jit needs it
+        def scaled(self, a):
+            return a * self.k
+
+    m = Model()
+    np.testing.assert_array_equal(m.scaled(np.ones(3)), np.full(3, 2.0))
+    np.testing.assert_array_equal(Model.scaled(m, np.ones(3)), np.full(3, 2.0))
+    for bad in ((3,), (-7,)):
+        with pytest.raises(TypeError, match=rf"{HERE}:\d+: donate_argnums=\({bad[0]},\) but"):
+            dsl.compile(lambda x, y: x + y, donate_argnums=bad)
