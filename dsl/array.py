@@ -273,6 +273,12 @@ class Array:
     def __index__(self) -> int:
         raise self._not_concrete("using an array as an index")
 
+    def item(self, *args: object) -> object:
+        raise self._not_concrete("item()")
+
+    def tolist(self) -> object:
+        raise self._not_concrete("tolist()")
+
     def __array__(self, *args: object, **kwargs: object) -> np.ndarray:
         raise self._not_concrete("converting to a NumPy array")
 

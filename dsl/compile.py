@@ -51,6 +51,9 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
                 f"argument '{name}' has dtype {leaf.dtype}, which dslc does not support; "
                 "convert it to float32, float64, int32, int64 or bool",
             )
+        if leaf.ndim > tracing.MAX_RANK:
+            axes = f"argument '{name}' has {leaf.ndim} axes"
+            raise tracing.user_error(CallError, f"{axes}: {tracing.TOO_MANY_AXES}")
         return TensorType(tuple(leaf.shape), DType.from_numpy(leaf.dtype)), False
     for kind in _SCALARS[::-1]:  # bool before int: bool is a subclass of int
         if type(leaf) is kind:

@@ -475,6 +475,8 @@ def index_view(x: Array, index: Any) -> Array:
             if not windows[axis].integer:
                 shape.append(windows[axis].size)
         elif isinstance(it, slice):
+            if it.step == 0:
+                raise tracing.user_error(IndexingError, "slice step cannot be zero (as in NumPy)")
             s, lim, st = it.indices(n)
             shape.append(len(range(s, lim, st)))
         else:

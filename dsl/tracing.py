@@ -17,7 +17,7 @@ from compiler.ir.core import Block, Location, Op, Value
 from compiler.ir.types import DType
 from compiler.prims import elementwise
 from compiler.prims.base import Build, Primitive
-from runtime.errors import DSLError, TraceError
+from runtime.errors import DSLError, ShapeError, TraceError
 
 INPLACE_ATTR = "dsl.inplace"  # on ops that realize a user's in-place request; value: the request
 # on such ops when the request was made inside a function compiled with strict_inplace=True: a copy
@@ -84,6 +84,15 @@ class LiftCarry(Exception):  # noqa: N818 (a signal, not an error)
         self.storage = storage
 
 
+# The most axes an array may have: the CPU kernels nest a loop per axis, and Python compiles at most 20
+# nested blocks (NumPy allows 64).
+MAX_RANK = 20
+TOO_MANY_AXES = (
+    f"arrays of more than {MAX_RANK} axes are not supported (the kernels nest a loop per axis); "
+    "reshape to fewer axes first"
+)
+
+
 class Trace:
     """The ops recorded so far for one function being traced."""
 
@@ -131,6 +140,8 @@ class Trace:
             op = Op.create(prim, list(operands), attrs or {}, loc, regions)
         except DSLError as err:
             raise type(err)(f"{loc}: {err}") from None
+        if any(len(r.type.shape) > MAX_RANK for r in op.results):
+            raise ShapeError(f"{loc}: {TOO_MANY_AXES}")
         self.ops.append(op)
         if self.local is not None:
             self.local.update(op.results)

@@ -394,3 +394,21 @@ def test_masked_arrays_methods_and_donated_positions() -> None:
     for bad in ((3,), (-7,)):
         with pytest.raises(TypeError, match=rf"{HERE}:\d+: donate_argnums=\({bad[0]},\) but"):
             dsl.compile(lambda x, y: x + y, donate_argnums=bad)
+
+
+def test_zero_steps_item_and_too_many_axes_name_the_users_line() -> None:
+    """Bare Python errors from dslc's own frames (found 2026-11-27): ``a[::0]`` a ValueError of
+    ``dsl/ops.py``; ``x.item()``/``x.tolist()`` an AttributeError suggesting ``x.write``; an array of
+    21 axes a SyntaxError of the generated module (a loop nest per axis: Python allows 20 blocks)."""
+    x = np.arange(4, dtype=np.float32)
+    with pytest.raises(IndexError, match=rf"{HERE}:\d+: slice step cannot be zero"):
+        dsl.compile(lambda a: a[::0])(x)
+    for method in ("item", "tolist"):
+        with pytest.raises(dsl.TraceError, match=rf"{HERE}:\d+: {method}\(\) needs the value of a traced"):
+            dsl.compile(lambda a, m=method: getattr(a, m)())(x)
+    with pytest.raises(TypeError, match=rf"{HERE}:\d+: argument 'a' has 21 axes: .* reshape to fewer"):
+        dsl.compile(lambda a: a.sum(axis=0))(np.ones((1,) * 20 + (3,), np.float32))
+    with pytest.raises(ValueError, match=rf"{HERE}:\d+: arrays of more than 20 axes"):
+        dsl.compile(lambda a: a.reshape((1,) * 21 + (4,)))(x)
+    twenty = np.ones((1,) * 19 + (3,), np.float32)
+    assert dsl.compile(lambda a: a.sum(axis=0))(twenty).shape == (1,) * 18 + (3,)
