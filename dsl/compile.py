@@ -365,6 +365,7 @@ def trace_function(
     mutable: list[bool] = []
     # a transform's body (hessian's, vjp's) takes the slots as they are, defaults not passed included
     takes_slots = getattr(fn, "dsl_call_slots", None)
+    outermost = not tracing.active()  # a nested trace may read its enclosing traces' arrays
     with tracing.tracing() as trace:
         traced_args = []
         for i, a in enumerate(args):
@@ -416,7 +417,8 @@ def trace_function(
         },
         tuple(where for _ in params),
     )
-    _check_defined(func.body, set(), where)
+    if outermost:  # (what a nested trace reads of its enclosing ones is defined once it is inlined)
+        _check_defined(func.body, set(), where)
     return Traced(func, out_tree, mutated, names, leaf_arg)
 
 
