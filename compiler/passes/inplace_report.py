@@ -307,8 +307,8 @@ def _where_in_place(r: InplaceRequest, plan: MemoryPlan) -> str:
         return (
             "written straight into the loop's carry"
             if r.in_body
-            else "written straight into the caller's array (a C-contiguous one: a call copies an "
-            "array of another layout in and back, a full-size copy the plan does not hold)"
+            else "written straight into the caller's array (when C-contiguous; another layout is "
+            "copied in and back)"
         )
     if r.new in plan.in_param:
         return f"kept in the memory of donated argument {plan.in_param[r.new]}"

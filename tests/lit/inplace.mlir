@@ -43,7 +43,7 @@ func.func @honored(%arg0: tensor<4x8xf32>, %arg1: tensor<8x8xf32>) -> tensor<4x8
 
 // A mutated argument whose old value nobody reads later is updated directly in the caller's array.
 // CHECK-LABEL: func.func @sgd
-// CHECK:         %2 = "dsl.sub"(%arg0, %1) {dsl.inplace = "-=", dsl.inplace_outcome = "in place: written straight into the caller's array", dsl.reuses = "%arg0"}
+// CHECK:         %2 = "dsl.sub"(%arg0, %1) {dsl.inplace = "-=", dsl.inplace_outcome = "in place: written straight into the caller's array (when C-contiguous; another layout is copied in and back)", dsl.reuses = "%arg0"}
 func.func @sgd(%arg0: tensor<16xf32>, %arg1: tensor<16xf32>) -> (tensor<f32>, tensor<16xf32>) attributes {dsl.writeback = array<i64: 0>} {
   %0 = "dsl.constant"() {value = dense<0.1> : tensor<16xf32>} : () -> tensor<16xf32> loc("user.py":30:3)
   %1 = "dsl.mul"(%0, %arg1) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32> loc("user.py":30:3)
