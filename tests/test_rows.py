@@ -315,7 +315,10 @@ def test_reductions_outside_bands_wait_only_where_no_buffer_lives_longer(read_la
         s, t = (v * y).sum(axis=0), (y * y).sum(axis=0)
         return (a, s, t, v[::-1] * 3.0) if read_later else (a, s, t)
 
-    fusion = cuda_fusion(fn, f32(4, 5000), f32(4, 5000))
+    from compiler.compilation import CUDA_ROW_MAX
+
+    wide = CUDA_ROW_MAX + 1000
+    fusion = cuda_fusion(fn, f32(4, wide), f32(4, wide))
     assert not fusion.bands
     sums = [g for g in fusion.groups if g.kind is GroupKind.REDUCE]
     assert [len(g.reductions) for g in sums] == ([2] if read_later else [1, 1])
