@@ -70,4 +70,4 @@ def test_the_unrolled_loop_is_in_the_module(monkeypatch: pytest.MonkeyPatch) -> 
     source = dsl.compile(_chain, target="cuda").lower(x, x).source()
     assert "while g_b + 3 * g_s < 100:" in source and "_u3_" in source, source
     monkeypatch.setenv("DSL_CUDA_UNROLL", "1")
-    assert "while" not in dsl.compile(_chain, target="cuda").lower(x, x).source()
+    assert "while g_b" not in dsl.compile(_chain, target="cuda").lower(x, x).source()
