@@ -149,16 +149,13 @@ def batch_plan(nb: int, walks: list[tuple[int, int, int]]) -> tuple[int, int, li
     count = inners.pop() if inners else nb
     if nb % count:
         return None
+    across = count < nb // count  # a run per inner position, over the outer axis
     steps = []
-    if count < nb // count:  # a run per inner position, over the outer axis
-        for inner, outer, s in walks:
-            stride = linear(inner, outer, s)
-            steps.append((s, outer) if stride is None else (stride, count * stride))
-        return count, nb // count, steps
     for inner, outer, s in walks:
         stride = linear(inner, outer, s)
-        steps.append((outer, s) if stride is None else (count * stride, stride))
-    return nb // count, count, steps
+        run = (outer, s) if stride is None else (count * stride, stride)  # (group step, stride)
+        steps.append(run[::-1] if across else run)
+    return (count, nb // count, steps) if across else (nb // count, count, steps)
 
 
 class Call(NamedTuple):

@@ -120,9 +120,9 @@ def returned(func: Function) -> list[tuple[Value, bool]]:
     the executable, which copies it into the caller's array: one that is also a public result is
     that result, not a copy of it (``a += 1; return a``)."""
     out, seen = [], set(func.params)
-    first_writeback = len(func.results) - len(func.attrs.get("dsl.writeback", ()))
-    if SCOPE_ATTR in func.attrs:  # a loop's body: its write-backs are carries the loop code moves
-        first_writeback = len(func.results)
+    # (a loop's body: its write-backs are carries, which the loop code moves)
+    writebacks = 0 if SCOPE_ATTR in func.attrs else len(func.attrs.get("dsl.writeback", ()))
+    first_writeback = len(func.results) - writebacks
     for k, v in enumerate(func.results):
         out.append((v, v in func.params if k >= first_writeback else v in seen))
         seen.add(v)

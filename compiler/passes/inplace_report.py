@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from compiler.ir.core import Function, Location, Op, Value
 from compiler.ir.verify import WRITEBACK
-from compiler.passes.fuse import FusionPlan, Group
+from compiler.passes.fuse import FusionPlan
 from compiler.prims import dynamic as dyn
 from compiler.prims.base import Kind
 
@@ -116,8 +116,7 @@ def find_requests(
         elif blocker is not None:
             reason = f"the old value is still read later, at {blocker.loc}; computed into a copy"
         else:
-            kernel = next((g for g in fusion.groups if home in g.outputs), None)
-            reason = _copy_reason(func, fusion, plan, old, home, kernel, home in returned, old in returned)
+            reason = _copy_reason(func, fusion, plan, old, home, home in returned, old in returned)
         old_name = "-" if old is None else fusion.names.get(old, "?")
         facts = (
             home in returned,
@@ -165,17 +164,17 @@ def _copy_reason(
     plan: MemoryPlan,
     old: Value | None,
     home: Value,
-    kernel: Group | None,
     returned: bool,
     old_returned: bool,
 ) -> str:
-    """Why the planner did not store the new value (``home``, stored by ``kernel``) over ``old`` when
-    no later kernel reads ``old``: the first of these that holds, in the order the planner asks."""
+    """Why the planner did not store the new value (``home``) over ``old`` when no later kernel reads
+    ``old``: the first of these that holds, in the order the planner asks."""
     if old_returned:  # in a loop body: the old carry yielded as a row of ys (a gradient's residual)
         what = " of the loop body (a row of its ys; under a gradient, the value its backward reads)"
         where = what if SCOPE_ATTR in func.attrs else ""
         return f"the old value is also a result{where}, so the new value is computed into other memory"
     body = SCOPE_ATTR in func.attrs  # a loop's or branch's body: its caller is the loop
+    kernel = next((g for g in fusion.groups if home in g.outputs), None)  # the kernel storing it
     if old is not None and kernel is not None and not fusion.in_place_safe(old, home, kernel):
         return OTHER_ELEMENTS  # (``x += x.T``: written straight back, it would read what it wrote)
     if returned:

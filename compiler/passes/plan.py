@@ -331,10 +331,8 @@ class _Planner:
         # intermediate of the arena, copied into the caller's array as the call returns (read then).
         # (A loop body's write-backs are its carries: the loop code alternates a carry that cannot be
         # written in place with a temporary of its own, ``passes/loops.py``.)
-        top = SCOPE_ATTR not in func.attrs
-        self.staged = {
-            v for v in self.writeback if top and list(func.results).count(v) == 1 and v not in self.params
-        }
+        once = [v for v in self.writeback if list(func.results).count(v) == 1 and v not in self.params]
+        self.staged = set() if SCOPE_ATTR in func.attrs else set(once)
         for v in self.staged:
             self.last_read[v] = end
         self.free = _FreeList()

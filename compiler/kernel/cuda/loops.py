@@ -71,9 +71,11 @@ def unrollable(loop: For) -> bool:
     for s in loop.body:
         if not isinstance(s, Line):
             return False
-        if s.writes and (len(s.writes) > 1 or s.writes[0].index != (loop.var,)):
-            return False
-        if s.writes and not s.text.startswith(f"{text(s.writes[0])} = "):
+        if s.writes and (
+            len(s.writes) > 1
+            or s.writes[0].index != (loop.var,)
+            or not s.text.startswith(f"{text(s.writes[0])} = ")  # (the printer keeps the value)
+        ):
             return False
     return True
 
