@@ -254,8 +254,11 @@ class Compiled:
                 leaves.append(a)
             else:
                 flat, treedef = pytree.flatten(a)
-                names = pytree.leaf_paths(a, layout.name(i))
-                parts.append((treedef, tuple(_leaf_key(x, n) for x, n in zip(flat, names))))
+                keys = [_fast_leaf_key(x) for x in flat]
+                if None in keys:  # (names only where a leaf needs the full check: they cost)
+                    names = pytree.leaf_paths(a, layout.name(i))
+                    keys = [k or _leaf_key(x, n) for k, x, n in zip(keys, flat, names)]
+                parts.append((treedef, tuple(keys)))
                 leaves.extend(flat)
         return tuple(parts), leaves
 
@@ -454,6 +457,18 @@ def _unflattener(out_tree: pytree.TreeDef) -> Callable[[Sequence[Any]], Any]:
 def _function_location(fn: Callable[..., Any]) -> Location:
     code = getattr(inspect.unwrap(fn), "__code__", None)
     return Location(code.co_filename, code.co_firstlineno, 1) if code else Location("<unknown>", 0)
+
+
+def _fast_leaf_key(leaf: Any) -> Any:
+    """The signature of the common leaves, a C-ordered NumPy array or a Python number, without
+    building its IR type (a call computes one per leaf: it is most of a call's host time); ``None``
+    for the rest (``_leaf_key``). Its dtype and rank are checked when the signature is traced."""
+    kind = type(leaf)
+    if kind is np.ndarray:
+        return (leaf.shape, leaf.dtype, None if leaf.flags.c_contiguous else _leaf_strides(leaf))
+    if kind is float or kind is int or kind is bool:
+        return kind
+    return None
 
 
 def _leaf_key(leaf: Any, name: str) -> tuple[Any, ...]:

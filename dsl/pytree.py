@@ -18,18 +18,24 @@ def flatten(tree: Any, leaves: list[Any] | None = None) -> tuple[list[Any], Tree
 
 
 def _flatten(tree: Any, out: list[Any]) -> TreeDef:
+    kind = type(tree)  # (the exact containers, then leaves, first: a call flattens its arguments)
+    if kind is tuple or kind is list:
+        return ("tuple" if kind is tuple else "list", tuple([_flatten(x, out) for x in tree]))
+    if kind is dict:
+        keys = sorted(tree)
+        return ("dict", tuple(keys), tuple([_flatten(tree[k], out) for k in keys]))
     if tree is None:
         return NONE
+    if not isinstance(tree, (tuple, list, dict)):
+        out.append(tree)
+        return LEAF
     if _is_namedtuple(tree):  # rebuilt as its own class (JAX's pytree node)
         return ("namedtuple", tuple(_flatten(x, out) for x in tree), type(tree))
     if isinstance(tree, (tuple, list)):
-        kind = "tuple" if isinstance(tree, tuple) else "list"
-        return (kind, tuple(_flatten(x, out) for x in tree))
-    if isinstance(tree, dict):
-        keys = sorted(tree)
-        return ("dict", tuple(keys), tuple(_flatten(tree[k], out) for k in keys))
-    out.append(tree)
-    return LEAF
+        name = "tuple" if isinstance(tree, tuple) else "list"
+        return (name, tuple(_flatten(x, out) for x in tree))
+    keys = sorted(tree)
+    return ("dict", tuple(keys), tuple(_flatten(tree[k], out) for k in keys))
 
 
 def unflatten(treedef: TreeDef, leaves: Any) -> Any:
