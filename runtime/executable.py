@@ -5,8 +5,8 @@ because they share it (the driver itself releases the GIL). Everything a call ne
 construction so the per-call Python path is a few list operations around one native call.
 Write-back results (the new values of arguments the program mutates) are copied into the caller's
 arrays only after the driver returned, so an exception leaves every caller array untouched. An
-argument the driver updates directly (``direct_writeback``) is snapshotted first when the driver can
-raise midway (it runs object-mode kernels, or is plain Python) and restored if it does.
+argument the driver writes into (``direct_writeback``, ``args_written``) is snapshotted first when
+the driver can raise midway (it runs object-mode kernels, or is plain Python) and restored if it does.
 
 Concurrency: calls of one executable are serialized (the arena); calls of different executables run
 in parallel. Numba's ``workqueue`` threading layer aborts when two threads launch parallel kernels at
@@ -163,6 +163,7 @@ class Executable(ArgumentChecks):
         arg_names: Sequence[str] = (),
         donated: Sequence[int] = (),
         prepare: Callable[[], KernelTable] | None = None,
+        args_written: Sequence[int] = (),
     ) -> None:
         self.driver = driver
         # Run once before the first call: compiles the kernels and gives the driver's kernel table
@@ -185,8 +186,10 @@ class Executable(ArgumentChecks):
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
-        # Arguments written directly by a driver that may raise midway: snapshotted before each call.
-        self._guarded = tuple(sorted(self.direct)) if self.direct and _may_raise_midway(driver) else ()
+        # Arguments written directly by a driver that may raise midway: snapshotted before each call
+        # (direct write-backs, and arguments whose memory holds intermediate values of the plan).
+        written = sorted({*self.direct, *args_written})
+        self._guarded = tuple(written) if written and _may_raise_midway(driver) else ()
         if not 0 <= self.n_public <= n_results:
             raise ValueError(f"{n_results} results cannot hold {len(self.writeback)} write-backs")
 

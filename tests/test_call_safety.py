@@ -317,3 +317,31 @@ def test_vjp_backward_traces_the_arguments_layout(layout) -> None:
     np.testing.assert_allclose(out, scaled_by_counts(want_x, want_counts))
     np.testing.assert_array_equal(grad_x, want_counts)  # d/dx (x * counts).sum(): counts as NumPy left it
     np.testing.assert_array_equal(counts, want_counts)
+
+
+def test_a_driver_failing_midway_restores_an_argument_holding_intermediates(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``x *= w`` is kept in x's own memory (the plan's rule 1 for a mutated argument), and ``x +=
+    x.T`` is computed beside it and copied back: x is no direct write-back, but the driver writes
+    into it before its last kernel. A driver that can raise midway snapshots it all the same."""
+
+    def f(x, w):
+        x *= w
+        x += x.T
+        return x.sum()
+
+    x0, w = np.linspace(-1, 1, 9).reshape(3, 3), np.full((3, 3), 2.0)
+    with python_kernels():
+        compiled = dsl.compile(f)
+        compiled.lower(x0.copy(), w)
+        (entry,) = compiled._cache.values()
+        executable = entry.run
+    assert not executable.direct and executable._guarded == (0,), executable._guarded
+    module = sys.modules[executable.driver.__module__]
+    kernels = [name for name in vars(module) if name.startswith("k")]
+    monkeypatch.setattr(module, sorted(kernels)[-1], _raise)
+    x = x0.copy()
+    with pytest.raises(RuntimeError, match="injected"):
+        executable(x, w)
+    np.testing.assert_array_equal(x, x0)

@@ -599,3 +599,84 @@ def test_a_loop_bodys_report_names_the_carry_not_the_caller() -> None:
     text = dsl.compile(f).lower(np.ones(4)).explain_inplace()
     assert "mul_" in text and "written straight into the loop's carry" in text, text
     assert "caller" not in text, text
+
+
+def writes_into_an_argument(x, y):
+    x[0] = y[1] * 2.0
+    x[2] = x[1] + y[0]
+    x[3:] *= 2.0
+
+
+def scales_then_updates_an_argument(x, y):
+    x *= y
+    x[1:] += 1.0
+    return x.sum()
+
+
+def scales_then_transposes_an_argument(x, y):
+    x *= y
+    x += x.T  # reads other elements: the new value is computed beside x and copied back
+
+
+@pytest.mark.parametrize("target", sorted(REPORTS))
+@pytest.mark.parametrize(
+    "fn", [writes_into_an_argument, scales_then_updates_an_argument, scales_then_transposes_an_argument]
+)
+def test_an_argument_the_program_mutates_holds_its_own_chain(target: str, fn: Any) -> None:
+    """A mutated argument's memory is the program's to overwrite, as a donated one's is (plan rule 1):
+    ``x[0] = a; x[2] = b; x[3:] *= 2`` writes each update into the caller's array, as NumPy does.
+    Before (found 2026-11-27 by an outside program), the first request copied the whole argument into
+    the arena ("only the argument's final value is written into" it) and the last copied it back.
+    Where the final value cannot go straight back (``x += x.T``), the chain still lives in ``x`` and
+    only the final value is computed beside it."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((64, 64)), rng.standard_normal((64, 64))
+    bufferized, plan = REPORTS[target](fn, (x.copy(), y))
+    requests = [d for d in plan.inplace if d.request]
+    *chain, last = requests
+    assert chain and all(d.outcome == "in place" for d in chain), "\n".join(map(str, requests))
+    assert all("which the program mutates" in d.reason or "caller's array" in d.reason for d in chain)
+    whole = [r for r in plan.buffers if r.bytes == x.nbytes and r.in_arena]
+    if fn is scales_then_transposes_an_argument:
+        assert last.outcome == "copy" and len(whole) == 1, str(plan)
+    else:
+        assert last.outcome == "in place" and "caller's array" in last.reason, str(last)
+        assert not whole, str(plan)  # no copy of the argument in the arena
+    assert "arg 0" in str(bufferized)
+    if target == "cpu":
+        for layout in ("C", "F", "strided"):
+            base = np.zeros((128, 64))
+            given = np.asfortranarray(x) if layout == "F" else x.copy()
+            if layout == "strided":
+                base[::2] = x
+                given = base[::2]
+            want = x.copy()
+            expected = fn(want, y)
+            result = dsl.compile(fn)(given, y)
+            np.testing.assert_allclose(given, want, rtol=1e-12, err_msg=layout)
+            if expected is not None:
+                np.testing.assert_allclose(result, expected, rtol=1e-12)
+            assert not base[1::2].any()
+
+
+def test_a_kernel_storing_the_write_back_keeps_the_chain_out_of_the_argument() -> None:
+    """Under ``grad`` one kernel stores both the write-back of ``y`` (straight into the caller's
+    array) and ``y`` before its last update (read by the backward's kernel): the second may not also
+    be kept in ``y``'s memory. It was, for one development version of the plan's rule 1 for mutated
+    arguments (the fuzzer's mutating-program transforms found it): y came back as 2.4, not 1.68."""
+    w = np.array([0.9])
+
+    def f(x, y):
+        y += x
+        y += x
+        y += x
+        y *= x
+        return (y * w).sum()
+
+    x, y0 = np.array([0.7]), np.array([0.3])
+    want = y0.copy()
+    f(x.copy(), want)
+    got = y0.copy()
+    g = dsl.grad(f)(x, got)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(g, w * (want / x[0] + 3 * x[0]), rtol=1e-12)  # d/dx (y0 + 3x) x w

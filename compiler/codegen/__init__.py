@@ -61,6 +61,7 @@ def _cpu_executable(program: Compilation, generated: CpuProgram) -> Executable:
         name=func.name,
         out_types=[(t.shape, t.dtype.np) for t in generated.out_types],
         direct_writeback=generated.direct_writeback,
+        args_written=generated.args_written,
         arg_names=func.arg_names,
         donated=program.options.donate_argnums,
         prepare=lambda: prepare(

@@ -310,7 +310,10 @@ def _where_in_place(r: InplaceRequest, plan: MemoryPlan) -> str:
             "copied in and back)"
         )
     if r.new in plan.in_param:
-        return f"kept in the memory of donated argument {plan.in_param[r.new]}"
+        k = plan.in_param[r.new]
+        if k in plan.mutated_args:
+            return f"kept in the memory of argument {k}, which the program mutates"
+        return f"kept in the memory of donated argument {k}"
     row = next((b for b in plan.buffers if b.value is r.new), None)
     if row is None:  # a result, computed where its operand already was (``MemoryPlan.in_result``)
         return f"stored over {r.old_name}, which the plan keeps in the result's own memory"

@@ -10,7 +10,9 @@ this order:
 1. *in place*: the block of an input that dies at this group, when the group reads that input only
    at the element it writes (``FusionPlan.in_place_safe``: each element is read before it
    is overwritten), the sizes and element widths are equal, and the block is ours to overwrite
-   (arena, or a donated argument); a user's in-place request is realized exactly this way;
+   (arena, a donated argument, or an argument the program mutates: its memory holds the chain of
+   values leading to its new value, as NumPy's does); a user's in-place request is realized exactly
+   this way;
 2. *best fit*: the smallest free block that is large enough (a larger freed block is split), else
    new space at the top of the arena (64-byte aligned).
 
@@ -29,8 +31,9 @@ carries): the chain is written where the caller receives the result, and the res
 in place there instead of copying the chain's last value over.
 
 A value written back to an argument (``dsl.writeback``) is stored straight into the caller's array
-when the argument's old value is read by no later group and only at identity by this one; otherwise
-it goes to fresh memory and the runtime copies it after the call.
+when the argument's old value, and the value kept in its memory before (rule 1), are read by no
+later group and only at identity by this one (``x[0] = a; x[2] = b``: both updates in the caller's
+array, as in NumPy); otherwise it goes to fresh memory and the runtime copies it after the call.
 
 What became of each user in-place request is read off the finished plan (``inplace_report.py``), and
 read again after ``resize_slots``.
@@ -94,6 +97,10 @@ class MemoryPlan:
     offsets: dict[Value, int] = field(default_factory=dict)
     in_param: dict[Value, int] = field(default_factory=dict)  # value -> donated argument holding it
     direct_writeback: dict[Value, int] = field(default_factory=dict)  # value -> argument written into
+    # A direct write-back -> the value kept in the argument's memory before it, which it overwrites
+    # (absent: the argument's own old value).
+    direct_over: dict[Value, Value] = field(default_factory=dict)
+    mutated_args: frozenset[int] = frozenset()  # arguments the program mutates (their memory: rule 1)
     in_result: dict[Value, Value] = field(default_factory=dict)  # value -> the result holding it
     requests: list[InplaceRequest] = field(default_factory=list)  # the user's, judged into ``inplace``
 
@@ -168,6 +175,8 @@ def plan_buffers(
         offsets={r.value: r.offset for r in planner.rows if r.in_arena},
         in_param={r.value: r.param for r in planner.rows if r.param is not None},
         direct_writeback=planner.direct,
+        direct_over=planner.direct_over,
+        mutated_args=frozenset(planner.params[p] for p in planner.mutated),
         in_result={r.value: r.result for r in planner.rows if r.result is not None},
     )
     plan.requests = find_requests(func, fusion, plan, inplace)
@@ -313,6 +322,10 @@ class _Planner:
         self.returned = set(func.results)
         self.params = {p: i for i, p in enumerate(func.params)}
         self.donated = {func.params[i] for i in donate if 0 <= i < len(func.params)}
+        # Arguments the program mutates: their memory is ours to overwrite (rule 1), but not a loop
+        # body's (its write-backs are carries, whose buffers the loop code alternates).
+        mutated = () if SCOPE_ATTR in func.attrs else func.attrs.get("dsl.writeback", ())
+        self.mutated = {func.params[int(i)] for i in mutated}
         self.local = fusion.local  # kept per row inside a band (``rows.py``): no buffer
         self.last_read: dict[Value, int] = {}
         for group in fusion.groups:
@@ -326,6 +339,7 @@ class _Planner:
         self.row_of: dict[Value, BufferRow] = {}
         self.decisions: list[InplaceDecision] = []
         self.direct: dict[Value, int] = {}
+        self.direct_over: dict[Value, Value] = {}
         self.writeback = _writeback_params(func)
         # A write-back that cannot go straight into the caller's array (``x += x.T``) is an
         # intermediate of the arena, copied into the caller's array as the call returns (read then).
@@ -379,7 +393,11 @@ class _Planner:
                 continue
             if not self.band_allows_overwrite(x, group):
                 continue
-            owned = x in self.row_of or (x in self.donated and not self.row_of_param_used(x))
+            # (a mutated argument's memory, unless its new value already went there: same kernel)
+            went = x in self.params and self.params[x] in self.direct.values()
+            mutated = x in self.mutated and v not in self.returned and not went
+            ours = x in self.donated or mutated
+            owned = x in self.row_of or (ours and not self.row_of_param_used(x))
             same = x.type.nbytes == v.type.nbytes and x.type.dtype.itemsize == v.type.dtype.itemsize
             if owned and same and self.fusion.in_place_safe(x, v, group):
                 return x
@@ -467,14 +485,26 @@ class _Planner:
                     self.free.free(row.offset, row.bytes)
 
     def can_write_directly(self, v: Value, group: Group) -> bool:
-        """The write-back of argument ``p`` may go straight into the caller's array."""
-        param = self.func.params[self.writeback[v]]
+        """The write-back of argument ``p`` may go straight into the caller's array: neither ``p`` nor
+        the value its memory holds now (``holder``, rule 1) is read after ``group``, nor by it at
+        other elements than it writes. A holder it overwrites is recorded (``direct_over``)."""
+        index = self.writeback[v]
+        param = self.func.params[index]
         if list(self.func.results).count(v) != 1:
             return False  # also returned as a result: results must not alias the caller's arrays
-        read_later = self.last_read.get(param, -1) > self.fusion.time(group)[1]
-        if read_later or not self.band_allows_overwrite(param, group):
+        end = self.fusion.time(group)[1]
+        holder = next((u for u, r in self.row_of.items() if r.param == index), None)
+        for old in (param,) if holder is None else (param, holder):
+            if self.last_read.get(old, -1) > end or not self.band_allows_overwrite(old, group):
+                return False
+            if old.type.nbytes != v.type.nbytes or not self.fusion.in_place_safe(old, v, group):
+                return False
+        if v.type != param.type:
             return False
-        return v.type == param.type and self.fusion.in_place_safe(param, v, group)
+        if holder is not None:  # (its memory goes on to the write-back: not freed)
+            del self.row_of[holder]
+            self.direct_over[v] = holder
+        return True
 
 
 def _loc_of(v: Value, group: Group) -> Location:

@@ -80,7 +80,7 @@ class CpuProgram:
     n_results: int
     writeback: tuple[int, ...]
     arena_bytes: int
-    direct_writeback: tuple[int, ...]  # arguments the driver writes into directly
+    direct_writeback: tuple[int, ...]  # arguments the driver writes their new value into directly
     result_types: list[TensorType]
     out_types: list[TensorType]  # results the caller allocates and passes in, in driver order
     # The memory plan the code follows: the planner's, with the arena slots of row-block regions'
@@ -97,6 +97,9 @@ class CpuProgram:
     # names that loop and these are its argument types.
     entry_signature: list[tuple[str, int | None]] = field(default_factory=list)
     compiled_entry: str = ENTRY
+    # Arguments the driver writes into: direct write-backs, and those whose memory holds a mutated
+    # or donated argument's intermediate values (``plan.in_param``): snapshotted where it may raise.
+    args_written: tuple[int, ...] = ()
 
 
 def generate_cpu(
