@@ -60,12 +60,13 @@ def log_softmax(x: Any, axis: Any = -1) -> Array:
 
 
 def gelu(x: Any, approximate: bool = True) -> Array:
-    """GELU; ``approximate=True`` (JAX's default) uses the tanh form, ``False`` the exact erf form."""
+    """GELU; ``approximate=True`` (JAX's default) uses the tanh form, ``False`` the exact form,
+    ``x * erfc(-x / sqrt(2)) / 2`` as JAX's (``1 + erf`` cancels for x below about -3)."""
     x = ops.asarray(x)
     if not x.ir_dtype.is_float:
         x = ops.cast(x, ops.DType.f64)
     if approximate:
         inner = dnp.multiply(math.sqrt(2 / math.pi), dnp.add(x, dnp.multiply(0.044715, dnp.power(x, 3))))
         return dnp.multiply(dnp.multiply(0.5, x), dnp.add(1.0, dnp.tanh(inner)))
-    cdf = dnp.multiply(0.5, dnp.add(1.0, ops.unary(ew.erf, dnp.multiply(x, 1 / math.sqrt(2)))))
+    cdf = dnp.multiply(0.5, ops.unary(ew.erfc, dnp.multiply(x, -1 / math.sqrt(2))))
     return dnp.multiply(x, cdf)

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import erf as erf  # a reference as it is
+from scipy.special import erfc as erfc
 from scipy.special import expit
 
 # ---- elementwise --------------------------------------------------------------------------------

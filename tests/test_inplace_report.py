@@ -680,3 +680,29 @@ def test_a_kernel_storing_the_write_back_keeps_the_chain_out_of_the_argument() -
     g = dsl.grad(f)(x, got)
     np.testing.assert_allclose(got, want, rtol=1e-12)
     np.testing.assert_allclose(g, w * (want / x[0] + 3 * x[0]), rtol=1e-12)  # d/dx (y0 + 3x) x w
+
+
+@pytest.mark.parametrize("target", sorted(REPORTS))
+def test_a_loop_carrying_a_mutated_argument_starts_from_its_updated_value(target: str) -> None:
+    """``v //= v`` is kept in v's own memory; the loop then carries v (its body updates the outer v).
+    A carry handed the argument's memory started from the caller's old v (3.28125, not 4.28125: the
+    CUDA simulator's fuzzer found it in a development version of the plan's rule 1 for mutated
+    arguments). Carries stay out of a mutated argument's memory; the loop code copies them."""
+
+    def f(v, c):
+        v //= v
+
+        def body(k, c):
+            v[...] += c.sum() * 0.125
+            return c * 0.5
+
+        return dsl.fori_loop(0, 3, body, c)
+
+    c = np.arange(6.0).reshape(2, 3)
+    _, plan = REPORTS[target](f, (np.array([3.0]), c))
+    carries = [r for r in plan.buffers if r.value.type.shape == (1,) and r.reused_from != "%arg0"]
+    assert not any(r.param == 0 for r in carries), str(plan)
+    if target == "cpu":
+        v = np.array([3.0])
+        dsl.compile(f)(v, c)
+        np.testing.assert_allclose(v, [1 + c.sum() * 0.125 * 1.75], rtol=1e-12)

@@ -38,8 +38,9 @@ SLICE = {"start": (3, 0), "limit": (-1, 2), "stride": (-2, 1)}
 PRIM_CASES: dict[str, list[Case]] = {
     **{
         name: [((T(2, 3),), {}), ((T(dtype=F64),), {})]
-        for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "erf", "logistic")
-        + ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "cbrt")
+        for name in ("exp", "log", "log1p", "expm1", "sqrt", "sin", "cos", "tan", "tanh", "erf", "erfc")
+        + ("logistic", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10")
+        + ("cbrt",)
     },
     **{
         name: [((T(2, 3), T(2, 3)), {}), ((T(5, dtype=F64),) * 2, {})]

@@ -461,3 +461,21 @@ def test_bool_matmul_is_an_or_of_ands_and_sum_dtype_is_the_accumulator() -> None
     for traced, numpy_fn in sums:
         got, want = dsl.compile(traced)(x), numpy_fn(x)
         assert got.dtype == want.dtype and np.array_equal(got, want), (got, want)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_gelu_keeps_its_negative_tail(dtype: type) -> None:
+    """``gelu(x, approximate=False)`` is ``x * erfc(-x / sqrt(2)) / 2``, as JAX's: ``1 + erf`` cancels
+    below about -3 (found 2026-11-27: 4% off at -5 in float32, 0 instead of -7.6e-23 at -10 in
+    float64, and the gradient 1% off at -10)."""
+    x = np.array([-30.0, -10.0, -7.0, -5.0, -1.0, -0.0, 0.5, 3.0, 10.0])
+    want = x * special.ndtr(x)
+    got = dsl.compile(lambda x: dsl.nn.gelu(x, approximate=False))(x.astype(dtype))
+    tiny = np.finfo(dtype).tiny
+    keep = np.abs(want) > tiny * 1e3  # (float32 flushes the far tail to 0, as the exact value does)
+    rtol = 4e-6 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got[keep], want[keep], rtol=rtol)
+    grad = dsl.grad(lambda x: dsl.nn.gelu(x, approximate=False).sum())(x.astype(dtype))
+    d_want = special.ndtr(x) + x * np.exp(-(x**2) / 2) / math.sqrt(2 * math.pi)
+    keep = np.abs(d_want) > tiny * 1e3
+    np.testing.assert_allclose(grad[keep], d_want[keep], rtol=rtol)

@@ -419,7 +419,7 @@ DOMAINS = {
     "shift_right": ("any", "count"),
 }
 ELEMENTWISE_NAMES = (
-    "neg abs sign exp log log1p expm1 sqrt sin cos tan tanh erf logistic add sub mul div pow max min "
+    "neg abs sign exp log log1p expm1 sqrt sin cos tan tanh erf erfc logistic add sub mul div pow max min "
     "floor fmod eq ne lt le gt ge and or xor not shift_left shift_right copy stop_gradient "
     "asin acos atan sinh cosh asinh acosh atanh log2 log10 atan2 hypot cbrt copysign"
 ).split()

@@ -157,6 +157,7 @@ TABLE: dict[str, list[Case] | str] = {
     "tan": unary(unit),
     "tanh": unary(),
     "erf": unary(),
+    "erfc": unary(),
     "asin": unary(unit),
     "acos": unary(unit),
     "atan": unary(),

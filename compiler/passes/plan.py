@@ -176,7 +176,7 @@ def plan_buffers(
         in_param={r.value: r.param for r in planner.rows if r.param is not None},
         direct_writeback=planner.direct,
         direct_over=planner.direct_over,
-        mutated_args=frozenset(planner.params[p] for p in planner.mutated),
+        mutated_args=frozenset(planner.mutated_at),
         in_result={r.value: r.result for r in planner.rows if r.result is not None},
     )
     plan.requests = find_requests(func, fusion, plan, inplace)
@@ -326,6 +326,7 @@ class _Planner:
         # body's (its write-backs are carries, whose buffers the loop code alternates).
         mutated = () if SCOPE_ATTR in func.attrs else func.attrs.get("dsl.writeback", ())
         self.mutated = {func.params[int(i)] for i in mutated}
+        self.mutated_at = {int(i) for i in mutated}
         self.local = fusion.local  # kept per row inside a band (``rows.py``): no buffer
         self.last_read: dict[Value, int] = {}
         for group in fusion.groups:
@@ -393,6 +394,8 @@ class _Planner:
                 continue
             if not self.band_allows_overwrite(x, group):
                 continue
+            if group.kind is GroupKind.CONTROL and self.in_mutated(x):
+                continue  # (a loop's or branch's carries stay out of it: their code copies them)
             # (a mutated argument's memory, unless its new value already went there: same kernel)
             went = x in self.params and self.params[x] in self.direct.values()
             mutated = x in self.mutated and v not in self.returned and not went
@@ -442,6 +445,11 @@ class _Planner:
             return True
         readers = band.aligned.get(x, {})
         return all(g is group or (aligned and g.index < group.index) for g, aligned in readers.items())
+
+    def in_mutated(self, x: Value) -> bool:
+        """Whether ``x`` is an argument the program mutates, or a value kept in one's memory."""
+        row = self.row_of.get(x)
+        return x in self.mutated or (row is not None and row.param in self.mutated_at)
 
     def row_of_param_used(self, param: Value) -> bool:
         return any(r.param == self.params[param] for r in self.rows)
@@ -494,6 +502,8 @@ class _Planner:
             return False  # also returned as a result: results must not alias the caller's arrays
         end = self.fusion.time(group)[1]
         holder = next((u for u, r in self.row_of.items() if r.param == index), None)
+        if holder is not None and group.kind is GroupKind.CONTROL:
+            return False  # (``donor``: a carry stays out of a mutated argument's memory)
         for old in (param,) if holder is None else (param, holder):
             if self.last_read.get(old, -1) > end or not self.band_allows_overwrite(old, group):
                 return False

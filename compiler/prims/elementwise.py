@@ -210,6 +210,13 @@ def _erf_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 
 @vjp_rule
+def _erfc_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
+    e, (x,) = emitter(build), op.operands
+    scale = full_like(build, -2 / math.sqrt(math.pi), x.type)
+    return (e(mul, ct, e(mul, scale, e(exp, e(neg, e(mul, x, x))))),)
+
+
+@vjp_rule
 def _logistic_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e, out = emitter(build), op.result
     return (e(mul, ct, e(mul, out, e(sub, full_like(build, 1, out.type), out))),)
@@ -361,6 +368,7 @@ cos = _libm("cos", np.cos, INPUTS, _cos_vjp)
 tan = _libm("tan", np.tan, OUTPUT, _tan_vjp)
 tanh = _libm("tanh", np.tanh, OUTPUT, _tanh_vjp, fast=True)
 erf = _libm("erf", array_ops.erf, INPUTS, _erf_vjp)
+erfc = _libm("erfc", array_ops.erfc, INPUTS, _erfc_vjp)  # (1 - erf(x) cancels for x >~ 3: gelu's tail)
 # NumPy's inverse trigonometric and hyperbolic functions and logarithms to bases 2 and 10: libm's
 # (Numba's ``math``) on the CPU, libdevice's on CUDA (within an ulp or so of each other, as sin's).
 asin = _libm("asin", np.arcsin, INPUTS, _asin_vjp)
@@ -740,7 +748,7 @@ stop_gradient = _elementwise(
 
 
 # Ops whose scalar lowering costs a polynomial or a libm call per element (not worth recomputing).
-TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, logistic, pow_})
+TRANSCENDENTAL = frozenset({exp, log, log1p, expm1, sin, cos, tan, tanh, erf, erfc, logistic, pow_})
 # Those computed by compiler/prims/exactmath.py's helpers on every target, in both dtypes (the same
 # bits on the CPU and CUDA): never by libm or NumPy, and vectorizable.
 EXACT = frozenset({log1p})
