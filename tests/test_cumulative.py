@@ -218,3 +218,28 @@ def test_hessian_of_a_product_with_zeros_compiled() -> None:
     a = np.array([1.5, 0.0, 2.0, 0.0, 3.0])
     want = np.asarray(jax.hessian(jnp.prod)(jnp.asarray(a)))
     np.testing.assert_allclose(dsl.hessian(lambda v: dnp.prod(v))(a), want, atol=1e-12)
+
+
+EXTREME_LINES = {
+    "underflowing": ([1e-300, 1e-100], [1e-100, 1e-300]),
+    "overflow, then back": ([1e200, 1e200, 1e-300], [1e-100, 1e-100, np.inf]),
+    "an infinity first": ([np.inf, 2.0], [2.0, np.inf]),
+    "an infinity last": ([3.0, -np.inf], [-np.inf, 3.0]),
+    "zeros": ([0.0, 0.0, 2.0, 3.0], [0.0, 0.0, 0.0, 0.0]),
+}
+
+
+@pytest.mark.parametrize("line", sorted(EXTREME_LINES))
+def test_product_gradients_where_the_running_product_underflows_or_is_infinite(line: str) -> None:
+    """The gradient of a running product is the product of the other elements, computed without
+    dividing by the element (found 2026-11-27: ``ct * out / x`` gave ``[0, 0]`` for a product
+    underflowing to 0, where it is ``[1e-100, 1e-300]``, and NaN next to an infinity); JAX's."""
+    values, want = EXTREME_LINES[line]
+    x = np.array(values)
+    for f in (lambda v: dnp.prod(v), lambda v: dnp.cumprod(v)[-1], lambda v: dnp.cumprod(v[::-1])[-1]):
+        np.testing.assert_allclose(dsl.grad(f)(x), want, rtol=1e-12, err_msg=line)
+    weighted = lambda np_, v: (np_.cumprod(v) * np_.arange(1.0, v.shape[0] + 1)).sum()  # noqa: E731
+    jax_grad = np.asarray(jax.grad(lambda v: weighted(jnp, v))(jnp.asarray(x)))
+    np.testing.assert_allclose(dsl.grad(lambda v: weighted(dnp, v))(x), jax_grad, rtol=1e-12, err_msg=line)
+    tiny = np.array([1e-30, 1e-20], np.float32)  # forward mode: the product of the others, in float32
+    np.testing.assert_allclose(dsl.jacfwd(dnp.cumprod)(tiny), [[1.0, 0.0], [1e-20, 1e-30]], rtol=1e-6)

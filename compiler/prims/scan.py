@@ -100,34 +100,54 @@ def _sum_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 @vjp_rule
 def _prod_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    """d out_j / d x_i is the product of ``x_0..x_j`` without ``x_i`` (``j >= i``, in scan order).
-    Before a line's first zero that is ``out_j / x_i``: the cotangent is the reverse sum of
-    ``ct * out`` divided by ``x_i``. At the first zero ``z`` it is the same sum over the products
-    with ``x_z`` taken as 1 (a second scan). Past it every product holds ``x_z``, so the cotangent is
-    0 there, but not its derivative in ``x_z`` (a Hessian's entry): between the first and the second
-    zero it is ``x_z`` times that second sum over ``x_i``, at the second zero ``x_z`` times the sum
-    with both zeros taken as 1, written with ``x_z`` itself so that a second derivative sees it;
-    past the second zero every product holds two zeros, and the cotangent is 0 to first order.
-    Exact where ``x`` has zeros, with no division by them."""
+    """d out_k / d x_i is the product of ``x_0..x_k`` without ``x_i`` (``k >= i``, in scan order), so
+    the cotangent of ``x_i`` is ``E_i * S_i``: ``E_i``, the product of the elements before it (a
+    running product of ``x`` shifted by one), and ``S_i = ct_i + x_(i+1) * S_(i+1)``, a linear
+    recurrence run backwards as a log-depth scan (Hillis and Steele: ``(A, B)`` pairs standing for
+    ``S_i = B_i + A_i * S_(i+span)``, the span doubled each step, JAX's associative scan). No
+    division: exact where ``x`` has zeros, and where the running product underflows, overflows or
+    is infinite (``ct * out / x`` gave 0 for ``cumprod([1e-300, 1e-100])`` and NaN past an inf). Its
+    own derivatives (a Hessian's) are those of products and sums, exact too."""
     e, (x,) = emitter(build), op.operands
-    fwd, back = _attrs(op, bool(op.attrs["reverse"])), _attrs(op, not op.attrs["reverse"])
-    zero, one, two = (full_like(build, k, x.type) for k in (0, 1, 2))
-    is_zero = e(ew.eq, x, zero)
-    seen = e(cumulative_sum, e(ew.cast, is_zero, dtype=x.type.dtype), **fwd)  # zeros up to here
-    before = e(ew.eq, seen, zero)
-    first = e(ew.and_, is_zero, e(ew.eq, seen, one))
-    tail = e(cumulative_sum, e(ew.mul, ct, op.result), **back)
-    regular = e(ew.div, tail, e(ew.select, before, x, one))
-    skipped = e(cumulative_prod, e(ew.select, first, one, x), **fwd)
-    at_first = e(cumulative_sum, e(ew.mul, ct, skipped), **back)
-    x_first = e(cumulative_sum, e(ew.select, first, x, zero), **fwd)  # x_z from the first zero on
-    between = e(ew.and_, e(ew.eq, seen, one), e(ew.not_, is_zero))
-    past_first = e(ew.mul, x_first, e(ew.div, at_first, e(ew.select, between, x, one)))
-    second = e(ew.and_, is_zero, e(ew.eq, seen, two))
-    skipped2 = e(cumulative_prod, e(ew.select, e(ew.and_, is_zero, e(ew.le, seen, two)), one, x), **fwd)
-    at_second = e(ew.mul, x_first, e(cumulative_sum, e(ew.mul, ct, skipped2), **back))
-    rest = e(ew.select, between, past_first, e(ew.select, second, at_second, zero))
-    return (e(ew.select, before, regular, e(ew.select, first, at_first, rest)),)
+    axis, reverse = _axis(op.attrs), bool(op.attrs["reverse"])
+    n = x.type.shape[axis]
+    if n == 0:
+        return (ct,)
+    before = e(cumulative_prod, _shifted(build, x, -1, 1.0, axis, reverse), **_attrs(op, reverse))
+    a, b = _shifted(build, x, 1, 1.0, axis, reverse), ct
+    zero, inf = full_like(build, 0.0, x.type), full_like(build, np.inf, x.type)
+    span = 1
+    while span < n:
+        later = _shifted(build, b, span, 0.0, axis, reverse)
+        # An infinite span product times an exactly-zero sum adds nothing (the sum's cotangents are
+        # all zero: the products they weight are unused), not NaN: cumprod([1, inf, 0])[0]'s gradient
+        # is 1. Elsewhere the plain product, whose derivatives a Hessian follows.
+        skip = e(ew.and_, e(ew.eq, e(ew.abs_, a), inf), e(ew.eq, later, zero))
+        b = e(ew.add, b, e(ew.select, skip, zero, e(ew.mul, a, later)))
+        if 2 * span < n:
+            a = e(ew.mul, a, _shifted(build, a, span, 1.0, axis, reverse))
+        span *= 2
+    return (e(ew.mul, before, b),)
+
+
+def _shifted(build: Build, v: Value, by: int, fill: float, axis: int, reverse: bool) -> Value:
+    """``out[i] = v[i + by]`` along ``axis`` in scan order (``reverse``: toward index 0), ``fill``
+    where that is outside ``v``."""
+    from compiler.prims.movement import pad, slice_  # on use: movement's own rules import this module
+    from compiler.prims.vjp_helpers import scalar
+
+    shape, n = v.type.shape, v.type.shape[axis]
+    if abs(by) >= n:
+        return full_like(build, fill, v.type)
+    ahead = (by > 0) != reverse  # reads later indices
+    start, limit = [0] * len(shape), list(shape)
+    low, high = [0] * len(shape), [0] * len(shape)
+    if ahead:
+        start[axis], high[axis] = abs(by), abs(by)
+    else:
+        limit[axis], low[axis] = n - abs(by), abs(by)
+    part = build(slice_, [v], {"start": tuple(start), "limit": tuple(limit), "stride": (1,) * len(shape)})
+    return build(pad, [part, scalar(build, fill, v.type.dtype)], {"low": tuple(low), "high": tuple(high)})
 
 
 def _batch(build: Build, op: Op, operands: Sequence[Value], batched: Sequence[bool], size: int) -> Value:
