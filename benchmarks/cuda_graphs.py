@@ -1,6 +1,7 @@
 """Host cost of a CUDA call with and without graphs (issue 27: at most 20 us + 2 us per kernel).
 
     python benchmarks/cuda_graphs.py [--repeats 50] [--rounds 5] [--out gpu_out/graphs.md]
+                                     [--profile 200 [--profile-out gpu_out/graphs_profile.txt]]
 
 Needs an NVIDIA GPU. For each of the suite's six programs at the CPU suite's sizes
 (``suite_programs.BUILDERS``), inputs on the device: two executables of the program, one kept eager
@@ -8,13 +9,18 @@ and one replaying its graph whatever the cost rule says (``runtime/cuda_graphs.p
 checked bit for bit, then timed in alternating rounds (medians of ``repeats`` calls, each call
 returning after its stream finished). The kernel time is the graph replayed back to back without
 staging; a call's host cost is its wall time less that. Printed beside: the kernel launches, the
-target (20 us + 2 us per launch) and what the cost rule chooses by itself.
+target (20 us + 2 us per launch) and what the cost rule chooses by itself. ``--profile N`` then runs
+N more graph calls of each program under cProfile and lists the functions the host time goes to (per
+call, by own time): where a call's host cost is, beyond the one ``cuGraphLaunch``.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -87,12 +93,39 @@ def measure(name: str, repeats: int, rounds: int) -> dict[str, Any]:
     )
 
 
+def profile(name: str, calls: int, top: int = 14) -> str:
+    """The functions a graph call's host time goes to: ``calls`` calls of the program under cProfile,
+    the ``top`` by own time, in microseconds per call."""
+    program, args, (executable, _) = build(name, graphs=True)
+    for _ in range(3):  # eager, capture, one replay
+        program.dslc(*args)
+    assert executable.graph is not None, executable.eager_reason
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        program.dslc(*args)
+    profiler.disable()
+    stats = pstats.Stats(profiler, stream=io.StringIO())
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.stats.values()) / calls * 1e6  # type: ignore[attr-defined]
+    lines = [f"## {name}: {total:.0f} us of profiled host time per call (profiling inflates it)", ""]
+    for (path, line, func), (_, ncalls, tottime, cumtime, _) in rows:
+        where = f"{os.path.basename(path)}:{line}"
+        lines.append(
+            f"{tottime / calls * 1e6:8.1f} us own {cumtime / calls * 1e6:8.1f} us cum "
+            f"{ncalls / calls:5.1f}x  {func} ({where})"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", default=None)
     parser.add_argument("--only", default=None, help="one program's name")
+    parser.add_argument("--profile", type=int, default=0, help="then profile this many graph calls of each")
+    parser.add_argument("--profile-out", default=None, help="write the profiles to this file")
     args = parser.parse_args()
     os.environ["DSL_CUDA_GRAPHS"] = "1"  # the rule's own choice is reported; both paths are forced
     name = getattr(cuda.get_current_device(), "name", "the CUDA simulator")
@@ -122,6 +155,13 @@ def main() -> None:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w") as f:
             f.write("\n".join(lines) + "\n")
+    if args.profile:
+        profiles = [profile(p, args.profile) for p in ([args.only] if args.only else list(BUILDERS))]
+        text = "\n\n".join(profiles)
+        print(text, flush=True)
+        if args.profile_out:
+            with open(args.profile_out, "w") as f:
+                f.write(text + "\n")
 
 
 if __name__ == "__main__":

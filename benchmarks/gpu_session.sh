@@ -129,7 +129,8 @@ for step in $steps; do
             --out "$OUT/gpu.md" > "$OUT/bench.log" 2>&1
         grep -v '^{' "$OUT/bench.log" | grep -v -i warn | tail -40
         ;;
-    lease2) # the lease's second call: the CPU size (graphs on by default), graphs against eager, and the A/Bs
+    lease2) # the lease's second call: the CPU size (graphs on by default), graphs against eager and where a
+        # graph call's host time goes (cProfile: graphs_profile.txt), and the A/Bs
         # of the elementwise loops' unroll (DSL_CUDA_UNROLL=1: the plain loop) and of bands' rows of 8192
         # (DSL_CUDA_ROW_MAX=4096: the old limit) on the chain and softmax (the default: `lease`'s gpu.md)
         echo "=== bench_gpu, cpu size ($(date +%T))"
@@ -137,7 +138,8 @@ for step in $steps; do
             --out "$OUT/gpu_cpu.md" > "$OUT/bench_cpu.log" 2>&1
         grep -v '^{' "$OUT/bench_cpu.log" | grep -v -i warn | head -24
         echo "=== graphs timings ($(date +%T))"
-        timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" 2>&1 | tail -9
+        timeout 120 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
+            --profile-out "$OUT/graphs_profile.txt" 2>&1 | head -12
         echo "=== A/B ($(date +%T))"
         for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_ROW_MAX=4096; do
             env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,softmax \

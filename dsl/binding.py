@@ -93,6 +93,19 @@ class Binder:
         simple = self.signature is not None and kinds <= set(_POSITIONAL)
         self.fast_arity = len(params) if simple else -1
         self.positional = self.layout(tuple(p.name for p in params), len(params)) if simple else None
+        # ... nor one that leaves trailing defaults out: per count given, the defaults' slots and layout
+        self._fast_tails: dict[int, tuple[tuple[Default, ...], Layout]] = {}
+        if simple:
+            names = tuple(p.name for p in params)
+            for k in range(sum(p.default is inspect.Parameter.empty for p in params), len(params)):
+                tail = tuple(Default(p.default) for p in params[k:])
+                self._fast_tails[k] = (tail, self.layout(names, len(params), k))
+        # ... nor a positional call of ``f(a, *rest)`` (a layout per count, made on first use)
+        varargs = bool(params) and params[-1].kind is inspect.Parameter.VAR_POSITIONAL
+        plain = varargs and {p.kind for p in params[:-1]} <= set(_POSITIONAL)
+        self._star = params[-1].name if plain else None
+        self._fixed = tuple(p.name for p in params[:-1]) if plain else ()
+        self._star_layouts: dict[int, Layout] = {}
         self._check_static(kinds)
 
     def _check_static(self, kinds: set[Any]) -> None:
@@ -141,8 +154,19 @@ class Binder:
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], Layout]:
         """The slots of this call and their layout; a call the signature refuses raises ``CallError``
         naming the caller's line."""
-        if self.positional is not None and not kwargs and len(args) == self.fast_arity:
-            return args, self.positional
+        if self.positional is not None and not kwargs:
+            if len(args) == self.fast_arity:
+                return args, self.positional
+            fast = self._fast_tails.get(len(args))
+            if fast is not None:
+                return args + fast[0], fast[1]
+        if self._star is not None and not kwargs and len(args) >= len(self._fixed):
+            layout = self._star_layouts.get(len(args))
+            if layout is None:
+                rest = (f"{self._star}[{k}]" for k in range(len(args) - len(self._fixed)))
+                n = len(args)
+                layout = self._star_layouts[n] = self.layout((*self._fixed, *rest), n, n)
+            return args, layout
         if self.signature is None:
             if kwargs:
                 raise tracing.user_error(

@@ -465,3 +465,25 @@ def test_precision_option() -> None:
         assert len(launchers) >= 4 and all(line.endswith(spelled) for line in launchers), launchers
     with pytest.raises(dsl.DeviceError, match=r"test_compile_api.py:\d+: unknown precision 'fp16'"):
         dsl.compile(loss, precision="fp16")
+
+
+def test_the_binders_fast_paths_give_the_slots_and_layout_of_a_full_bind() -> None:
+    """A positional call of a plain signature, one leaving trailing defaults out, and one of
+    ``f(a, *rest)`` skip ``inspect.Signature.bind`` (most of a call's host time with a few arguments):
+    they must give what it gives."""
+    from dsl.binding import Binder
+
+    def plain(a, b, c=3, d=4):
+        return a
+
+    def star(a, *rest):
+        return a
+
+    calls = [(plain, (1, 2)), (plain, (1, 2, 5)), (plain, (1, 2, 5, 6)), (star, (1,)), (star, (1, 2, 3))]
+    for fn, args in calls:
+        fast = Binder(fn, static_argnums=(0,)).bind(args, {})
+        slow_binder = Binder(fn, static_argnums=(0,))
+        slow_binder.positional, slow_binder._fast_tails, slow_binder._star = None, {}, None
+        (slots, layout), (want_slots, want) = fast, slow_binder.bind(args, {})
+        assert slots == want_slots and layout.n_passed == want.n_passed, (fn.__name__, args)
+        assert layout._replace(n_args=-1) == want._replace(n_args=-1), (fn.__name__, args)
