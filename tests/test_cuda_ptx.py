@@ -337,3 +337,18 @@ def test_elementwise_loops_keep_four_loads_in_flight(what, fn, loads, monkeypatc
     assert order.startswith("l" * 4 * loads + "s"), (what, order)
     (plain_order,) = plain.values()
     assert not plain_order.startswith("l" * 2 * loads), (what, plain_order)
+
+
+def test_a_band_of_one_element_rows_has_no_barriers() -> None:
+    """Two outputs of one vector (siblings: no producer fuses them into one loop) are a band whose
+    rows are one element: a thread owns its row, so the kernel has no ``bar.sync`` (it had one after
+    each member, holding every warp to its block's slowest); a 2-D band keeps its barriers."""
+    x = _f32(4096)
+    for what, fn in (("two outputs", lambda x: (x * 2.0, x + 1.0)), ("three", lambda x: (x - 1, x * x, -x))):
+        program = dsl.compile(fn, target="cuda").lower(x).program.generated
+        ptx = compile_ptx(program, (9, 0))
+        assert any("_rows" in name for name in ptx), (what, list(ptx))
+        assert not any("bar.sync" in text for text in ptx.values()), what
+    rows = _f32(64, 256)
+    softmax = dsl.compile(lambda z: dsl.nn.softmax(z, axis=-1), target="cuda").lower(rows).program.generated
+    assert any("bar.sync" in text for name, text in compile_ptx(softmax, (9, 0)).items() if "_rows" in name)

@@ -208,3 +208,30 @@ def test_a_row_scalar_stored_over_what_the_row_reads(dtype: type) -> None:
         np.testing.assert_array_equal(given, (x + 7) * 2)
     source = compiled.lower(x.copy()).source()
     assert "_rows(" in source and "_w = " in source
+
+
+@pytest.mark.parametrize("n", [1, 7, 37])
+def test_a_band_of_one_element_rows_without_barriers(n: int) -> None:
+    """Sibling outputs of one vector are a band whose rows are one element, a thread each (``CT``
+    1): no barriers, each thread's members in its own program order. Also with a member storing
+    over what another reads (the argument updated in place, read by the sibling first)."""
+
+    def siblings(x):
+        return x - 1.0, x * x, -x
+
+    def updated(x):
+        y = x + 1.0
+        x *= 2.0
+        return y
+
+    x = f32(n)
+    got, source = run(siblings, (x,), row_fusion=True)
+    for g, w in zip(got, (x - 1.0, x * x, -x), strict=True):
+        np.testing.assert_array_equal(np.asarray(g), w)
+    compiled = dsl.compile(updated, target="cuda")
+    source = compiled.lower(x.copy()).source()
+    if n > 1:  # (one element: a plain loop)
+        assert "syncthreads" not in source.split("def k0_rows", 1)[1].split("def bind")[0]
+    given = x.copy()
+    np.testing.assert_array_equal(np.asarray(compiled(given)), x + 1.0)
+    np.testing.assert_array_equal(given, x * 2.0)

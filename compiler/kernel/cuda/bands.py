@@ -6,7 +6,9 @@ stride over its elements (``CT``: the widest member's row rounded up to a power 
 ``TPB``, so narrow rows share a block). Blocks stride over the rows. For each row, every member's
 code runs in member order, then a ``Barrier``: a member may read any element of the row that an
 earlier member wrote, and a member may store its result over an operand the earlier members read
-(``Band.aligned``).
+(``Band.aligned``). Rows of one element (``CT`` 1: a 1-D band, such as two outputs of one vector)
+have no barriers: a thread owns its whole row, so its members' reads and writes are in its own
+program order, and a barrier would only hold each warp to the block's slowest.
 
 - A LOOP member: the row's threads stride over its elements (a row of one element: every thread
   computes it, one stores it, after a barrier where the store lands on a buffer the member reads:
@@ -110,6 +112,7 @@ class _Band:
     name: str
     stores: dict[Value, _Store]  # rows of local values and of partial results (a reduction's root)
     overlap: Callable[[Value, Value], bool]  # whether two values' buffers share bytes (the plan's)
+    solo: bool = False  # a thread per row (``CT`` 1): no thread reads another's row, no barriers
 
     @property
     def ct(self) -> str:
@@ -166,7 +169,7 @@ def band_kernel(
     launches = [_launch(sizes, ct, band.rows, per_block) for sizes in (GPU, SIM)]
     blocks = max(b for _, _, b in launches)
     slots = max(r * b for _, r, b in launches)
-    bk = _Band(band, names, pool, name, stores, overlap)
+    bk = _Band(band, names, pool, name, stores, overlap, solo=ct == 1)
     code = _Code()
     for v, row_store in stores.items():  # local rows past the shared memory: global scratch per block
         if v in band.local and not row_store.shared:
@@ -187,7 +190,8 @@ def band_kernel(
             _partial_member(bk, j, group, code, blocks, slots)
         else:
             _row_reduction(bk, j, group, code)
-        code.row.append(Barrier())  # later members may read any element of the row
+        if not bk.solo:
+            code.row.append(Barrier())  # later members may read any element of the row
     rows = band.rows
     shared = sorted({(s.size, s.dtype, s.name) for s in stores.values() if s.shared}, key=lambda s: s[2])
     body: list[Stmt] = [
@@ -341,7 +345,7 @@ def _loop_member(bk: _Band, j: int, group: Group, code: _Code) -> None:
             late: list[Stmt] = [bk.store(v, idx, f"{bk.names[v]}_w", "g") for v, _ in out]
             code.row += [
                 If("live", [*_row_index(group, "c", body), *body]),
-                Barrier(),
+                *([] if bk.solo else [Barrier()]),
                 If("live and tx == 0", [*_row_index(group, "c", late), *late]),
             ]
             return
