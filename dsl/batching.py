@@ -73,6 +73,10 @@ def _member(x: Any, axis: int) -> np.ndarray:
 class _VmapFn:
     """The body of ``vmap``: traceable, and compiled when called on NumPy arrays."""
 
+    # Its trace depends on which positional parameters a call passes by name (``_axes``): part of
+    # the signature (``Compiled._key``; elsewhere by position or by name is one signature).
+    dsl_keys_positions = True
+
     def __init__(self, f: Callable[..., Any], in_axes: Any, out_axes: Any) -> None:
         functools.update_wrapper(self, _unwrap(f))
         self.f = f

@@ -237,6 +237,8 @@ class Compiled:
         parts: list[Any] = []
         if layout.keywords:  # which slots are passed by keyword is part of the signature
             parts.append(("keywords", layout.keywords))
+        if layout.n_passed != layout.n_positional and getattr(self._fn, "dsl_keys_positions", False):
+            parts.append(("passed", layout.n_passed))  # (vmap maps one passed by name over axis 0)
         leaves: list[Any] = []
         for i, a in enumerate(args):
             if isinstance(a, Default):

@@ -1,8 +1,12 @@
 """Pytrees: nested tuples, namedtuples, lists and dicts (and None) of leaves, flattened with a hashable
-treedef. A treedef's children are its element 1 (element 2 for a dict, whose element 1 is the keys)."""
+treedef. A treedef's children are its element 1 (element 2 for a dict, whose element 1 is the keys).
+As in JAX, a dict's keys are sorted, an ``OrderedDict`` keeps its order and class, a ``defaultdict``
+its default factory (a dict's treedef then has a fourth element, ``"ordered"`` or ``"default"``, and
+a ``defaultdict``'s fifth is its factory)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -34,8 +38,18 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     if isinstance(tree, (tuple, list)):
         name = "tuple" if isinstance(tree, tuple) else "list"
         return (name, tuple(_flatten(x, out) for x in tree))
-    keys = sorted(tree)
-    return ("dict", tuple(keys), tuple(_flatten(tree[k], out) for k in keys))
+    keys = _keys(tree)
+    children = tuple(_flatten(tree[k], out) for k in keys)
+    if isinstance(tree, OrderedDict):
+        return ("dict", tuple(keys), children, "ordered")
+    if isinstance(tree, defaultdict):
+        return ("dict", tuple(keys), children, "default", tree.default_factory)
+    return ("dict", tuple(keys), children)
+
+
+def _keys(tree: dict[Any, Any]) -> list[Any]:
+    """A dict's keys in pytree order: an ``OrderedDict``'s own, else sorted."""
+    return list(tree) if isinstance(tree, OrderedDict) else sorted(tree)
 
 
 def unflatten(treedef: TreeDef, leaves: Any) -> Any:
@@ -50,7 +64,10 @@ def _build(td: TreeDef, it: Iterator[Any]) -> Any:
     if kind == "None":
         return None
     if kind == "dict":
-        return {k: _build(sub, it) for k, sub in zip(td[1], td[2])}
+        items = [(k, _build(sub, it)) for k, sub in zip(td[1], td[2])]
+        if len(td) == 3:
+            return dict(items)
+        return OrderedDict(items) if td[3] == "ordered" else defaultdict(td[4], items)
     items = [_build(sub, it) for sub in td[1]]
     if kind == "namedtuple":
         return td[2](*items)
@@ -78,7 +95,7 @@ def _paths(tree: Any, prefix: str, add: Callable[[str], None]) -> None:
         for i, x in enumerate(tree):
             _paths(x, f"{prefix}[{i}]", add)
     elif isinstance(tree, dict):
-        for k in sorted(tree):
+        for k in _keys(tree):
             _paths(tree[k], f"{prefix}[{k!r}]", add)
     else:
         add(prefix)

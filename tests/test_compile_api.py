@@ -487,3 +487,21 @@ def test_the_binders_fast_paths_give_the_slots_and_layout_of_a_full_bind() -> No
         (slots, layout), (want_slots, want) = fast, slow_binder.bind(args, {})
         assert slots == want_slots and layout.n_passed == want.n_passed, (fn.__name__, args)
         assert layout._replace(n_args=-1) == want._replace(n_args=-1), (fn.__name__, args)
+
+
+def test_an_ordered_dict_keeps_its_order_and_a_defaultdict_its_factory() -> None:
+    """As in JAX: a dict's keys are sorted, an ``OrderedDict`` keeps its insertion order and class,
+    a ``defaultdict`` its default factory (found 2026-11-27: both reached the function as a plain
+    dict with sorted keys, so order-dependent code differed from NumPy's answer)."""
+    import collections
+    import functools
+
+    x, y = np.ones(2), 2 * np.ones(2)
+    digits = dsl.compile(lambda p: functools.reduce(lambda acc, v: acc * 10 + v, p.values(), 0.0))
+    np.testing.assert_array_equal(digits(collections.OrderedDict([("b", y), ("a", x)])), [21.0, 21.0])
+    np.testing.assert_array_equal(digits({"b": y, "a": x}), [12.0, 12.0])
+    same = dsl.compile(lambda p: p)(collections.OrderedDict([("b", y), ("a", x)]))
+    assert type(same) is collections.OrderedDict and list(same) == ["b", "a"]
+    factory = functools.partial(float, 0.5)
+    d = collections.defaultdict(factory, a=x)
+    np.testing.assert_array_equal(dsl.compile(lambda p: p["a"] + p["missing"])(d), x + 0.5)

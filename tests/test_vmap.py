@@ -305,3 +305,17 @@ def test_nested_transforms_keep_defaults_and_unmapped_numbers_python_values() ->
     want = jax.vmap(jax.grad(kj), in_axes=(0, None))(x, 0)
     close(dsl.vmap(dsl.grad(k), in_axes=(0, None))(x, 0), want, rtol=1e-12)
     close(dsl.vmap(k, in_axes=(0, None))(x, -1), jax.vmap(kj, in_axes=(0, None))(x, -1), rtol=1e-12)
+
+
+def test_a_keyword_call_and_a_positional_call_are_two_signatures() -> None:
+    """vmap maps an argument passed by keyword over axis 0 (as JAX) and a positional one by
+    ``in_axes``: the two calls trace differently, so the number of arguments passed by position is
+    part of the signature (found 2026-11-27: ``v(X, b=Y)`` then ``v(X, Y)`` returned the keyword
+    call's trace for both, in either order)."""
+    X = np.arange(9.0).reshape(3, 3)
+    Y = 10 * X
+    for keyword_first in (True, False):
+        v = dsl.vmap(lambda a, b: a + b, in_axes=1)
+        for keyword in (keyword_first, not keyword_first):
+            got = v(X, b=Y) if keyword else v(X, Y)
+            np.testing.assert_array_equal(got, X.T + Y if keyword else (X + Y).T)
