@@ -45,7 +45,9 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
             f"{name}.filled(value), or its data and mask as two arrays (e.g. for where=)",
         )
     if isinstance(leaf, np.ndarray) or isinstance(leaf, np.generic):
-        if not is_supported_numpy_dtype(leaf.dtype):
+        # (another byte order is its dtype all the same: the executable converts it, as NumPy's ufuncs)
+        dtype = leaf.dtype if leaf.dtype.isnative else leaf.dtype.newbyteorder("=")
+        if not is_supported_numpy_dtype(dtype):
             raise tracing.user_error(
                 CallError,
                 f"argument '{name}' has dtype {leaf.dtype}, which dslc does not support; "
@@ -54,7 +56,7 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
         if leaf.ndim > tracing.MAX_RANK:
             axes = f"argument '{name}' has {leaf.ndim} axes"
             raise tracing.user_error(CallError, f"{axes}: {tracing.TOO_MANY_AXES}")
-        return TensorType(tuple(leaf.shape), DType.from_numpy(leaf.dtype)), False
+        return TensorType(tuple(leaf.shape), DType.from_numpy(dtype)), False
     for kind in _SCALARS[::-1]:  # bool before int: bool is a subclass of int
         if type(leaf) is kind:
             return TensorType((), _WEAK_DTYPE[kind]), True
@@ -69,7 +71,7 @@ def _leaf_type(leaf: Any, name: str) -> tuple[TensorType, bool]:
         return TensorType(shape, DType.from_numpy(dtype)), False
     raise tracing.user_error(
         CallError,
-        f"argument '{name}' is a {type(leaf).__name__}, which dslc cannot trace; pass NumPy arrays, "
+        f"argument '{name}' is of type {type(leaf).__name__}, which dslc cannot trace; pass NumPy arrays, "
         "Python numbers or tuples/lists/dicts of them, or mark the argument static (static_argnums)",
     )
 
@@ -255,7 +257,10 @@ class Compiled:
                 parts.append((a.shape, a.dtype, None if a.flags.c_contiguous else _leaf_strides(a)))
                 leaves.append(a)
             else:
-                flat, treedef = pytree.flatten(a)
+                try:
+                    flat, treedef = pytree.flatten(a)
+                except TypeError as err:  # (a dict whose keys do not sort)
+                    raise tracing.user_error(CallError, f"argument '{layout.name(i)}': {err}") from None
                 keys = [_fast_leaf_key(x) for x in flat]
                 if None in keys:  # (names only where a leaf needs the full check: they cost)
                     names = pytree.leaf_paths(a, layout.name(i))

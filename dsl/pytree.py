@@ -26,7 +26,7 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     if kind is tuple or kind is list:
         return ("tuple" if kind is tuple else "list", tuple([_flatten(x, out) for x in tree]))
     if kind is dict:
-        keys = sorted(tree)
+        keys = _keys(tree)
         return ("dict", tuple(keys), tuple([_flatten(tree[k], out) for k in keys]))
     if tree is None:
         return NONE
@@ -48,8 +48,14 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
 
 
 def _keys(tree: dict[Any, Any]) -> list[Any]:
-    """A dict's keys in pytree order: an ``OrderedDict``'s own, else sorted."""
-    return list(tree) if isinstance(tree, OrderedDict) else sorted(tree)
+    """A dict's keys in pytree order: an ``OrderedDict``'s own, else sorted (keys that do not sort,
+    ``{1: a, "b": c}``: a ``TypeError`` saying so, as JAX's)."""
+    if isinstance(tree, OrderedDict):
+        return list(tree)
+    try:
+        return sorted(tree)
+    except TypeError as err:
+        raise TypeError(f"a dict's keys must sort, to flatten it in a fixed order ({err})") from None
 
 
 def unflatten(treedef: TreeDef, leaves: Any) -> Any:

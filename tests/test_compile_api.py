@@ -355,7 +355,7 @@ def test_error_names_a_keyword_argument() -> None:
     def f(x, **extra):
         return x + extra["bad"]
 
-    with pytest.raises(dsl.CallError, match="argument 'bad' is a str"):
+    with pytest.raises(dsl.CallError, match="argument 'bad' is of type str"):
         f(np.ones(2), bad="text")
 
 
@@ -505,3 +505,23 @@ def test_an_ordered_dict_keeps_its_order_and_a_defaultdict_its_factory() -> None
     factory = functools.partial(float, 0.5)
     d = collections.defaultdict(factory, a=x)
     np.testing.assert_array_equal(dsl.compile(lambda p: p["a"] + p["missing"])(d), x + 0.5)
+
+
+def test_a_big_endian_array_is_its_dtype_and_unsortable_dict_keys_name_the_argument() -> None:
+    """An array of another byte order is its dtype, converted at the call as NumPy's ufuncs do (it
+    was refused: "has dtype >f4 ... convert it to float32"), a mutated one written back in its own
+    order; a dict argument whose keys do not sort is a CallError naming it at the caller's line (it
+    was a bare TypeError from the flattening)."""
+    x = np.arange(3, dtype=">f4")
+    np.testing.assert_array_equal(dsl.compile(lambda x: x * 2)(x), [0.0, 2.0, 4.0])
+    y = np.arange(3, dtype=">f8")
+
+    def bump(y):
+        y += 1
+
+    dsl.compile(bump)(y)
+    assert y.dtype == np.dtype(">f8")
+    np.testing.assert_array_equal(y, [1.0, 2.0, 3.0])
+    where = r"test_compile_api.py:\d+: argument 'p': a dict's keys must sort"
+    with pytest.raises(dsl.CallError, match=where):
+        dsl.compile(lambda p: p[1] + p["a"])({1: x, "a": x})

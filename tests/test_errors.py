@@ -127,9 +127,9 @@ READ_ONLY.flags.writeable = False
 CALL_ERRORS: list[tuple[str, Any, tuple, type[Exception], str]] = [
     ("missing argument", dsl.compile(lambda x, y: x + y), (A4,), Call, "missing a required argument: 'y'"),
     ("too many arguments", dsl.compile(lambda x, y: x + y), (A4, A4, A4), TypeError, "too many positional"),
-    ("str argument", dsl.compile(lambda x: x), ("hello",), Call, "argument 'x' is a str"),
-    ("object argument", dsl.compile(lambda x: x), (object(),), Call, "is a object"),
-    ("nested str", dsl.compile(lambda x: x[0]), ([A4, "a"],), Call, "argument 'x[1]' is a str"),
+    ("str argument", dsl.compile(lambda x: x), ("hello",), Call, "argument 'x' is of type str"),
+    ("object argument", dsl.compile(lambda x: x), (object(),), Call, "is of type object"),
+    ("nested str", dsl.compile(lambda x: x[0]), ([A4, "a"],), Call, "argument 'x[1]' is of type str"),
     ("float16 argument", dsl.compile(lambda x: x), (np.ones(2, np.float16),), Call, "float16"),
     ("complex argument", dsl.compile(lambda x: x), (np.ones(2, np.complex128),), Call, "complex128"),
     ("unhashable static", dsl.compile(lambda x, n: x, static_argnums=1), (A4, [1]), Call, "hashable"),
