@@ -706,3 +706,22 @@ def test_a_loop_carrying_a_mutated_argument_starts_from_its_updated_value(target
         v = np.array([3.0])
         dsl.compile(f)(v, c)
         np.testing.assert_allclose(v, [1 + c.sum() * 0.125 * 1.75], rtol=1e-12)
+
+
+def test_a_fused_request_names_the_new_elements_it_stored() -> None:
+    """``x[1:] += 1`` whose array is read next by another kernel (fused into it) still stores its new
+    elements first: the report said "needs no buffer" beside the plan's 63x64 buffer (found
+    2026-11-27); it names the bytes."""
+
+    def f(x, y):
+        x *= y
+        x[1:] += 1.0
+        x[0] = y[2]
+        x[:, 1] = 5.0
+        return x.sum()
+
+    x = np.ones((64, 64))
+    plan = dsl.compile(f).lower(x.copy(), x).memory_plan()
+    (row,) = [r for r in plan.buffers if r.in_arena]
+    (request,) = [d for d in plan.inplace if d.request == "+="]
+    assert request.outcome == "fused" and f"computed first into {row.bytes} bytes" in request.reason, request

@@ -262,12 +262,18 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
     decision = InplaceDecision(r.new_name, r.loc, r.request, r.old_name, "fused", "", new=r.new)
     new_at = _storage_of(r.home, plan, r.new_returned, r.home_param)
     old_at = None if r.old is None else _storage_of(r.old, plan, r.old_returned, r.old_param)
+    staged = sum(b.bytes for b in plan.buffers if b.value in r.through and b.in_arena)
     if new_at is None:
         decision.reason = (
             "kept one row at a time inside its band of row-fused kernels: needs no buffer"
             if r.new_in_band
             else "computed inside its kernel's loop: needs no buffer"
         )
+        if staged:  # (``x[1:] += 1`` read by a later kernel: the window's new elements are stored)
+            decision.reason = (
+                "the array's new value is computed inside the kernel that reads it next, from new "
+                f"elements computed first into {staged} bytes"
+            )
     elif r.old is None:
         decision.outcome = "in place"
         decision.reason = "writes the array without reading its old value: nothing to copy"
@@ -275,7 +281,6 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
         decision.reason = f"the old value {r.old_name} is never stored (computed in the same kernel): no copy"
     elif new_at == old_at:
         decision.outcome, decision.reason = "in place", _where_in_place(r, plan)
-        staged = sum(b.bytes for b in plan.buffers if b.value in r.through and b.in_arena)
         if staged:
             decision.reason += f"; the new elements are computed first into {staged} bytes"
     else:
