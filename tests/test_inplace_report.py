@@ -407,6 +407,17 @@ def test_random_programs_report_agrees_with_the_plan(program: fuzz.Program) -> N
         assert planned.plan is not None
         check_consistent(planned.stage(), planned.plan)
         check_bodies(planned)
+        check_no_shared_lifetimes(planned.plan)
+
+
+def check_no_shared_lifetimes(plan: MemoryPlan) -> None:
+    """No two arena rows that share bytes are shown live at once (an in-place handover touches at
+    one kernel: the donor's last read is the taker's first write)."""
+    rows = [r for r in plan.buffers if r.in_arena]
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if a.offset < b.offset + b.bytes and b.offset < a.offset + a.bytes:
+                assert not (a.live[0] < b.live[1] and b.live[0] < a.live[1]), (a.name, a.live, b.name, b.live)
 
 
 def check_bodies(program: Compilation) -> None:

@@ -333,3 +333,23 @@ def test_loop_body_scratch_is_in_the_bodys_plan() -> None:
     with option_defaults(native_loops=False):
         unrolled = dsl.compile(f)(x)
     np.testing.assert_array_equal(compiled(x), unrolled)
+
+
+def test_buffers_sharing_memory_are_never_shown_live_at_once() -> None:
+    """A band's member is born where the band starts; one that takes over the block of a value the
+    band reads row by row was shown live from the band's start, beside that value ([4, 35] and
+    [5, 39] at one offset: found 2026-11-27 by an outside user checking the plan). Its range now
+    starts where the block is handed over, as any in-place reuse's does."""
+
+    def mlp(x, w1, w2):
+        h = dsl.nn.relu(x @ w1)
+        return dsl.nn.logsumexp(h @ w2, axis=-1).sum()
+
+    x, w = np.ones((16, 8)), np.ones((8, 8))
+    plan = dsl.compile(dsl.grad(mlp, argnums=(1, 2))).lower(x, w, w).memory_plan()
+    rows = [r for r in plan.buffers if r.in_arena]
+    assert any(r.reused_from for r in rows), str(plan)
+    for a in rows:
+        for b in rows:
+            shared = a is not b and a.offset < b.offset + b.bytes and b.offset < a.offset + a.bytes
+            assert not (shared and a.live[0] < b.live[1] and b.live[0] < a.live[1]), (a, b)

@@ -459,6 +459,9 @@ class _Planner:
         if donor in self.row_of:
             source = self.row_of.pop(donor)  # the block moves to the new value: not freed
             row.offset, row.param = source.offset, source.param
+            # Handed over where the donor is last read: a band's member, born at the band's start,
+            # would otherwise be shown live beside the value it overwrites row by row.
+            row.live = (max(row.live[0], source.live[1]), row.live[1])
         else:
             row.param = self.params[donor]
         row.reused_from = name
