@@ -32,7 +32,9 @@
 # once on the warm machine `bash benchmarks/gpu_session.sh lease2` (the 2026-11-27 lease took 30 s to start,
 # 404 s and 227 s for its two calls: benchmarks/results/2026-11-27-gpu-lease.md). New since that lease and
 # checked only there: graphs on by default, every call's device arrays from the pool, unrolled elementwise
-# loops (DSL_CUDA_UNROLL).
+# loops (DSL_CUDA_UNROLL). Session 16 (2026-11-27, no lease): bands of one-element rows without barriers,
+# a call's dispatch 4-5x cheaper on the CPU (benchmarks/call_overhead.py), mutated arguments' chains in
+# their own memory; lease2 now profiles a graph call's host time (graphs_profile.txt).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
