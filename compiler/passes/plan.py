@@ -394,8 +394,10 @@ class _Planner:
                 continue
             if not self.band_allows_overwrite(x, group):
                 continue
-            if group.kind is GroupKind.CONTROL and self.in_mutated(x):
-                continue  # (a loop's or branch's carries stay out of it: their code copies them)
+            if (group.kind is GroupKind.CONTROL or v in self.staged) and self.in_mutated(x):
+                # (a loop's or branch's carries stay out of it: their code copies them; so does a
+                # write-back that could not go straight back: it is copied into that memory)
+                continue
             # (a mutated argument's memory, unless its new value already went there: same kernel)
             went = x in self.params and self.params[x] in self.direct.values()
             mutated = x in self.mutated and v not in self.returned and not went
