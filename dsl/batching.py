@@ -48,8 +48,9 @@ def _leaf_axes(spec: Any, tree: Any, what: str) -> list[Axis]:
         return [spec] * n
     if isinstance(spec, (tuple, list)) and isinstance(tree, (tuple, list)) and len(spec) == len(tree):
         return [a for s, t in zip(spec, tree) for a in _leaf_axes(s, t, what)]
-    if isinstance(spec, dict) and isinstance(tree, dict) and sorted(spec) == sorted(tree):
-        return [a for k in sorted(tree) for a in _leaf_axes(spec[k], tree[k], what)]
+    if isinstance(spec, dict) and isinstance(tree, dict) and set(spec) == set(tree):
+        # (in the tree's own leaf order: an OrderedDict's is its insertion order)
+        return [a for k in pytree.dict_keys(tree) for a in _leaf_axes(spec[k], tree[k], what)]
     raise tracing.user_error(
         TransformError,
         f"vmap: {what} {spec!r} does not match the structure of the arguments (an int or None for "

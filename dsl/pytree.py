@@ -26,7 +26,7 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     if kind is tuple or kind is list:
         return ("tuple" if kind is tuple else "list", tuple([_flatten(x, out) for x in tree]))
     if kind is dict:
-        keys = _keys(tree)
+        keys = dict_keys(tree)
         return ("dict", tuple(keys), tuple([_flatten(tree[k], out) for k in keys]))
     if tree is None:
         return NONE
@@ -38,7 +38,7 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     if isinstance(tree, (tuple, list)):
         name = "tuple" if isinstance(tree, tuple) else "list"
         return (name, tuple(_flatten(x, out) for x in tree))
-    keys = _keys(tree)
+    keys = dict_keys(tree)
     children = tuple(_flatten(tree[k], out) for k in keys)
     if isinstance(tree, OrderedDict):
         return ("dict", tuple(keys), children, "ordered")
@@ -47,7 +47,7 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
     return ("dict", tuple(keys), children)
 
 
-def _keys(tree: dict[Any, Any]) -> list[Any]:
+def dict_keys(tree: dict[Any, Any]) -> list[Any]:
     """A dict's keys in pytree order: an ``OrderedDict``'s own, else sorted (keys that do not sort,
     ``{1: a, "b": c}``: a ``TypeError`` saying so, as JAX's)."""
     if isinstance(tree, OrderedDict):
@@ -101,7 +101,7 @@ def _paths(tree: Any, prefix: str, add: Callable[[str], None]) -> None:
         for i, x in enumerate(tree):
             _paths(x, f"{prefix}[{i}]", add)
     elif isinstance(tree, dict):
-        for k in _keys(tree):
+        for k in dict_keys(tree):
             _paths(tree[k], f"{prefix}[{k!r}]", add)
     else:
         add(prefix)

@@ -319,3 +319,20 @@ def test_a_keyword_call_and_a_positional_call_are_two_signatures() -> None:
         for keyword in (keyword_first, not keyword_first):
             got = v(X, b=Y) if keyword else v(X, Y)
             np.testing.assert_array_equal(got, X.T + Y if keyword else (X + Y).T)
+
+
+def test_axes_given_as_a_dict_follow_an_ordered_dicts_own_order() -> None:
+    """An ``OrderedDict`` argument's leaves come in its insertion order: ``in_axes`` and ``out_axes``
+    given as dicts are matched to them by key in that order (they were walked sorted, so each leaf
+    took another key's axis: found 2026-11-27 in review, after OrderedDicts kept their order)."""
+    import collections
+
+    a, b = np.arange(3.0), np.arange(12.0).reshape(4, 3)
+    ordered = collections.OrderedDict([("b", b), ("a", a)])
+    got = dsl.vmap(lambda d: d["b"] * 10 + d["a"].sum(), in_axes=({"a": None, "b": 0},))(ordered)
+    np.testing.assert_array_equal(got, b * 10 + a.sum())
+    x = np.arange(6.0).reshape(2, 3)
+    pair = lambda v: collections.OrderedDict([("b", v * 2), ("a", v.sum())])  # noqa: E731
+    out = dsl.vmap(pair, out_axes={"a": 0, "b": 1})(x)
+    np.testing.assert_array_equal(out["b"], (x * 2).T)
+    np.testing.assert_array_equal(out["a"], x.sum(axis=1))

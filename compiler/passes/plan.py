@@ -507,8 +507,9 @@ class _Planner:
             return False  # also returned as a result: results must not alias the caller's arrays
         end = self.fusion.time(group)[1]
         holder = next((u for u, r in self.row_of.items() if r.param == index), None)
-        if holder is not None and group.kind is GroupKind.CONTROL:
-            return False  # (``donor``: a carry stays out of a mutated argument's memory)
+        if holder is not None and (group.kind is GroupKind.CONTROL or holder in group.outputs):
+            return False  # (``donor``: a carry stays out of a mutated argument's memory; a sibling
+            # output the kernel stores there too would race with the write-back)
         for old in (param,) if holder is None else (param, holder):
             if self.last_read.get(old, -1) > end or not self.band_allows_overwrite(old, group):
                 return False
