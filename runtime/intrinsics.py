@@ -356,8 +356,13 @@ def math_module() -> Any:
     from scipy import special
 
     names = {name: getattr(math, name) for name in dir(math) if not name.startswith("_")}
-    ufuncs = {"copysign": np.copysign, "erf": special.erf, "erfc": special.erfc, "floor": np.floor}
-    ufuncs["fmod"] = np.fmod
+    ufuncs = {
+        "copysign": np.copysign,
+        "erf": special.erf,
+        "erfc": special.erfc,
+        "floor": np.floor,
+        "fmod": np.fmod,
+    }
     for name in ("sin", "cos", "tan", "exp", "expm1", "log", "log1p", "sqrt", "tanh", "atan", "asin", "acos"):
         ufuncs[name] = getattr(np, {"atan": "arctan", "asin": "arcsin", "acos": "arccos"}.get(name, name))
     for name in ("sinh", "cosh", "asinh", "acosh", "atanh", "log2", "log10", "atan2", "hypot"):

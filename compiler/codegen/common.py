@@ -137,7 +137,6 @@ def program_facts(func: Function, plan: MemoryPlan, outs: list[Value]) -> dict[s
         writeback=tuple(int(i) for i in func.attrs.get("dsl.writeback", ())),
         arena_bytes=plan.peak_bytes,
         direct_writeback=tuple(sorted(plan.direct_writeback.values())),
-        args_written=tuple(sorted({*plan.direct_writeback.values(), *plan.in_param.values()})),
         result_types=[v.type for v in func.results],
         out_types=[v.type for v in outs],
     )

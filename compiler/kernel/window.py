@@ -45,7 +45,7 @@ def window_updates(func: Function, fusion: FusionPlan, plan: MemoryPlan) -> set[
     """The groups whose kernel writes only the window of their root update (the module docstring)."""
     by_name = {n: v for v, n in fusion.names.items()}
     donor = {r.value: by_name[r.reused_from] for r in plan.buffers if r.reused_from in by_name}
-    donor.update({v: plan.direct_over.get(v, func.params[k]) for v, k in plan.direct_writeback.items()})
+    donor.update(plan.writeback_donors(func))
     donor.update({v: by_name[n] for v, n in plan.result_reuses.items() if n in by_name})  # (result memory)
     out = set()
     for group in fusion.groups:

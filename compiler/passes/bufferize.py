@@ -98,7 +98,7 @@ def annotate_inplace(func: Function, fusion: FusionPlan | None, plan: MemoryPlan
     reason."""
     reuses = {r.value: r.reused_from for r in plan.buffers if r.reused_from} | plan.result_reuses
     names = fusion.names if fusion is not None else value_names(func)
-    reuses |= {v: names[plan.direct_over.get(v, func.params[k])] for v, k in plan.direct_writeback.items()}
+    reuses |= {v: names[x] for v, x in plan.writeback_donors(func).items()}
     outcome = _request_outcomes(plan)
     ops = []
     for op in func.ops:

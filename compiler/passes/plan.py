@@ -104,6 +104,11 @@ class MemoryPlan:
     in_result: dict[Value, Value] = field(default_factory=dict)  # value -> the result holding it
     requests: list[InplaceRequest] = field(default_factory=list)  # the user's, judged into ``inplace``
 
+    def writeback_donors(self, func: Function) -> dict[Value, Value]:
+        """Each direct write-back -> the value whose memory it overwrites: the one kept in the
+        argument's memory before it (``direct_over``), else the argument itself."""
+        return {v: self.direct_over.get(v, func.params[k]) for v, k in self.direct_writeback.items()}
+
     @property
     def result_reuses(self) -> dict[Value, str]:
         """Each result computed in place over a chain kept in its memory (``in_result``) -> the name of
@@ -325,7 +330,6 @@ class _Planner:
         # Arguments the program mutates: their memory is ours to overwrite (rule 1), but not a loop
         # body's (its write-backs are carries, whose buffers the loop code alternates).
         mutated = () if SCOPE_ATTR in func.attrs else func.attrs.get("dsl.writeback", ())
-        self.mutated = {func.params[int(i)] for i in mutated}
         self.mutated_at = {int(i) for i in mutated}
         self.local = fusion.local  # kept per row inside a band (``rows.py``): no buffer
         self.last_read: dict[Value, int] = {}
@@ -400,7 +404,7 @@ class _Planner:
                 continue
             # (a mutated argument's memory, unless its new value already went there: same kernel)
             went = x in self.params and self.params[x] in self.direct.values()
-            mutated = x in self.mutated and v not in self.returned and not went
+            mutated = self.params.get(x) in self.mutated_at and v not in self.returned and not went
             ours = x in self.donated or mutated
             owned = x in self.row_of or (ours and not self.row_of_param_used(x))
             same = x.type.nbytes == v.type.nbytes and x.type.dtype.itemsize == v.type.dtype.itemsize
@@ -451,7 +455,7 @@ class _Planner:
     def in_mutated(self, x: Value) -> bool:
         """Whether ``x`` is an argument the program mutates, or a value kept in one's memory."""
         row = self.row_of.get(x)
-        return x in self.mutated or (row is not None and row.param in self.mutated_at)
+        return self.params.get(x) in self.mutated_at or (row is not None and row.param in self.mutated_at)
 
     def row_of_param_used(self, param: Value) -> bool:
         return any(r.param == self.params[param] for r in self.rows)

@@ -204,16 +204,18 @@ def _tanh_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
 
 @vjp_rule
 def _erf_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    e, (x,) = emitter(build), op.operands
-    scale = full_like(build, 2 / math.sqrt(math.pi), x.type)
-    return (e(mul, ct, e(mul, scale, e(exp, e(neg, e(mul, x, x))))),)
+    return (_gaussian(build, ct, op.operands[0], 2 / math.sqrt(math.pi)),)
 
 
 @vjp_rule
 def _erfc_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
-    e, (x,) = emitter(build), op.operands
-    scale = full_like(build, -2 / math.sqrt(math.pi), x.type)
-    return (e(mul, ct, e(mul, scale, e(exp, e(neg, e(mul, x, x))))),)
+    return (_gaussian(build, ct, op.operands[0], -2 / math.sqrt(math.pi)),)
+
+
+def _gaussian(build: Build, ct: Value, x: Value, scale: float) -> Value:
+    """``ct * scale * exp(-x**2)``: the derivative of ``erf`` (``scale`` 2/sqrt(pi)) and ``erfc``."""
+    e = emitter(build)
+    return e(mul, ct, e(mul, full_like(build, scale, x.type), e(exp, e(neg, e(mul, x, x)))))
 
 
 @vjp_rule

@@ -150,6 +150,7 @@ def generate_cpu(
         constants=constants,
         entry=ENTRY,
         **program_facts(func, plan, outs),
+        args_written=tuple(sorted({*plan.direct_writeback.values(), *plan.in_param.values()})),
         kernel_slots=slots,
         kernel_weights=weights,
         entry_signature=entry_signature,

@@ -65,7 +65,6 @@ class CudaProgram:
     launches: int = 0  # kernel launches per call (``driver.launch_count``): the graphs' cost rule
     host_reads: bool = False  # the driver reads device values back (``driver.host_reads``): no graph
     blas: bool = False  # its float matmuls may run on cuBLAS (a captured graph gives them a workspace)
-    args_written: tuple[int, ...] = ()  # (``CpuProgram.args_written``; kernels raise nothing midway)
 
 
 def generate_cuda(
