@@ -127,8 +127,10 @@ def _at_the_function(err: DSLError, fn: Any) -> DSLError:
 
 def _check_arity(fn: Any, target: str, n: int) -> None:
     """One ``--arg`` per parameter, said at the ``def`` line (before tracing reports it elsewhere)."""
+    from dsl.binding import signature_of  # (the frontend, as _load's)
+
     try:
-        inspect.signature(fn).bind(*range(n))
+        signature_of(fn).bind(*range(n))
     except TypeError as err:
         code = getattr(inspect.unwrap(fn), "__code__", None)
         where = f"{code.co_filename}:{code.co_firstlineno}: " if code is not None else ""

@@ -26,6 +26,23 @@ from dsl.errors import TraceError
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
+def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
+    """The signature a call of ``fn`` is bound against: ``fn``'s own, or, where ``fn`` passes its
+    arguments through (it takes ``*args`` and no named positional parameter) to the function it
+    names as ``__wrapped__`` (``functools.wraps``, dslc's transforms), that function's, followed as
+    far as such wrappers go. ``inspect.signature`` follows ``__wrapped__`` always, so a decorator whose
+    wrapper takes its own parameters (``def wrapper(x, scale)`` around ``f(x)``) would be bound
+    against ``f``'s: Python calls the wrapper with the wrapper's. Raises as ``inspect.signature``."""
+    for _ in range(100):  # (a cycle of __wrapped__ ends somewhere)
+        own = inspect.signature(fn, follow_wrapped=False)
+        wrapped = getattr(fn, "__wrapped__", None)
+        kinds = {p.kind for p in own.parameters.values()}
+        if wrapped is None or inspect.Parameter.VAR_POSITIONAL not in kinds or kinds & set(_POSITIONAL):
+            return own
+        fn = wrapped
+    return own
+
+
 class CallError(TraceError, TypeError):
     """A compiled function (or a traced array's method) was called with arguments it cannot take."""
 
@@ -82,7 +99,7 @@ class Binder:
             (static_argnames,) if isinstance(static_argnames, str) else static_argnames
         )
         try:
-            self.signature: inspect.Signature | None = inspect.signature(fn)
+            self.signature: inspect.Signature | None = signature_of(fn)
         except (TypeError, ValueError):
             self.signature = None
         self._layouts: dict[tuple[int, int, tuple[str, ...]], Layout] = {}

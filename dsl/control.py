@@ -20,7 +20,6 @@ usual error of ``bool()`` of a traced array, at the body's line.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -31,6 +30,7 @@ from compiler.ir.types import DType, TensorType
 from compiler.prims import control, elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array, Storage
+from dsl.binding import signature_of
 from dsl.errors import TraceError
 
 
@@ -106,7 +106,7 @@ def _call_body(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         return fn(*args)
     except TypeError as err:
         try:
-            inspect.signature(fn).bind(*args)
+            signature_of(fn).bind(*args)
         except TypeError:
             name = getattr(fn, "__name__", "the body")
             raise tracing.user_error(

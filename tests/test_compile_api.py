@@ -525,3 +525,41 @@ def test_a_big_endian_array_is_its_dtype_and_unsortable_dict_keys_name_the_argum
     where = r"test_compile_api.py:\d+: argument 'p': a dict's keys must sort"
     with pytest.raises(dsl.CallError, match=where):
         dsl.compile(lambda p: p[1] + p["a"])({1: x, "a": x})
+
+
+def test_a_decorators_wrapper_is_bound_against_its_own_parameters() -> None:
+    """``functools.wraps`` names the wrapped function as ``__wrapped__``; a wrapper with parameters
+    of its own is called with those (as Python and jax.jit call it), while a pass-through
+    ``(*args, **kwargs)`` wrapper (and dslc's own transforms) keeps the wrapped function's names."""
+    import functools
+
+    def scaled(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(x: Any, scale: Any) -> Any:
+            return f(x) * scale
+
+        return wrapper
+
+    def passing(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return f(*args, **kwargs)
+
+        return wrapper
+
+    g = scaled(lambda x: dnp.sin(x))
+    x = np.linspace(-1.0, 1.0, 5)
+    assert_same(dsl.compile(g)(x, 2.0), 2.0 * np.sin(x))
+    assert_same(dsl.grad(lambda x, s: g(x, s).sum(), argnums=1)(x, 2.0), np.sin(x).sum())
+    assert_same(dsl.vmap(g, in_axes=(0, None))(x, 3.0), 3.0 * np.sin(x))
+    assert_same(dsl.grad(scaled(lambda x: dnp.sin(x).sum()))(x, 2.0), 2.0 * np.cos(x))
+    factorial = dsl.compile(lambda c: dsl.fori_loop(0, 3, scaled(lambda i: i + 1.0), c))  # body(i, c)
+    assert_same(factorial(x), 6 * x)
+
+    @dsl.compile(static_argnames="n")
+    @passing
+    def h(x: Any, n: int = 2) -> Any:
+        return x**n
+
+    assert_same(h(x, n=3), x**3)
+    assert_same(dsl.grad(lambda x: h(x).sum())(x), 2 * x)
