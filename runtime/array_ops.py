@@ -271,6 +271,15 @@ def clamped_indices(idx: np.ndarray, n: int) -> np.ndarray:
     return np.clip(np.where(i < 0, i + n, i), 0, max(n - 1, 0))
 
 
+def landing_indices(idx: np.ndarray, n: int) -> np.ndarray:
+    """Where scatter updates at ``idx`` land on an axis of ``n`` (``compiler/prims/gather.py``:
+    ``landing``): a negative index counts from the end once, and one still outside the axis is
+    ``n``, dropped (JAX's ``mode="drop"``)."""
+    i = idx.astype(np.int64)
+    i = np.where(i < 0, i + n, i)
+    return np.where((i >= 0) & (i < n), i, n)
+
+
 def gather(x: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> np.ndarray:
     """``unique`` (positions named once: compiler/prims/gather.py) changes nothing here."""
     return np.take(x, clamped_indices(idx, x.shape[axis]), axis=axis)
@@ -279,12 +288,14 @@ def gather(x: np.ndarray, idx: np.ndarray, axis: int, unique: bool = False) -> n
 def _scatter(x: np.ndarray, v: np.ndarray, idx: np.ndarray, axis: int, combine: Any) -> np.ndarray:
     """``x`` with the updates ``v`` combined into it at positions ``idx`` of ``axis``, one update
     after the other in ``idx``'s row-major order (the CPU kernel's order, and the CUDA kernel's per
-    element)."""
+    element); an update landing nowhere is dropped."""
     out = x.copy()
-    flat = clamped_indices(idx, x.shape[axis]).reshape(-1)
+    flat = landing_indices(idx, x.shape[axis]).reshape(-1)
     updates = v.reshape(x.shape[:axis] + (flat.size,) + x.shape[axis + 1 :])
     lead = (slice(None),) * axis
     for u, j in enumerate(flat):
+        if j == x.shape[axis]:
+            continue
         at = lead + (int(j),)
         out[at] = combine(out[at], updates[lead + (u,)])
     return out

@@ -40,13 +40,14 @@ def test_the_choice_follows_the_work() -> None:
 
 
 def test_radix_digits_split_the_row_bits_evenly() -> None:
-    assert [(RadixSort(10, n).passes, RadixSort(10, n).bits) for n in (1, 2, 256, 257, 1000, 1 << 20)] == [
+    """Rows 0 .. n: ``n`` is a dropped update's (out of range), sorted after every real row."""
+    assert [(RadixSort(10, n).passes, RadixSort(10, n).bits) for n in (1, 2, 255, 256, 1000, 1 << 20)] == [
         (1, 1),
-        (1, 1),
+        (1, 2),
         (2, 4),
         (3, 3),
         (3, 4),
-        (5, 4),
+        (6, 4),
     ]
 
 

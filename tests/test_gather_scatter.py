@@ -1,9 +1,9 @@
 """Indexing with integer arrays and writing through it (``dsl/gather.py`` on the ``gather``,
 ``scatter`` and ``scatter_add`` primitives of ``compiler/prims/gather.py``): reads against NumPy,
 writes against NumPy and JAX's ``.at[]``, gradients against JAX in float64, repeated, negative and
-out-of-range indices (wrapped once, then clamped), in-place on and off, a scatter into a dying array
-computed in place, the errors, and two small training programs (integer-label cross-entropy and an
-embedding lookup).
+out-of-range indices (wrapped once; then reads clamp and writes drop, as JAX's), in-place on and off,
+a scatter into a dying array computed in place, the errors, and two small training programs
+(integer-label cross-entropy and an embedding lookup).
 
 The primitives themselves are in the registry tables (``tests/test_prims_registry.py``,
 ``tests/test_vjp_rules.py``, PTX and the CUDA simulator); whole programs on the CUDA backend are in
@@ -12,6 +12,7 @@ The primitives themselves are in the registry tables (``tests/test_prims_registr
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 
@@ -38,6 +39,14 @@ def clamp(i, n: int) -> np.ndarray:
     """How dslc reads an index: wrapped once if negative (NumPy), clamped into the axis (JAX)."""
     i = np.asarray(i)
     return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+
+
+def landed(i, n: int) -> list[tuple[int, int]]:
+    """How dslc writes at an index: ``(update, row)`` for each update that lands, the index wrapped
+    once if negative (NumPy); one still outside the axis is dropped (JAX's ``.at[]``)."""
+    i = np.asarray(i).reshape(-1)
+    wrapped = np.where(i < 0, i + n, i)
+    return [(k, int(r)) for k, r in enumerate(wrapped) if 0 <= r < n]
 
 
 def close(got, want, rtol: float = 1e-12, atol: float = 1e-14) -> None:
@@ -139,21 +148,21 @@ def writes(x, i, v):
 def test_writes_against_numpy(inplace: bool) -> None:
     v = RNG.standard_normal((len(IDX), 4))
     got = dsl.compile(writes, inplace=inplace)(X, IDX, v)
-    ci = clamp(IDX, 5)
-    a = X.copy()
-    for k, r in enumerate(ci):  # the last write of each row stays
+    ci, lands = clamp(IDX, 5), landed(IDX, 5)
+    a, b, e = X.copy(), X.copy(), X.copy()
+    for k, r in lands:  # the last write of each row stays; the dropped ones write nothing
         a[r] = v[k]
-    b = X.copy()
-    b[ci] += 1.0
+        b[r] = X[r] + 1.0
+        e[r] += v[k]
     c = X.copy()
     c[:, clamp(IDX[:3], 4)] = 0.0
     d = np.where(X < 0, 0.0, X)
-    e = X.copy()
-    np.add.at(e, ci, v)
     f = np.where(X > 1, -1.0, X)
     g = X.copy()
     g[2] += 1.0
     close(got, (a, b, c, d, e, f, e, a, X[ci], g))
+    x = jnp.asarray(X)  # JAX's .at[] agrees out of range too: reads clamp, writes drop
+    close(got[6:9], (x.at[IDX].add(v), x.at[IDX].set(v), x.at[IDX].get()))
 
 
 def test_at_forms_match_jax_for_in_range_indices() -> None:
@@ -293,7 +302,8 @@ def test_write_into_an_argument_writes_the_callers_array() -> None:
     w, want = X.copy(), X.copy()
     g = RNG.standard_normal((len(IDX), 4))
     dsl.compile(step)(w, IDX, g)
-    np.add.at(want, clamp(IDX, 5), g * -0.1)
+    for k, r in landed(IDX, 5):
+        want[r] += g[k] * -0.1
     close(w, want)
 
 
@@ -311,7 +321,8 @@ def test_scatter_into_a_dying_array_is_in_place() -> None:
     buffers = lowered.memory_plan().buffers  # the matmul's, then the scatter's over it
     assert len(buffers) == 2 and buffers[1].reused_from == buffers[0].name, lowered.explain_inplace()
     want = x @ x.T
-    np.add.at(want, clamp(IDX, 5), v)
+    for k, r in landed(IDX, 5):
+        want[r] += v[k]
     for inplace in (True, False):
         close(dsl.compile(f, inplace=inplace)(x, IDX, v), want @ x, rtol=1e-10)
 
@@ -424,6 +435,55 @@ def test_gradients_against_jax(inplace: bool) -> None:
     v = RNG.standard_normal((6, 4))
     grad = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)), inplace=inplace)
     close(grad(X, v, i, j), jax.value_and_grad(loss_jax, argnums=(0, 1))(X, v, i, j), rtol=1e-10)
+
+
+def test_out_of_range_writes_drop_with_their_gradients_as_jax() -> None:
+    """An update whose index is outside the axis after one wrap is dropped by every write form, its
+    gradient zero, as JAX's ``.at[]`` (``mode="drop"``; padded index arrays rely on it). A read's
+    gradient goes back to the clamped element read (JAX drops it: docs/semantics.md). Per example
+    under ``vmap`` too: a dropped update lands in no other example."""
+    i = np.array([3, -1, 9, -7, 3, 5])  # 9, -7 (-2 after the wrap) and 5 are outside an axis of 5
+    v = RNG.standard_normal((6, 4))
+    w = RNG.standard_normal((5, 4))
+    forms = {
+        "add": lambda x, v, i: x.at[i].add(v),
+        "set": lambda x, v, i: x.at[i].set(v),
+        "mul": lambda x, v, i: x.at[i].mul(v),
+        "max": lambda x, v, i: x.at[i].max(v),
+        "min": lambda x, v, i: x.at[i].min(v),
+    }
+    for name, form in forms.items():
+        i_ = i if name != "mul" else np.array([3, -1, 9, -7, 2, 5])  # (JAX's mul refuses repeats)
+
+        def loss(x, v, i, form=form, xp=dnp):
+            return (xp.sin(form(x, v, i)) * w).sum()
+
+        jax_form = (lambda x, v, i: x.at[i].mul(v, unique_indices=True)) if name == "mul" else form
+        jax_loss = functools.partial(loss, form=jax_form, xp=jnp)
+        want = jax.value_and_grad(jax_loss, argnums=(0, 1))(jnp.asarray(X), v, i_)
+        got = dsl.compile(dsl.value_and_grad(loss, argnums=(0, 1)))(X, v, i_)
+        close(got, want, rtol=1e-10)
+        vs, idx = np.stack([v, -v]), np.stack([i_, i_[::-1]])
+        batched = dsl.compile(dsl.vmap(form, in_axes=(None, 0, 0)))(X, vs, idx)
+        close(batched, jax.vmap(form, in_axes=(None, 0, 0))(jnp.asarray(X), vs, idx))
+
+    def index_add(x, v, i):
+        y = x.copy()
+        y.index_add_(0, i, v)
+        y[i + 1] = 2.0 * y[i]  # reads clamp, writes drop
+        return y
+
+    want = X.copy()
+    for k, r in landed(i, 5):
+        want[r] += v[k]
+    read = want[clamp(i, 5)]
+    for k, r in landed(i + 1, 5):
+        want[r] = 2.0 * read[k]
+    close(dsl.compile(index_add)(X, v, i), want)
+    g = dsl.compile(dsl.grad(lambda x, i: (x[i] * v).sum()))(X, i)
+    want_g = np.zeros_like(X)
+    np.add.at(want_g, clamp(i, 5), v)
+    close(g, want_g)
 
 
 def test_set_with_repeated_indices_gives_only_the_last_write_a_gradient() -> None:
@@ -685,9 +745,10 @@ def test_a_known_index_out_of_range_raises_as_numpy(program) -> None:
         dsl.compile(lambda x: program(x.copy()))(x)
 
 
-def test_at_with_a_known_index_out_of_range_clamps_as_documented() -> None:
-    """``.at[]`` follows JAX's clamped reads and dslc's clamped writes (docs/semantics.md), known
-    indices too; a traced index array clamps in ``x[i]`` and ``x[i] = v``."""
+def test_at_with_a_known_index_out_of_range_follows_jax() -> None:
+    """``.at[]`` follows JAX's clamped reads and dropped writes (docs/semantics.md), known indices
+    too; a traced index array clamps in ``x[i]`` and drops in ``x[i] = v``. (Writes once clamped:
+    the update meant for nowhere overwrote the last element.)"""
 
     def f(x, i):
         y = x.copy()
@@ -697,8 +758,10 @@ def test_at_with_a_known_index_out_of_range_clamps_as_documented() -> None:
     i = np.array([0, 5])
     got = dsl.compile(f)(np.arange(3.0), i)
     x = jnp.arange(3.0)
-    close(got[:3], (x.at[np.array([0, 5])].get(), np.array([9.0, 1.0, 9.0]), np.array([1.0, 1.0, 3.0])))
-    close(got[3:], (np.array([0.0, 2.0]), np.array([9.0, 1.0, 9.0])))
+    at = x.at[np.array([0, 5])]
+    close(got[:3], (at.get(), at.set(9.0), at.add(1.0)))
+    close(got[:3], (np.array([0.0, 2.0]), np.array([9.0, 1.0, 2.0]), np.array([1.0, 1.0, 2.0])))
+    close(got[3:], (np.array([0.0, 2.0]), np.array([9.0, 1.0, 2.0])))
 
 
 # ---- training programs -------------------------------------------------------------------------

@@ -9,10 +9,13 @@ writes them instead (repeated positions keep the last update in that order, as N
 ``x[idx] = v`` does in practice). NumPy's multi-array indexing (``x[i, j]``) is a gather over the
 indexed axes merged into one (``dsl/gather.py``).
 
-Bounds (``runtime.array_ops.clamped_indices``, the same text on every backend): a negative index
-counts from the end once (NumPy), then it is clamped into the axis (JAX's gather and the XLA
-clamp: a compiled program cannot raise). A scatter at an out-of-range index therefore writes the
-end element (JAX would drop the update: ``mode="drop"``); docs/semantics.md says so.
+Bounds (the same text on every backend; a compiled program cannot raise): a negative index counts
+from the end once (NumPy), then a read clamps it into the axis (``clamped``,
+``runtime.array_ops.clamped_indices``: JAX's gather and the XLA clamp) while a scatter drops an
+update whose index is still outside the axis (``landing``, ``runtime.array_ops.landing_indices``:
+JAX's ``x.at[idx].set/add/...``, ``mode="drop"``, which padded index arrays rely on: an update
+meant for nowhere must not land on the last element). A gather's cotangent goes back to the
+clamped positions it read; a dropped update's cotangent is zero. docs/semantics.md says so.
 
 Fusion: a gather is an index map (``Kind.MOVEMENT``) like ``dynamic_slice``, inlined into its
 readers; its position is computed at run time from the index array. A scatter is ``Kind.SCATTER``:
@@ -65,6 +68,12 @@ def clamped(i: str, n: int) -> str:
     return f"min(max(({i} + {n} if {i} < 0 else {i}), 0), {n - 1})"
 
 
+def landing(i: str, n: int) -> str:
+    """Where the scatter update at index ``i`` (a name safe to repeat) lands on an axis of ``n``:
+    ``i`` wrapped once if negative, ``n`` (nowhere: the update is dropped) if still outside."""
+    return f"({i} + {n} if {i} < 0 else {i}) if {-n} <= {i} < {n} else {n}"
+
+
 def split_index(idx: Sequence[str], axis: int, k: int) -> tuple[list[str], list[str], list[str]]:
     """An index of the gathered shape as (leading axes, the index array's ``k`` axes, trailing)."""
     return list(idx[:axis]), list(idx[axis : axis + k]), list(idx[axis + k :])
@@ -90,21 +99,34 @@ def _gather_emit(ctx: EmitContext, idx: Sequence[str]) -> str:
 @vjp_rule
 def _gather_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     # every read element gets its cotangents back, summed where an index repeats
+    # (at the positions read: the clamped ones, where the scatter would drop an update)
     x, idx = op.operands
     zeros = full_like(build, 0, x.type)
     attrs = {"axis": _axis(op.attrs), **({UNIQUE: True} if op.attrs.get(UNIQUE) else {})}
-    return (build(scatter_add, [zeros, ct, idx], attrs), None)
+    read = _clamped_value(build, idx, x.type.shape[attrs["axis"]])
+    return (build(scatter_add, [zeros, ct, read], attrs), None)
+
+
+def _mlir_wrapped(b: Body, i: str, t: DType, n: int) -> str:
+    """``i`` wrapped once if negative, in ``arith`` ops."""
+    negative = b.emit(f"arith.cmpi slt, {i}, {b.const(0, t)} : {t}")
+    from_end = b.emit(f"arith.addi {i}, {b.const(n, t)} : {t}")
+    return b.emit(f"arith.select {negative}, {from_end}, {i} : {t}")
 
 
 def _mlir_index(b: Body, i: str, t: DType, n: int) -> str:
     """``clamped`` in ``arith`` ops, as an ``index``."""
-    zero = b.const(0, t)
-    negative = b.emit(f"arith.cmpi slt, {i}, {zero} : {t}")
-    from_end = b.emit(f"arith.addi {i}, {b.const(n, t)} : {t}")
-    wrapped = b.emit(f"arith.select {negative}, {from_end}, {i} : {t}")
-    low = b.emit(f"arith.maxsi {wrapped}, {zero} : {t}")
+    low = b.emit(f"arith.maxsi {_mlir_wrapped(b, i, t, n)}, {b.const(0, t)} : {t}")
     high = b.emit(f"arith.minsi {low}, {b.const(max(n - 1, 0), t)} : {t}")
     return b.emit(f"arith.index_cast {high} : {t} to index")
+
+
+def _mlir_lands(b: Body, i: str, t: DType, n: int) -> str:
+    """Whether a scatter update at index ``i`` lands (``landing`` is not ``n``), as an ``i1``."""
+    wrapped = _mlir_wrapped(b, i, t, n)
+    low = b.emit(f"arith.cmpi sge, {wrapped}, {b.const(0, t)} : {t}")
+    high = b.emit(f"arith.cmpi slt, {wrapped}, {b.const(n, t)} : {t}")
+    return b.emit(f"arith.andi {low}, {high} : i1")
 
 
 def _gather_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
@@ -132,12 +154,26 @@ def _gather_unview(build: Build, base: Value, new: Value, attrs: Mapping[str, An
 # ---- batching (vmap) ---------------------------------------------------------------------------
 
 
-def _clamped_value(build: Build, idx: Value, n: int) -> Value:
-    """``clamped`` as primitives, in int64 (an index read the way the kernels read it)."""
+def _wrapped_value(build: Build, idx: Value, n: int) -> Value:
+    """``idx`` in int64, wrapped once where negative (NumPy)."""
     i = idx if idx.type.dtype is DType.i64 else build(ew.cast, [idx], {"dtype": DType.i64})
     zero, end = (full_like(build, c, i.type) for c in (0, n))
-    wrapped = build(ew.select, [build(ew.lt, [i, zero], {}), build(ew.add, [i, end], {}), i], {})
-    return build(ew.min_, [build(ew.max_, [wrapped, zero], {}), full_like(build, max(n - 1, 0), i.type)], {})
+    return build(ew.select, [build(ew.lt, [i, zero], {}), build(ew.add, [i, end], {}), i], {})
+
+
+def _clamped_value(build: Build, idx: Value, n: int) -> Value:
+    """``clamped`` as primitives, in int64 (an index read the way the kernels read it)."""
+    wrapped = _wrapped_value(build, idx, n)
+    zero = full_like(build, 0, wrapped.type)
+    last = full_like(build, max(n - 1, 0), wrapped.type)
+    return build(ew.min_, [build(ew.max_, [wrapped, zero], {}), last], {})
+
+
+def _lands_value(build: Build, idx: Value, n: int) -> Value:
+    """Whether each scatter update at ``idx`` lands on the axis of ``n`` (``landing``: not dropped)."""
+    wrapped = _wrapped_value(build, idx, n)
+    inside = build(ew.ge, [wrapped, full_like(build, 0, wrapped.type)], {})
+    return build(ew.and_, [inside, build(ew.lt, [wrapped, full_like(build, n, wrapped.type)], {})], {})
 
 
 def _front(build: Build, v: Value, axis: int) -> Value:
@@ -148,10 +184,13 @@ def _front(build: Build, v: Value, axis: int) -> Value:
     return build(mv.transpose, [v], {"perm": perm})
 
 
-def _per_example(build: Build, x: Value, idx: Value, axis: int, size: int) -> tuple[Value, Value]:
+def _per_example(
+    build: Build, x: Value, idx: Value, axis: int, size: int, drop: bool = False
+) -> tuple[Value, Value]:
     """A batched ``x`` (batch first) with the batch axis merged into its axis ``axis`` (moved next
     to it: ``(pre, B * n, post)``), and a batched index array's positions in that merged axis
-    (example ``b``'s clamped index plus ``b * n``)."""
+    (example ``b``'s clamped index plus ``b * n``; with ``drop``, a scatter's, ``B * n`` where the
+    update is dropped, so that it stays dropped and lands in no other example)."""
     xt, n = x.type, x.type.shape[1 + axis]
     perm = (*range(1, 1 + axis), 0, *range(1 + axis, xt.rank))
     moved = build(mv.transpose, [x], {"perm": perm}) if axis else x
@@ -160,7 +199,11 @@ def _per_example(build: Build, x: Value, idx: Value, axis: int, size: int) -> tu
     it = idx.type.with_shape(idx.type.shape)
     offsets = build(source.iota, [], {"shape": it.shape, "dimension": 0, "dtype": DType.i64})
     step = full_like(build, n, TensorType(it.shape, DType.i64))
-    position = build(ew.add, [_clamped_value(build, idx, n), build(ew.mul, [offsets, step], {})], {})
+    base = _wrapped_value(build, idx, n) if drop else _clamped_value(build, idx, n)
+    position = build(ew.add, [base, build(ew.mul, [offsets, step], {})], {})
+    if drop:
+        nowhere = full_like(build, size * n, position.type)
+        position = build(ew.select, [_lands_value(build, idx, n), position, nowhere], {})
     return x, position
 
 
@@ -183,7 +226,7 @@ def _scatter_batch(build: Build, op: Op, operands: Sequence[Value], batched: Wan
     if not batched[2]:  # the same positions in every example
         return build(op.prim, [x, v, idx], {"axis": axis + 1})
     shape = x.type.shape
-    x, position = _per_example(build, x, idx, axis, size)
+    x, position = _per_example(build, x, idx, axis, size, drop=True)
     if axis:  # the updates' batch axis beside their index axes, as the merged axis has it
         v = build(mv.transpose, [v], {"perm": (*range(1, 1 + axis), 0, *range(1 + axis, v.type.rank))})
     out = build(op.prim, [x, v, position], {"axis": axis})
@@ -231,7 +274,8 @@ def _scatter_rule(name: str) -> Any:
 def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     """A loop nest (``scf.for``) over the updates in row-major order carrying the result tensor:
     each step extracts the index, the update and the element it lands on, combines them and
-    inserts the result (the kernels' order)."""
+    inserts the result (the kernels' order); a dropped update (``landing``) puts back the clamped
+    element it read."""
     x, v, it = (val.type for val in op.operands)
     axis = _axis(op.attrs)
     reducer = op.prim.reducer
@@ -243,9 +287,11 @@ def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
     lead, at, trail = split_index(ivs, axis, it.rank)
     i = body.emit(f"tensor.extract {xs[2]}[{', '.join(at)}] : {it}")
     where = ", ".join([*lead, _mlir_index(body, i, it.dtype, x.shape[axis]), *trail])
+    lands = _mlir_lands(body, i, it.dtype, x.shape[axis])
     new = body.emit(f"tensor.extract {xs[1]}[{', '.join(ivs)}] : {v}")
     old = body.emit(f"tensor.extract {acc}[{where}] : {x}")
-    value = reducer.mlir_combine(body, [new, old], [x.dtype, x.dtype], x.dtype, op.attrs)
+    combined = reducer.mlir_combine(body, [new, old], [x.dtype, x.dtype], x.dtype, op.attrs)
+    value = body.emit(f"arith.select {lands}, {combined}, {old} : {x.dtype}")
     inserted = body.emit(f"tensor.insert {value} into {acc}[{where}] : {x}")
     b.lines += body.lines
     return ml.close_nest(b, results, inserted, x, loc)
@@ -254,9 +300,18 @@ def _scatter_mlir(b: Builder, op: Op, xs: list[str], loc: str) -> str:
 @vjp_rule
 def _scatter_add_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     # x shows through with every update added on: both get the cotangent, the updates at their
-    # (equally clamped) positions
-    attrs = {"axis": _axis(op.attrs)}
-    return (ct, build(gather, [ct, op.operands[2]], attrs) if wanted[1] else None, None)
+    # positions (a dropped update: zero)
+    if not wanted[1]:
+        return (ct, None, None)
+    return (ct, _landed(build, op, build(gather, [ct, op.operands[2]], {"axis": _axis(op.attrs)})), None)
+
+
+def _landed(build: Build, op: Op, values: Value) -> Value:
+    """An update cotangent ``values`` (the updates' shape) of the scatter ``op``, zero where the
+    update was dropped (``landing``)."""
+    x, _, idx = op.operands
+    axis = _axis(op.attrs)
+    return _masked(build, _lands_value(build, idx, x.type.shape[axis]), values, axis)
 
 
 @vjp_rule
@@ -264,7 +319,7 @@ def _scatter_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     """The written elements of ``x`` are overwritten (zero cotangent there); of updates landing on
     the same element only the last written shows (it gets the cotangent, the others zero): the
     winner of each element is found by scattering the updates' own positions (an iota) the same
-    way and reading them back."""
+    way and reading them back (a dropped update wins nowhere: zero)."""
     x, v, idx = op.operands
     attrs = {"axis": _axis(op.attrs)}
     ct_x = build(scatter, [ct, full_like(build, 0, v.type), idx], attrs) if wanted[0] else None
@@ -361,7 +416,7 @@ def _scatter_mul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotange
     divided = build(ew.div, [at(build(ew.mul, [ct, op.result], {})), nonzero], {})
     shared = build(ew.select, [only_zero, at(build(ew.mul, [ct, without_it], {})), divided], {})
     ct_v = build(ew.select, [alone, at(build(ew.mul, [ct, x], {})), shared], {})
-    return (ct_x, ct_v, None)
+    return (ct_x, _landed(build, op, ct_v), None)
 
 
 @vjp_rule
@@ -378,7 +433,7 @@ def _scatter_chooser_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cot
     share = build(ew.div, [ct, count], {})
     ct_x = build(ew.mul, [x_wins, share], {}) if wanted[0] else None
     ct_v = build(ew.mul, [v_wins, build(gather, [share, idx], attrs)], {}) if wanted[1] else None
-    return (ct_x, ct_v, None)
+    return (ct_x, None if ct_v is None else _landed(build, op, ct_v), None)
 
 
 def _reducer_of(prim: Primitive) -> Reducer:

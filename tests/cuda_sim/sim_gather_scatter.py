@@ -116,7 +116,7 @@ def test_scatter_blockings_match_numpy_bit_for_bit(monkeypatch, threads: int) ->
 
     monkeypatch.setattr(cuda_scatter, "THREADS", threads)
     x0, x1 = RNG.standard_normal((7, 3)).astype(np.float32), RNG.standard_normal((2, 7, 2))
-    i = RNG.integers(-7, 9, 40)  # repeated, negative, past the end (clamped)
+    i = RNG.integers(-9, 9, 40)  # repeated, negative, past both ends (dropped)
     v0, v1 = RNG.standard_normal((40, 3)).astype(np.float32), RNG.standard_normal((2, 40, 2))
 
     def f(x0, x1, i, v0, v1):
@@ -124,12 +124,12 @@ def test_scatter_blockings_match_numpy_bit_for_bit(monkeypatch, threads: int) ->
 
     on_gpu, on_cpu = both(f, x0, x1, i, v0, v1)
     same(on_gpu, on_cpu)
-    c = np.clip(np.where(i < 0, i + 7, i), 0, 6)
+    (c, u0), (_, u1) = kept(i, 7, v0), kept(i, 7, v1, 1)
     a0, a1, s0, m1 = x0.copy(), x1.copy(), x0.copy(), x1.copy()
-    np.add.at(a0, c, v0)
-    np.add.at(a1, (slice(None), c), v1)
-    s0[c] = v0
-    np.maximum.at(m1, (slice(None), c), v1)
+    np.add.at(a0, c, u0)
+    np.add.at(a1, (slice(None), c), u1)
+    s0[c] = u0
+    np.maximum.at(m1, (slice(None), c), u1)
     same(on_gpu, (a0, a1, s0, m1))
 
 
@@ -175,8 +175,13 @@ def sorted_form(monkeypatch):
     sort_sizes(monkeypatch, 20, 2, 5)
 
 
-def clamp(i: np.ndarray, n: int) -> np.ndarray:
-    return np.clip(np.where(i < 0, i + n, i), 0, n - 1)
+def kept(i: np.ndarray, n: int, v: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The rows on an axis of ``n`` where the updates ``v`` (the index's axes at ``axis``) at
+    ``i`` land, and those updates: an index wraps once if negative; one still outside the axis
+    is dropped (JAX's ``.at[]``)."""
+    w = np.where(i < 0, i + n, i)
+    inside = (w >= 0) & (w < n)
+    return w[inside], v[(slice(None),) * axis + (inside,)]
 
 
 def sorted_cases():
@@ -185,55 +190,56 @@ def sorted_cases():
     array, rows of 7 (two passes), 40 (three: the positions go back to the first array) and 1, and
     no updates at all."""
     f32, ints = RNG.standard_normal((7, 3)).astype(np.float32), RNG.integers(-50, 50, 7).astype(np.int32)
-    i = RNG.integers(-9, 9, 40)  # repeated; -8 and -9 wrap once to below 0 and clamp to row 0
+    i = RNG.integers(-9, 9, 40)  # repeated; -8 and -9 wrap once to below 0, 7 and 8 past the end: dropped
     v32, vi = RNG.standard_normal((40, 3)).astype(np.float32), RNG.integers(-50, 50, 40).astype(np.int32)
     mid, vmid = RNG.standard_normal((2, 7, 2)), RNG.standard_normal((2, 5, 8, 2))
     i2 = i.reshape(5, 8)
     wide, iw, vw = RNG.standard_normal((40, 2)), RNG.integers(-45, 45, 60), RNG.standard_normal((60, 2))
     one, i1, v1 = RNG.standard_normal((1, 3)), np.array([0, -1, 5, 0]), RNG.standard_normal((4, 3))
     none, v0 = np.zeros(0, np.int64), np.zeros((0, 3), np.float32)
-    c, cw = clamp(i, 7), clamp(iw, 40)
 
     def at(ufunc, x, idx, v, axis=0):
+        rows, v = kept(idx, x.shape[axis], v, axis)
         x = x.copy()
-        ufunc.at(x, (slice(None),) * axis + (idx,), v)
+        ufunc.at(x, (slice(None),) * axis + (rows,), v)
         return x
 
-    def put(x, idx, v):
+    def put(x, idx, v, axis=0):
+        rows, v = kept(idx, x.shape[axis], v, axis)
         x = x.copy()
-        x[idx] = v
+        x[(slice(None),) * axis + (rows,)] = v
         return x
 
     return [
-        ("add f32", lambda x, i, v: x.at[i].add(v), (f32, i, v32), at(np.add, f32, c, v32)),
-        ("set f32", lambda x, i, v: x.at[i].set(v), (f32, i, v32), put(f32, c, v32)),
-        ("mul f32", lambda x, i, v: x.at[i].mul(v), (f32, i, v32), at(np.multiply, f32, c, v32)),
-        ("max f32", lambda x, i, v: x.at[i].max(v), (f32, i, v32), at(np.maximum, f32, c, v32)),
-        ("min f32", lambda x, i, v: x.at[i].min(v), (f32, i, v32), at(np.minimum, f32, c, v32)),
-        ("add i32 rows of one", lambda x, i, v: x.at[i].add(v), (ints, i, vi), at(np.add, ints, c, vi)),
-        ("set i32 rows of one", lambda x, i, v: x.at[i].set(v), (ints, i, vi), put(ints, c, vi)),
-        ("max i32 rows of one", lambda x, i, v: x.at[i].max(v), (ints, i, vi), at(np.maximum, ints, c, vi)),
+        ("add f32", lambda x, i, v: x.at[i].add(v), (f32, i, v32), at(np.add, f32, i, v32)),
+        ("set f32", lambda x, i, v: x.at[i].set(v), (f32, i, v32), put(f32, i, v32)),
+        ("mul f32", lambda x, i, v: x.at[i].mul(v), (f32, i, v32), at(np.multiply, f32, i, v32)),
+        ("max f32", lambda x, i, v: x.at[i].max(v), (f32, i, v32), at(np.maximum, f32, i, v32)),
+        ("min f32", lambda x, i, v: x.at[i].min(v), (f32, i, v32), at(np.minimum, f32, i, v32)),
+        ("add i32 rows of one", lambda x, i, v: x.at[i].add(v), (ints, i, vi), at(np.add, ints, i, vi)),
+        ("set i32 rows of one", lambda x, i, v: x.at[i].set(v), (ints, i, vi), put(ints, i, vi)),
+        ("max i32 rows of one", lambda x, i, v: x.at[i].max(v), (ints, i, vi), at(np.maximum, ints, i, vi)),
         (
             "add, middle axis, 2-D index",
             lambda x, i, v: x.at[:, i].add(v),
             (mid, i2, vmid),
-            at(np.add, mid, clamp(i2, 7), vmid, axis=1),
+            at(np.add, mid, i2, vmid, axis=1),
         ),
         (
             "set, middle axis, 2-D index",
             lambda x, i, v: x.at[:, i].set(v),
             (mid, i2, vmid),
-            put(mid, (slice(None), clamp(i2, 7)), vmid),
+            put(mid, i2, vmid, axis=1),
         ),
-        ("add, 40 rows", lambda x, i, v: x.at[i].add(v), (wide, iw, vw), at(np.add, wide, cw, vw)),
-        ("set, 40 rows", lambda x, i, v: x.at[i].set(v), (wide, iw, vw), put(wide, cw, vw)),
+        ("add, 40 rows", lambda x, i, v: x.at[i].add(v), (wide, iw, vw), at(np.add, wide, iw, vw)),
+        ("set, 40 rows", lambda x, i, v: x.at[i].set(v), (wide, iw, vw), put(wide, iw, vw)),
         (
             "add, last axis",
             lambda x, i, v: x.at[:, i].add(v),
             (wide.T.copy(), iw, vw.T.copy()),
-            at(np.add, wide.T.copy(), cw, vw.T.copy(), axis=1),
+            at(np.add, wide.T.copy(), iw, vw.T.copy(), axis=1),
         ),
-        ("add, one row", lambda x, i, v: x.at[i].add(v), (one, i1, v1), at(np.add, one, clamp(i1, 1), v1)),
+        ("add, one row", lambda x, i, v: x.at[i].add(v), (one, i1, v1), at(np.add, one, i1, v1)),
         ("add, no updates", lambda x, i, v: x.at[i].add(v), (f32, none, v0), f32),
     ]
 
@@ -294,9 +300,9 @@ def test_sorted_scatter_with_wide_digits_and_many_chunks(monkeypatch) -> None:
     assert "_segments(" in source and "_sums(" in source, "the sorted form with chunk sums was not taken"
     on_gpu, on_cpu = both(f, x, i, v)
     same(on_gpu, on_cpu)
-    c, added, put = clamp(i, 200), x.copy(), x.copy()
-    np.add.at(added, c, v)
-    put[c] = v
+    (c, u), added, put = kept(i, 200, v), x.copy(), x.copy()
+    np.add.at(added, c, u)
+    put[c] = u
     same(on_gpu, (added, put))
 
 

@@ -1,6 +1,7 @@
 """The CPU kernel of a SCATTER group (``compiler/prims/gather.py``): the base copied into the result
 (nothing to copy when the result is stored over its dying base, in place), then one serial loop nest
-over the updates in row-major order, each combined into the element its clamped index names. Serial
+over the updates in row-major order, each combined into the element its index names (``landing``:
+wrapped once if negative; an update outside the axis is dropped). Serial
 on purpose: repeated indices then combine in one fixed order, the order of the NumPy reference
 (``runtime.array_ops.scatter_add``), and the loop costs one pass over the updates."""
 
@@ -9,8 +10,8 @@ from __future__ import annotations
 from compiler.kernel.cpu.loops import KernelSpec, store
 from compiler.kernel.cpu.records import Kernel
 from compiler.kernel.emit import subscript, typed
-from compiler.kernel.ir import Access, Line, Stmt, nest
-from compiler.prims.gather import clamped, split_index
+from compiler.kernel.ir import Access, If, Line, Stmt, nest
+from compiler.prims.gather import landing, split_index
 
 
 def scatter_kernel(spec: KernelSpec) -> Kernel | None:
@@ -32,11 +33,12 @@ def scatter_kernel(spec: KernelSpec) -> Kernel | None:
         lead, at, trail = split_index(u, axis, idx.type.rank)
         dest = Access(po, (*lead, "j", *trail))
         update = Access(pv, u)
+        n = x.type.shape[axis]
         combined = typed(reducer.combine(subscript(po, dest.index), subscript(pv, u)), out.type.dtype)
         per_update: list[Stmt] = [
             Line(f"j = {subscript(pi, tuple(at))}", (Access(pi, tuple(at)),)),
-            Line(f"j = {clamped('j', x.type.shape[axis])}"),
-            Line(f"{subscript(po, dest.index)} = {combined}", (dest, update), (dest,)),
+            Line(f"j = {landing('j', n)}"),  # (n: dropped)
+            If(f"j < {n}", [Line(f"{subscript(po, dest.index)} = {combined}", (dest, update), (dest,))]),
         ]
         body += nest(u, v.type.shape, per_update)
     return spec.define(body)

@@ -143,7 +143,7 @@ def _walk(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> CudaKe
         body: list[Stmt] = [
             Line(f"p = l // {post}"),
             Line(f"q = l % {post}"),
-            For("u", count, [*per_update, combine]),
+            For("u", count, [*per_update, If(f"j < {n}", [combine])]),  # (j == n: dropped)
         ]
     else:  # thread t: line t % lines, the rows [lo, lo + rows) of it (consecutive threads: consecutive q)
         where = [
@@ -161,7 +161,8 @@ def _walk(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> CudaKe
                 Line(f"{mine.array}[{mine.index[0]}] = acc", (), (mine,)),
             ]
         else:
-            body = [*where, For("u", count, [*per_update, If(f"lo <= j and j < lo + {rows}", [combine])])]
+            inside = f"lo <= j and j < lo + {rows} and j < {n}"  # (the last block may end past n)
+            body = [*where, For("u", count, [*per_update, If(inside, [combine])])]
     args = [names[out], names[v], names[idx]]
     types = [(out.type.dtype, 1), (v.type.dtype, 1), (idx.type.dtype, 1)]
     threads = lines * blocks
@@ -186,7 +187,7 @@ def _direct(spec: KernelSpec, n: int, post: int, lines: int, count: int) -> Cuda
         Line(f"u = (t // {post}) % {count}"),
         Line(f"p = t // ({post} * {count})"),
         *row_of(names[idx], "u", n),
-        _combine(reducer, old, new, out, (dest, update), (dest,)),
+        If(f"j < {n}", [_combine(reducer, old, new, out, (dest, update), (dest,))]),
     ]
     threads = (lines // post) * count * post
     args = [names[out], names[v], names[idx]]
@@ -225,10 +226,10 @@ def _marks(spec: KernelSpec, sort: RadixSort, perm: Scratch, bounds: Scratch) ->
         *row_at("s", "r"),
         Line("prev = -1"),
         If("s > 0", row_at("s - 1", "prev")),
-        If("prev != r", [Line(f"{b}[r] = s", (), (Access(b, ("r",)),))]),
+        If(f"prev != r and r < {n}", [Line(f"{b}[r] = s", (), (Access(b, ("r",)),))]),
         Line(f"after = {n}"),
         If(f"s < {count - 1}", row_at("s + 1", "after")),
-        If("after != r", [Line(f"{b}[{n} + r] = s + 1", (), (Access(b, (f"{n} + r",)),))]),
+        If(f"after != r and r < {n}", [Line(f"{b}[{n} + r] = s + 1", (), (Access(b, (f"{n} + r",)),))]),
     ]
     int_arg = (sort.dtype, 1)
     return kernel(

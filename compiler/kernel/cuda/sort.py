@@ -1,4 +1,5 @@
-"""A stable sort on CUDA of a scatter's update positions by the row each lands on (its clamped index),
+"""A stable sort on CUDA of a scatter's update positions by the row each lands on (``row_of``: row
+``n`` for a dropped update, after every real row),
 for the sorted form of ``scatter.py``: an LSD radix sort, a counting sort per digit of the row,
 least significant digit first, deterministic by construction and without atomics.
 
@@ -68,7 +69,7 @@ from compiler.ir.types import DType
 from compiler.kernel.cuda.loops import block_loop
 from compiler.kernel.cuda.records import CudaKernel, Launch, Scratch, kernel
 from compiler.kernel.ir import Access, Alloc, Barrier, For, If, Line, Stmt
-from compiler.prims.gather import clamped
+from compiler.prims.gather import landing
 
 RADIX_BITS = 4
 """The most bits of the row a pass sorts by (``radix`` counters a thread in shared memory)."""
@@ -80,9 +81,9 @@ SCAN_CHUNK = 4096
 
 @dataclass(frozen=True)
 class RadixSort:
-    """The shape of the sort of ``count`` positions by rows ``0 .. n-1``: ``passes`` digits of
-    ``bits`` bits each, ``tiles`` tiles, the table's ``chunks``, and the integer type of the
-    positions and counters."""
+    """The shape of the sort of ``count`` positions by rows ``0 .. n`` (``n``: dropped) on an axis
+    of ``n``: ``passes`` digits of ``bits`` bits each, ``tiles`` tiles, the table's ``chunks``, and
+    the integer type of the positions and counters."""
 
     count: int
     n: int
@@ -92,8 +93,8 @@ class RadixSort:
         return -(-self.row_bits // RADIX_BITS)
 
     @property
-    def row_bits(self) -> int:
-        return max(1, (self.n - 1).bit_length())
+    def row_bits(self) -> int:  # rows 0 .. n: ``n`` is a dropped update's (``row_of``)
+        return max(1, self.n.bit_length())
 
     @property
     def bits(self) -> int:
@@ -131,13 +132,14 @@ class RadixSort:
 
 
 def row_of(idx: str, at: str, n: int) -> list[Stmt]:
-    """Statements setting ``j`` to the row the update at position ``at`` lands on (clamped)."""
-    return [Line(f"j = {idx}[{at}]", (Access(idx, (at,)),)), Line(f"j = {clamped('j', n)}")]
+    """Statements setting ``j`` to the row the update at position ``at`` lands on (``landing``:
+    ``n`` for a dropped update)."""
+    return [Line(f"j = {idx}[{at}]", (Access(idx, (at,)),)), Line(f"j = {landing('j', n)}")]
 
 
 def sort_by_row(name: str, shape: RadixSort, idx: str, idx_dtype: DType) -> tuple[list[CudaKernel], Scratch]:
     """The kernels, in launch order, sorting the positions of ``idx`` (``shape.count`` entries) by
-    their clamped row, and the scratch holding the sorted positions after the last."""
+    their row (``row_of``), and the scratch holding the sorted positions after the last."""
     dtype = shape.dtype
     hist = Scratch(f"{name}_hist", shape.table, dtype)
     sums = Scratch(f"{name}_totals", shape.chunks, dtype) if shape.chunks > 1 else None
