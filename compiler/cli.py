@@ -18,7 +18,9 @@ import importlib.util
 import inspect
 import os
 import re
+import stat
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -88,6 +90,12 @@ def load_function(target: str) -> Any:
         spec.loader.exec_module(module)
     except SyntaxError as err:  # the user's file: a user error at its line, not an internal one
         raise UserError(f"{err.filename}:{err.lineno}: SyntaxError: {err.msg}") from None
+    except SystemExit as err:  # a script's sys.exit(...) would end dslc with its status and no word
+        where = _user_line(err, [path]) or path
+        raise UserError(
+            f"{where}: the file exits (SystemExit: {err.code}) when dslc imports it; "
+            'run that code under `if __name__ == "__main__":`'
+        ) from None
     fn = getattr(module, name, None)
     if fn is None:
         raise UserError(f"{path} has no function named {name!r}")
@@ -99,19 +107,41 @@ def _lower(args: argparse.Namespace) -> Any:
 
     fn = user_fn = load_function(args.target)
     _check_arity(fn, args.target, len(args.arg))
-    if getattr(args, "grad", None):
-        try:
-            nums = tuple(int(n) for n in args.grad.split(","))
-        except ValueError:
-            raise UsageError(f"--grad takes argument numbers like 0 or 0,2; got {args.grad!r}") from None
+    nums = _grad_nums(args.grad)
+    if nums is not None:
         fn = dsl.grad(fn, argnums=nums[0] if len(nums) == 1 else nums)
-    compiled = dsl.compile(
-        fn, target=args.target_device, inplace=not args.no_inplace, precision=args.precision
-    )
+    # Options set on the command line win over the decorator's, and those over dslc's defaults.
+    flags = {
+        "target": args.target_device,
+        "inplace": False if args.no_inplace else None,
+        "precision": args.precision,
+    }
+    options: dict[str, Any] = {"target": "cpu", "inplace": True}
+    for given in (_decorator_options(user_fn), flags):
+        options.update((k, v) for k, v in given.items() if v is not None)
+    compiled = dsl.compile(fn, **options)
     try:
         return compiled.lower(*_shaped(args.arg))
     except DSLError as err:
         raise _at_the_function(err, user_fn) from None
+
+
+def _decorator_options(fn: Any) -> dict[str, Any]:
+    """The ``dsl.compile`` options of a decorated ``fn`` (none for a plain function), so that
+    ``dslc compile``/``plan`` build the program its calls run (``fn.lower(x)``): its ``inplace=False``
+    was dropped (found 2026-11-27). ``dsl.compile`` of a compiled function keeps its static arguments
+    itself; ``--grad`` compiles the gradient with the same options."""
+    from dsl.compile import Compiled  # (the frontend, as _lower's)
+
+    if not isinstance(fn, Compiled):
+        return {}
+    return {
+        "target": fn._target,
+        "donate_argnums": fn._donate,
+        "inplace": fn._inplace,
+        "strict_inplace": fn._strict_inplace,
+        "precision": fn._precision,
+    }
 
 
 def _at_the_function(err: DSLError, fn: Any) -> DSLError:
@@ -172,10 +202,48 @@ def _guard_inputs(args: argparse.Namespace) -> None:
 
 def _write(text: str, out: str | None) -> None:
     if out:
-        with open(out, "w") as f:
-            f.write(text)
+        write_output(out, lambda path: _write_text(path, text))
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def write_output(out: str, write: Callable[[str], None]) -> None:
+    """``write(path)`` the output file ``out`` by way of a new file beside it, renamed over ``out``
+    once complete: a failed write (a full disk) leaves an existing ``out`` as it was instead of
+    truncated. Something other than a regular file (``/dev/stdout``, a pipe) is written in place:
+    a rename would replace the device. An ``OSError`` is a user error naming ``out``."""
+    try:
+        if os.path.exists(out) and not os.path.isfile(out):  # (both follow symlinks)
+            write(out)
+        else:  # through a symlink: the link stays, its target is replaced
+            _write_and_rename(os.path.realpath(out), write)
+    except OSError as err:
+        raise UserError(f"cannot write {out}: {err.strerror or err}") from None
+
+
+def _write_and_rename(path: str, write: Callable[[str], None]) -> None:
+    """``write`` a new file in ``path``'s directory, with ``path``'s mode, then rename it to ``path``."""
+    if os.path.exists(path):
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    else:  # a new output gets the usual mode (mkstemp's file is 0600): read the umask to make it
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    directory, name = os.path.split(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=os.path.splitext(name)[1], dir=directory)
+    os.close(fd)
+    try:
+        os.chmod(tmp, mode)
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def llvm_ir(program: Any, arrays: Sequence[np.ndarray]) -> str:
@@ -271,7 +339,8 @@ def cmd_plan(args: argparse.Namespace) -> None:
     if args.plot:
         from compiler.plot import plot_memory_plan
 
-        plot_memory_plan(plan, args.plot, title=args.target.rpartition(":")[2])
+        title = args.target.rpartition(":")[2]
+        write_output(args.plot, lambda path: plot_memory_plan(plan, path, title=title))
     _write(str(plan), args.output)
 
 
@@ -285,21 +354,35 @@ def _read_ir(path: str) -> tuple[str, str]:
         raise UserError(f"cannot read {path}: {err.strerror}") from None
 
 
-def _grad_spec(spec: str | None) -> Any:
-    if not spec:
+def _grad_nums(spec: str | None) -> tuple[int, ...] | None:
+    """``--grad 0,2`` -> (0, 2); None without ``--grad``. ``--grad ''`` is a usage error (it compiled
+    the forward program)."""
+    if spec is None:
         return None
-    from compiler.autodiff import GradSpec
-
     try:
-        return GradSpec(tuple(int(n) for n in spec.split(",")))
+        return tuple(int(n) for n in spec.split(","))
     except ValueError:
         raise UsageError(f"--grad takes argument numbers like 0 or 0,2; got {spec!r}") from None
 
 
+def _argnums(flag: str, nums: Sequence[int], func: Function, name: str) -> tuple[int, ...]:
+    """``--grad``/``--donate`` numbers as indices of ``func``'s arguments, negative ones counted from
+    the last (as ``dsl.compile``'s argnums); one out of range is a user error, not an IndexError
+    (``--grad``) or nothing at all (``--donate``)."""
+    n = len(func.params)
+    for k in nums:
+        if not -n <= k < n:
+            what = f"@{func.name}, a function of {n} arguments"
+            raise UserError(f"{name}: {flag} {k} is out of range for {what}")
+    return tuple(k % n for k in nums)
+
+
 def cmd_opt(args: argparse.Namespace) -> None:
+    from compiler.autodiff import GradSpec
     from compiler.ir.parser import parse_module
 
     passes = _pass_list(args.passes)  # a usage error before reading stdin
+    grad = _grad_nums(args.grad)
     text, name = _read_ir(args.file)
     out: list[Function] = []
     for func in parse_module(text, name):
@@ -313,8 +396,8 @@ def cmd_opt(args: argparse.Namespace) -> None:
         options = Options(
             target=args.target_device,
             verify=True,
-            donate_argnums=tuple(args.donate),
-            grad=_grad_spec(args.grad),
+            donate_argnums=_argnums("--donate", args.donate, func, name),
+            grad=None if grad is None else GradSpec(_argnums("--grad", grad, func, name)),
         )
         if args.no_inplace:
             options.inplace = False
@@ -365,17 +448,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--target",
             dest="target_device",
-            default="cpu",
             choices=("cpu", "cuda", "auto"),
-            help="backend to compile for (default: cpu)",
+            help="backend to compile for (default: the dsl.compile decorator's, else cpu)",
         )
         p.add_argument(
             "--precision",
-            default="highest",
             choices=PRECISIONS,
-            help="float32 matmuls on a GPU: full float32, or TensorFloat-32 allowed (default: highest)",
+            help="float32 matmuls on a GPU: full float32, or TensorFloat-32 allowed (default: the "
+            "decorator's, else highest)",
         )
-        p.add_argument("--no-inplace", action="store_true", help="the reference plan: no buffer reuse")
+        p.add_argument(
+            "--no-inplace",
+            action="store_true",
+            help="the reference plan: no buffer reuse (whatever the decorator's inplace)",
+        )
         p.add_argument("-o", "--output", metavar="OUT", help="write to this file instead of stdout")
         p.add_argument(
             "--grad", metavar="ARGNUMS", help="compile the gradient w.r.t. these arguments (0 or 0,2)"
@@ -501,7 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             kind = type(err).__name__
             if where is not None:
                 message = f"{where}: {kind}: {message}"
-            elif isinstance(err, OSError) and err.filename:  # -o or --plot into no such directory
+            elif isinstance(err, OSError) and err.filename:  # a --save-dir it cannot make, say
                 message = f"cannot write {err.filename}: {err.strerror}"
             elif not isinstance(err, (TypeError, ValueError)):
                 message = f"internal error: {kind}: {message} (run with --debug for the traceback)"

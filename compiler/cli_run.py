@@ -8,11 +8,12 @@ an error naming the argument, the expected type and what was given.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 
 import numpy as np
 
-from compiler.cli import UserError
+from compiler.cli import UserError, write_output
 from compiler.ir.core import Function
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import BUFFERIZED
@@ -103,5 +104,6 @@ def run_ir_file(args: argparse.Namespace, text: str, name: str) -> str:
     if args.save_dir:
         os.makedirs(args.save_dir, exist_ok=True)
         for i, r in enumerate(results):
-            np.save(os.path.join(args.save_dir, f"result{i}.npy"), np.asarray(r))
+            save = functools.partial(np.save, arr=np.asarray(r))
+            write_output(os.path.join(args.save_dir, f"result{i}.npy"), save)
     return "\n".join(summarize(i, np.asarray(r)) for i, r in enumerate(results))

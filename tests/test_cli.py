@@ -430,3 +430,123 @@ def test_an_output_naming_the_input_file_is_refused(tmp_path, capsys, ir_file) -
         code, _, err = dslc(capsys, *argv)
         assert code == 2 and "is the input file" in err, (argv, err)
     assert model.read_text() == source and "func.func" in open(ir_file).read()
+
+
+DECORATED = """import dsl, dsl.numpy as dnp
+
+def chain(x):
+    a = dnp.exp(x) @ x
+    b = dnp.sin(a) @ x
+    return (b @ x).sum()
+
+noinp = dsl.compile(chain, inplace=False)
+tf32 = dsl.compile(lambda x, w: x @ w, target="cuda", precision="tf32")
+"""
+
+
+def test_the_decorators_options_are_the_programs(capsys, tmp_path) -> None:
+    """``dslc plan`` of ``@dsl.compile(inplace=False)`` is its reference plan, as ``noinp.lower(x)``'s
+    (it planned with reuse, found 2026-11-27), and its target and precision are the decorator's; an
+    option given on the command line wins."""
+    import importlib.util
+
+    src = tmp_path / "dec.py"
+    src.write_text(DECORATED)
+    spec = importlib.util.spec_from_file_location("dec", src)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = np.zeros((4, 4), np.float32)
+    peak = module.noinp.lower(x).memory_plan().peak_bytes
+    code, out, err = dslc(capsys, "plan", f"{src}:noinp", "--arg", "f32[4,4]")
+    assert code == 0 and f"peak {peak} bytes" in out and peak == 320, err
+    assert "peak 320 bytes" not in dslc(capsys, "plan", f"{src}:chain", "--arg", "f32[4,4]")[1]
+    two = ["--arg", "f32[4,4]", "--arg", "f32[4,4]", "--emit", "numba"]
+    code, out, err = dslc(capsys, "compile", f"{src}:tf32", *two)
+    assert code == 0 and "_matmul_launcher(_fast_launch(" in out and "'tf32')" in out, err
+    code, out, err = dslc(capsys, "compile", f"{src}:tf32", *two, "--target", "cpu")
+    assert code == 0 and "_matmul_launcher" not in out, err
+
+
+def test_a_failed_write_leaves_the_old_output_and_is_a_user_error(capsys, tmp_path, monkeypatch) -> None:
+    """A full disk while writing ``-o OUT`` (or ``--plot``) truncated OUT and was an internal error
+    (found 2026-11-27): OUT keeps its old contents, and the error is one line naming it."""
+    out = tmp_path / "out.mlir"
+    out.write_text("old\n")
+    real_open = open
+
+    def full_disk(path, mode="r", *args, **kwargs):  # the write fails once the file is open
+        f = real_open(path, mode, *args, **kwargs)
+        if "w" in mode:
+            f.close()
+            raise OSError(28, "No space left on device")
+        return f
+
+    monkeypatch.setattr(cli, "open", full_disk, raising=False)  # the CLI's own writes only
+    code, _, err = dslc(capsys, "compile", *MLP, "-o", str(out))
+    assert code == 1 and err == f"dslc: error: cannot write {out}: No space left on device\n"
+    monkeypatch.undo()
+    assert out.read_text() == "old\n" and os.listdir(tmp_path) == ["out.mlir"]  # no temporary left
+    code, _, err = dslc(capsys, "compile", *MLP, "-o", str(out))
+    assert code == 0 and "func.func @mlp" in out.read_text()
+    if os.path.exists("/dev/full"):  # not a regular file: written in place (and it is always full)
+        code, _, err = dslc(capsys, "compile", *MLP, "-o", "/dev/full")
+        assert code == 1 and err == "dslc: error: cannot write /dev/full: No space left on device\n"
+
+
+def test_a_failed_plot_leaves_the_old_png(capsys, tmp_path, monkeypatch) -> None:
+    png = tmp_path / "m.png"
+    png.write_bytes(b"old")
+
+    def fail(plan, path, title="") -> None:
+        with open(path, "wb") as f:
+            f.write(b"partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("compiler.plot.plot_memory_plan", fail)
+    code, _, err = dslc(capsys, "plan", *MLP, "--plot", str(png))
+    assert code == 1 and err == f"dslc: error: cannot write {png}: No space left on device\n"
+    assert png.read_bytes() == b"old" and os.listdir(tmp_path) == ["m.png"]
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--grad", "7"], "--grad 7 is out of range for @affine, a function of 2 arguments"),
+        (["--grad", "-5"], "--grad -5 is out of range for @affine"),
+        (["--donate", "9"], "--donate 9 is out of range for @affine, a function of 2 arguments"),
+    ],
+)
+def test_opt_argument_numbers_out_of_range(capsys, ir_file, flags: list[str], message: str) -> None:
+    """(``--grad 7`` was an internal IndexError, ``--donate 9`` silently did nothing.)"""
+    code, out, err = dslc(capsys, "opt", ir_file, "--passes", "autodiff,simplify", *flags)
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith(f"dslc: error: {ir_file}: {message}")
+
+
+def test_opt_argument_numbers_count_from_the_last_when_negative(capsys, ir_file) -> None:
+    """As ``dsl.compile``'s argnums: ``--grad -1`` is ``--grad 1``."""
+    scalar = ["--passes", "autodiff"]
+    text = IR.replace("%1, %2 : tensor<2x3xf32>, tensor<f32>", "%2 : tensor<f32>")
+    text = text.replace("-> (tensor<2x3xf32>, tensor<f32>)", "-> tensor<f32>")
+    path = os.path.join(os.path.dirname(ir_file), "loss.mlir")
+    with open(path, "w") as f:
+        f.write(text)
+    last = dslc(capsys, "opt", path, *scalar, "--grad", "-1")
+    assert last[0] == 0 and last == dslc(capsys, "opt", path, *scalar, "--grad", "1")
+
+
+def test_an_empty_grad_is_a_usage_error(capsys, ir_file) -> None:
+    """``--grad ''`` compiled the forward program."""
+    for argv in (["compile", *MLP, "--grad", ""], ["opt", ir_file, "--passes", "autodiff", "--grad", ""]):
+        code, _, err = dslc(capsys, *argv)
+        assert code == 2 and "--grad takes argument numbers like 0 or 0,2; got ''" in err
+
+
+def test_a_file_that_exits_when_imported_is_a_user_error(capsys, tmp_path) -> None:
+    """``sys.exit(3)`` at import ended dslc with status 3 and no message."""
+    src = tmp_path / "script.py"
+    src.write_text("import sys\n\ndef f(x):\n    return x\n\nsys.exit(3)\n")
+    code, _, err = dslc(capsys, "compile", f"{src}:f", "--arg", "f32[2]")
+    assert code == 1 and len(err.splitlines()) == 1
+    assert err.startswith(f"dslc: error: {src}:6: the file exits (SystemExit: 3) when dslc imports it")

@@ -399,7 +399,13 @@ BAD_TEXT: dict[str, Bad] = {
         after="return",
     ),
     "return-count": Bad(fn(ret="return"), "return", "return has 0 value(s) and 0 type(s); expected 1"),
-    "missing-return": Bad("func.func @f() {\n}\n", "\n}", "expected an op like"),  # just after '{'
+    # at the '}' in its place, not at the end of the line before it (was 1:17, then 6:122 after an op)
+    "missing-return": Bad("func.func @f() {\n}\n", "}", "expected an op like", after="{"),
+    "missing-return-after-op": Bad(
+        fn(f'%0 = {NEG} loc("f.py":2:5)', ret=""),
+        "}",
+        "expected an op like %0 = \"dsl.add\"(...) or 'return', found '}'",
+    ),
     "truncated": Bad(
         fn(ret="return %arg0 : tensor<2xf32>")[:-3],
         "",

@@ -1,8 +1,12 @@
 """Export a tensor-level program to upstream MLIR: ``func``, ``arith``, ``math``, ``tensor``, ``linalg``.
 
 The output is plain MLIR that ``mlir-opt`` parses and verifies without
-``--allow-unregistered-dialect`` and that ``--one-shot-bufferize=bufferize-function-boundaries``
-bufferizes, so our programs can be compared with (or handed to) MLIR's own pipeline.
+``--allow-unregistered-dialect`` and that
+``--one-shot-bufferize="bufferize-function-boundaries allow-return-allocs-from-loops"`` bufferizes,
+so our programs can be compared with (or handed to) MLIR's own pipeline. The second option is for
+loops (``fori_loop``, ``scan``, ``while_loop``): each iteration computes its carry into a new
+tensor, which an ``scf.for``/``scf.while`` may yield only with it; a program without loops needs
+only the first.
 
 Each op is printed by its primitive's lowering (``Primitive.mlir``, written with
 ``compiler/prims/mlir.py``): most are a ``linalg.generic`` whose body is the element's math as

@@ -165,7 +165,12 @@ class _Parser(TokenStream):
 
     def op(self, bufferized: bool) -> Op:
         defs = self.result_defs()
-        name_tok = self.expect_kind("string", "an op like %0 = \"dsl.add\"(...) or 'return'")
+        what = "an op like %0 = \"dsl.add\"(...) or 'return'"
+        if not defs and self.peek().kind != "string":
+            # A whole op line is missing (a deleted 'return', say), not a piece of the previous line:
+            # point at the token in its place, not after the previous line as ``wrong_token`` does.
+            raise self.error(self.peek(), f"expected {what}, found {describe(self.peek())}")
+        name_tok = self.expect_kind("string", what)
         prim = self.primitive(name_tok)
         self.expect("(", " and the op's operands")
         operands = self.comma_list(")", lambda: (self.peek(), self.use()))
