@@ -27,11 +27,31 @@ from compiler.prims.batch_helpers import all_batched
 from runtime.errors import DSLError
 
 UNROLL_LIMIT = 64
+# A user's in-place request (``dsl/tracing.py``: the request, and whether it was made under
+# ``strict_inplace=True``): carried from an op onto the batched op computing its result, as the grad
+# transform keeps the forward ops (and so their marks) as they are.
+REQUEST_ATTRS = ("dsl.inplace", "dsl.strict_inplace")
 
 
 def _own(op: Op) -> dict[str, Any]:
-    """The op's attributes without ``dsl.*`` annotations (an in-place request is the old op's)."""
+    """The op's attributes without ``dsl.*`` annotations (an in-place request is the old op's, moved
+    onto the batched op by ``_carry_request``)."""
     return {k: op.attrs[k] for k in op.prim.attrs}
+
+
+def _carry_request(op: Op, build: _Builder, since: int, out: Value) -> None:
+    """Mark the batched op that computes ``out`` (one of those a rule emitted after ``since``) with
+    ``op``'s in-place request, so the report and ``strict_inplace`` judge the batched program's
+    request as the unbatched one's. A rule that emitted no op for ``out`` (it returned an operand)
+    leaves no work to judge: the request is then reported removed, as when the optimizer drops it."""
+    marks = {k: op.attrs[k] for k in REQUEST_ATTRS if k in op.attrs}
+    if not marks:
+        return
+    for i in range(len(build.ops) - 1, since - 1, -1):
+        made = build.ops[i]
+        if made.results and made.results[0] is out and not made.regions:
+            build.ops[i] = Op(made.prim, made.operands, {**made.attrs, **marks}, made.results, made.loc)
+            return
 
 
 def _elementwise(build: Any, op: Op, operands: Sequence[Value], batched: Sequence[bool], size: int) -> Value:
@@ -124,11 +144,13 @@ def batch_function(func: Function, batched: Sequence[bool], size: int) -> tuple[
         if len(op.results) != 1:
             raise DSLError(f"{op.loc}: vmap cannot batch {op.prim.mlir_name} yet ({len(op.results)} results)")
         rule = op.prim.batch or KIND_RULES.get(op.prim.kind) or _unrolled
+        since = len(build.ops)
         out = rule(build, op, operands, flags, size)
         if out is None:  # the rule has no batched form for these operands (per-example starts)
             out = _unrolled(build, op, operands, flags, size)
         expected = TensorType((size,) + op.result.type.shape, op.result.type.dtype)
         assert out.type == expected, f"{op.prim.name} batching rule: {out.type}, expected {expected}"
+        _carry_request(op, build, since, out)
         new[op.result] = out
     results = [new.get(v, v) for v in func.results]
     where = func.arg_locs

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from compiler.ir.core import Value
+from compiler.ir.core import Location, Value
 from compiler.ir.types import DType, TensorType
 from compiler.prims.base import Primitive
 from dsl import layout, tracing
@@ -79,13 +79,17 @@ def copy_keeping_strides(x: np.ndarray) -> np.ndarray:
 class Storage:
     """One buffer of the eager program: its current SSA value and a version bumped by every write."""
 
-    __slots__ = ("value", "version", "arg_name", "frozen")
+    __slots__ = ("value", "version", "arg_name", "frozen", "copied_at")
 
-    def __init__(self, value: Value, arg_name: str | None = None) -> None:
+    def __init__(self, value: Value, arg_name: str | None = None, copied: bool = False) -> None:
         self.value = value
         self.version = 0
         self.arg_name = arg_name  # set for function arguments
         self.frozen: str | None = None  # set by autodiff: why this storage must not be written
+        # a copy (``x.copy()``: ``ops.new_storage``) shares the SSA value of what it copies until its
+        # first in-place request, which records the copy as an op (``Trace.copy_before``): where
+        # the user made it
+        self.copied_at: Location | None = tracing.current().location() if copied else None
 
 
 class Array:
@@ -180,6 +184,13 @@ class Array:
                 f"{request} writes into an array made inside the body of a loop or branch, after it: "
                 "only what the body returns leaves it; return the array from the body",
             )
+        if storage.copied_at is not None and trace.is_request(request):
+            # the request writes the user's copy, not the array it copied: its ops read the copy (an
+            # op the optimizer keeps, ``simplify``), so its verdict is on the copy's memory
+            copy = trace.copy_before(storage.value, since, storage.copied_at)
+            new = copy if new is storage.value else new
+            storage.value = copy
+        storage.copied_at = None
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]
         for prim, attrs, operands in self._steps[:-1]:

@@ -36,6 +36,22 @@ def _swap(f: Callable[[Any, Any], Array]) -> Callable[[Any, Any], Array]:
     return lambda self, other: f(other, self)
 
 
+def _out_of_place(inplace: Callable[..., Array]) -> Callable[..., Array]:
+    """PyTorch's out-of-place form of an in-place method (``index_add`` of ``index_add_``): it writes
+    a fresh copy of ``x`` that only its result sees, so the write is no user request
+    (``tracing.FUNCTIONAL_WRITES``)."""
+
+    def method(x: Array, *args: Any, **kwargs: Any) -> Array:
+        trace = tracing.current()
+        before, trace.functional = trace.functional, True
+        try:
+            return inplace(ops.new_storage(x), *args, **kwargs)
+        finally:
+            trace.functional = before
+
+    return method
+
+
 def _scale(x: Array, scale: Any = 1.0, bias: Any = 0.0, bias_after_scale: bool = True) -> Array:
     """Paddle's ``scale_``: ``x * scale + bias`` (or ``(x + bias) * scale``)."""
     if isinstance(bias, (int, float)) and bias == 0:
@@ -489,8 +505,8 @@ def _plain_methods() -> dict[str, Any]:
         "t_": _rebinding("t_", _t),
         "index_add_": gather.index_add_,
         "scatter_": gather.scatter_,
-        "index_add": lambda x, *a, **k: gather.index_add_(ops.new_storage(x), *a, **k),
-        "scatter": lambda x, *a, **k: gather.scatter_(ops.new_storage(x), *a, **k),
+        "index_add": _out_of_place(gather.index_add_),
+        "scatter": _out_of_place(gather.scatter_),
         **{name: fn for name, fn in METHODS.items()},
     }
 

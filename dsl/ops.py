@@ -668,4 +668,4 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
 def new_storage(x: Array, shadow: np.ndarray | None = None) -> Array:
     """A copy: same value, its own storage (writes to one are not seen by the other), laid out as
     ``shadow`` (C order if ``None``, as ``x.copy()``)."""
-    return Array(Storage(x.value), shadow=shadow, weak=x.weak)
+    return Array(Storage(x.value, copied=True), shadow=shadow, weak=x.weak)

@@ -24,6 +24,12 @@ INPLACE_ATTR = "dsl.inplace"  # on ops that realize a user's in-place request; v
 # is an error for it even when the program that runs it (a transform of it, an outer compiled
 # function) is not strict
 STRICT_ATTR = "dsl.strict_inplace"
+# Writes that are not in-place requests: JAX's ``x.at[idx].set(v)`` (``dsl/gather.py``) scatters into a
+# fresh copy of ``x`` that only the new array it returns ever sees, so nothing of the user's is
+# overwritten; its ops carry no mark (a copy forced on it is no failure of the user's, the plan's own).
+# ``Trace.functional`` says the same of every write while it is set (``x.index_add(...)``, the
+# out-of-place form PyTorch gives its ``index_add_``: ``dsl/methods.py``).
+FUNCTIONAL_WRITES = frozenset({"at"})
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _PACKAGE_DIRS = tuple(os.path.join(_ROOT, pkg) + os.sep for pkg in ("dsl", "compiler", "runtime"))
@@ -106,6 +112,7 @@ class Trace:
         # each call checks that the floats behind them convert (not NaN, in range), as NumPy's do
         self.assigned_floats: dict[Value, DType] = {}
         self.strict = False  # inside a function compiled with strict_inplace=True
+        self.functional = False  # writes now are into a fresh copy, not requests (``FUNCTIONAL_WRITES``)
         # the values defined inside the loop and branch bodies recorded here (``dsl/control.py``):
         # no op of this trace may read one
         self.sealed: set[Value] = set()
@@ -128,7 +135,7 @@ class Trace:
         regions: tuple[Block, ...] = (),
     ) -> Op:
         """Record ``prim`` at the user's line (an op holding regions, a loop or branch, too)."""
-        loc = self.loc_override or user_location()
+        loc = self.location()
         if self.sealed and not self.sealed.isdisjoint(operands):
             raise TraceError(
                 f"{loc}: this reads an array computed inside the body of a loop or branch "
@@ -156,9 +163,35 @@ class Trace:
             return True
         return any(value in op.results for op in self.ops)  # ops appended without emit (inlined)
 
+    def location(self) -> Location:
+        """Where the user's code is now (the location the next op gets)."""
+        return self.loc_override or user_location()
+
+    def is_request(self, request: str) -> bool:
+        """Whether a write named ``request`` now is a user's in-place request (``FUNCTIONAL_WRITES``)."""
+        return request not in FUNCTIONAL_WRITES and not self.functional
+
+    def copy_before(self, value: Value, since: int, loc: Location) -> Value:
+        """An explicit copy of ``value`` (made at ``loc``) recorded before the ops from ``since`` on,
+        which read it instead of ``value``: an equal value, so what they compute is unchanged."""
+        op = Op.create(elementwise.copy, [value], {}, loc)
+        rest = [
+            o.with_operands(tuple(op.result if v is value else v for v in o.operands))
+            if value in o.operands
+            else o
+            for o in self.ops[since:]
+        ]
+        self.ops[since:] = [op, *rest]
+        if self.local is not None:
+            self.local.add(op.result)
+        return op.result
+
     def mark_inplace(self, value: Value, request: str, since: int) -> Value:
         """Mark the op (recorded after ``since``) that computed ``value`` as the user's in-place
-        ``request``; if ``value`` existed before the request, record an explicit marked copy."""
+        ``request``; if ``value`` existed before the request, record an explicit marked copy. A
+        functional write (``FUNCTIONAL_WRITES``) is no request: ``value`` as it is, unmarked."""
+        if not self.is_request(request):
+            return value
         for i in range(len(self.ops) - 1, since - 1, -1):
             op = self.ops[i]
             if op.results and op.results[0] is value and not op.regions:  # a loop's result: copied
@@ -176,6 +209,8 @@ class Trace:
         return build
 
     def _request_attrs(self, request: str) -> dict[str, Any]:
+        if not self.is_request(request):
+            return {}
         return {INPLACE_ATTR: request, STRICT_ATTR: True} if self.strict else {INPLACE_ATTR: request}
 
 

@@ -736,3 +736,153 @@ def test_a_fused_request_names_the_new_elements_it_stored() -> None:
     (row,) = [r for r in plan.buffers if r.in_arena]
     (request,) = [d for d in plan.inplace if d.request == "+="]
     assert request.outcome == "fused" and f"computed first into {row.bytes} bytes" in request.reason, request
+
+
+# ---- only the user's requests, judged on what the user wrote --------------------------------------
+
+
+def at_add_then_read(x, idx):
+    d = x.at[idx].add(1.0)
+    return d + x
+
+
+def at_set_both_returned(x, idx):
+    d = x.at[idx].set(0.0)
+    return d, x
+
+
+def at_slice_set(x, idx):
+    d = x.at[1:3].set(0.0)
+    return d * x
+
+
+def index_add_out_of_place(x, idx):
+    d = x.index_add(0, idx, dnp.ones(3, np.float32))
+    return d + x
+
+
+def _at_reference(fn: Any, x: np.ndarray, idx: np.ndarray) -> Any:
+    d = x.copy()
+    if fn is at_slice_set:
+        d[1:3] = 0.0
+        return d * x
+    if fn is at_set_both_returned:
+        d[idx] = 0.0
+        return d, x
+    np.add.at(d, idx, 1.0)
+    return d + x
+
+
+@pytest.mark.parametrize("fn", [at_add_then_read, at_set_both_returned, at_slice_set, index_add_out_of_place])
+def test_functional_updates_are_not_in_place_requests(fn: Any) -> None:
+    """JAX's ``x.at[idx].add(v)`` (and PyTorch's ``x.index_add``) return a new array: no request, so
+    no report row and nothing for ``strict_inplace`` to refuse (the report said "copy" and strict
+    raised when ``x`` was read after it, found by an outside tester)."""
+    x, idx = np.arange(5, dtype=np.float32), np.array([0, 2, 2])
+    lowered = dsl.compile(fn).lower(x, idx)
+    assert not [d for d in lowered.memory_plan().inplace if d.request]
+    assert lowered.explain_inplace().startswith("no in-place requests")
+    got = dsl.compile(fn, strict_inplace=True)(x, idx)
+    assert_same(got, _at_reference(fn, x, idx))
+    np.testing.assert_array_equal(x, np.arange(5, dtype=np.float32))  # x unchanged
+
+
+def test_an_indexed_in_place_update_is_still_a_request() -> None:
+    def f(x, idx):
+        x[idx] += 1.0
+        return x * 2
+
+    x, idx = np.arange(5, dtype=np.float32), np.array([0, 2])
+    rows = outcomes(dsl.compile(f).lower(x, idx).memory_plan())
+    assert f"+=@{_line(f, '+=')}" in rows and "copy" not in rows.values(), rows
+
+
+def increment_a_copy(x):
+    v = x.copy()
+    v += 1.0
+    return v
+
+
+def increment_a_product_by_one(x):
+    v = x * 1.0
+    v += 1.0
+    return v
+
+
+def increment_a_copy_read_after(x):
+    v = x.copy()
+    v *= 3.0
+    return v + x
+
+
+@pytest.mark.parametrize("fn", [increment_a_copy, increment_a_product_by_one, increment_a_copy_read_after])
+def test_a_request_on_a_copy_of_an_argument_is_not_a_copy(fn: Any) -> None:
+    """``v = x.copy(); v += 1`` writes the user's copy, not ``x``: the optimizer used to replace the
+    copy (and ``x * 1.0``) by ``x``, and the request was judged against the caller's array
+    ("copy ... fresh memory", strict raised) although the code is one kernel reading ``x``."""
+    x = np.linspace(0.0, 1.0, 8, dtype=np.float32)
+    lowered = dsl.compile(fn).lower(x)
+    (decision,) = [d for d in lowered.memory_plan().inplace if d.request]
+    assert decision.outcome == "fused", decision
+    assert lowered.memory_plan().peak_bytes == 0
+    want = x * 3 + x if fn is increment_a_copy_read_after else x + 1
+    assert_same(dsl.compile(fn, strict_inplace=True)(x), want)
+    np.testing.assert_array_equal(x, np.linspace(0.0, 1.0, 8, dtype=np.float32))
+
+
+def two_equal_matmuls_centred(y, w):
+    a = y @ w
+    s = a.sum(axis=0)
+    a -= s[None, :]
+    b = y @ w
+    t = b.sum(axis=0)
+    b -= t[None, :]
+    return a, b
+
+
+def test_equal_arrays_each_written_in_place_are_not_merged() -> None:
+    """CSE merged ``b = y @ w`` into ``a = y @ w``; ``a -= ...`` was then judged a copy blocked by the
+    read of ``b``, another array of the user's. An array a request writes over keeps its own op."""
+    fn = two_equal_matmuls_centred
+    y, w = A[:4, :4].copy(), W[:4, :4].copy()
+    bufferized, plan = cpu_report(fn, (y, w))
+    first, second = _line(fn, "a -="), _line(fn, "b -=")
+    assert outcomes(plan) == {f"-=@{first}": "in place", f"-=@{second}": "in place"}
+    check_consistent(bufferized, plan)
+    want = y @ w - (y @ w).sum(axis=0)[None, :]
+    got = dsl.compile(fn, strict_inplace=True)(y, w)
+    assert_same(got[0], want, rtol=1e-5)
+    assert_same(got[1], want, rtol=1e-5)
+
+
+def exp_of_a_value_the_backward_reads(a, w):
+    b = dnp.sin(a @ w)
+    c = b @ w
+    b.exp_()
+    return ((b @ w) + c).sum()
+
+
+def per_example_requests(x, w):
+    h = x @ w
+    h.tanh_()
+    h[0] = 1.0
+    return h.sum()
+
+
+def test_requests_survive_vmap() -> None:
+    """The batching transform rebuilt every op without its in-place mark: under ``vmap`` the report
+    said "no in-place requests" and ``strict_inplace`` let a copy through that ``grad`` alone refuses."""
+    a, w = A[:4, :3].astype(np.float64), W[:3, :3].astype(np.float64)
+    grad = dsl.grad(exp_of_a_value_the_backward_reads, argnums=1)
+    batched = dsl.vmap(grad, in_axes=(0, None))
+    exp = _line(exp_of_a_value_the_backward_reads, "b.exp_")
+    assert outcomes(dsl.compile(batched).lower(a, w).memory_plan()) == {f"exp_@{exp}": "copy"}
+    with pytest.raises(dsl.InplaceError, match=f"exp_ cannot be realized without a copy.*:{exp - 1}"):
+        dsl.compile(batched, strict_inplace=True)(a, w)
+    assert_same(dsl.compile(batched)(a, w), np.stack([grad(row, w) for row in a]), rtol=1e-10)
+
+    fn = dsl.vmap(per_example_requests, in_axes=(0, None))
+    text = dsl.compile(fn).lower(A[:5, :3], W[:3, :3]).explain_inplace()
+    tanh, setitem = _line(per_example_requests, "h.tanh_"), _line(per_example_requests, "h[0]")
+    assert f":{tanh}: tanh_ " in text and f":{setitem}: setitem " in text, text
+    assert "removed" not in text, text

@@ -165,15 +165,17 @@ def _update_kernels(fn, args, target: str) -> list[tuple[int, int, int]]:
 )
 def test_in_place_update_kernel_loops_over_the_window(fn, args, target: str) -> None:
     """Every update computed over its base's buffer loops over the update's elements only; a loop of
-    K ``c[i] = c[i] * 2 + 1`` has K - 1 of them (the first reads the argument, which is not ours to
-    overwrite; the last is computed over the value the plan keeps in the result's memory). Updates
+    K ``c[i] = c[i] * 2 + 1`` has K of them (``c = x * 1.0`` is the user's own array, which the
+    requests write over: the optimizer keeps it apart from the argument ``x``, as
+    ``inplace_report.overwritten`` says; the last update is computed over the value the plan keeps
+    in the result's memory). Updates
     one after another (``c[i] = v; c[i:i + 2] += w``) are each a loop over their own window: not
     one loop over the whole array selecting through them (which they were, when the next update
     read the last at the element it writes)."""
     # (the fori_loop unrolled: natively its one update runs in the loop's body, over the carry)
     with option_defaults(native_loops=fn is not rows_traced):
         found = _update_kernels(fn, [np.asarray(a) for a in args], target)
-    count = {rows_static: K - 1, rows_traced: K - 1, over_matmul: 3, returned_after_updates: 3}.get(fn, 3)
+    count = {rows_static: K, rows_traced: K, over_matmul: 3, returned_after_updates: 3}.get(fn, 3)
     assert len(found) == count, found
     for iterations, window, base in found:
         assert iterations == window < base, found

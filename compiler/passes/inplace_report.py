@@ -133,6 +133,29 @@ def find_requests(
     return out
 
 
+def overwritten(ops: tuple[Op, ...] | list[Op]) -> set[Value]:
+    """The values the user's in-place requests among ``ops`` write over: each array's value just
+    before a request that reads it (followed back through the request's own ops on its line and
+    through views, as ``_stored_before`` follows them). The optimizer keeps each its own op
+    (``simplify``: never merged by CSE, never replaced by an equal value such as ``x`` for
+    ``x.copy()`` or ``x * 1.0``): merged, the user's array would share its value with another one
+    the program still reads, and the request would be judged a copy that only the merge forced."""
+    producer = {r: op for op in ops for r in op.results}
+    out = set()
+    for op in ops:
+        if INPLACE_ATTR not in op.attrs or not op.results or not _reads_old(op):
+            continue
+        v = op.operands[0]
+        p = producer.get(v)
+        while p is not None and p.operands and INPLACE_ATTR not in p.attrs and not p.regions:
+            if p.loc != op.loc and p.prim.memory.view_of != 0:
+                break
+            v = p.operands[0]
+            p = producer.get(v)
+        out.add(v)
+    return out
+
+
 def _units(ops: list[Op]) -> list[list[Op]]:
     """The requests' ops grouped by request: an in-place update of a view is the new elements
     computed, viewed back to the base's window and written into the base (``y[0].add_(1)``: ``add``,

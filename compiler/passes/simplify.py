@@ -25,6 +25,7 @@ from compiler.ir.core import Block, Function, Op, Value, clone_ops
 from compiler.ir.rewrite import Rewriter
 from compiler.ir.types import DType
 from compiler.passes.dce import dce
+from compiler.passes.inplace_report import overwritten
 from compiler.passes.licm import hoist_invariants
 from compiler.passes.region_parts import Parts, Region, renamed, take_apart
 from compiler.prims import contraction, control, source
@@ -96,11 +97,23 @@ class _Simplifier:
         self.seen: dict[tuple[object, ...], Op] = {}
         self.uses = Counter(v for op in block.ops for v in op.operands)
         self.uses.update(block.results)
+        # the arrays the user's in-place requests write over stay their own values: a copy the
+        # merge of two of the user's arrays (``a = y @ w; b = y @ w``, ``v = x.copy()`` and ``x``)
+        # forces is no verdict on what the user wrote (``inplace_report.overwritten``)
+        self.kept = overwritten(block.ops)
 
     def forward(self, op: Op) -> Value | None:
-        """A value equal to ``op``'s result that already exists, if any."""
+        """A value equal to ``op``'s result that already exists, if any (not for an array a request
+        writes over when that value is also read elsewhere: ``kept``)."""
         if INPLACE_ATTR in op.attrs:  # keep the user's in-place requests visible to later passes
             return None
+        same = self.equal(op)
+        if same is not None and not self.kept.isdisjoint(op.results):
+            if same in self.block.args or self.uses[same] > 1:
+                return None
+        return same
+
+    def equal(self, op: Op) -> Value | None:
         if op.prim in _IDENTITY and _IDENTITY[op.prim](op):
             return op.operands[0]
         neutral = _NEUTRAL.get(op.prim)
@@ -279,6 +292,10 @@ class _Simplifier:
             self.rw.replace(op.result, same)
             return
         key = op.key()
+        if not self.kept.isdisjoint(op.results):  # merged neither into an earlier op nor a later one
+            self.rw.add(op)
+            self.producer[op.result] = op
+            return
         earlier = self.seen.get(key)
         if earlier is not None and INPLACE_ATTR not in op.attrs:
             self.rw.replace(op.result, earlier.result)
