@@ -524,9 +524,12 @@ def getitem(x: Array, index: Any) -> Array:
         return gather.getitem(x, index)
     view = index_view(x, index)
     items = index if isinstance(index, tuple) else (index,)
-    # NumPy returns a scalar for one element, and indexes with a 0-d integer array as with an
-    # integer array (advanced indexing), and a Python bool as a 0-d mask: copies, not views
-    copied = any(dynamic_index.is_integer(it) or _is_bool_scalar(it) for it in items)
+    # NumPy returns a scalar for one element, and indexes with a Python bool as a 0-d mask: copies,
+    # not views. A traced integer stands for the Python or NumPy integer of the eager program (a
+    # loop counter, an int argument, ``argmax``'s NumPy scalar), a basic index: ``row = c[i]`` is a
+    # view that writes reach, both ways (it was a copy, as of a 0-d array: writes through a loop's
+    # ``row`` were lost, found 2026-11-27)
+    copied = any(_is_bool_scalar(it) for it in items)
     if selects_element(x, index) or copied:
         return Array.fresh(view.value, x.weak)
     return view

@@ -85,8 +85,11 @@ def test_integer_index_matches_jax_numpy_indexing() -> None:
         close(f(C, i), (jnp.asarray(C)[i], jnp.asarray(C)[:, i], jnp.asarray(C)[i, -1]))
 
 
-def test_a_read_is_a_copy_for_an_integer_and_a_view_for_a_slice() -> None:
-    """NumPy: ``c[np.array(1)]`` is advanced indexing (a copy), ``c[i:i + 2]`` a basic slice (a view)."""
+def test_a_traced_integer_index_is_a_view_as_the_integer_it_stands_for() -> None:
+    """``c[i]`` and ``c[i:i + 2]`` with a traced ``i`` (an int argument, a loop counter) are views, as
+    with the Python int of the eager program: a write to ``c`` shows through them, and one through
+    them reaches ``c`` (``row = c[i]`` was a copy, as of a 0-d array, and a loop's ``row += ...``
+    was lost)."""
 
     def f(c, i):
         c = c * 1.0
@@ -94,11 +97,35 @@ def test_a_read_is_a_copy_for_an_integer_and_a_view_for_a_slice() -> None:
         c[i] = 0.0
         return row, rows
 
+    def g(c, i):
+        c = c * 1.0
+        row = c[i]
+        row += 1.0
+        c[:, i][0] = -5.0
+        return c
+
+    def h(a):
+        def body(i, c):
+            row = c[i]
+            row += c[(i + 1) % 3]
+            return c
+
+        return dsl.fori_loop(0, 3, body, a * 1.0)
+
     i = 1
     c = C.copy()
-    row, rows = c[np.array(i)], c[i : i + 2]
+    row, rows = c[i], c[i : i + 2]
     c[i] = 0.0
-    close(dsl.compile(f)(C, i), (row, rows))  # the row keeps its values, the view sees the write
+    close(dsl.compile(f)(C, i), (row, rows))
+    c = C.copy()
+    c[i] += 1.0
+    c[0, i] = -5.0
+    close(dsl.compile(g)(C, i), c)
+    close(dsl.compile(g)(C, np.int64(i)), c)
+    a, want = C[:3].copy(), C[:3].copy()
+    for k in range(3):
+        want[k] += want[(k + 1) % 3]
+    close(dsl.compile(h)(a), want)
 
 
 # ---- writes -------------------------------------------------------------------------------------
