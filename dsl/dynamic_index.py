@@ -26,7 +26,7 @@ from compiler.ir.core import Op, Value
 from compiler.ir.types import DType
 from compiler.prims import dynamic, source
 from compiler.prims import elementwise as ew
-from dsl import ops, tracing
+from dsl import gather, ops, tracing
 from dsl.array import Array
 from dsl.errors import IndexingError
 
@@ -65,7 +65,12 @@ def window(it: Any, n: int) -> Window:
         return Window(start, size, False)
     if size is not None:
         raise _slice_error(it, f"its {size} elements do not fit in an axis of {n}")
-    raise _slice_error(it, "its size must be known at trace time: write c[i:i + k] with a Python int k")
+    raise _slice_error(
+        it,
+        "its size must be known at trace time, and its stop is not recognized as its start plus a "
+        "Python int: compute the start once and write c[j:j + k] with a Python int k "
+        "(j = 2 * i; c[j:j + 2])",
+    )
 
 
 def view(x: Array, windows: dict[int, Window]) -> Array:
@@ -86,17 +91,25 @@ def view(x: Array, windows: dict[int, Window]) -> Array:
 
 def _size(start: Array, stop: Array) -> int | None:
     """``stop - start`` when both are the same traced integer plus Python ints (``i:i + 3`` -> 3,
-    ``i - 1:i + 2`` -> 3), else ``None``."""
-    # The usual ``i:i + k``: follow ``stop`` back to ``start`` (through recent ops only).
+    ``i - 1:i + 2`` -> 3), else ``None``. "The same": one value, or one computation traced twice
+    (``c[2 * i:2 * i + 2]`` computes ``2 * i`` twice: two values, equal ops)."""
+    producers: dict[Value, Op] = {}  # built on the first comparison that needs it
+
+    def same(a: Value, b: Value) -> bool:
+        if a is not b and not producers:
+            producers.update((r, op) for op in tracing.current().ops for r in op.results)
+        return gather.same_computation(a, b, producers=producers)
+
+    # The usual ``i:i + k``: follow ``stop`` back to ``start``.
     v, offset = stop.value, 0
-    while v is not start.value and (step := _peeled(v)) is not None:
+    while not same(v, start.value) and (step := _peeled(v)) is not None:
         v, offset = step[0], offset + step[1]
-    if v is start.value:
+    if same(v, start.value):
         return offset
     base, low = start.value, 0
     while (step := _peeled(base)) is not None:
         base, low = step[0], low + step[1]
-    return offset - low if base is v else None
+    return offset - low if same(base, v) else None
 
 
 def _peeled(v: Value) -> tuple[Value, int] | None:

@@ -22,6 +22,7 @@ a ``where`` over the array; reading it raises ``dsl.TraceError``.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -47,21 +48,30 @@ def listed(it: list[Any]) -> np.ndarray:
 
 def is_index_array(it: Any) -> bool:
     """An integer array (traced, NumPy or a list) used as an index; a 0-d traced integer is a
-    dynamic slice instead (``dsl/dynamic_index.py``)."""
+    dynamic slice instead (``dsl/dynamic_index.py``), a 0-d NumPy one an index array, as NumPy
+    reads it (``x[np.array(1)]`` is a copy of ``x[1]``)."""
     if isinstance(it, Array):
         return it.ndim > 0 and it.ir_dtype.is_int
     if isinstance(it, list):
         return listed(it).dtype.kind in "iu"
-    return isinstance(it, np.ndarray) and it.ndim > 0 and it.dtype.kind in "iu"
+    return isinstance(it, np.ndarray) and it.dtype.kind in "iu"
 
 
 def is_mask(it: Any) -> bool:
-    """A boolean array used as an index (traced, NumPy or a list)."""
+    """A boolean array used as an index (traced, NumPy or a list); a 0-d NumPy one is read as a
+    Python bool (``ops.index_view``)."""
     if isinstance(it, Array):
         return it.ir_dtype.is_bool
     if isinstance(it, list):
         return bool(it) and np.asarray(it).dtype == np.bool_
-    return isinstance(it, np.ndarray) and it.dtype == np.bool_
+    return isinstance(it, np.ndarray) and it.ndim > 0 and it.dtype == np.bool_
+
+
+def _is_integer(it: Any) -> bool:
+    """An integer index item: a Python or NumPy integer (not a bool), a 0-d integer array."""
+    if isinstance(it, Array | np.ndarray):
+        return it.ndim == 0 and it.dtype.kind in "iu"
+    return isinstance(it, int | np.integer) and not isinstance(it, bool | np.bool_)
 
 
 def _traced_mask(it: Any) -> bool:
@@ -85,6 +95,12 @@ def _as_index(it: Any) -> Array:
     if not a.ir_dtype.is_int:
         raise tracing.user_error(IndexingError, f"an index array must hold integers, got {a.dtype}")
     return a
+
+
+def _outside(i: Array, n: int) -> Array:
+    """Where the index ``i`` is outside an axis of ``n`` after one wrap of negative ones: a
+    scatter drops the update there (``compiler/prims/gather.py``: ``landing``)."""
+    return ops.binary(ew.or_, ops.binary(ew.lt, i, -n), ops.binary(ew.ge, i, n))
 
 
 def normalized(i: Array, n: int) -> Array:
@@ -187,9 +203,12 @@ def _check_known_indices(x: Array, items: list[Any]) -> None:
         axis += _width(it)
 
 
-def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
+def _linear(view: Array, axis: int, arrays: list[Array], drop: bool = False) -> tuple[Array, Array]:
     """The view with the indexed axes merged into one, and the row-major position the broadcast
-    index arrays name in it (one array: itself, read by the gather's own wrap and clamp)."""
+    index arrays name in it (one array: itself, read by the gather's own wrap and clamp). ``drop``
+    (a scatter's positions): where an index is outside its axis after one wrap, the position is
+    outside the merged axis, so that the scatter drops the update as it drops one array's (JAX's
+    ``.at[i, j]``); else each index clamps into its axis, as a read's."""
     if len(arrays) == 1:
         return view, arrays[0]
     shape = ops.broadcast_shapes(*(a.shape for a in arrays))
@@ -199,6 +218,10 @@ def _linear(view: Array, axis: int, arrays: list[Array]) -> tuple[Array, Array]:
         term = normalized(ops.broadcast_to(a, shape), n)
         position = term if position is None else ops.binary(ew.add, ops.binary(ew.mul, position, n), term)
     assert position is not None
+    if drop:
+        outside = [_outside(a, n) for a, n in zip(arrays, dims, strict=True)]
+        anywhere = functools.reduce(lambda p, q: ops.binary(ew.or_, p, q), outside)
+        position = ops.where(anywhere, math.prod(dims), position)
     merged = view.shape[:axis] + (math.prod(dims),) + view.shape[axis + len(arrays) :]
     # a view step even where NumPy's reshape would copy (indexed axes moved first by a transpose): a
     # write through the gather goes back through it; a read copies anyway
@@ -281,7 +304,7 @@ def _mask_index(x: Array, index: Any) -> _MaskIndex | None:
         return None
     items = _items(x, index)
     masks = [k for k, it in enumerate(items) if _traced_mask(it)]
-    if len(masks) > 1 or any(is_index_array(it) for it in items):
+    if len(masks) > 1 or any(is_index_array(it) and not _is_integer(it) for it in items):
         raise _selection_error("a boolean mask together with other boolean or integer arrays")
     m = masks[0]
     mask = items[m]
@@ -387,10 +410,10 @@ for _name in (
     setattr(Selection, f"__{_name}__", _augmented(_name))
 
 
-def _same(a: Value, b: Value, depth: int = 8, producers: dict[Value, Op] | None = None) -> bool:
+def same_computation(a: Value, b: Value, depth: int = 8, producers: dict[Value, Op] | None = None) -> bool:
     """Whether ``a`` and ``b`` are the same computation: one value, or the results of the same
-    primitive with the same attributes over the same values (``y[x < 0] = z[x < 0]`` traces
-    ``x < 0`` twice)."""
+    primitive with the same attributes over the same values, up to ``depth`` ops back
+    (``y[x < 0] = z[x < 0]`` traces ``x < 0`` twice; ``c[2 * i:2 * i + 2]`` ``2 * i``)."""
     if a is b:
         return True
     producers = producers or {r: op for op in tracing.current().ops for r in op.results}
@@ -401,7 +424,9 @@ def _same(a: Value, b: Value, depth: int = 8, producers: dict[Value, Op] | None 
         return False
     if {k: attr_key(v) for k, v in pa.attrs.items()} != {k: attr_key(v) for k, v in pb.attrs.items()}:
         return False
-    return all(_same(u, w, depth - 1, producers) for u, w in zip(pa.operands, pb.operands, strict=True))
+    return all(
+        same_computation(u, w, depth - 1, producers) for u, w in zip(pa.operands, pb.operands, strict=True)
+    )
 
 
 def _selected_alike(value: Selection, where: _MaskIndex) -> Array:
@@ -409,11 +434,8 @@ def _selected_alike(value: Selection, where: _MaskIndex) -> Array:
     of a view of the same shape: element for element what ``where`` selects (``x[mask] = y[mask]``,
     ``x[mask] += x[mask]``)."""
     other = value.where
-    if not _same(other.mask.value, where.mask.value) or (other.view.type, other.at, other.count_at) != (
-        where.view.type,
-        where.at,
-        where.count_at,
-    ):
+    alike = (other.view.type, other.at, other.count_at) == (where.view.type, where.at, where.count_at)
+    if not (alike and same_computation(other.mask.value, where.mask.value)):
         raise _selection_error("x[mask] = y[other] with another mask or shape")
     return value.whole()
 
@@ -496,23 +518,25 @@ class AtIndex:
 
     def _scatter(self, prim: Any, v: Any, options: dict[str, Any]) -> Array:
         """JAX's options: ``unique_indices`` and ``indices_are_sorted`` are hints (ignored);
-        ``mode``: out-of-range indices clamp here (JAX's ``"clip"``), so ``"drop"`` and ``"fill"``
-        raise."""
+        ``mode``: an update out of range is dropped (JAX's default for a scatter, ``"drop"``, and
+        ``"fill"``, ``"promise_in_bounds"``), or its indices clamp into their axes (``"clip"``)."""
         mode = options.pop("mode", None)
         options.pop("unique_indices", None)
         options.pop("indices_are_sorted", None)
-        if options or mode not in (None, "clip", "promise_in_bounds"):
+        if options or mode not in (None, "drop", "fill", "clip", "promise_in_bounds"):
             raise tracing.user_error(
                 IndexingError,
-                f"x.at[...] takes unique_indices, indices_are_sorted and mode='clip' (indices clamp); "
+                "x.at[...] takes unique_indices, indices_are_sorted and mode ('drop', 'fill', "
+                f"'promise_in_bounds': an update out of range is dropped; 'clip'); "
                 f"got {dict(options, mode=mode) if mode else options}",
             )
+        clip = mode == "clip"
         x = self._x
         whole = x.ndim == 0 and (self._index == () or self._index is Ellipsis)  # the one element
         if prim is gp.scatter:  # v cast to x's dtype (a Python int that does not fit raises)
             if whole:
                 return ops.new_storage(_fit(ops.asarray(v), (), x.ir_dtype, "at"))  # never ``v`` itself
-            return scatter_into(ops.new_storage(x), self._index, v, prim, "at")
+            return scatter_into(ops.new_storage(x), self._index, v, prim, "at", clip)
         # JAX combines in the promoted dtype, then casts back once (repeats too: int32 1 * 1.5 * 1.5
         # is 2); a Python int that does not fit x's dtype raises OverflowError, as ``x + v`` does
         work = ops.result_dtype(x, v)
@@ -521,18 +545,22 @@ class AtIndex:
             out = ops.binary(_COMBINE[prim], ops.cast(x, work), update)
         else:
             promoted = ops.cast(x, work) if work is not x.ir_dtype else ops.new_storage(x)
-            out = scatter_into(promoted, self._index, update, prim, "at")
+            out = scatter_into(promoted, self._index, update, prim, "at", clip)
         return ops.cast(out, x.ir_dtype)
 
 
-def scatter_into(x: Array, index: Any, v: Any, prim: Any, request: str) -> Array:
+def scatter_into(x: Array, index: Any, v: Any, prim: Any, request: str, clip: bool = False) -> Array:
     """``x`` (written in place) with the updates ``v`` combined by ``prim`` at ``index``: the basic
-    items as a view, the integer arrays as one scatter over the merged indexed axes."""
+    items as a view, the integer arrays as one scatter over the merged indexed axes. An update out
+    of range is dropped, or, with ``clip`` (JAX's ``mode="clip"``), its indices clamp into their
+    axes."""
     if not has_index_arrays(index):
         index = _static_as_array(x, index)
     since = len(tracing.current().ops)
     view, axis, arrays = _split(x, index)
-    base, position = _linear(view, axis, arrays)
+    base, position = _linear(view, axis, arrays, drop=not clip)
+    if clip and len(arrays) == 1:  # (one array is its own position: clamped here, not by the read)
+        position = normalized(position, base.shape[axis])
     update = _fit(ops.asarray(v), gp.gathered_shape(base.type, position.type, axis), base.ir_dtype, request)
     out = ops.emit(prim, [base, update, position], {"axis": axis})
     new = ops.reshape(out, view.shape) if out.shape != view.shape else out
@@ -554,16 +582,13 @@ def _fit(v: Array, shape: tuple[int, ...], dtype: DType, request: str) -> Array:
 
 
 def _static_as_array(x: Array, index: Any) -> Any:
-    """An index without integer arrays (``x.at[2]``, ``x.at[:, i]``, ``x.at[1:3]``): its first
-    integer as a one-element array, a scatter of one slice; with slices only, the first slice as the
-    positions it selects along its axis (each once, so every combining rule is the basic-index
-    update's)."""
+    """An index without integer arrays (``x.at[2]``, ``x.at[:, i]``, ``x.at[1:3]``): with an integer,
+    itself (``_split`` reads each integer as a 0-d index array, whose axis the scatter drops, as
+    NumPy's ``x[:, 1]`` does); with slices only, the first slice as the positions it selects along
+    its axis (each once, so every combining rule is the basic-index update's)."""
     items = list(index) if isinstance(index, tuple) else [index]
-    for k, it in enumerate(items):
-        static = isinstance(it, int | np.integer) and not isinstance(it, bool | np.bool_)
-        if static or (isinstance(it, Array) and it.ndim == 0 and it.ir_dtype.is_int):
-            items[k] = ops.reshape(ops.asarray(it), (1,))
-            return tuple(items)
+    if any(_is_integer(it) for it in items):
+        return index
     items, axis = _items(x, index), 0
     for k, it in enumerate(items):
         if isinstance(it, slice):
@@ -619,14 +644,19 @@ def take_along_axis(arr: Any, indices: Any, axis: int | None) -> Array:
     return ops.emit(gp.gather, [ops.reshape(arr, (-1,)), _along(full, idx, axis)], attrs)
 
 
-def _along(full: tuple[int, ...], idx: Array, axis: int) -> Array:
+def _along(full: tuple[int, ...], idx: Array, axis: int, drop: bool = False) -> Array:
     """The row-major positions in an array of shape ``full`` of ``idx``'s elements read along
-    ``axis`` (element ``[..., k, ...]`` of ``idx`` names ``[..., idx[..., k, ...], ...]``)."""
-    position = ops.binary(ew.mul, normalized(idx, full[axis]), math.prod(full[axis + 1 :]))
+    ``axis`` (element ``[..., k, ...]`` of ``idx`` names ``[..., idx[..., k, ...], ...]``); each
+    index clamps into its axis, or, with ``drop`` (a scatter's positions), one outside it after one
+    wrap is a position outside the array, which the scatter drops (as ``_linear``'s)."""
+    n = full[axis]
+    position = ops.binary(ew.mul, normalized(idx, n), math.prod(full[axis + 1 :]))
     for d in range(len(full)):
         if d != axis and idx.shape[d] > 1:
             iota = ops.emit(source.iota, [], {"shape": idx.shape, "dimension": d, "dtype": DType.i64})
             position = ops.binary(ew.add, position, ops.binary(ew.mul, iota, math.prod(full[d + 1 :])))
+    if drop:
+        position = ops.where(_outside(idx, n), math.prod(full), position)
     return position
 
 
@@ -652,7 +682,8 @@ def put_along_axis(arr: Array, indices: Any, values: Any, axis: int | None, comb
         v = ops.index_view(v, tuple(slice(0, n) for n in idx.shape))  # torch: the leading part of src
     update = _fit(v, idx.shape, arr.ir_dtype, "put_along_axis")
     flat = ops.reshape(arr, (-1,))
-    out = ops.emit(combine or gp.scatter, [flat, update, _along(arr.shape, idx, axis)], {"axis": 0})
+    position = _along(arr.shape, idx, axis, drop=True)
+    out = ops.emit(combine or gp.scatter, [flat, update, position], {"axis": 0})
     arr.write(ops.reshape(out, arr.shape).value, "put_along_axis", since)
 
 

@@ -416,11 +416,17 @@ def _index_items(x: Array, index: Any) -> list[Any]:
 
 
 def _is_bool_scalar(it: Any) -> bool:
-    return isinstance(it, (bool, np.bool_))
+    """A Python or NumPy bool, or a 0-d NumPy boolean array (NumPy reads it as the bool)."""
+    return isinstance(it, (bool, np.bool_)) or (
+        isinstance(it, np.ndarray) and it.shape == () and it.dtype == bool
+    )
 
 
 def _is_integer(it: Any) -> bool:
-    """An index item picking one position: a Python or NumPy integer (not a bool) or a traced one."""
+    """An index item picking one position: a Python or NumPy integer (not a bool), a 0-d NumPy
+    integer array (an index array: ``gather``) or a traced integer."""
+    if isinstance(it, np.ndarray):
+        return it.shape == () and it.dtype.kind in "iu"
     return (isinstance(it, (int, np.integer)) and not _is_bool_scalar(it)) or dynamic_index.is_integer(it)
 
 

@@ -79,6 +79,21 @@ def test_slice_bounds_are_one_traced_integer_plus_python_ints() -> None:
         close(dsl.compile(f)(C, i), f_jax(C, int(i)))
 
 
+def test_slice_bounds_may_compute_the_start_twice() -> None:
+    """``c[2 * i:2 * i + 2]`` traces ``2 * i`` twice (two values): the same computation is recognized,
+    as ``j = 2 * i; c[j:j + 2]`` (it raised "its size must be known at trace time")."""
+
+    def f(c, i):
+        return c[2 * i : 2 * i + 2], c[i * 2 : i * 2 + 2], c[4 - i : 4 - i + 1], c[2 * i - 1 : 2 * i + 1, 1:3]
+
+    def f_jax(c, i):
+        ds = lambda start, k: lax.dynamic_slice(c, (start, 0), (k, 4))  # noqa: E731
+        return ds(2 * i, 2), ds(i * 2, 2), ds(4 - i, 1), ds(2 * i - 1, 2)[:, 1:3]
+
+    for i in (0, 1, 2, np.int32(3)):
+        close(dsl.compile(f)(C, i), f_jax(C, int(i)))
+
+
 def test_integer_index_matches_jax_numpy_indexing() -> None:
     f = dsl.compile(lambda c, i: (c[i], c[:, i], c[i, -1]))
     for i in STARTS:
@@ -401,6 +416,7 @@ def test_loop_counter_indexes_the_carry() -> None:
         (lambda c, i, j: c[i:j], "slice i:j .*size must be known at trace time"),
         (lambda c, i, j: c[i : i + 2 : 2], "slice i:i [+] 2:2 .*takes no step"),  # it said i:i:2
         (lambda c, i, j: c[i:3], "slice i:3 .*size must be known at trace time"),
+        (lambda c, i, j: c[2 * i : 2 * j], "slice i:j .*compute the start once"),
         (lambda c, i, j: c[i : i + 9], "slice i:i [+] 9 .*do not fit"),
         (lambda c, i, j: c[i : i - 1], "slice i:i - 1 .*do not fit"),
         (lambda c, i, j: c[i * 1.0], "only integers"),

@@ -174,6 +174,102 @@ def test_at_forms_match_jax_for_in_range_indices() -> None:
     close(got, (x.at[i].add(v), x.at[i, 2].add(v[:, 0]), x.at[:, i[:2]].add(1.0)))
 
 
+AT_METHODS = ("set", "add", "mul", "min", "max")
+X3 = RNG.standard_normal((2, 3, 4))
+I2 = np.array([2, 0, -1])  # 2: outside an axis of 2 (dropped, as JAX's), a wrapped -1
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        lambda j: (slice(None), 1),  # an integer after a slice
+        lambda j: (slice(None), -2),
+        lambda j: (1, slice(None), -1),  # before and after one
+        lambda j: (slice(None), 1, slice(1, 3)),  # between two
+        lambda j: (Ellipsis, 3),
+        lambda j: (None, slice(None), 1),
+        lambda j: (1, 2),
+        lambda j: (slice(None), j),  # a traced 0-d integer
+        lambda j: (j, slice(None), j),
+        lambda j: (slice(None), 1, I2),  # beside an index array, and apart from one
+        lambda j: (I2, slice(None), 1),
+        lambda j: (j, I2 + 1),  # 3: outside an axis of 3
+    ],
+    ids=[
+        "[:,1]", "[:,-2]", "[1,:,-1]", "[:,1,1:3]", "[...,3]", "[None,:,1]", "[1,2]", "[:,j]", "[j,:,j]",
+        "[:,1,idx]", "[idx,:,1]", "[j,idx]",
+    ],
+)  # fmt: skip
+def test_at_with_integers_beside_slices_drops_their_axes_as_jax(index) -> None:
+    """An integer in ``x.at[...]`` (a Python int, a negative one, a traced 0-d integer) drops its axis,
+    as ``x[:, 1]`` does: ``x.at[:, 1].add(v)`` takes ``v`` of ``x[:, 1]``'s shape (it was kept as a
+    unit axis: "updates of shape (2, 4) do not broadcast to the indexed (2, 1, 4)"). Every method,
+    float64 values and gradients and int32 values, against JAX; beside an index array, an update
+    whose index is outside its axis is dropped (it was clamped into the axis)."""
+    j = np.array(1)
+    shape = jnp.zeros(X3.shape)[index(1)].shape
+    v = RNG.standard_normal(shape) + 0.5
+    weights = np.arange(X3.size, dtype=np.float64).reshape(X3.shape)
+
+    def updates(x, v, j):  # mul with unique_indices: JAX's gradient wants it (dslc ignores the hint)
+        at = x.at[index(j)]
+        return (at.set(v), at.add(v), at.mul(v, unique_indices=True), at.min(v), at.max(v), at.get())
+
+    def loss(np_, x, v, j):
+        return sum((np_.sin(u) * weights).sum() for u in updates(x, v, j)[:5])
+
+    want = updates(jnp.asarray(X3), jnp.asarray(v), jnp.asarray(j))
+    close(dsl.compile(updates)(X3, v, j), want)
+    close(
+        dsl.compile(dsl.grad(functools.partial(loss, dnp), argnums=(0, 1)))(X3, v, j),
+        jax.grad(functools.partial(loss, jnp), argnums=(0, 1))(X3, v, j),
+    )
+    xi, vi = (np.arange(X3.size, dtype=np.int32) * 7 % 11).reshape(X3.shape), (v * 9).astype(np.int32)
+    got, want = dsl.compile(updates)(xi, vi, j), updates(jnp.asarray(xi), jnp.asarray(vi), jnp.asarray(j))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == w.dtype and np.array_equal(g, w)
+
+
+def test_at_with_an_integer_takes_updates_of_numpys_shape() -> None:
+    """``x.at[:, 1].set(row)`` takes a row of ``x[:, 1]``'s shape; one with a unit axis more raises,
+    as JAX's (it was the shape taken)."""
+    x = np.zeros((3, 4))
+    close(
+        dsl.compile(lambda x: x.at[:, 1].set(np.arange(3.0)))(x), jnp.asarray(x).at[:, 1].set(jnp.arange(3.0))
+    )
+    with pytest.raises(
+        dsl.ShapeError, match=r"updates of shape \(1, 4\) do not broadcast to the indexed \(4,\)"
+    ):
+        dsl.compile(lambda x: x.at[0].set(np.ones((1, 4))))(x)
+
+
+def test_a_0d_numpy_index_array_is_an_advanced_index_as_numpy() -> None:
+    """A 0-d NumPy integer array in the program (``i = np.array(1)``) indexes as NumPy's: ``x[i]`` is a
+    copy of ``x[1]``, ``x[i] = v`` and ``x[i] += v`` write ``x[1]``, ``x.at[i]`` is JAX's; a 0-d
+    boolean array is NumPy's ``x[True]`` (it raised "only integers ... are valid indices")."""
+    i, yes, no = np.array(1), np.array(True), np.array(False)
+    x = RNG.standard_normal((2, 3, 4))
+
+    def program(x, m):
+        row = x[i]
+        row += 100.0  # a copy: x unchanged
+        y = x.copy()
+        y[i] = -1.0
+        y[:, np.array(-1, np.int32), [0, 2]] += 2.0
+        y[i, m] = 0.0  # beside a traced mask
+        return row, x[:, i], x[i, :, i], x[yes], x[no], x[..., yes], y, x.at[i].add(1.0), x.at[:, i].get()
+
+    m = x[0, :, 0] > 0
+    y = x.copy()
+    y[1] = -1.0
+    y[:, -1, [0, 2]] += 2.0
+    y[1, m] = 0.0
+    want = (x[1] + 100.0, x[:, 1], x[1, :, 1], x[yes], x[no], x[..., yes], y)
+    got = dsl.compile(program)(x, m)
+    close(got[:7], want)
+    close(got[7:], (jnp.asarray(x).at[i].add(1.0), jnp.asarray(x)[:, 1]))
+
+
 def test_at_mul_min_max_match_jax_with_repeated_indices() -> None:
     i, v = np.array([3, 0, 4, 3, 1, 3]), RNG.standard_normal((6, 4))
     v[0, 0] = np.nan  # NaN wins in max and min
@@ -486,6 +582,53 @@ def test_out_of_range_writes_drop_with_their_gradients_as_jax() -> None:
     close(g, want_g)
 
 
+@pytest.mark.parametrize("mode", [None, "drop", "fill", "clip"])
+def test_at_modes_as_jax(mode) -> None:
+    """``.at[...].add/set(v, mode=...)``: JAX's default for a scatter, ``"drop"`` and ``"fill"``
+    drop an update out of range; ``"clip"`` clamps its indices (one array or several)."""
+    kw = {} if mode is None else {"mode": mode}
+    i, a, b = np.array([1, 7, -1, -9]), np.array([0, 5, 2]), np.array([1, -7, 3])
+    v = RNG.standard_normal(4)
+
+    def f(x, y, i, a, b, v):
+        return x.at[i].add(v, **kw), y.at[a, b].set(9.0, **kw), y.at[:, b].add(v[:3], **kw)
+
+    x, y = RNG.standard_normal(4), RNG.standard_normal((3, 3))
+    close(dsl.compile(f)(x, y, i, a, b, v), f(jnp.asarray(x), jnp.asarray(y), i, a, b, v))
+
+
+def test_scatter_and_put_along_axis_drop_out_of_range_writes() -> None:
+    """``scatter_`` (set and ``reduce="add"``) and ``put_along_axis`` drop a write whose index is
+    outside its axis after one wrap, as the other write forms do (they clamped it: 5 wrote row 3)."""
+    idx = np.array([[0, 5, -1], [-5, 2, 3]])
+    src = np.arange(1.0, 7.0).reshape(2, 3)
+
+    def set_(x, i, s):
+        x.scatter_(0, i, s)
+
+    def add(x, i, s):
+        x.scatter_(0, i, s, reduce="add")
+
+    def put(x, i, s):
+        dnp.put_along_axis(x, i, s, 0)
+
+    want_set = np.array([[1.0, 0, 0], [0, 0, 0], [0, 5, 0], [0, 0, 6]])
+    want_add = want_set + np.array([[0.0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 3]])
+    for fn, want in ((set_, want_set), (add, want_add), (put, want_set)):
+        x = np.zeros((4, 3))
+        dsl.compile(fn)(x, idx, src)
+        close(x, want)
+    # dropped: [0, 1] and [1, 0]; overwritten by a later write to row 3: [0, 2]
+    grad = dsl.compile(dsl.grad(lambda s, i: _put(i, s).sum()))
+    close(grad(src, idx), np.array([[1.0, 0, 0], [0, 1, 1]]))
+
+
+def _put(i, s):
+    y = dnp.zeros((4, 3))
+    y.scatter_(0, i, s)
+    return y
+
+
 def test_set_with_repeated_indices_gives_only_the_last_write_a_gradient() -> None:
     def f(x, v, i):
         return (x.at[i].set(v) ** 2).sum()
@@ -732,6 +875,8 @@ def test_a_mask_read_names_the_line_of_the_selection() -> None:
         lambda x: x.__setitem__([0, 5], 1.0),
         lambda x: x.__setitem__((slice(None), np.array([3])), 1.0),
         lambda x: x.__setitem__(([0, 5],), x[[0, 1]] + 1.0),
+        lambda x: x[np.array(3)],  # a 0-d NumPy integer array
+        lambda x: x.__setitem__((slice(None), np.array(-4)), 1.0),
     ],
 )
 def test_a_known_index_out_of_range_raises_as_numpy(program) -> None:
