@@ -47,11 +47,16 @@ def _carry_request(op: Op, build: _Builder, since: int, out: Value) -> None:
     marks = {k: op.attrs[k] for k in REQUEST_ATTRS if k in op.attrs}
     if not marks:
         return
+    target = out  # through the views a rule ends with (a batched scatter's transpose back) to the work
     for i in range(len(build.ops) - 1, since - 1, -1):
         made = build.ops[i]
-        if made.results and made.results[0] is out and not made.regions:
-            build.ops[i] = Op(made.prim, made.operands, {**made.attrs, **marks}, made.results, made.loc)
-            return
+        if not made.results or made.results[0] is not target or made.regions:
+            continue
+        if made.prim.kind is Kind.MOVEMENT and op.prim.kind is not Kind.MOVEMENT and made.operands:
+            target = made.operands[0]
+            continue
+        build.ops[i] = Op(made.prim, made.operands, {**made.attrs, **marks}, made.results, made.loc)
+        return
 
 
 def _elementwise(build: Any, op: Op, operands: Sequence[Value], batched: Sequence[bool], size: int) -> Value:

@@ -79,7 +79,7 @@ def copy_keeping_strides(x: np.ndarray) -> np.ndarray:
 class Storage:
     """One buffer of the eager program: its current SSA value and a version bumped by every write."""
 
-    __slots__ = ("value", "version", "arg_name", "frozen", "copied_at")
+    __slots__ = ("value", "version", "arg_name", "frozen", "copied_at", "copied_in")
 
     def __init__(self, value: Value, arg_name: str | None = None, copied: bool = False) -> None:
         self.value = value
@@ -90,6 +90,7 @@ class Storage:
         # first in-place request, which records the copy as an op (``Trace.copy_before``): where
         # the user made it
         self.copied_at: Location | None = tracing.current().location() if copied else None
+        self.copied_in = tracing.current() if copied else None  # the trace (a body's own) of the copy
 
 
 class Array:
@@ -184,13 +185,15 @@ class Array:
                 f"{request} writes into an array made inside the body of a loop or branch, after it: "
                 "only what the body returns leaves it; return the array from the body",
             )
-        if storage.copied_at is not None and trace.is_request(request):
+        if storage.copied_at is not None and storage.copied_in is trace and trace.is_request(request):
+            # (not in a loop's or branch's body that writes a copy made outside it: the body's ops
+            # would copy the whole array on each iteration, where the carry is written in place)
             # the request writes the user's copy, not the array it copied: its ops read the copy (an
             # op the optimizer keeps, ``simplify``), so its verdict is on the copy's memory
             copy = trace.copy_before(storage.value, since, storage.copied_at)
             new = copy if new is storage.value else new
             storage.value = copy
-        storage.copied_at = None
+        storage.copied_at = storage.copied_in = None
         new = trace.mark_inplace(new, request, since)
         chain = [storage.value]
         for prim, attrs, operands in self._steps[:-1]:

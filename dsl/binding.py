@@ -24,20 +24,22 @@ from dsl import tracing
 from dsl.errors import TraceError
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_PASSING = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}  # a wrapper's, passing all
 
 
 def signature_of(fn: Callable[..., Any]) -> inspect.Signature:
     """The signature a call of ``fn`` is bound against: ``fn``'s own, or, where ``fn`` passes its
-    arguments through (it takes ``*args`` and no named positional parameter) to the function it
-    names as ``__wrapped__`` (``functools.wraps``, dslc's transforms), that function's, followed as
-    far as such wrappers go. ``inspect.signature`` follows ``__wrapped__`` always, so a decorator whose
-    wrapper takes its own parameters (``def wrapper(x, scale)`` around ``f(x)``) would be bound
-    against ``f``'s: Python calls the wrapper with the wrapper's. Raises as ``inspect.signature``."""
+    arguments through (it takes ``*args``, perhaps ``**kwargs``, and no named parameter) to the
+    function it names as ``__wrapped__`` (``functools.wraps``, dslc's transforms), that function's,
+    followed as far as such wrappers go. ``inspect.signature`` follows ``__wrapped__`` always, so a
+    decorator whose wrapper takes its own parameters (``def wrapper(x, scale)`` around ``f(x)``)
+    would be bound against ``f``'s: Python calls the wrapper with the wrapper's. Raises as
+    ``inspect.signature``."""
     for _ in range(100):  # (a cycle of __wrapped__ ends somewhere)
         own = inspect.signature(fn, follow_wrapped=False)
         wrapped = getattr(fn, "__wrapped__", None)
         kinds = {p.kind for p in own.parameters.values()}
-        if wrapped is None or inspect.Parameter.VAR_POSITIONAL not in kinds or kinds & set(_POSITIONAL):
+        if wrapped is None or inspect.Parameter.VAR_POSITIONAL not in kinds or kinds - _PASSING:
             return own
         fn = wrapped
     return own

@@ -399,17 +399,21 @@ class _HessianFn:
         rows = [(k, j) for k, x in enumerate(xs) for j in range(x.size)] or [(-1, 0)]
         swept: list[list[Array]] = []
         write_back = None
-        for k, j in rows:
 
+        def component_of(k: int, j: int) -> Callable[..., Any]:
+            # (a pass-through ``(*a, **kw)``: bound against f's signature, ``binding.signature_of``)
             @functools.wraps(_unwrap(self.f))  # f's signature: names in messages are the user's
-            def component(*a: Any, k: int = k, j: int = j, **kw: Any) -> Any:
+            def component(*a: Any, **kw: Any) -> Any:
                 slots = a + tuple(kw[name] for name in layout.keywords)
                 g, inner_write_back = GradFn(self.f, nums, False, False).inline(slots, inner)
                 inner_write_back()
                 flat = pytree.flatten(g)[0]
                 return ops.reshape(flat[k], (-1,))[j] if k >= 0 else ops.sum(flat[0])
 
-            row, row_write_back = GradFn(component, nums, False, False).inline(args, layout)
+            return component
+
+        for k, j in rows:
+            row, row_write_back = GradFn(component_of(k, j), nums, False, False).inline(args, layout)
             swept.append(pytree.flatten(row)[0])
             # every row reads the arguments as given and the function's own in-place updates of
             # non-differentiated arguments happen once, as in the eager program: after all rows

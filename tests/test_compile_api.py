@@ -556,6 +556,15 @@ def test_a_decorators_wrapper_is_bound_against_its_own_parameters() -> None:
     factorial = dsl.compile(lambda c: dsl.fori_loop(0, 3, scaled(lambda i: i + 1.0), c))  # body(i, c)
     assert_same(factorial(x), 6 * x)
 
+    def keyword(f: Any) -> Any:
+        @functools.wraps(f)
+        def wrapper(*args: Any, scale: float = 1.0, **kwargs: Any) -> Any:
+            return f(*args, **kwargs) * scale
+
+        return wrapper
+
+    assert_same(dsl.compile(keyword(lambda x: dnp.sin(x)))(x, scale=2.0), 2.0 * np.sin(x))
+
     @dsl.compile(static_argnames="n")
     @passing
     def h(x: Any, n: int = 2) -> Any:

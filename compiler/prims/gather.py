@@ -15,7 +15,8 @@ from the end once (NumPy), then a read clamps it into the axis (``clamped``,
 update whose index is still outside the axis (``landing``, ``runtime.array_ops.landing_indices``:
 JAX's ``x.at[idx].set/add/...``, ``mode="drop"``, which padded index arrays rely on: an update
 meant for nowhere must not land on the last element). A gather's cotangent goes back to the
-clamped positions it read; a dropped update's cotangent is zero. docs/semantics.md says so.
+clamped positions it read (its true derivative; JAX drops it); a dropped update's cotangent is zero
+(JAX's). docs/semantics.md says so.
 
 Fusion: a gather is an index map (``Kind.MOVEMENT``) like ``dynamic_slice``, inlined into its
 readers; its position is computed at run time from the index array. A scatter is ``Kind.SCATTER``:
@@ -403,13 +404,13 @@ def _scatter_mul_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotange
     def at(a: Value) -> Value:  # an element of x's shape read at each update's position
         return build(gather, [a, idx], attrs)
 
-    def landing(values: Value) -> Value:  # the sum of ``values`` over the updates at each one's element
+    def summed_at(values: Value) -> Value:  # the sum of ``values`` over the updates at each one's element
         return at(build(scatter_add, [full_like(build, 0, x.type), values, idx], attrs))
 
     ones = full_like(build, 1, v.type)
     is_zero = build(ew.eq, [v, full_like(build, 0, v.type)], {})
-    alone = build(ew.eq, [landing(ones), ones], {})
-    zeros = landing(build(ew.cast, [is_zero], {"dtype": v.type.dtype}))
+    alone = build(ew.eq, [summed_at(ones), ones], {})
+    zeros = summed_at(build(ew.cast, [is_zero], {"dtype": v.type.dtype}))
     only_zero = build(ew.and_, [is_zero, build(ew.eq, [zeros, ones], {})], {})
     without_it = build(scatter_mul, [x, build(ew.select, [only_zero, ones, v], {}), idx], attrs)
     nonzero = build(ew.select, [is_zero, ones, v], {})
