@@ -67,13 +67,6 @@ def is_mask(it: Any) -> bool:
     return isinstance(it, np.ndarray) and it.ndim > 0 and it.dtype == np.bool_
 
 
-def _is_integer(it: Any) -> bool:
-    """An integer index item: a Python or NumPy integer (not a bool), a 0-d integer array."""
-    if isinstance(it, Array | np.ndarray):
-        return it.ndim == 0 and it.dtype.kind in "iu"
-    return isinstance(it, int | np.integer) and not isinstance(it, bool | np.bool_)
-
-
 def _traced_mask(it: Any) -> bool:
     return isinstance(it, Array) and it.ir_dtype.is_bool
 
@@ -304,7 +297,7 @@ def _mask_index(x: Array, index: Any) -> _MaskIndex | None:
         return None
     items = _items(x, index)
     masks = [k for k, it in enumerate(items) if _traced_mask(it)]
-    if len(masks) > 1 or any(is_index_array(it) and not _is_integer(it) for it in items):
+    if len(masks) > 1 or any(is_index_array(it) and not ops._is_integer(it) for it in items):
         raise _selection_error("a boolean mask together with other boolean or integer arrays")
     m = masks[0]
     mask = items[m]
@@ -587,7 +580,7 @@ def _static_as_array(x: Array, index: Any) -> Any:
     NumPy's ``x[:, 1]`` does); with slices only, the first slice as the positions it selects along
     its axis (each once, so every combining rule is the basic-index update's)."""
     items = list(index) if isinstance(index, tuple) else [index]
-    if any(_is_integer(it) for it in items):
+    if any(ops._is_integer(it) for it in items):
         return index
     items, axis = _items(x, index), 0
     for k, it in enumerate(items):
