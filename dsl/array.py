@@ -313,7 +313,10 @@ class Array:
         if _gather.has_traced_mask(index):  # x[mask] = v, x[mask] += v: a where
             return _gather.mask_write(self, index, value)
         since = len(tracing.current().ops)
-        target = _ops.index_view(self, index)
+        # (an index with integer arrays: a view only written through, whose scatter drops an update
+        # outside the array, where a read of ``x[index]`` clamps)
+        arrays = _gather.has_index_arrays(index)
+        target = _gather.write_view(self, index) if arrays else _ops.index_view(self, index)
         if isinstance(value, Array) and _same_elements(value, target):
             # ``x[i] += v`` ends with ``x[i] = <the view x[i], updated in place>``: NumPy copies the
             # elements onto themselves; nothing changes, and no op is traced (the update stays in place)

@@ -9,9 +9,9 @@ An index with integer arrays is read as NumPy 2 reads it: ``None`` is a new unit
 boolean mask its ``nonzero()`` integer arrays, integers among arrays are advanced indices too; the
 slices are applied first as a view, the indexed axes (moved first when a slice or ``None`` parts
 them, as NumPy does) are merged into one and read by one ``gather`` at the row-major position of
-the broadcast indices (each wrapped once if negative, then clamped into its axis). ``x[idx]`` is a
-view through the gather only for writing: NumPy's ``x[idx]`` is a copy, and a write through it
-(``x[idx] = v``) is a ``scatter`` back into ``x`` (repeated indices: the last update stays, as
+the broadcast indices (each wrapped once if negative, then clamped into its axis). NumPy's
+``x[idx]`` is a copy; a write ``x[idx] = v`` is a ``scatter`` into ``x`` at positions of its own
+(an update whose index is outside its axis is dropped; repeated indices: the last update stays, as
 NumPy's in practice); ``x[idx] += v`` reads, adds and writes back (once per repeated index, as
 NumPy), while ``x.at[idx].add(v)`` accumulates every repeat (JAX, ``np.add.at``).
 
@@ -227,6 +227,16 @@ def gather_view(x: Array, index: Any, known_in_bounds: bool = True) -> Array:
     JAX's ``x.at[index].get()``)."""
     view, axis, arrays = _split(x, index, known_in_bounds)
     base, position = _linear(view, axis, arrays)
+    return _gather(base, position, axis)
+
+
+def write_view(x: Array, index: Any) -> Array:
+    """The view ``x[index] = v`` writes through (an index with integer arrays): the gather at the
+    positions the write's scatter takes, where an update whose index is outside its axis is dropped
+    (several index arrays: a position outside the merged axis; ``_linear``). Only written, never read:
+    a read clamps each index into its axis instead (``gather_view``)."""
+    view, axis, arrays = _split(x, index, known_in_bounds=True)
+    base, position = _linear(view, axis, arrays, drop=True)
     return _gather(base, position, axis)
 
 

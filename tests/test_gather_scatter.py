@@ -582,6 +582,41 @@ def test_out_of_range_writes_drop_with_their_gradients_as_jax() -> None:
     close(g, want_g)
 
 
+@pytest.mark.parametrize("inplace", [True, False])
+def test_setitem_with_several_index_items_drops_out_of_range_writes(inplace) -> None:
+    """``x[a, b] = v``, ``x[k, a] += v`` and ``x[a, :, b] = v`` (several advanced items, merged into
+    one position) drop an update whose index is outside its axis, as ``x[i] = v`` and JAX's
+    ``.at[a, b]`` do, with the update's gradient zero; the read beside it clamps each index (it
+    clamped the write too: an update meant for nowhere landed on the clamped element)."""
+    a, b = np.array([0, 5, -1, 2, -4]), np.array([1, 1, 9, -2, 0])  # 5, 9 and -4 are outside
+    v = RNG.standard_normal(5)
+
+    def writes(x, y, a, b, v):
+        x, y = x.copy(), y.copy()
+        x[a, b] = v
+        x[1, a[1:4]] += 2.0 * v[1:4]  # (unique: NumPy's += adds once per repeated index)
+        y[a[:3], :, b[:3]] = v[:3, None]
+        return x, y
+
+    def writes_jax(x, y, a, b, v):
+        x = x.at[a, b].set(v)
+        x = x.at[1, a[1:4]].add(2.0 * v[1:4])
+        return x, y.at[a[:3], :, b[:3]].set(v[:3, None])
+
+    x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 2, 4))
+    f = dsl.compile(writes, inplace=inplace)
+    close(f(x, y, a, b, v), writes_jax(jnp.asarray(x), jnp.asarray(y), a, b, v))
+
+    def loss(xp, x, y, a, b, v):
+        out = (writes if xp is dnp else writes_jax)(x, y, a, b, v)
+        return sum((xp.sin(o) * (1.0 + k)).sum() for k, o in enumerate(out))
+
+    grad = dsl.compile(dsl.grad(functools.partial(loss, dnp), argnums=(0, 1, 4)), inplace=inplace)
+    got = grad(x, y, a, b, v)
+    want = jax.grad(functools.partial(loss, jnp), argnums=(0, 1, 4))(x, y, a, b, v)
+    close(got, want, rtol=1e-10)
+
+
 @pytest.mark.parametrize("mode", [None, "drop", "fill", "clip"])
 def test_at_modes_as_jax(mode) -> None:
     """``.at[...].add/set(v, mode=...)``: JAX's default for a scatter, ``"drop"`` and ``"fill"``
