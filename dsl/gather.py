@@ -90,18 +90,16 @@ def _as_index(it: Any) -> Array:
     return a
 
 
-def _outside(i: Array, n: int) -> Array:
-    """Where the index ``i`` is outside an axis of ``n`` after one wrap of negative ones: a
-    scatter drops the update there (``compiler/prims/gather.py``: ``landing``)."""
-    return ops.binary(ew.or_, ops.binary(ew.lt, i, -n), ops.binary(ew.ge, i, n))
+def _lands(i: Array, n: int) -> Array:
+    """Where a scatter update at the index ``i`` lands on an axis of ``n`` (wrapped once if negative,
+    then inside it; elsewhere the scatter drops it: ``compiler/prims/gather.py``'s rule)."""
+    return Array.fresh(gp.lands_value(tracing.current().emit, i.value, n))
 
 
 def normalized(i: Array, n: int) -> Array:
-    """``i`` on an axis of ``n``: wrapped once if negative, clamped into ``[0, n - 1]`` (as the
-    primitives read their indices), as int64."""
-    i = ops.cast(i, DType.i64) if i.ir_dtype is not DType.i64 else i
-    wrapped = ops.where(ops.binary(ew.lt, i, 0), ops.binary(ew.add, i, n), i)
-    return ops.binary(ew.min_, ops.binary(ew.max_, wrapped, 0), max(n - 1, 0))
+    """``i`` on an axis of ``n``, as the primitives read their indices (wrapped once if negative,
+    clamped into ``[0, n - 1]``), as int64."""
+    return Array.fresh(gp.clamped_value(tracing.current().emit, i.value, n))
 
 
 def _width(it: Any) -> int:
@@ -212,9 +210,9 @@ def _linear(view: Array, axis: int, arrays: list[Array], drop: bool = False) -> 
         position = term if position is None else ops.binary(ew.add, ops.binary(ew.mul, position, n), term)
     assert position is not None
     if drop:
-        outside = [_outside(a, n) for a, n in zip(arrays, dims, strict=True)]
-        anywhere = functools.reduce(lambda p, q: ops.binary(ew.or_, p, q), outside)
-        position = ops.where(anywhere, math.prod(dims), position)
+        lands = [_lands(ops.broadcast_to(a, shape), n) for a, n in zip(arrays, dims, strict=True)]
+        everywhere = functools.reduce(lambda p, q: ops.binary(ew.and_, p, q), lands)
+        position = ops.where(everywhere, position, math.prod(dims))
     merged = view.shape[:axis] + (math.prod(dims),) + view.shape[axis + len(arrays) :]
     # a view step even where NumPy's reshape would copy (indexed axes moved first by a transpose): a
     # write through the gather goes back through it; a read copies anyway
@@ -659,7 +657,7 @@ def _along(full: tuple[int, ...], idx: Array, axis: int, drop: bool = False) -> 
             iota = ops.emit(source.iota, [], {"shape": idx.shape, "dimension": d, "dtype": DType.i64})
             position = ops.binary(ew.add, position, ops.binary(ew.mul, iota, math.prod(full[d + 1 :])))
     if drop:
-        position = ops.where(_outside(idx, n), math.prod(full), position)
+        position = ops.where(_lands(idx, n), position, math.prod(full))
     return position
 
 

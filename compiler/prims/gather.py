@@ -104,7 +104,7 @@ def _gather_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     x, idx = op.operands
     zeros = full_like(build, 0, x.type)
     attrs = {"axis": _axis(op.attrs), **({UNIQUE: True} if op.attrs.get(UNIQUE) else {})}
-    read = _clamped_value(build, idx, x.type.shape[attrs["axis"]])
+    read = clamped_value(build, idx, x.type.shape[attrs["axis"]])
     return (build(scatter_add, [zeros, ct, read], attrs), None)
 
 
@@ -162,16 +162,18 @@ def _wrapped_value(build: Build, idx: Value, n: int) -> Value:
     return build(ew.select, [build(ew.lt, [i, zero], {}), build(ew.add, [i, end], {}), i], {})
 
 
-def _clamped_value(build: Build, idx: Value, n: int) -> Value:
-    """``clamped`` as primitives, in int64 (an index read the way the kernels read it)."""
+def clamped_value(build: Build, idx: Value, n: int) -> Value:
+    """``clamped`` as primitives, in int64 (an index read the way the kernels read it; the frontend
+    computes merged read positions with it: ``dsl/gather.py``)."""
     wrapped = _wrapped_value(build, idx, n)
     zero = full_like(build, 0, wrapped.type)
     last = full_like(build, max(n - 1, 0), wrapped.type)
     return build(ew.min_, [build(ew.max_, [wrapped, zero], {}), last], {})
 
 
-def _lands_value(build: Build, idx: Value, n: int) -> Value:
-    """Whether each scatter update at ``idx`` lands on the axis of ``n`` (``landing``: not dropped)."""
+def lands_value(build: Build, idx: Value, n: int) -> Value:
+    """Whether each scatter update at ``idx`` lands on the axis of ``n`` (``landing``: not dropped; the
+    frontend drops an update outside any of several merged axes with it: ``dsl/gather.py``)."""
     wrapped = _wrapped_value(build, idx, n)
     inside = build(ew.ge, [wrapped, full_like(build, 0, wrapped.type)], {})
     return build(ew.and_, [inside, build(ew.lt, [wrapped, full_like(build, n, wrapped.type)], {})], {})
@@ -200,11 +202,11 @@ def _per_example(
     it = idx.type.with_shape(idx.type.shape)
     offsets = build(source.iota, [], {"shape": it.shape, "dimension": 0, "dtype": DType.i64})
     step = full_like(build, n, TensorType(it.shape, DType.i64))
-    base = _wrapped_value(build, idx, n) if drop else _clamped_value(build, idx, n)
+    base = _wrapped_value(build, idx, n) if drop else clamped_value(build, idx, n)
     position = build(ew.add, [base, build(ew.mul, [offsets, step], {})], {})
     if drop:
         nowhere = full_like(build, size * n, position.type)
-        position = build(ew.select, [_lands_value(build, idx, n), position, nowhere], {})
+        position = build(ew.select, [lands_value(build, idx, n), position, nowhere], {})
     return x, position
 
 
@@ -312,7 +314,7 @@ def _landed(build: Build, op: Op, values: Value) -> Value:
     update was dropped (``landing``)."""
     x, _, idx = op.operands
     axis = _axis(op.attrs)
-    return _masked(build, _lands_value(build, idx, x.type.shape[axis]), values, axis)
+    return _masked(build, lands_value(build, idx, x.type.shape[axis]), values, axis)
 
 
 @vjp_rule
