@@ -20,7 +20,7 @@ from compiler.prims import contraction, elementwise, movement, reduction, source
 from compiler.prims.base import Primitive
 from dsl import dynamic_index, gather, layout, tracing
 from dsl.array import Array, Storage, argument_shadow, argument_strides
-from dsl.errors import CastingError, IndexingError, ShapeError, TraceError
+from dsl.errors import CastingError, DTypeError, IndexingError, ShapeError, TraceError
 from dsl.scalar_args import ScalarOverflowError
 
 Scalar = (bool, int, float)
@@ -665,6 +665,11 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
             raise tracing.user_error(TraceError, "arange needs Python numbers (its length must be static)")
     n = max(0, int(np.ceil((stop - start) / step)))
     ir = ir_dtype(dtype) if dtype is not None else DType.from_numpy(np.result_type(start, stop, step))
+    if ir.is_bool and n > 2:  # (NumPy's rule: only False, True follow one another)
+        raise tracing.user_error(
+            DTypeError,
+            f"arange with dtype=bool is only supported for at most 2 elements (NumPy's rule); got {n}",
+        )
     idx = emit(source.iota, [], {"shape": (n,), "dimension": 0, "dtype": DType.i64})
     if (start, step) == (0, 1):
         return cast(idx, ir)
