@@ -68,6 +68,19 @@ def test_array_level_kernels_call_numpy_and_runtime_array_ops() -> None:
         np.testing.assert_array_equal(got, want)
 
 
+def test_special_constants_are_printed_as_python_knows_them() -> None:
+    """A 0-d constant of inf or NaN in a NumPy-assisted kernel (a causal mask's ``-inf``, the ``inf``
+    ``%`` compares with) was printed ``np.array(-inf, ...)``: a NameError at the first call."""
+
+    def masked(x):
+        return dnp.exp(dnp.where(x > 0, x, -np.inf)), dnp.exp(dnp.maximum(x, np.nan)), (x % 0.3) * dnp.exp(x)
+
+    x = np.linspace(-1.0, 1.0, arraylevel.MIN_ELEMENTS)
+    assert "numba.objmode()" in dsl.compile(masked).lower(x).source()
+    for got, want in zip(dsl.compile(masked)(x), interpret_fn(masked, x)):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
 # ---- generated modules need no compiler ----------------------------------------------------------
 
 IMPORTS_COMPILER = re.compile(r"^\s*(?:from|import)\s+(?:compiler|dsl)\b", re.M)

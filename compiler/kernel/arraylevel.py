@@ -79,7 +79,7 @@ def _literal(value: Any, pool: ConstantPool) -> str:
         return np_type(value)
     if isinstance(value, np.ndarray):
         if value.ndim == 0:
-            return f"np.array({value.item()!r}, {np_type(DType.from_numpy(value.dtype))})"
+            return f"np.array({_literal(value.item(), pool)}, {np_type(DType.from_numpy(value.dtype))})"
         return pool.add(value)
     if isinstance(value, float) and not math.isfinite(value):
         return f"float('{value}')"
