@@ -81,6 +81,20 @@ def test_special_constants_are_printed_as_python_knows_them() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-15)
 
 
+def test_numpy_kernels_in_a_loop_then_after_it() -> None:
+    """Two loops whose bodies run NumPy-assisted kernels (an RNN's float64 tanh, then exp): Numba
+    reused the first object-mode block's setup in the second, where it does not dominate (numba issue
+    9574), and LLVM refused the driver. Found by the fuzzer with the size gates lowered."""
+
+    def f(x, n):
+        h = dsl.fori_loop(0, n, lambda i, h: dnp.tanh(h * 0.5 + i), x)
+        return dsl.fori_loop(0, 2, lambda i, h: dnp.exp(-h), h)
+
+    x, n = rng.standard_normal(arraylevel.MIN_ELEMENTS), np.int64(3)
+    assert dsl.compile(f).lower(x, n).source().count("np.exp(") == 1
+    np.testing.assert_allclose(dsl.compile(f)(x, n), interpret_fn(f, x, n), rtol=1e-15)
+
+
 # ---- generated modules need no compiler ----------------------------------------------------------
 
 IMPORTS_COMPILER = re.compile(r"^\s*(?:from|import)\s+(?:compiler|dsl)\b", re.M)

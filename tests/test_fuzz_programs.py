@@ -151,6 +151,7 @@ from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
+from compiler.kernel import arraylevel
 from compiler.pipeline import Options, run_passes
 from compiler.prims.random import random_bits_reference
 from dsl import pytree
@@ -1942,6 +1943,30 @@ def test_batched_programs_under_numba(batch: list[Program]) -> None:
     if NUMBA_BATCHES == 0:
         pytest.skip("DSL_FUZZ_NUMBA_BATCHES=0 turns the Numba batches off")
     check_batch_under_numba(batch)
+
+
+# The NumPy-assisted kernels (compiler/kernel/arraylevel.py) take only groups of 2**14 elements and
+# more, which the small drawn shapes never reach: one batch runs with the gates lowered to every
+# group with a libm-bound op, chunked by a row or two. (Found 2026-11-27: their printed 0-d constants
+# named ``inf`` and ``nan``, undefined in the module, by an outside program; then by this test, a
+# driver whose loop runs such a kernel before another one, which Numba compiled into invalid LLVM.)
+LOWERED_GATES = {"MIN_ELEMENTS": 1, "CHUNK_MIN_ELEMENTS": 2, "CHUNK_ELEMENTS": 2}
+
+
+@shard
+@settings(max_examples=2, phases=[Phase.generate], **FUZZ_SETTINGS)  # (the first draw: the simplest)
+@given(st.lists(any_programs, min_size=BATCH, max_size=BATCH))
+def test_batched_programs_past_the_size_gates(batch: list[Program]) -> None:
+    if NUMBA_BATCHES == 0:
+        pytest.skip("DSL_FUZZ_NUMBA_BATCHES=0 turns the Numba batches off")
+    saved = {name: getattr(arraylevel, name) for name in LOWERED_GATES}
+    try:
+        for name, value in LOWERED_GATES.items():
+            setattr(arraylevel, name, value)
+        check_batch_under_numba(batch)
+    finally:
+        for name, value in saved.items():
+            setattr(arraylevel, name, value)
 
 
 # ---- long float32 reductions, several in one program ----------------------------------------------

@@ -315,6 +315,11 @@ def _driver(top: Level, levels: list[Level], slots: list[tuple[str, list[tuple[s
     frames = [len(k.args) for k in every if k.direct is not None]
     if frames:  # one frame for every kernel the driver runs directly (one at a time)
         body.insert(0, f"frame = np.empty({max(frames)}, np.uint64)")
+    if objmode:
+        # Numba reuses what one object-mode block set up in the blocks after it, which LLVM refuses
+        # when the first is in a loop or branch ("Instruction does not dominate all uses", numba
+        # issue 9574): an empty block at the entry sets it up where it dominates every other
+        body[:0] = ["with numba.objmode():", "    pass"]
     lines = [*header, *indent([*body, f"return {ret}"], 1)]
     return "\n".join(lines)
 
