@@ -283,10 +283,18 @@ class FusionPlan:
             acc = accumulation(group)
             operands = {view.source for pos in range(2) if (view := operand_view(group, pos)) is not None}
             return acc is not None and old is acc.source and old not in operands and old.type == new.type
-        if not old.type.shape == new.type.shape == group.shape:
-            return False
         keys = self.access.get(old, {}).get(group, frozenset({IDENTITY}))
+        if not old.type.shape == new.type.shape == group.shape:
+            # an arena buffer (row-major) read through reshapes only (``h.reshape(-1).add_(1)``):
+            # element k in row-major order is the k-th of its block, where the k-th of ``new`` goes
+            flat = old in self.materialized and old.type.size == new.type.size
+            flat = flat and new.type.shape == group.shape
+            return flat and all(key and self.reshapes_only(key) for key in keys)
         return all(key == IDENTITY or self.same_window(key, old, group) for key in keys)
+
+    def reshapes_only(self, key: AccessKey) -> bool:
+        """A read through reshapes of the value alone (row-major: at the same position in its order)."""
+        return all(self.ops[pos].prim is mv.reshape and k == 0 for pos, k in key)
 
     def same_window(self, key: AccessKey, old: Value, group: Group) -> bool:
         """``key`` reads ``old`` in the window that ``group``'s root (an update of ``old``'s window)

@@ -285,7 +285,9 @@ def decide_request(r: InplaceRequest, plan: MemoryPlan) -> InplaceDecision:
     decision = InplaceDecision(r.new_name, r.loc, r.request, r.old_name, "fused", "", new=r.new)
     new_at = _storage_of(r.home, plan, r.new_returned, r.home_param)
     old_at = None if r.old is None else _storage_of(r.old, plan, r.old_returned, r.old_param)
-    staged = sum(b.bytes for b in plan.buffers if b.value in r.through and b.in_arena)
+    # (the new elements' own memory: not the buffer they were computed into in place, the array's)
+    through = [b for b in plan.buffers if b.value in r.through and b.in_arena]
+    staged = sum(b.bytes for b in through if _storage_of(b.value, plan, False, None) not in (new_at, old_at))
     if new_at is None:
         decision.reason = (
             "kept one row at a time inside its band of row-fused kernels: needs no buffer"
