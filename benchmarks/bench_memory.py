@@ -302,9 +302,9 @@ def main() -> None:
         "Bytes of intermediates only (inputs and results belong to the caller). naive: every intermediate "
         "value its own buffer, as an eager run allocates; peak: the planned arena. "
         "Target (issue): peak <= naive/2 on the MLP and softmax + cross-entropy programs. "
-        "naive counts every IR value, broadcasts of biases and scalar constants included, which an eager "
-        "NumPy run never allocates; the last column is what NumPy really peaks at (tracemalloc, its result "
-        "included), for context.",
+        "naive leaves out what an eager NumPy run makes without memory (scalar constants, views, in-place "
+        "updates; `compiler/passes/plan.py: naive_bytes`); the last column is what NumPy really peaks at "
+        "(tracemalloc, its result included), for context.",
         "",
         *report(rows),
         "",

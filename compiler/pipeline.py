@@ -439,12 +439,18 @@ def check_strict(plan: MemoryPlan, options: Options, func: Function) -> None:
             )
 
 
-def dump_stages(stages: Mapping[str, str], name: str, directory: str) -> None:
+def dump_stages(stages: Mapping[str, str], name: str, directory: str, options: Options | None = None) -> None:
     """``DSL_DUMP_IR=<dir>``: one file per stage, ``<name>.<program>.<nn>.<stage>.mlir``: ``program``
-    a hash of the traced stage, so every signature of a function and every function of one name (each
-    ``lambda``) keeps its files; ``nn`` lists the stages in order."""
+    a hash of the options and of every stage's text, so each program keeps its files: every signature
+    of a function, every function of one name (each ``lambda``), and every transform and set of options
+    of one function (``grad``, ``value_and_grad``, ``inplace=False`` share its traced stage, and a
+    program with nothing to plan prints the same stages with ``inplace=False``); compiling the same
+    program again writes the same files. ``nn`` lists the stages in order."""
     os.makedirs(directory, exist_ok=True)
-    program = hashlib.sha256(stages["traced"].encode()).hexdigest()[:8]
+    digest = hashlib.sha256(repr(options).encode())  # a dataclass of plain values: a stable repr
+    for stage, text in stages.items():
+        digest.update(f"\0{stage}\0{text}".encode())
+    program = digest.hexdigest()[:8]
     for i, (stage, text) in enumerate(stages.items()):
         with open(os.path.join(directory, f"{name}.{program}.{i:02d}.{stage}.mlir"), "w") as f:
             f.write(text)
@@ -540,7 +546,7 @@ class Program:
         return "\n".join(lines) + "\n"
 
     def dump(self, directory: str) -> None:
-        dump_stages(self.stage_text, self.stages["traced"].name, directory)
+        dump_stages(self.stage_text, self.stages["traced"].name, directory, self.options)
 
 
 def compile_function(func: Function, options: Options) -> Program:

@@ -278,6 +278,30 @@ def test_ir_dump_env(tmp_path, monkeypatch) -> None:
     assert len(programs) == 4 and len(list(tmp_path.iterdir())) == 4 * len(STAGES), programs
 
 
+def test_ir_dump_keeps_each_transform_and_option_of_one_function(tmp_path, monkeypatch) -> None:
+    """compile, grad, value_and_grad and inplace=False of one function share its traced stage: the
+    dump's file names once hashed only that stage, so each overwrote the others' files."""
+    monkeypatch.setenv("DSL_DUMP_IR", str(tmp_path))
+
+    def f(x):
+        return (dnp.tanh(x * 2.0) * dnp.exp(x)).sum()
+
+    x = np.linspace(-1.0, 1.0, 64)
+    dsl.compile(f)(x)
+    dsl.grad(f)(x)
+    dsl.value_and_grad(f)(x)
+    dsl.compile(f, inplace=False)(x)
+    files: dict[str, list[str]] = {}
+    for p in tmp_path.iterdir():
+        name, program, _, stage, _ = p.name.split(".")
+        assert name == "f"
+        files.setdefault(program, []).append(stage)
+    assert len(files) == 4, sorted(files)
+    assert all(sorted(stages) == sorted(STAGES) for stages in files.values()), files
+    dsl.compile(f)(x)  # the same program again: the same names, written over
+    assert len(list(tmp_path.iterdir())) == 4 * len(STAGES)
+
+
 def test_defaults_the_caller_did_not_pass_stay_python_values() -> None:
     def f(x, flag=True, scale=2.0):
         return x * scale if flag else x  # `if` on a traced bool would raise

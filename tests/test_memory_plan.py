@@ -86,6 +86,56 @@ def test_naive_counts_the_intermediates_of_loop_bodies() -> None:
         assert plan.naive_bytes >= 4 * x.nbytes and plan.peak_bytes <= plan.naive_bytes, str(plan)
 
 
+# ``naive_bytes`` is what an eager NumPy run allocates for intermediates (api.md): no buffer for a
+# scalar (NumPy never makes it full size, the IR's splat constant does) nor for a view, a buffer for a
+# reshape NumPy has to copy. Each figure below is counted by hand, an eager line at a time.
+V = np.ones(1000, np.float32)  # 4000 bytes
+
+
+def test_naive_bytes_make_no_scalar_full_size() -> None:
+    # eager: x * 2, + 3, * 4 are three temporaries; - 1 is the result
+    plan = dsl.compile(lambda x: ((x * 2.0) + 3.0) * 4.0 - 1.0).lower(V).memory_plan()
+    assert plan.naive_bytes == 3 * V.nbytes, str(plan)  # was 7 * 4000: the four splats counted
+
+
+def test_naive_bytes_count_no_view_and_every_copy() -> None:
+    plan = dsl.compile(lambda x: x[::2] + x[1::2]).lower(V).memory_plan()
+    assert plan.naive_bytes == 0, str(plan)  # two slices: views; the sum is the result
+    m = np.ones((100, 3), np.float32)  # 1200 bytes
+    # m.T: a view, whose flat reshape NumPy copies (1200); m.reshape(300)[::-1]: views; + (1200)
+    plan = dsl.compile(lambda m: (m.T.reshape(300) + m.reshape(300)[::-1]) * 2.0).lower(m).memory_plan()
+    assert plan.naive_bytes == 2 * m.nbytes, str(plan)
+
+
+def test_naive_bytes_of_a_matmul_chain_and_its_ratio() -> None:
+    x, w1 = np.ones((64, 32), np.float32), np.ones((32, 16), np.float32)
+    w2, b = np.ones((16, 8), np.float32), np.ones(8, np.float32)
+    # eager: x @ w1 (4096), tanh (4096), @ w2 (2048); b's broadcast is a view; + b is the result
+    plan = dsl.compile(lambda x, w1, w2, b: dnp.tanh(x @ w1) @ w2 + b).lower(x, w1, w2, b).memory_plan()
+    assert plan.naive_bytes == 4096 + 4096 + 2048, str(plan)
+    assert 0 < plan.peak_bytes < plan.naive_bytes
+    assert f"naive 10240 bytes ({10240 / plan.peak_bytes:.1f}x less)" in str(plan)
+
+
+def test_naive_bytes_of_in_place_requests() -> None:
+    def f(x, idx):
+        y = x * 2.0  # 4000
+        z = y.copy()  # 4000 (the IR drops the copy and reads y's old value: the += below counts it)
+        y += 1.0  # in place
+        y[::2] += 1.0  # a view, in place
+        y[idx] += 3.0  # y[idx] gathers a copy (40 bytes), then adds and scatters in place
+        return (y * z).sum()  # y * z: 4000; the sum is the result
+
+    plan = dsl.compile(f).lower(V, np.arange(10)).memory_plan()
+    assert plan.naive_bytes == 3 * V.nbytes + 40, str(plan)
+
+
+def test_naive_bytes_unchanged_where_every_value_is_an_eager_temporary() -> None:
+    # no constant, view or in-place request: every intermediate is a buffer, as before (sin, exp, cos)
+    lo = dsl.compile(lambda x: dnp.exp(dnp.sin(x)) * dnp.cos(x)).lower(V)
+    assert lo.memory_plan().naive_bytes == 3 * V.nbytes == 12000
+
+
 def test_demoted_request_is_explained_and_strict_mode_names_both_lines() -> None:
     def f(a, w):
         x = a @ w

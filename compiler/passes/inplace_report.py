@@ -105,7 +105,7 @@ def find_requests(
         op = unit[-1]
         request = str(op.attrs[INPLACE_ATTR])
         new = op.result
-        reader = next((u for u in unit if _reads_old(u)), None)
+        reader = next((u for u in unit if reads_old(u)), None)
         old = None if reader is None else _stored_before(reader, producer, stored)
         home = new
         while home not in stored and home in producer and _is_view_of_the_array(producer[home]):
@@ -143,7 +143,7 @@ def overwritten(ops: tuple[Op, ...] | list[Op]) -> set[Value]:
     producer = {r: op for op in ops for r in op.results}
     out = set()
     for op in ops:
-        if INPLACE_ATTR not in op.attrs or not op.results or not _reads_old(op):
+        if INPLACE_ATTR not in op.attrs or not op.results or not reads_old(op):
             continue
         v = op.operands[0]
         p = producer.get(v)
@@ -228,7 +228,7 @@ def _copy_reason(
 OTHER_ELEMENTS = "its kernel reads the old value at other elements than it writes"
 
 
-def _reads_old(op: Op) -> bool:
+def reads_old(op: Op) -> bool:
     """Whether the request's op ``op`` reads the array's value before the request (its operand 0)."""
     if not op.operands:
         return False
@@ -240,7 +240,7 @@ def _reads_old(op: Op) -> bool:
 def _is_view_of_the_array(op: Op) -> bool:
     """``op``'s result is a view of its operand 0 that holds the array's value (not a view of the
     source a ``setitem`` or ``copy_`` writes, which lives in the source's storage)."""
-    return op.prim.memory.view_of == 0 and (INPLACE_ATTR not in op.attrs or _reads_old(op))
+    return op.prim.memory.view_of == 0 and (INPLACE_ATTR not in op.attrs or reads_old(op))
 
 
 def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Value:
@@ -258,7 +258,7 @@ def _stored_before(op: Op, producer: dict[Value, Op], stored: set[Value]) -> Val
             break
         earlier_request = INPLACE_ATTR in p.attrs
         own = p.loc == request_loc or p.prim.memory.view_of == 0
-        if not (earlier_request or own) or (earlier_request and not _reads_old(p)):
+        if not (earlier_request or own) or (earlier_request and not reads_old(p)):
             break
         if earlier_request:
             request_loc = p.loc

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler.ir.core import Function, Location, Value
+from compiler.ir.core import Block, Function, Location, Op, Value
 from compiler.ir.types import DType, TensorType
 from compiler.passes.fuse import FusionPlan, Group, GroupKind, fuse
 from compiler.passes.inplace_report import INPLACE_ATTR as INPLACE_ATTR  # read from here by other passes
@@ -61,8 +61,13 @@ from compiler.passes.inplace_report import (
     InplaceDecision,
     InplaceRequest,
     find_requests,
+    reads_old,
     report_requests,
 )
+from compiler.prims import dynamic as dyn
+from compiler.prims import movement as mv
+from compiler.prims import source
+from compiler.prims.base import Primitive
 from runtime.errors import VerificationError
 
 ALIGNMENT = 64  # a cache line: keeps vector loads aligned and kernels off each other's lines
@@ -145,10 +150,95 @@ def align(n: int) -> int:
 
 
 def naive_bytes(func: Function) -> int:
-    """What an eager run allocates for intermediates: every op result that is not returned, those of
-    loop and branch bodies included, each once (an eager loop makes them again on every trip)."""
+    """What an eager NumPy run allocates for intermediates: every op result that is not returned, those
+    of loop and branch bodies included, each once (an eager loop makes them again on every trip), except
+    the values NumPy makes without allocating:
+
+    - a constant: a Python scalar (NumPy broadcasts it, never making it full size) or an array the
+      program captured, there before the run;
+    - a view of its operand (``_VIEW_STRIDES``): a slice, transpose, broadcast or dynamic slice, and a
+      reshape NumPy can make without copying (``movement.reshaped_strides``: of a transposed or
+      broadcast array it copies, and that copy counts);
+    - a user's in-place request (``dsl.inplace``): NumPy writes into the array's own memory, unless the
+      value it overwrites is still read later (the program then kept a copy of it: the same bytes).
+
+    Arguments and computed arrays are taken C-ordered (NumPy's order K can lay out an elementwise
+    result of transposed operands otherwise, whose reshape it would then copy)."""
     returned = set(func.results)
-    return sum(r.type.nbytes for op in func.walk() for r in op.results if r not in returned)
+    last_read = _last_reads(func)
+    strides: dict[Value, Strides] = {}  # the values that own no memory: views and constants
+    total = 0
+    for pos, op in enumerate(func.walk()):
+        view = _eager_view_strides(op, strides)
+        if view is not None:
+            strides[op.result] = view
+            continue
+        in_place = INPLACE_ATTR in op.attrs and op.results
+        if in_place and not (reads_old(op) and last_read.get(op.operands[0], -1) > pos):
+            continue
+        total += sum(r.type.nbytes for r in op.results if r not in returned)
+    return total
+
+
+Strides = tuple[int, ...]  # in elements; 0 along an axis a broadcast repeats
+
+
+def _slice_strides(op: Op, strides: Strides) -> Strides:
+    return tuple(s * int(k) for s, k in zip(strides, op.attrs["stride"], strict=True))
+
+
+def _broadcast_strides(op: Op, strides: Strides) -> Strides:
+    shape, src = op.result.type.shape, op.operands[0].type.shape
+    lead = len(shape) - len(src)
+    kept = (0 if d != shape[lead + j] else s for j, (d, s) in enumerate(zip(src, strides, strict=True)))
+    return (0,) * lead + tuple(kept)
+
+
+# NumPy's views: each op -> the strides of its result over its operand 0's memory, or None where NumPy
+# copies (a reshape merging axes of unlike strides). A gather has an ``unview`` too, but NumPy copies
+# what integer arrays index.
+_VIEW_STRIDES: dict[Primitive, Callable[[Op, Strides], Strides | None]] = {
+    mv.reshape: mv.view_strides,
+    mv.transpose: mv.view_strides,
+    mv.slice_: _slice_strides,
+    dyn.dynamic_slice: lambda op, strides: strides,
+    mv.broadcast: _broadcast_strides,
+}
+
+
+def _eager_view_strides(op: Op, known: dict[Value, Strides]) -> Strides | None:
+    """The strides of ``op``'s result where eager NumPy makes it without memory of its own (a view of
+    ``op``'s operand, whose strides are ``known`` or C order, or a constant: a splat is a broadcast
+    scalar), else None."""
+    if op.prim is source.constant:
+        shape = op.result.type.shape
+        return (0,) * len(shape) if source.is_splat(op.attrs["value"]) else mv.contiguous_strides(shape)
+    rule = _VIEW_STRIDES.get(op.prim)
+    if rule is None:
+        return None
+    x = op.operands[0]
+    return rule(op, known[x] if x in known else mv.contiguous_strides(x.type.shape))
+
+
+def _last_reads(func: Function) -> dict[Value, int]:
+    """Each value -> the position (in ``func.walk()`` order) of the last op reading it; a block's
+    results are read after its last op."""
+    last: dict[Value, int] = {}
+    position = 0
+
+    def visit(block: Block) -> None:
+        nonlocal position
+        for op in block.ops:
+            for v in op.operands:
+                last[v] = position
+            position += 1
+            for region in op.regions:
+                visit(region)
+        for v in block.results:
+            last[v] = max(last.get(v, -1), position)
+
+    visit(func.body)
+    return last
 
 
 def pack_by_size_enabled() -> bool:
