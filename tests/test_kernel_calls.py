@@ -242,6 +242,27 @@ def test_generated_parallel_kernels_are_chunk_functions_run_by_parallel_for() ->
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-3)
 
 
+def test_a_parallel_loop_reads_a_0d_argument() -> None:
+    """A 0-d argument (a traced step count) read inside a ``numba.prange`` loop: Numba's parfor
+    lowering cannot type ``k[()]`` there (a TypingError at the first call); the kernel reads it
+    through a one-element view. A reduction over a middle axis with a side output keeps its
+    ``prange`` with ``runtime_parallel`` on too."""
+
+    def f(c, k, v0):
+        v1 = c + k * 0.25
+        return v1, dnp.sum(v1 >= v0, axis=1).astype(np.float64)
+
+    x, k = np.random.default_rng(5).standard_normal((256, 16, 32)), np.array(3)
+    for runtime_parallel in (True, False):
+        with option_defaults(runtime_parallel=runtime_parallel):
+            compiled = dsl.compile(f)
+            if not runtime_parallel:
+                assert "numba.prange" in compiled.lower(x, k, x).source()
+            got = compiled(x, k, x)
+        np.testing.assert_array_equal(got[0], x + 0.75)
+        np.testing.assert_array_equal(got[1], np.sum(x + 0.75 >= x, axis=1).astype(np.float64))
+
+
 @numba.njit(cache=False)
 def _fresh_block(ch, frame):
     """A chunk that allocates a block the size of its kernel's scratch and reports its address."""

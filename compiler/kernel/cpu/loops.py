@@ -11,6 +11,7 @@ statement (``Line.reads`` / ``Line.writes``) as the body is built.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ from compiler.kernel.ir import (
     nest,
     print_python,
     variables,
+    walk,
 )
 from compiler.passes.fuse import Group
 from compiler.passes.rows import PARALLEL_MIN_ELEMENTS, PARTIALS_MAX_ELEMENTS, REDUCE_CHUNKS
@@ -123,7 +125,31 @@ ANONYMOUS = "K"
 
 def print_kernel(ir: KernelIR, parallel: bool) -> str:
     header = [jit_decorator(parallel, reassoc=ir.reassoc), f"def {ir.name}({', '.join(ir.params)}):"]
-    return "\n".join(header + (print_python(ir.body, 1) or ["    pass"]))
+    body = _one_element_views(ir.body, ir.params) if parallel else ir.body
+    return "\n".join(header + (print_python(body, 1) or ["    pass"]))
+
+
+def _one_element_views(body: list[Stmt], params: list[str]) -> list[Stmt]:
+    """``body`` with each 0-d parameter it reads or writes (``x[()]``) taken through a one-element view
+    made before its loops (``x_1 = x.reshape(1)``, ``x_1[0]``): Numba's parfor lowering cannot type
+    ``x[()]`` inside a ``prange`` (a TypingError, "getitem(float64, Tuple())")."""
+    accesses = [a for s in walk(body) if isinstance(s, Line) for a in (*s.reads, *s.writes)]
+    scalars = sorted({a.array for a in accesses if not a.index and a.array in params})
+    if not scalars:
+        return body
+    pattern = re.compile(rf"\b({'|'.join(map(re.escape, scalars))})\[\(\)\]")
+
+    def rewritten(stmts: list[Stmt]) -> list[Stmt]:
+        out: list[Stmt] = []
+        for s in stmts:
+            if isinstance(s, Line):
+                s = replace(s, text=re.sub(pattern, r"\1_1[0]", s.text))
+            elif isinstance(s, For | If):
+                s = replace(s, body=rewritten(s.body))
+            out.append(s)
+        return out
+
+    return [*(View(f"{name}_1", name, (1,)) for name in scalars), *rewritten(body)]
 
 
 @dataclass
