@@ -17,11 +17,12 @@ the transform's body names the inner function's binder as ``dsl_inner_binder``.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from dsl import tracing
-from dsl.errors import TraceError
+from dsl.errors import DSLError, TraceError
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _PASSING = {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD}  # a wrapper's, passing all
@@ -81,8 +82,41 @@ class Layout(NamedTuple):
         return fn(*slots[:n], **dict(zip(self.names[n:], slots[n:], strict=True)))
 
 
+def argnums_of(what: str, nums: Any, error: type[DSLError] | None = None) -> int | tuple[int, ...]:
+    """``nums`` (``static_argnums``, ``donate_argnums``, a transform's ``argnums``) as an int or a
+    tuple of ints, as JAX reads them (NumPy integers too); anything else, a name or a float, raises
+    ``error`` (``CallError`` by default) at the user's line, saying what goes there instead."""
+    if _is_index(nums):
+        return operator.index(nums)
+    bad = nums
+    if isinstance(nums, Iterable) and not isinstance(nums, str):
+        items = tuple(nums)
+        wrong = [i for i in items if not _is_index(i)]
+        if not wrong:
+            return tuple(operator.index(i) for i in items)
+        bad = wrong[0]
+    hint = {
+        "static_argnums": "; name parameters with static_argnames instead",
+        "argnums": " (0 is the first argument)",
+    }.get(what, "")
+    raise tracing.user_error(
+        error or CallError,
+        f"{what} takes an int or a tuple of ints, the positions of positional arguments, but got "
+        f"{type(bad).__name__} {bad!r}{hint}",
+    )
+
+
+def _is_index(x: Any) -> bool:
+    try:
+        operator.index(x)
+    except TypeError:
+        return False
+    return True
+
+
 def _indices(nums: int | Sequence[int]) -> tuple[int, ...]:
-    return (nums,) if isinstance(nums, int) else tuple(nums)
+    checked = argnums_of("static_argnums", nums)
+    return (checked,) if isinstance(checked, int) else checked
 
 
 class Binder:
@@ -142,8 +176,12 @@ class Binder:
                 )
 
     def check_argnums(self, what: str, nums: tuple[int, ...]) -> None:
-        """``static_argnums`` or ``donate_argnums`` naming a position no call can have: a CallError at
-        decoration time (a typo would otherwise do nothing)."""
+        """``static_argnums`` or ``donate_argnums`` that are not ints, or name a position no call can
+        have, or (donated) an argument that is static: a CallError at decoration time (a typo would
+        otherwise do nothing, or fail deep inside a call)."""
+        argnums_of(what, nums)
+        if what != "static_argnums":
+            self._check_not_static(what, nums)
         if self.signature is None or inspect.Parameter.VAR_POSITIONAL in {
             p.kind for p in self.signature.parameters.values()
         }:
@@ -153,6 +191,40 @@ class Binder:
             raise tracing.user_error(
                 CallError, f"{what}={nums} but {self._fn_name()} takes {n} positional argument(s)"
             )
+
+    def _check_not_static(self, what: str, nums: tuple[int, ...]) -> None:
+        """A donated argument cannot be static (as in JAX): a static argument reaches the function as
+        its Python value, with no buffer to give away."""
+        names = self._positional_names
+        n = len(names)
+        fixed = self.signature is not None and inspect.Parameter.VAR_POSITIONAL not in {
+            p.kind for p in self.signature.parameters.values()
+        }
+
+        def position(i: int) -> int:  # (negative positions count from the last only when it is known)
+            return i % n if fixed and -n <= i < n else i
+
+        static = {position(i) for i in self.static_argnums}
+        static |= {k for k, name in enumerate(names) if name in self.static_argnames}
+        both = sorted({position(i) for i in nums} & static)
+        if both:
+            k = both[0]
+            name = f"argument '{names[k]}'" if 0 <= k < n else f"argument {k}"
+            raise tracing.user_error(
+                CallError,
+                f"{name} of {self._fn_name()} is both static (static_argnums/static_argnames) and in "
+                f"{what}: a static argument is a Python value with no buffer to donate; drop it from one",
+            )
+
+    def _unexpected_keyword(self, kwargs: dict[str, Any]) -> str | None:
+        """Python's first complaint about a call with a keyword no parameter takes (``inspect``'s
+        ``bind`` reports a missing argument first, which hides the misspelt keyword)."""
+        assert self.signature is not None
+        params = self.signature.parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            return None
+        unexpected = [k for k in kwargs if k not in params]
+        return f"got an unexpected keyword argument {unexpected[0]!r}" if unexpected else None
 
     def _fn_name(self) -> str:
         return getattr(self.fn, "__name__", "function")
@@ -195,7 +267,8 @@ class Binder:
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as err:
-            raise tracing.user_error(CallError, f"{self._fn_name()}(): {err}") from None
+            problem = self._unexpected_keyword(kwargs) or err
+            raise tracing.user_error(CallError, f"{self._fn_name()}(): {problem}") from None
         given = set(bound.arguments)
         bound.apply_defaults()
         positional: list[tuple[str, Any]] = []

@@ -26,7 +26,7 @@ from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array
 from dsl.batching import inside_vmap
-from dsl.binding import Binder, Default, Layout
+from dsl.binding import Binder, Default, Layout, argnums_of
 from dsl.compile import Compiled, Traced, _leaf_type, trace_function
 from dsl.errors import ShapeError, TransformError
 from dsl.transforms import Inlined, _argnums, _inline_traced, _inner_binder, _leaves, _options, _unwrap
@@ -120,7 +120,7 @@ class _JacobianFn:
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], forward: bool) -> None:
         functools.update_wrapper(self, _unwrap(f))  # the signature and names are f's
         self.f = f
-        self.argnums = argnums
+        self.argnums = argnums_of("argnums", argnums, TransformError)  # a mistake: where it is written
         self.forward = forward
         self.name = "jacfwd" if forward else "jacrev"
         self.dsl_inner_binder = _inner_binder(f)

@@ -26,6 +26,8 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from dsl import ops, tracing
 from dsl.array import Array
 from dsl.binding import CallError
@@ -120,6 +122,13 @@ def write_out(out: Any, result: Any, where: Any, casting: str, name: str, since:
     """``out[...] = result`` (where ``where`` is True) as NumPy's ``out=``; returns ``out``."""
     if isinstance(out, tuple) and len(out) == 1:
         out = out[0]
+    if isinstance(out, np.ndarray):  # (``a += x`` on a global, a closure's or a default's array)
+        raise tracing.user_error(
+            CallError,
+            f"{name} writes in place into a NumPy array from outside the compiled function (a global, "
+            "a closure variable, or a parameter's default value: not passed, a default is a constant "
+            "captured at definition time); pass the array as an argument, or return the result instead",
+        )
     if not isinstance(out, Array):
         raise tracing.user_error(
             CallError,

@@ -10,6 +10,9 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from dsl import tracing
+from dsl.errors import TraceError
+
 TreeDef = tuple[Any, ...]
 LEAF: TreeDef = ("*",)
 NONE: TreeDef = ("None",)
@@ -50,12 +53,34 @@ def _flatten(tree: Any, out: list[Any]) -> TreeDef:
 def dict_keys(tree: dict[Any, Any]) -> list[Any]:
     """A dict's keys in pytree order: an ``OrderedDict``'s own, else sorted (keys that do not sort,
     ``{1: a, "b": c}``: a ``TypeError`` saying so, as JAX's)."""
+    for key in tree:
+        if type(key) not in _PLAIN_KEYS:
+            _check_key(key)
     if isinstance(tree, OrderedDict):
         return list(tree)
     try:
         return sorted(tree)
     except TypeError as err:
         raise TypeError(f"a dict's keys must sort, to flatten it in a fixed order ({err})") from None
+
+
+_PLAIN_KEYS = {str, int}  # (the common keys: checked no further)
+
+
+class UnhashableKeyError(TraceError, TypeError):
+    """A traced array used as a dict key: unhashable, as JAX's arrays are (its ``==`` is elementwise)."""
+
+
+def _check_key(key: Any) -> None:
+    """A traced array is no key: its identity is a tracer's, meaningless once the trace ends."""
+    from dsl.array import Array  # (dsl.array builds on this module through dsl.ops)
+
+    if isinstance(key, Array):
+        where = tracing.current().location() if tracing.active() else tracing.user_location()
+        raise UnhashableKeyError(
+            f"{where}: a traced array is a dict key; arrays are not hashable (as JAX's are not): key "
+            "the dict by strings or ints, or return the arrays in a list or tuple"
+        )
 
 
 def unflatten(treedef: TreeDef, leaves: Any) -> Any:

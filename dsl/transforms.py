@@ -22,7 +22,7 @@ from compiler.ir.core import Function, Op, Value, clone_ops
 from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array, copy_keeping_strides
-from dsl.binding import Binder, Default, Layout
+from dsl.binding import Binder, Default, Layout, argnums_of
 from dsl.compile import Compiled, Traced, trace_function
 from dsl.errors import ShapeError, TransformError
 from runtime.cuda_executable import is_device_array
@@ -41,9 +41,10 @@ def _inner_binder(f: Callable[..., Any]) -> Binder | None:
 def _argnums(argnums: int | Sequence[int], args: Sequence[Any], layout: Layout) -> tuple[int, ...]:
     """``argnums`` as positional slot indices; each must be an argument that was passed and is traced."""
     nargs = layout.n_positional
-    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    checked = argnums_of("argnums", argnums, TransformError)  # (jacfwd/jacrev check it only here)
+    nums = (checked,) if isinstance(checked, int) else checked
     for i in nums:
-        if not isinstance(i, int) or not -nargs <= i < nargs:
+        if not -nargs <= i < nargs:
             raise tracing.user_error(
                 TransformError, f"argnums {argnums!r} is out of range for a function of {nargs} arguments"
             )
@@ -141,7 +142,7 @@ class GradFn:
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int], has_aux: bool, keep_value: bool):
         functools.update_wrapper(self, _unwrap(f))  # the signature and names are f's
         self.f = f  # a Compiled f stays one: its options apply to its own trace
-        self.argnums = argnums
+        self.argnums = argnums_of("argnums", argnums, TransformError)  # a mistake: where grad is written
         self.has_aux = has_aux
         self.keep_value = keep_value
         self.dsl_inner_binder = _inner_binder(f)
@@ -379,7 +380,7 @@ class _HessianFn:
     def __init__(self, f: Callable[..., Any], argnums: int | Sequence[int]) -> None:
         functools.update_wrapper(self, _unwrap(f))
         self.f = f
-        self.argnums = argnums
+        self.argnums = argnums_of("argnums", argnums, TransformError)
         self.dsl_inner_binder = _inner_binder(f)
         self.binder = Binder(self)
 
