@@ -129,10 +129,13 @@ in both worlds.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
 import math
 import operator
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -151,7 +154,6 @@ from compiler.compilation import option_defaults
 from compiler.interpreter import interpret
 from compiler.ir.parser import parse_module
 from compiler.ir.printer import print_function, print_module
-from compiler.kernel import arraylevel
 from compiler.pipeline import Options, run_passes
 from compiler.prims.random import random_bits_reference
 from dsl import pytree
@@ -1945,12 +1947,31 @@ def test_batched_programs_under_numba(batch: list[Program]) -> None:
     check_batch_under_numba(batch)
 
 
-# The NumPy-assisted kernels (compiler/kernel/arraylevel.py) take only groups of 2**14 elements and
-# more, which the small drawn shapes never reach: one batch runs with the gates lowered to every
-# group with a libm-bound op, chunked by a row or two. (Found 2026-11-27: their printed 0-d constants
-# named ``inf`` and ``nan``, undefined in the module, by an outside program; then by this test, a
-# driver whose loop runs such a kernel before another one, which Numba compiled into invalid LLVM.)
-LOWERED_GATES = {"MIN_ELEMENTS": 1, "CHUNK_MIN_ELEMENTS": 2, "CHUNK_ELEMENTS": 2}
+# Code paths gated by size are never reached by the small drawn shapes: the NumPy-assisted kernels
+# (compiler/kernel/arraylevel.py: groups of 2**14 elements and more) and the parallel loops
+# (compiler/passes/rows.py: 2**16). One batch runs with the gates lowered: every group with a
+# libm-bound op is a NumPy kernel chunked by a row or two, every other one of two elements or more a
+# parallel loop. (Found 2026-11-27: NumPy kernels printed 0-d constants naming ``inf`` and ``nan``,
+# undefined in the module, by an outside program; by this batch, a driver whose loop runs a NumPy
+# kernel before another, which Numba compiled into invalid LLVM, and a ``prange`` reading a 0-d
+# array, which Numba's parfor lowering cannot type.)
+LOWERED_GATES = {"MIN_ELEMENTS": 1, "CHUNK_MIN_ELEMENTS": 2, "CHUNK_ELEMENTS": 2, "PARALLEL_MIN_ELEMENTS": 2}
+
+
+@contextlib.contextmanager
+def size_gates_lowered() -> Iterator[None]:
+    """``LOWERED_GATES`` in every compiler module that reads them (imported by name)."""
+    importlib.import_module("compiler.codegen.cpu")  # (the kernel printers: imported before a compile)
+    modules = [m for name, m in sys.modules.items() if name.startswith("compiler.")]
+    saved = [(m, k, getattr(m, k)) for m in modules for k in LOWERED_GATES if hasattr(m, k)]
+    assert {k for _, k, _ in saved} == set(LOWERED_GATES), "a gate was renamed"
+    try:
+        for m, k, _ in saved:
+            setattr(m, k, LOWERED_GATES[k])
+        yield
+    finally:
+        for m, k, v in saved:
+            setattr(m, k, v)
 
 
 @shard
@@ -1959,14 +1980,8 @@ LOWERED_GATES = {"MIN_ELEMENTS": 1, "CHUNK_MIN_ELEMENTS": 2, "CHUNK_ELEMENTS": 2
 def test_batched_programs_past_the_size_gates(batch: list[Program]) -> None:
     if NUMBA_BATCHES == 0:
         pytest.skip("DSL_FUZZ_NUMBA_BATCHES=0 turns the Numba batches off")
-    saved = {name: getattr(arraylevel, name) for name in LOWERED_GATES}
-    try:
-        for name, value in LOWERED_GATES.items():
-            setattr(arraylevel, name, value)
+    with size_gates_lowered():
         check_batch_under_numba(batch)
-    finally:
-        for name, value in saved.items():
-            setattr(arraylevel, name, value)
 
 
 # ---- long float32 reductions, several in one program ----------------------------------------------
