@@ -71,6 +71,28 @@ def test_index_add_into_an_argument() -> None:
     same(on_gpu, on_cpu)
 
 
+def merged_writes(x, y, a, b, v):
+    x, y = x.copy(), y.copy()
+    x[a, b] = v  # several index items: one merged position, out of range in one item dropped
+    x[1, a[1:4]] += 2.0 * v[1:4]
+    y[a[:3], :, b[:3]] = v[:3, None]
+    return x, y
+
+
+@IN_PLACE_ONLY
+def test_writes_with_several_index_items_drop_as_the_cpu(inplace: bool) -> None:
+    """``x[a, b] = v`` drops an update outside one of its axes on CUDA as on the CPU (both clamped it
+    until 2026-11-27), its gradient too."""
+    a, b, v = np.array([0, 5, -1, 2, -4]), np.array([1, 1, 9, -2, 0]), np.arange(5.0) + 1.0
+    x, y = np.arange(12.0).reshape(3, 4), np.arange(24.0).reshape(3, 2, 4)
+    same(*both(merged_writes, x, y, a, b, v, inplace=inplace))
+
+    def total(x, y, a, b, v):
+        return sum(dnp.sin(o).sum() for o in merged_writes(x, y, a, b, v))
+
+    same(*both(dsl.grad(total, argnums=(0, 1, 4)), x, y, a, b, v, inplace=inplace), rtol=1e-12)
+
+
 def loss(emb, out, tokens, targets):
     h = dnp.tanh(emb[tokens])
     logits = h @ out
