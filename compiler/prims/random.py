@@ -45,52 +45,48 @@ KEY_TYPE = TensorType((2,), DType.i64)
 # Python): literals only, no module globals, so the source runs unchanged wherever it is printed.
 
 
-def threefry_rotl(x, r):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
-    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
-
-
-def threefry_round(x0, x1, r):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    x0 = (x0 + x1) & 0xFFFFFFFF
-    return x0, threefry_rotl(x1, r) ^ x0
-
-
-def threefry_rounds_a(x0, x1):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    x0, x1 = threefry_round(x0, x1, 13)
-    x0, x1 = threefry_round(x0, x1, 15)
-    x0, x1 = threefry_round(x0, x1, 26)
-    return threefry_round(x0, x1, 6)
-
-
-def threefry_rounds_b(x0, x1):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    x0, x1 = threefry_round(x0, x1, 17)
-    x0, x1 = threefry_round(x0, x1, 29)
-    x0, x1 = threefry_round(x0, x1, 16)
-    return threefry_round(x0, x1, 24)
-
-
-def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
     """Threefry-2x32 of the counter ``n`` (0 <= n < 2**63) under the key ``(k0, k1)`` (their low 32
-    bits), both output words as one int64: ``x0 * 2**32 + x1`` modulo 2**64."""
+    bits), both output words as one int64: ``x0 * 2**32 + x1`` modulo 2**64.
+
+    Five groups of four rounds (``THREEFRY_ROTATIONS``, alternating), each followed by a key
+    injection (the keys rotate: ``k1, k2, k0``, then ``k2, k0, k1``, ...). Written as a loop over
+    the groups, whose constant trip count the compilers unroll (the PTX is the unrolled code's), so
+    that the function stays small for Numba: CUDA inlines it into every reader at Numba's level,
+    where the twenty rounds written out cost seconds per kernel to lower."""
     k0 = k0 & 0xFFFFFFFF
     k1 = k1 & 0xFFFFFFFF
-    k2 = k0 ^ k1 ^ 0x1BD11BDA
+    k2 = k0 ^ k1 ^ 0x1BD11BDA  # THREEFRY_PARITY
     x0 = ((n >> 32) + k0) & 0xFFFFFFFF
     x1 = ((n & 0xFFFFFFFF) + k1) & 0xFFFFFFFF
-    x0, x1 = threefry_rounds_a(x0, x1)
-    x0, x1 = (x0 + k1) & 0xFFFFFFFF, (x1 + k2 + 1) & 0xFFFFFFFF
-    x0, x1 = threefry_rounds_b(x0, x1)
-    x0, x1 = (x0 + k2) & 0xFFFFFFFF, (x1 + k0 + 2) & 0xFFFFFFFF
-    x0, x1 = threefry_rounds_a(x0, x1)
-    x0, x1 = (x0 + k0) & 0xFFFFFFFF, (x1 + k1 + 3) & 0xFFFFFFFF
-    x0, x1 = threefry_rounds_b(x0, x1)
-    x0, x1 = (x0 + k1) & 0xFFFFFFFF, (x1 + k2 + 4) & 0xFFFFFFFF
-    x0, x1 = threefry_rounds_a(x0, x1)
-    x0, x1 = (x0 + k2) & 0xFFFFFFFF, (x1 + k0 + 5) & 0xFFFFFFFF
+    ka, kb, kc = k1, k2, k0
+    for i in range(5):
+        if i % 2 == 0:
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 13) | (x1 >> 19)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 15) | (x1 >> 17)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 26) | (x1 >> 6)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 6) | (x1 >> 26)) & 0xFFFFFFFF) ^ x0
+        else:  # (a round: x0 += x1, x1 = rotl(x1, r) ^ x0, with r of THREEFRY_ROTATIONS)
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 17) | (x1 >> 15)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 29) | (x1 >> 3)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 16) | (x1 >> 16)) & 0xFFFFFFFF) ^ x0
+            x0 = (x0 + x1) & 0xFFFFFFFF
+            x1 = (((x1 << 24) | (x1 >> 8)) & 0xFFFFFFFF) ^ x0
+        x0 = (x0 + ka) & 0xFFFFFFFF
+        x1 = (x1 + kb + i + 1) & 0xFFFFFFFF
+        ka, kb, kc = kb, kc, ka
     high = x0 - ((x0 >> 31) << 32)  # x0 as a signed word: the shift below stays within int64
     return (high << 32) | x1
 
 
-_HELPERS = (threefry_rotl, threefry_round, threefry_rounds_a, threefry_rounds_b, threefry2x32_bits)
+_HELPERS = (threefry2x32_bits,)
 HELPER = threefry2x32_bits.__name__  # the name generated code calls
 DECORATORS = {  # (exactmath's helpers too)
     "cpu": '@numba.njit(forceinline=True, error_model="numpy")',
