@@ -45,7 +45,20 @@ KEY_TYPE = TensorType((2,), DType.i64)
 # Python): literals only, no module globals, so the source runs unchanged wherever it is printed.
 
 
-def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201 - compiled by Numba
+def threefry_rounds(x0, x1, r0, r1, r2, r3):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Four rounds: ``x0 += x1; x1 = rotl(x1, r) ^ x0`` for ``r`` in ``r0 .. r3``."""
+    x0 = (x0 + x1) & 0xFFFFFFFF
+    x1 = (((x1 << r0) | (x1 >> (32 - r0))) & 0xFFFFFFFF) ^ x0
+    x0 = (x0 + x1) & 0xFFFFFFFF
+    x1 = (((x1 << r1) | (x1 >> (32 - r1))) & 0xFFFFFFFF) ^ x0
+    x0 = (x0 + x1) & 0xFFFFFFFF
+    x1 = (((x1 << r2) | (x1 >> (32 - r2))) & 0xFFFFFFFF) ^ x0
+    x0 = (x0 + x1) & 0xFFFFFFFF
+    x1 = (((x1 << r3) | (x1 >> (32 - r3))) & 0xFFFFFFFF) ^ x0
+    return x0, x1
+
+
+def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """Threefry-2x32 of the counter ``n`` (0 <= n < 2**63) under the key ``(k0, k1)`` (their low 32
     bits), both output words as one int64: ``x0 * 2**32 + x1`` modulo 2**64.
 
@@ -62,23 +75,9 @@ def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN00
     ka, kb, kc = k1, k2, k0
     for i in range(5):
         if i % 2 == 0:
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 13) | (x1 >> 19)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 15) | (x1 >> 17)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 26) | (x1 >> 6)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 6) | (x1 >> 26)) & 0xFFFFFFFF) ^ x0
-        else:  # (a round: x0 += x1, x1 = rotl(x1, r) ^ x0, with r of THREEFRY_ROTATIONS)
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 17) | (x1 >> 15)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 29) | (x1 >> 3)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 16) | (x1 >> 16)) & 0xFFFFFFFF) ^ x0
-            x0 = (x0 + x1) & 0xFFFFFFFF
-            x1 = (((x1 << 24) | (x1 >> 8)) & 0xFFFFFFFF) ^ x0
+            x0, x1 = threefry_rounds(x0, x1, 13, 15, 26, 6)
+        else:
+            x0, x1 = threefry_rounds(x0, x1, 17, 29, 16, 24)
         x0 = (x0 + ka) & 0xFFFFFFFF
         x1 = (x1 + kb + i + 1) & 0xFFFFFFFF
         ka, kb, kc = kb, kc, ka
@@ -86,7 +85,7 @@ def threefry2x32_bits(k0, k1, n):  # type: ignore[no-untyped-def]  # noqa: ANN00
     return (high << 32) | x1
 
 
-_HELPERS = (threefry2x32_bits,)
+_HELPERS = (threefry_rounds, threefry2x32_bits)
 HELPER = threefry2x32_bits.__name__  # the name generated code calls
 DECORATORS = {  # (exactmath's helpers too)
     "cpu": '@numba.njit(forceinline=True, error_model="numpy")',
