@@ -397,13 +397,7 @@ def round(x: Any, decimals: int = 0) -> Array:  # noqa: A001 (NumPy's name)
     x = ops.asarray(x)
     decimals = operator.index(decimals)
     if x.ir_dtype.is_bool:  # NumPy rounds bools in float16 (dslc's float32, ``ops.float_of``)
-        if decimals:
-            raise tracing.user_error(
-                DTypeError,
-                f"round(x, {decimals}) of a bool array: NumPy cannot cast the scaled result back to bool; "
-                "round x.astype(float) instead",
-            )
-        x = ops.cast(x, ops.float_of(x.ir_dtype))
+        x = ops.cast(x, ops.float_of(x.ir_dtype))  # (at any ``decimals``: NumPy raises past 0)
     if not x.ir_dtype.is_float:
         if decimals >= 0:
             return ops.emit_elementwise(ew.copy, [x], weak=x.weak)
