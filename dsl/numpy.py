@@ -7,7 +7,6 @@ follow NumPy.
 from __future__ import annotations
 
 import builtins
-import math
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -337,8 +336,8 @@ def clip(
 ) -> Array:
     """``np.clip``: ``minimum(maximum(x, lo), hi)``; a bound that is ``None`` is not applied (neither
     is a copy), and ``lo > hi`` gives ``hi``, as NumPy; where ``x`` equals a bound the result is the
-    bound, except with two bounds of one element repeated (NumPy's scalar loop), where it is ``x``.
-    ``min``/``max`` are NumPy 2's keyword names."""
+    bound, except with two one-element bounds (NumPy's scalar loop), where it is ``x``. ``min``/``max``
+    are NumPy 2's keyword names."""
     lo = a_min if a_min is not None else min
     hi = a_max if a_max is not None else max
     x = ops.asarray(x)
@@ -350,28 +349,17 @@ def clip(
             lo = None
         if _python_int(hi) and hi > info.max:
             hi = None
-    if lo is not None and hi is not None:
-        shape = ops.broadcast_shapes(x.shape, _shape(lo), _shape(hi))
-        if _repeated(lo, shape) and _repeated(hi, shape):
-            # NumPy's scalar loop (both bounds one element repeated across the result: stride 0)
-            # keeps ``x`` where it equals a bound (``clip(-0.0, 0.0, 1.0)`` is -0.0); of equal
-            # operands maximum/minimum give the second.
-            return minimum(hi, maximum(lo, x))
+    if lo is not None and hi is not None and _size(lo) == 1 and _size(hi) == 1:
+        # NumPy's clip with two one-element bounds keeps ``x`` where it equals a bound (``clip(-0.0,
+        # 0.0, 1.0)`` is -0.0); of equal operands maximum/minimum give the second.
+        return minimum(hi, maximum(lo, x))
     out = maximum(x, lo) if lo is not None else x
     out = minimum(out, hi) if hi is not None else out
     return out if out is not x else ops.emit_elementwise(ew.copy, [x], weak=x.weak)
 
 
-def _repeated(bound: Any, shape: tuple[int, ...]) -> bool:
-    """Whether a clip bound is one element that NumPy's loop repeats over the result of ``shape``: a
-    scalar (0-d) or a one-element array broadcast to another shape; one of the result's own shape
-    (``x`` of one element) is read as an array."""
-    own = _shape(bound)
-    return math.prod(own) == 1 and (own == () or own != shape)
-
-
-def _shape(v: Any) -> tuple[int, ...]:
-    return v.shape if isinstance(v, Array) else tuple(np.shape(v))
+def _size(v: Any) -> int:
+    return v.size if isinstance(v, Array) else int(np.size(v))
 
 
 def _python_int(v: Any) -> bool:

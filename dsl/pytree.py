@@ -75,6 +75,10 @@ def _check_key(key: Any) -> None:
     """A traced array is no key: its identity is a tracer's, meaningless once the trace ends."""
     from dsl.array import Array  # (dsl.array builds on this module through dsl.ops)
 
+    if isinstance(key, tuple):  # (a tuple of hashables is a key: an array inside it is not)
+        for item in key:
+            _check_key(item)
+        return
     if isinstance(key, Array):
         where = tracing.current().location() if tracing.active() else tracing.user_location()
         raise UnhashableKeyError(

@@ -41,7 +41,7 @@ def _inner_binder(f: Callable[..., Any]) -> Binder | None:
 def _argnums(argnums: int | Sequence[int], args: Sequence[Any], layout: Layout) -> tuple[int, ...]:
     """``argnums`` as positional slot indices; each must be an argument that was passed and is traced."""
     nargs = layout.n_positional
-    checked = argnums_of("argnums", argnums, TransformError)  # (jacfwd/jacrev check it only here)
+    checked = argnums_of("argnums", argnums, TransformError)
     nums = (checked,) if isinstance(checked, int) else checked
     for i in nums:
         if not -nargs <= i < nargs:

@@ -457,12 +457,17 @@ def test_a_traced_array_as_a_dict_key() -> None:
     def h(x):
         return {x: 1}
 
-    with pytest.raises(TypeError) as info:
-        dsl.compile(h)(A4)
-    msg = str(info.value)
-    assert isinstance(info.value, dsl.TraceError), msg
-    assert re.search(rf"{HERE}:({h.__code__.co_firstlineno}|{_line_of(h, 'return')}): ", msg), msg
-    assert "not hashable" in msg, msg
+    def in_a_tuple(x):
+        return {(x, 1): x}
+
+    for f in (h, in_a_tuple):
+        with pytest.raises(TypeError) as info:
+            dsl.compile(f)(A4)
+        msg = str(info.value)
+        assert isinstance(info.value, dsl.TraceError), msg
+        assert re.search(rf"{HERE}:({f.__code__.co_firstlineno}|{_line_of(f, 'return')}): ", msg), msg
+        assert "not hashable" in msg, msg
+    assert dsl.compile(lambda x: {(1, "a"): x})(A4)[(1, "a")].shape == A4.shape
 
 
 def test_writing_into_a_numpy_default_says_what_it_is() -> None:

@@ -309,30 +309,3 @@ def test_clip_keeps_x_at_a_bound_as_numpy() -> None:
             assert_identical(interpret_fn(fn, xd), want, what)
             if dtype is np.float32 and k in (0, 5, 11):  # compiled: the CPU's max/min loops
                 assert_identical(dsl.compile(fn)(xd), want, what)
-
-
-@pytest.mark.parametrize(
-    "x_shape, lo_shape, hi_shape",
-    [
-        ((1,), None, None),  # Python bounds: repeated (NumPy's scalar loop keeps x)
-        ((1,), (), ()),
-        ((1,), (1,), (1,)),  # one element each, none repeated: the bound (it was x)
-        ((1,), (1,), None),
-        ((), (1,), (1,)),
-        ((2,), (1,), (1,)),
-        ((1, 1), (1,), (1,)),
-        ((1, 1), (1, 1), (1, 1)),
-        ((2, 3), (3,), (3,)),
-    ],
-)
-def test_clip_of_one_element_keeps_x_only_where_numpy_repeats_its_bounds(x_shape, lo_shape, hi_shape) -> None:
-    """NumPy's clip keeps ``x`` at a bound only where both bounds are one element repeated over the
-    result (a stride of 0: a scalar, a 0-d array, or a one-element array broadcast); a one-element
-    ``x`` with one-element bounds of its own shape gets the bound (dslc kept ``x``: -0.0 for 0.0).
-    Traced bounds and constant ones, compiled."""
-    x = np.full(x_shape, -0.0)
-    lo = 0.0 if lo_shape is None else np.zeros(lo_shape)
-    hi = 1.0 if hi_shape is None else np.ones(hi_shape)
-    want = np.clip(x, lo, hi)
-    assert_identical(dsl.compile(lambda v: dnp.clip(v, lo, hi))(x), want, "constant bounds")
-    assert_identical(dsl.compile(lambda v, a, b: dnp.clip(v, a, b))(x, lo, hi), want, "traced bounds")
