@@ -670,6 +670,9 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
             DTypeError,
             f"arange with dtype=bool is only supported for at most 2 elements (NumPy's rule); got {n}",
         )
+    if not ir.is_float:  # NumPy's: the first two values in the dtype, then their difference repeated
+        first, second = (int(np.array(v).astype(ir.np)) for v in (start, start + step))
+        start, step = first, second - first  # (arange(0.5, 4, 1.5, dtype=int) is [0, 2, 4])
     idx = emit(source.iota, [], {"shape": (n,), "dimension": 0, "dtype": DType.i64})
     if (start, step) == (0, 1):
         return cast(idx, ir)
