@@ -122,12 +122,14 @@ def write_out(out: Any, result: Any, where: Any, casting: str, name: str, since:
     """``out[...] = result`` (where ``where`` is True) as NumPy's ``out=``; returns ``out``."""
     if isinstance(out, tuple) and len(out) == 1:
         out = out[0]
-    if isinstance(out, np.ndarray):  # (``a += x`` on a global, a closure's or a default's array)
+    if isinstance(out, np.ndarray):  # (``a += x`` on a default's, a global's or a closure's array)
         raise tracing.user_error(
             CallError,
-            f"{name} writes in place into a NumPy array from outside the compiled function (a global, "
-            "a closure variable, or a parameter's default value: not passed, a default is a constant "
-            "captured at definition time); pass the array as an argument, or return the result instead",
+            f"dsl.numpy.{name}(..., out=...): out must be an array of the compiled function (an "
+            "argument, or a value computed in it), not ndarray: a NumPy array (made in the body, a "
+            "global, a closure's, or a parameter's default value, which, not passed, is a constant "
+            "captured at definition time) cannot be written in place; pass it as an argument, or "
+            "return the result instead",
         )
     if not isinstance(out, Array):
         raise tracing.user_error(

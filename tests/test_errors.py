@@ -483,6 +483,6 @@ def test_writing_into_a_numpy_default_says_what_it_is() -> None:
         dsl.compile(acc)(np.ones(3))
     msg = str(info.value)
     assert f"{__file__}:{_line_of(acc, 'writes the default')}: " in msg, msg
-    assert "a NumPy array from outside the compiled function" in msg, msg
-    assert "a parameter's default value" in msg and "pass the array as an argument" in msg, msg
+    assert "not ndarray: a NumPy array" in msg, msg
+    assert "a parameter's default value" in msg and "pass it as an argument" in msg, msg
     np.testing.assert_array_equal(dsl.compile(acc)(np.ones(3), np.ones(3)), np.full(3, 2.0))
