@@ -114,9 +114,14 @@ def _is_index(x: Any) -> bool:
     return True
 
 
-def _indices(nums: int | Sequence[int]) -> tuple[int, ...]:
-    checked = argnums_of("static_argnums", nums)
+def argnums_tuple(what: str, nums: Any, error: type[DSLError] | None = None) -> tuple[int, ...]:
+    """``argnums_of``, an int as a tuple of one."""
+    checked = argnums_of(what, nums, error)
     return (checked,) if isinstance(checked, int) else checked
+
+
+def _indices(nums: int | Sequence[int]) -> tuple[int, ...]:
+    return argnums_tuple("static_argnums", nums)
 
 
 class Binder:
@@ -178,13 +183,10 @@ class Binder:
     def check_argnums(self, what: str, nums: tuple[int, ...]) -> None:
         """``static_argnums`` or ``donate_argnums`` that are not ints, or name a position no call can
         have, or (donated) an argument that is static: a CallError at decoration time (a typo would
-        otherwise do nothing, or fail deep inside a call)."""
-        argnums_of(what, nums)
+        otherwise do nothing, or fail deep inside a call). ``nums`` as ``argnums_tuple`` gives them."""
         if what != "static_argnums":
             self._check_not_static(what, nums)
-        if self.signature is None or inspect.Parameter.VAR_POSITIONAL in {
-            p.kind for p in self.signature.parameters.values()
-        }:
+        if not self._fixed_positions():
             return
         n = len(self._positional_names)
         if any(not -n <= i < n for i in nums):
@@ -192,14 +194,18 @@ class Binder:
                 CallError, f"{what}={nums} but {self._fn_name()} takes {n} positional argument(s)"
             )
 
+    def _fixed_positions(self) -> bool:
+        """Whether every call has the same positional parameters (a known signature, no ``*args``)."""
+        return self.signature is not None and inspect.Parameter.VAR_POSITIONAL not in {
+            p.kind for p in self.signature.parameters.values()
+        }
+
     def _check_not_static(self, what: str, nums: tuple[int, ...]) -> None:
         """A donated argument cannot be static (as in JAX): a static argument reaches the function as
         its Python value, with no buffer to give away."""
         names = self._positional_names
         n = len(names)
-        fixed = self.signature is not None and inspect.Parameter.VAR_POSITIONAL not in {
-            p.kind for p in self.signature.parameters.values()
-        }
+        fixed = self._fixed_positions()
 
         def position(i: int) -> int:  # (negative positions count from the last only when it is known)
             return i % n if fixed and -n <= i < n else i

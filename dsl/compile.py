@@ -24,7 +24,7 @@ from compiler.ir.types import DType, TensorType, is_supported_numpy_dtype
 from compiler.pipeline import Options, Program, compile_function
 from dsl import ops, pytree, scalar_args, tracing
 from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
-from dsl.binding import Binder, CallError, Default, Layout, argnums_of
+from dsl.binding import Binder, CallError, Default, Layout, argnums_tuple
 from dsl.errors import DSLError, TraceError
 from runtime.cuda_executable import device_layout, is_device_array
 from runtime.devices import resolve_target
@@ -174,8 +174,7 @@ class Compiled:
         self._target = target
         self._binder = Binder(fn, static_argnums, static_argnames)
         self._static_slots = getattr(fn, "dsl_static_slots", None)  # (looked up once: per call below)
-        checked = argnums_of("donate_argnums", donate_argnums)
-        donate = (checked,) if isinstance(checked, int) else checked
+        donate = argnums_tuple("donate_argnums", donate_argnums)
         self._binder.check_argnums("donate_argnums", donate)
         self._donate = donate
         self._strict_inplace = strict_inplace

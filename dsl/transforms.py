@@ -22,7 +22,7 @@ from compiler.ir.core import Function, Op, Value, clone_ops
 from compiler.prims import elementwise
 from dsl import ops, pytree, tracing
 from dsl.array import Array, copy_keeping_strides
-from dsl.binding import Binder, Default, Layout, argnums_of
+from dsl.binding import Binder, Default, Layout, argnums_of, argnums_tuple
 from dsl.compile import Compiled, Traced, trace_function
 from dsl.errors import ShapeError, TransformError
 from runtime.cuda_executable import is_device_array
@@ -41,8 +41,7 @@ def _inner_binder(f: Callable[..., Any]) -> Binder | None:
 def _argnums(argnums: int | Sequence[int], args: Sequence[Any], layout: Layout) -> tuple[int, ...]:
     """``argnums`` as positional slot indices; each must be an argument that was passed and is traced."""
     nargs = layout.n_positional
-    checked = argnums_of("argnums", argnums, TransformError)
-    nums = (checked,) if isinstance(checked, int) else checked
+    nums = argnums_tuple("argnums", argnums, TransformError)
     for i in nums:
         if not -nargs <= i < nargs:
             raise tracing.user_error(
