@@ -217,7 +217,7 @@ def main() -> None:
 
     # Copy bandwidth and the fused chain.
     x = cuda.to_device(rng.standard_normal(n_chain).astype(np.float32))
-    copy_bw = copy_bandwidth(x, repeats)
+    copy_bw, _ = copy_bandwidth(x, repeats)
     bytes_moved = 2 * x.size * 4
     f_chain = dsl.compile(chain_dsl, target="cuda")
     want = chain_torch(as_torch(x)) if use_torch else None

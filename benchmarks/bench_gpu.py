@@ -21,7 +21,8 @@ new process of its own (one failure, or one framework's memory pool, stays there
   launches, from ``torch.profiler`` (Kineto/CUPTI: it records every CUDA activity of the process,
   Numba's and XLA's included); dslc's host cost is its wall time less its GPU time;
 - the roofline: minimal bytes (inputs read once, outputs written once) over the device's copy
-  bandwidth (a device-to-device copy of 400 MB), as a fraction of each framework's time;
+  bandwidth (400 MB read and written: the faster of a memcpy and PyTorch's elementwise kernel,
+  ``gpu_measure.copy_bandwidth``), as a fraction of each framework's time;
 - intermediates: dslc's ``memory_plan()`` for ``target="cuda"`` against XLA's temp bytes
   (``cuda_plans.py``'s functions).
 The tables are ``gpu_report.py``'s; the rows are also written as JSON beside them.
@@ -214,7 +215,8 @@ def time_all(prog: sp.Program, runners: dict[str, Runner], rounds: int, row: dic
         else:
             entry["gpu_note"] = "the profiler recorded none of its kernels"
     probe = cuda.device_array(10**4 if SIM else 10**8, np.float32)
-    row["copy_GBps"], row["copy_MB"] = copy_bandwidth(probe, 20) / 1e9, probe.nbytes / 1e6
+    bandwidth, row["copy_how"] = copy_bandwidth(probe, 20)
+    row["copy_GBps"], row["copy_MB"] = bandwidth / 1e9, probe.nbytes / 1e6
     written = nbytes(runners["dslc"].call()) + (nbytes(prog.args[0]) if prog.mutates else 0)
     row["min_bytes"] = nbytes(prog.args) + written
 

@@ -47,11 +47,20 @@ def median_time(fn: Callable[[], object], repeats: int, warmup: int = 2, wait: b
     return statistics.median(synced_times(fn, repeats, warmup, wait))
 
 
-def copy_bandwidth(x: Any, repeats: int) -> float:
-    """Bytes per second of a device-to-device copy of the device array ``x`` (read once, written once)."""
+def copy_bandwidth(x: Any, repeats: int) -> tuple[float, str]:
+    """Bytes per second the device moves copying the device array ``x`` (read once, written once), and
+    how: the faster of a device-to-device ``cuMemcpy`` and, where PyTorch has the GPU, its vectorized
+    elementwise kernel writing ``-x`` (on an H100 the copy engines' memcpy reached 1.5 TB/s where
+    kernels stream about 3 TB/s: benchmarks/results/2026-11-27-gpu-lease-b.md, so the memcpy alone
+    would put the roofline at half the memory's speed)."""
     copy = cuda.device_array_like(x)
-    seconds = median_time(lambda: copy.copy_to_device(x), repeats)
-    return 2 * x.nbytes / seconds
+    best = (2 * x.nbytes / median_time(lambda: copy.copy_to_device(x), repeats), "cuMemcpy")
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        src, dst = torch.as_tensor(x, device="cuda"), torch.as_tensor(copy, device="cuda")
+        kernel = 2 * x.nbytes / median_time(lambda: torch.neg(src, out=dst), repeats)
+        best = max(best, (kernel, "a PyTorch elementwise kernel"))
+    return best
 
 
 def device_time(

@@ -46,11 +46,12 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     device = next((r["device"] for r in ok if "device" in r), "-")
     probe = next((r for r in ok if "copy_GBps" in r), {})
     copy = probe.get("copy_GBps")
+    how = f"{probe.get('copy_MB', 0):.0f} MB read and written by {probe.get('copy_how', 'cuMemcpy')}"
     lines = [
         "# GPU benchmark (issue 27)",
         "",
         f"- date: {meta['date']}; device: {device}; copy bandwidth "
-        + ("-" if copy is None else f"{copy:.0f} GB/s (device-to-device, {probe['copy_MB']:.0f} MB)"),
+        + ("-" if copy is None else f"{copy:.0f} GB/s ({how})"),
         "- versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         f"- command: `{meta['command']}`",
         f"- wall: median of every synchronized call over {meta['rounds']} rounds (frameworks interleaved, "
