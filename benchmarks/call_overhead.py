@@ -2,27 +2,37 @@
 cache lookup, the scalar checks and the result pytree (issue 27's host budget is 20 us + 2 us per
 kernel for a whole GPU call, and this part is the same on every target).
 
-    python benchmarks/call_overhead.py [--batches 30] [--calls 50]
+    python benchmarks/call_overhead.py [--batches 30] [--calls 50] [--device]
 
 For each of the suite's programs at the CPU suite's sizes (``suite_programs.BUILDERS``): the
 executable's ``__call__`` is replaced by one returning its first results again, and the best of
 ``batches`` means of ``calls`` calls is printed (the minimum: this machine's other load only adds),
 beside the number of argument leaves. Needs no GPU.
+
+``--device``: the programs compiled for ``target="cuda"`` and called with Numba device arrays, as on a
+GPU, but over fake memory (a ``DeviceNDArray`` built on an object with a device pointer: nothing
+reads it), so this too runs without a GPU. The executable is a stub returning the CPU's results;
+a second column times the CUDA executable's own checks of the arguments (``_checked`` of each, and
+``_check_written`` where the program writes one), which a call runs before it launches anything.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import numpy as np  # noqa: E402
 from suite_programs import BUILDERS  # noqa: E402
 
+import dsl  # noqa: E402
 from dsl import pytree  # noqa: E402
 
 
@@ -44,22 +54,92 @@ def overhead(name: str, batches: int, calls: int) -> tuple[float, int]:
     kind.__call__ = replay  # type: ignore[method-assign]
     try:
         f(*args)
-        best = float("inf")
-        for _ in range(batches):
-            begin = time.perf_counter()
-            for _ in range(calls):
-                f(*args)
-            best = min(best, (time.perf_counter() - begin) / calls)
+        best = _best(lambda: f(*args), batches, calls)
     finally:
         kind.__call__ = real  # type: ignore[method-assign]
     return best, len(pytree.flatten(args)[0])
+
+
+def _best(call: Callable[[], Any], batches: int, calls: int) -> float:
+    """The least mean seconds of ``call`` over ``batches`` batches of ``calls`` calls."""
+    best = float("inf")
+    for _ in range(batches):
+        begin = time.perf_counter()
+        for _ in range(calls):
+            call()
+        best = min(best, (time.perf_counter() - begin) / calls)
+    return best
+
+
+class _FakeMemory:
+    """What a ``DeviceNDArray`` asks of its memory, with no GPU behind it (each at its own address)."""
+
+    next_address = 0x7F0000000000
+
+    def __init__(self, nbytes: int) -> None:
+        self.size = nbytes
+        self.device_ctypes_pointer = ctypes.c_void_p(_FakeMemory.next_address)
+        _FakeMemory.next_address += (nbytes + 255) // 256 * 256
+
+    def view(self, start: int, stop: int | None = None) -> _FakeMemory:
+        return self
+
+
+def fake_device_array(a: np.ndarray) -> Any:
+    """A Numba device array of ``a``'s shape and dtype over fake memory (``--device``)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    c = np.ascontiguousarray(a)
+    return DeviceNDArray(c.shape, c.strides, c.dtype, stream=0, gpu_data=_FakeMemory(max(c.nbytes, 1)))
+
+
+def device_overhead(name: str, batches: int, calls: int) -> tuple[float, float, int]:
+    """``--device``: seconds per call outside the executable and of the CUDA executable's argument
+    checks, and the argument leaves, of program ``name`` compiled for CUDA on device arrays."""
+    from runtime.cuda_executable import CudaExecutable
+
+    program = BUILDERS[name]()
+    results = program.dslc.lower(*program.args).program.executable(*pytree.flatten(program.args)[0])
+    inner = getattr(program.dslc, "_fn", program.dslc)
+    f = dsl.compile(lambda *a: inner(*a), target="cuda")
+    flat, tree = pytree.flatten(program.args)
+    args = pytree.unflatten(tree, [fake_device_array(a) for a in flat])
+    lowered = f.lower(*args)
+    (entry,) = f._cache.values()
+    entry._run = lambda *leaves: results
+    f(*args)
+    outside = _best(lambda: f(*args), batches, calls)
+    leaves = pytree.flatten(args)[0]
+    checks = CudaExecutable.__new__(CudaExecutable)  # (its constructor needs a GPU; the checks do not)
+    checks.cuda = None
+    checks.name = name
+    checks.input_types = [(tuple(a.shape), np.dtype(a.dtype)) for a in leaves]
+    checks._written = tuple(lowered.program.generated.writeback)  # (the suite donates nothing)
+    checks._arg_names = [str(i) for i in range(len(leaves))]
+
+    def check() -> None:
+        if checks._written:
+            checks._check_written(leaves)
+        for i, a in enumerate(leaves):
+            checks._checked(i, a)
+
+    check()
+    return outside, _best(check, batches, calls), len(leaves)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--device", action="store_true", help="target cuda, Numba device arrays (no GPU)")
     args = parser.parse_args()
+    if args.device:
+        print("| program | argument leaves | us a call outside the executable | us of the argument checks |")
+        print("|---|---:|---:|---:|")
+        for name in BUILDERS:
+            outside, checks, leaves = device_overhead(name, args.batches, args.calls)
+            print(f"| {name} | {leaves} | {outside * 1e6:.1f} | {checks * 1e6:.1f} |", flush=True)
+        return
     print("| program | argument leaves | us per call outside the executable |")
     print("|---|---:|---:|")
     for name in BUILDERS:

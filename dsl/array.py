@@ -173,8 +173,8 @@ class Array:
             raise tracing.user_error(
                 ReadOnlyError,
                 f"assignment destination is read-only: {request} writes into a view made by "
-                f"{readonly[0]} (broadcast_to), which NumPy makes read-only because its elements "
-                "share memory; write into a copy instead (.copy())",
+                f"{readonly[0]} (broadcast_to, or diagonal), a view NumPy makes read-only; write into "
+                "a copy instead (.copy())",
             )
         trace = tracing.current()
         if not trace.owns(storage.value):

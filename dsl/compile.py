@@ -26,7 +26,7 @@ from dsl import ops, pytree, scalar_args, tracing
 from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
 from dsl.binding import Binder, CallError, Default, Layout, argnums_tuple
 from dsl.errors import DSLError, TraceError
-from runtime.cuda_executable import device_layout, is_device_array
+from runtime.cuda_executable import device_layout, is_device_array, is_numba_device_array
 from runtime.devices import resolve_target
 from runtime.errors import DeviceError
 
@@ -467,7 +467,7 @@ def _function_location(fn: Callable[..., Any]) -> Location:
 
 
 def _fast_leaf_key(leaf: Any) -> Any:
-    """The signature of the common leaves, a C-ordered NumPy array or a Python number, without
+    """The signature of the common leaves, a NumPy array, a Numba device array or a Python number, without
     building its IR type (a call computes one per leaf: it is most of a call's host time); ``None``
     for the rest (``_leaf_key``). Its dtype and rank are checked when the signature is traced."""
     kind = type(leaf)
@@ -475,6 +475,9 @@ def _fast_leaf_key(leaf: Any) -> Any:
         return (leaf.shape, leaf.dtype, None if leaf.flags.c_contiguous else _leaf_strides(leaf))
     if kind is float or kind is int or kind is bool:
         return kind
+    if is_numba_device_array(leaf):  # (marked: a NumPy array's program may be a CPU one, which refuses it)
+        strides = None if leaf.is_c_contiguous() else _leaf_strides(leaf)
+        return ("device", leaf.shape, leaf.dtype, strides)
     return None
 
 

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from compiler.prims import movement
+from dsl import layout, ops, tracing
 from dsl import numpy as dnp
-from dsl import ops, tracing
 from dsl.array import Array
 from dsl.einsum import einsum
 from dsl.errors import DTypeError, ShapeError, TraceError
@@ -127,17 +128,31 @@ def _diagonal_positions(rows: int, cols: int, offset: int) -> tuple[np.ndarray, 
 
 
 def diagonal(a: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Array:
-    """``np.diagonal``: the ``offset`` diagonal over ``axis1`` and ``axis2``, as the last axis (a new
-    array; NumPy's is a read-only view)."""
+    """``np.diagonal``: the ``offset`` diagonal over ``axis1`` and ``axis2``, as the last axis: a
+    read-only view, as NumPy's (it sees later writes to ``a``; a write into it raises
+    ``ReadOnlyError``). Its steps: the two axes moved last, merged, a slice of stride ``cols + 1``,
+    and a broadcast to its own shape, which has no ``unview`` and so makes the view read-only."""
     a = ops.asarray(a)
     if a.ndim < 2:
         raise tracing.user_error(ShapeError, "diag requires an array of at least two dimensions")
     (i,), (j,) = ops.normalize_axes(axis1, a.ndim), ops.normalize_axes(axis2, a.ndim)
     if i == j:
         raise tracing.user_error(ShapeError, "axis1 and axis2 cannot be the same")
+    k = operator.index(offset)
     moved = dnp.moveaxis(a, (i, j), (-2, -1))
-    rows, cols = _diagonal_positions(moved.shape[-2], moved.shape[-1], operator.index(offset))
-    return ops.new_storage(moved[..., rows, cols])
+    *lead, rows, cols = moved.shape
+    start = max(-k, 0) * cols + max(k, 0)
+    n = len(_diagonal_positions(rows, cols, k)[0])
+    flat_shape = (*lead, rows * cols)
+    flat = moved.view_step(movement.reshape, {"shape": flat_shape}, layout.shadow(flat_shape))
+    attrs = {
+        "start": (*(0 for _ in lead), start if n else 0),
+        "limit": (*lead, start + (n - 1) * (cols + 1) + 1 if n else 0),
+        "stride": (*(1 for _ in lead), cols + 1),
+    }
+    shadow = np.diagonal(a._shadow, k, i, j)
+    view = flat.view_step(movement.slice_, attrs, shadow)
+    return view.view_step(movement.broadcast, {"shape": view.shape}, shadow)
 
 
 def diag(v: Any, k: int = 0) -> Array:

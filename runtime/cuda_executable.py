@@ -40,11 +40,17 @@ def cuda_module() -> Any:
 _NUMBA_ARRAYS = ("DeviceNDArray", "MappedNDArray", "ManagedNDArray")
 
 
+_numba_array_types: dict[type, bool] = {}  # type -> whether it is one of Numba's device arrays
+
+
 def is_numba_device_array(x: Any) -> bool:
     """Whether ``x`` is one of Numba's own device arrays (read through plain attributes: building
     its ``__cuda_array_interface__`` dict costs microseconds, and a call looks at every argument)."""
     t = type(x)
-    return t.__name__ in _NUMBA_ARRAYS and t.__module__.startswith("numba")
+    known = _numba_array_types.get(t)
+    if known is None:
+        known = _numba_array_types[t] = t.__name__ in _NUMBA_ARRAYS and t.__module__.startswith("numba")
+    return known
 
 
 def is_device_array(x: Any) -> bool:
@@ -82,11 +88,16 @@ def device_layout(x: Any) -> tuple[int, np.dtype, tuple[int, ...], tuple[int, ..
 
 def device_address(x: Any) -> int:
     """The device address of a device array's first element."""
+    if is_numba_device_array(x):  # (only the address: a replay asks for each argument's and result's)
+        return int(x.device_ctypes_pointer.value or 0)
     return device_layout(x)[0]
 
 
 def _extent(x: Any) -> tuple[int, int]:
     """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
+    if is_numba_device_array(x) and x.size and x.is_c_contiguous():  # (the common case, read cheaply)
+        ptr = int(x.device_ctypes_pointer.value or 0)
+        return ptr, ptr + x.size * x.dtype.itemsize
     ptr, dtype, shape, strides = device_layout(x)
     itemsize = dtype.itemsize
     if not shape or math.prod(shape) == 0:
@@ -290,9 +301,13 @@ class CudaExecutable(ArgumentChecks):
         memory with another argument; checked before anything runs. Host arrays follow the CPU
         executable's rule; device arrays are compared by address range."""
         extents = {i: _extent(a) for i, a in enumerate(arrays) if is_device_array(a)}  # once each
+        spans = sorted(extents.values())  # none overlapping its successor: none overlapping at all
+        apart = all(a_hi <= b_lo for (_, a_hi), (b_lo, _) in zip(spans, spans[1:]))
         for index in self._written:
             if index not in extents:
                 self._check_host_target(arrays, index)
+                continue
+            if apart:
                 continue
             lo, hi = extents[index]
             for other, (o_lo, o_hi) in extents.items():

@@ -112,10 +112,17 @@ def eager_reason(host_reads: bool, launches: int, staged_bytes: int, copies: int
     return None
 
 
-def _driver() -> Any:
-    from cuda.bindings import driver
+_driver_module: Any = None
 
-    return driver
+
+def _driver() -> Any:
+    """``cuda.bindings.driver``, imported at the first use (a call's copies ask for it each time)."""
+    global _driver_module
+    if _driver_module is None:
+        from cuda.bindings import driver
+
+        _driver_module = driver
+    return _driver_module
 
 
 def check(result: Any, what: str) -> Any:
@@ -161,8 +168,8 @@ class CallGraph:
     def __init__(self, exec_handle: Any, args: list[Any], results: tuple[Any, ...], keep: Any) -> None:
         self.args = args
         self.results = results
-        self.arg_addresses = [_address(a) for a in args]
-        self.addresses = [_address(r) for r in results]
+        self.arg_addresses = [address(a) for a in args]
+        self.addresses = [address(r) for r in results]
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
@@ -172,7 +179,7 @@ class CallGraph:
         check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
 
 
-def _address(array: Any) -> int:
+def address(array: Any) -> int:
     """A Numba device array's address (0 for an empty one)."""
     return int(array.device_ctypes_pointer.value or 0)
 
@@ -246,7 +253,8 @@ def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) 
     if not nbytes:
         return cuda.device_array(shape, dtype, stream=stream)
     driver, handle = _driver(), int(stream)
-    context = cuda.current_context()
+    # (a Numba stream knows its context; ``cuda.current_context()`` looks it up anew at every call)
+    context = getattr(stream, "context", None) or cuda.current_context()
     if context.device.id not in _pool_ready:  # keep freed blocks for the next call
         _keep_pool_memory(driver, context.device.id)
     ptr = int(check(driver.cuMemAllocAsync(nbytes, handle), "cuMemAllocAsync"))

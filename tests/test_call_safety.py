@@ -345,3 +345,35 @@ def test_a_driver_failing_midway_restores_an_argument_holding_intermediates(
         executable = entry.run
     assert not executable.direct and executable._guarded == (0,), executable._guarded
     _fail_in_the_last_kernel(executable, monkeypatch, x0, w)
+
+
+def test_diagonal_is_a_read_only_view_as_numpys() -> None:
+    """``dnp.diagonal`` (and ``x.diagonal()``, ``dnp.diag`` of a matrix) is NumPy's read-only view: it
+    sees a later write to its base, its gradient reaches the base, and a write into it raises. It was
+    a copy: a later ``h += 1`` left it stale (an outside probe, 2026-11-27), and ``d += 1`` changed
+    nothing, silently."""
+
+    def later_write(xp, x):
+        h = x * 1.0
+        d, e, f = xp.diagonal(h, 1), h.diagonal(-1), xp.diag(h)
+        h += 1.0
+        return d, e, f, xp.diagonal(x.reshape(2, 3, 2), 0, 2, 0)
+
+    x = np.arange(12.0).reshape(3, 4)
+    for got, want in zip(dsl.compile(lambda x: later_write(dnp, x))(x), later_write(np, x), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+    def write_into(xp, x):
+        h = x * 1.0
+        d = xp.diagonal(h)
+        d += 1.0
+        return h
+
+    with pytest.raises(ValueError, match="read-only"):
+        write_into(np, x)
+    with pytest.raises(dsl.ReadOnlyError, match="read-only"):
+        dsl.compile(lambda x: write_into(dnp, x))(x)
+    grad = dsl.grad(lambda x: (dnp.diagonal(x * x, 1) ** 2).sum())(x)
+    want = np.zeros_like(x)
+    want[[0, 1, 2], [1, 2, 3]] = 4 * x[[0, 1, 2], [1, 2, 3]] ** 3
+    np.testing.assert_allclose(grad, want)

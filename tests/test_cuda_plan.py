@@ -137,6 +137,22 @@ def test_layer_norm_columns_after_the_band_at_the_gpu_size() -> None:
     assert body.count("a0[") == body.count("a3[") == 1 and "acc1 = " in body, body
 
 
+def test_a_band_keeping_a_scalar_per_block_takes_enough_blocks_to_fill_the_gpu() -> None:
+    """Layer norm's band keeps one float64 per block (its partial of the loss): it takes ``GPU.FILLB``
+    blocks (1,024: 8 of 256 threads per SM of an H100), not ``GPU.BANDB`` (256: two per SM, whose
+    barriers left the SMs idle), for 8 KiB of scratch; its combine is one block whose threads take
+    fixed slots, then the block's tree (deterministic), where one thread looped over every slot."""
+    assert GPU.FILLB * 8 <= 8192 and GPU.FILLB >= 4 * GPU.BANDB
+    plan, source = layer_norm_plan(16384, 4096)
+    assert "k0_rows_G = max(1, min((16384 + k0_rows_RT - 1) // k0_rows_RT, FILLB))" in source
+    ((lo, hi),) = re.findall(r"k0_rows_p\d+ = arena\[(\d+):(\d+)\]", source)  # the partials' scratch
+    assert int(hi) - int(lo) == GPU.FILLB * 8
+    (combine,) = [k for k in source.split("\n\n\n") if "def k0_rows_combine" in k]
+    assert "for q in range(tid, k0_rows_G, TPB):" in combine and "shfl_down_sync" in combine, combine
+    column_sums, _ = layer_norm_plan(16384, 4096, "band")  # a row of partials per block: BANDB
+    assert max(row.bytes for row in column_sums.buffers if row.scratch_of is not None) == GPU.BANDB * 4096 * 8
+
+
 def test_the_cost_model_keeps_a_column_reduction_that_would_reread_much() -> None:
     """A column sum whose prologue reads six full-size inputs stays in the band (re-reading them
     costs more than the partial rows' traffic); ``band_columns="kernel"`` sends it out anyway."""

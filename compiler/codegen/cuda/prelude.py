@@ -49,6 +49,12 @@ if SIM:  # the simulator runs kernels as Python, where math.log(-1) raises and a
     _safe += ("asin", "acos", "sinh", "cosh", "acosh", "atanh", "log2", "log10")
     math = SimpleNamespace(**{n: _ieee(n) if n in _safe else getattr(math, n) for n in _names})
 
+    def _pin(x):
+        return x
+
+else:
+    from runtime.cuda_intrinsics import pin as _pin  # a value made where it is called
+
 {helpers}
 
 

@@ -56,20 +56,33 @@ def _gpu_statement(s: Stmt) -> list[str] | None:
 
 def _unrolled(loop: For) -> list[str]:
     """A grid-stride loop (``For.unroll``, ``kernel/cuda/loops.unrollable``) as a ``while`` whose
-    trip runs ``unroll`` of the thread's iterations, ``step`` apart: every iteration's statements
-    with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's remaining
-    iterations one at a time. A variable an iteration defines may be redefined by the next (Numba's
-    SSA keeps them apart), so the loads of all of them come before the first store."""
+    trip runs ``unroll`` of the thread's iterations, ``step`` apart: first the loads of every
+    iteration at the loop's own position (``_l{k}_{j}``, ``_hoisted``), then every iteration's
+    statements with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's
+    remaining iterations one at a time. A variable an iteration defines may be redefined by the next
+    (Numba's SSA keeps them apart), and no store comes before the last load.
+
+    Each hoisted load is pinned there (``_pin``: ``runtime/cuda_intrinsics.py``): LLVM otherwise sinks
+    it to its first use, and ptxas then keeps it behind the previous iteration's branches (a float
+    division's slow path), so that a thread had one load in flight, not ``unroll``."""
     var, u = loop.var, loop.unroll
     base, step = f"{var}_b", f"{var}_s"
+    loads: list[str] = []
     trip: list[str] = []
     stores: list[str] = []
     for k in range(u):
         at = f"{var} = {base}" + (f" + {k} * {step}" if k else "")
+        loads.append(at)
         trip.append(at)
         stores.append(at)
         for j, s in enumerate(loop.body):
             assert isinstance(s, Line), "kernel/cuda/loops.unrollable: straight-line statements only"
+            hoisted = _hoisted(s, var)
+            if hoisted is not None:
+                name, access = hoisted
+                loads.append(f"_l{k}_{j} = _pin({access})")  # (runtime/cuda_intrinsics.py)
+                trip.append(f"{name} = _l{k}_{j}")
+                continue
             if not s.writes:
                 trip.append(s.text)
                 continue
@@ -81,9 +94,21 @@ def _unrolled(loop: For) -> list[str]:
         f"{base} = {loop.start}",
         f"{step} = {loop.step}",
         f"while {base} + {u - 1} * {step} < {loop.stop}:",
-        *_indent([*trip, *stores, f"{base} += {u} * {step}"]),
+        *_indent([*loads, *trip, *stores, f"{base} += {u} * {step}"]),
         *print_cuda([rest]),
     ]
+
+
+def _hoisted(s: Line, var: str) -> tuple[str, str] | None:
+    """``(name, element)`` of a statement that only loads one element at the loop's own position
+    (``name = array[var]``), which an unrolled trip issues before its arithmetic; ``None`` for the
+    rest (loads of broadcast operands at other positions stay where they are)."""
+    if s.writes or len(s.reads) != 1 or s.reads[0].index != (var,):
+        return None
+    name, sep, value = str(s.text).partition(" = ")
+    if not sep or value != text(s.reads[0]) or not name.isidentifier():
+        return None
+    return name, value
 
 
 def _block_reduce(r: BlockReduce) -> list[str]:

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from compiler.ir.core import Value
 from compiler.ir.types import DType
 from compiler.kernel.cuda.loops import (
+    SPLIT_OUTPUTS,
+    block_loop,
     block_reduce,
     column_chunks,
     combine,
@@ -73,6 +75,7 @@ from compiler.passes.rows import BandCosts
 from compiler.prims.base import Reducer
 
 SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
+LIGHT_SCRATCH = 64  # bytes of partial scalars a block may keep in global scratch and take FILLB blocks
 
 
 @dataclass
@@ -159,14 +162,10 @@ def band_kernel(
     members = [g for g in band.groups if g not in band.tail]
     ct = _threads_per_row(band)
     stores = _stores(band, names, name, GPU.TPB // min(GPU.TPB, ct))  # rows per block on a GPU
-    # A block that keeps partial results or rows in global scratch has a slot of its own there: such
-    # a band takes at most BANDB blocks (each striding over more rows), not one per row.
-    per_block = any(0 in g.reduced_axes for g in members) or any(
-        not s.shared for v, s in stores.items() if v in band.local
-    )
+    cap = _block_cap(band, members, stores)
     # (threads per row, rows per block, blocks) on a GPU; scratch is sized for the larger of a GPU's
     # launch and the simulator's (which may take more blocks of fewer rows)
-    launches = [_launch(sizes, ct, band.rows, per_block) for sizes in (GPU, SIM)]
+    launches = [_launch(sizes, ct, band.rows, cap) for sizes in (GPU, SIM)]
     blocks = max(b for _, _, b in launches)
     slots = max(r * b for _, r, b in launches)
     bk = _Band(band, names, pool, name, stores, overlap, solo=ct == 1)
@@ -222,7 +221,7 @@ def band_kernel(
         (f"{name}_RT", f"TPB // {name}_CT"),
         (
             f"{name}_G",
-            f"max(1, min(({rows} + {name}_RT - 1) // {name}_RT, {'BANDB' if per_block else 'MAXB'}))",
+            f"max(1, min(({rows} + {name}_RT - 1) // {name}_RT, {cap}))",
         ),
         *sorted({(f"{name}_S{size}", f"{name}_RT * {size}") for size, _, _ in shared}),
     ]
@@ -240,7 +239,7 @@ def partial_rows(band: Band) -> int:
     """The partial rows per output a band keeps for a reduction over axis 0 on a GPU: a row per
     block slot (``BANDB`` blocks of ``RT`` rows), the scratch each row a slot takes reads and writes
     (the rows pass's cost model, ``rows.BandCosts``)."""
-    _, rt, blocks = _launch(GPU, _threads_per_row(band), band.rows, True)
+    _, rt, blocks = _launch(GPU, _threads_per_row(band), band.rows, "BANDB")
     return rt * blocks
 
 
@@ -264,12 +263,37 @@ def band_costs(mode: str, siblings: bool = True) -> BandCosts | None:
     return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel", siblings=together)
 
 
-def _launch(sizes: LaunchSizes, ct: int, rows: int, per_block: bool) -> tuple[int, int, int]:
-    """A band kernel's (threads per row, rows per block, blocks) under ``sizes`` (as the module's
-    ``_CT``, ``_RT`` and ``_G`` constants compute them)."""
+def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store]) -> str:
+    """The launch size (``LaunchSizes``' field) a band's blocks are capped at. A block that keeps
+    partial results or rows in global scratch has a slot of its own there, so such a band takes at
+    most ``BANDB`` blocks (each striding over more rows), not one per row; but where each block's
+    slot is a few scalars (full reductions: a loss), at most ``LIGHT_SCRATCH`` bytes, ``FILLB``
+    blocks, enough to fill the GPU (256 blocks of one row of 256 threads are two blocks an SM on an
+    H100, a quarter of its threads: layer norm's row kernel took 1.37 ms for a pass JAX's kernels
+    make in 1.13, benchmarks/results/2026-11-27-gpu-lease-b.md). Without per-block scratch, ``MAXB``."""
+    global_rows = any(not s.shared for v, s in stores.items() if v in band.local)
+    partials = [g for g in members if 0 in g.reduced_axes]
+    if not global_rows and not partials:
+        return "MAXB"
+    if global_rows or any(g.root.result.type.size != 1 for g in partials):
+        return "BANDB"
+    light = sum(_partial_wide(g).itemsize for g in partials) <= LIGHT_SCRATCH
+    return "FILLB" if light else "BANDB"
+
+
+def _partial_wide(group: Group) -> DType:
+    """The accumulator type of a reduction's partial results."""
+    reducer = group.root.prim.reducer
+    assert reducer is not None, f"{group.root.prim.name} has no reducer"
+    return reducer.accumulator(group.root.result.type.dtype)
+
+
+def _launch(sizes: LaunchSizes, ct: int, rows: int, cap: str) -> tuple[int, int, int]:
+    """A band kernel's (threads per row, rows per block, blocks) under ``sizes``, its blocks capped
+    at the launch size ``cap`` (as the module's ``_CT``, ``_RT`` and ``_G`` constants compute them)."""
     ct = min(sizes.TPB, ct)
     rt = sizes.TPB // ct
-    return ct, rt, max(1, min(-(-rows // rt), sizes.BANDB if per_block else sizes.MAXB))
+    return ct, rt, max(1, min(-(-rows // rt), getattr(sizes, cap)))
 
 
 def _spread(group: Group) -> int:
@@ -479,23 +503,41 @@ def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, r
 def _combine_partials(
     bk: _Band, group: Group, part: str, slots: str, kept: int, wide: DType, reducer: Reducer
 ) -> CudaKernel:
-    """A thread per output combines its partials in slot order (blocks in order: deterministic)."""
+    """Each output's partials combined in a fixed order (deterministic): for fewer outputs than
+    ``SPLIT_OUTPUTS`` (a loss: one), a block per output whose threads take fixed slots and then
+    the block's tree, as a split reduction's second pass does (``FILLB`` blocks' partials, a serial
+    loop of dependent loads for one thread); else a thread per output, its slots in order."""
     out = group.root.result
     dtype = out.type.dtype
     o_name = bk.names[out]
     x = Access(part, (f"q * {kept} + o",))
+    identity = literal(reducer.identity(dtype), wide)
+    name = f"{bk.name}_combine{group.index}"
+    params, types = [part, o_name], [(wide, 1), (dtype, 1)]
+    each_slot: list[Stmt] = [Line(f"x = {text(x)}", (x,)), combine(reducer, "acc", "x", wide)]
+    if kept < SPLIT_OUTPUTS:
+        per_o: list[Stmt] = [
+            Line(f"acc = {identity}"),
+            For("q", slots, each_slot, "tid", step="TPB"),
+            block_reduce("acc", wide, reducer),
+            If("tid == 0", [store(Access(o_name, ("o",)), typed("sm[0]", dtype))]),
+            Barrier(),
+        ]
+        body: list[Stmt] = [
+            Alloc("sm", ("TPB",), wide, shared=True),
+            Line("tid = cuda.threadIdx.x"),
+            block_loop("o", kept, per_o),
+        ]
+        return kernel(name, params, types, body, Launch(f"max(1, min({kept}, MAXB))", "TPB"), "combine")
     body = [
         grid_loop(
             "o",
             kept,
             [
-                Line(f"acc = {literal(reducer.identity(dtype), wide)}"),
-                For("q", slots, [Line(f"x = {text(x)}", (x,)), combine(reducer, "acc", "x", wide)]),
+                Line(f"acc = {identity}"),
+                For("q", slots, each_slot),
                 store(Access(o_name, ("o",)), typed("acc", dtype)),
             ],
         )
     ]
-    name = f"{bk.name}_combine{group.index}"
-    return kernel(
-        name, [part, o_name], [(wide, 1), (dtype, 1)], body, Launch(f"_grid({kept})", "TPB"), "combine"
-    )
+    return kernel(name, params, types, body, Launch(f"_grid({kept})", "TPB"), "combine")

@@ -15,6 +15,7 @@ class LaunchSizes:
     TPB: int
     MAXB: int
     BANDB: int
+    FILLB: int
     COLS: int
     LANES: int
     TILE: int
@@ -25,10 +26,12 @@ MEANING = {  # printed beside each size in generated modules
     "TPB": "threads per block of loops and reductions (a power of two)",
     "MAXB": "blocks of a grid-stride launch",
     "BANDB": "blocks of a band kernel with global scratch per block (partials, rows)",
+    "FILLB": "blocks of a band kernel whose scratch per block is a few scalars (enough to fill the GPU)",
     "COLS": "column reductions: outputs per block (one warp's consecutive columns)...",
     "LANES": "... and threads per output in a block (rows lane, lane + LANES, ...)",
     "TILE": "matmul threads per block edge; each computes MICRO x MICRO outputs",
     "MAXG": "blocks along y and z",
 }
-GPU = LaunchSizes(TPB=256, MAXB=8192, BANDB=256, COLS=32, LANES=8, TILE=16, MAXG=65535)
-SIM = LaunchSizes(TPB=8, MAXB=2, BANDB=2, COLS=4, LANES=2, TILE=4, MAXG=2)
+# FILLB: an H100's 132 SMs take 8 blocks of 256 threads each (a band's shared rows may allow fewer)
+GPU = LaunchSizes(TPB=256, MAXB=8192, BANDB=256, FILLB=1024, COLS=32, LANES=8, TILE=16, MAXG=65535)
+SIM = LaunchSizes(TPB=8, MAXB=2, BANDB=2, FILLB=2, COLS=4, LANES=2, TILE=4, MAXG=2)
