@@ -35,7 +35,9 @@
 # checked only there: graphs on by default, every call's device arrays from the pool, unrolled elementwise
 # loops (DSL_CUDA_UNROLL). Session 16 (2026-11-27, no lease): bands of one-element rows without barriers,
 # a call's dispatch 4-5x cheaper on the CPU (benchmarks/call_overhead.py), mutated arguments' chains in
-# their own memory; lease2 now profiles a graph call's host time (graphs_profile.txt).
+# their own memory; lease2 now profiles a graph call's host time (graphs_profile.txt). Session 19 (after
+# lease b): unrolled loops' loads pinned first (runtime/cuda_intrinsics.py), a wave of blocks for a loss band
+# (lease2's A/Bs), device arrays' signatures from their attributes, test_sorted_scatter's oracle drops.
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -130,7 +132,7 @@ for step in $steps; do
             --out "$OUT/gpu.md" > "$OUT/bench.log" 2>&1
         grep -v '^{' "$OUT/bench.log" | grep -v -i warn | tail -40
         ;;
-    lease2) # the lease's second call: the CPU size (graphs on by default), graphs against eager and where a
+    lease2) # the lease's second call (~6 min): the CPU size (graphs on by default), graphs against eager and where a
         # graph call's host time goes (cProfile: graphs_profile.txt; its output goes to a file, since a
         # pipe into `head` ended the 2026-11-27 lease b's run before it wrote the profile)
         echo "=== bench_gpu, cpu size ($(date +%T))"
@@ -138,9 +140,18 @@ for step in $steps; do
             --out "$OUT/gpu_cpu.md" > "$OUT/bench_cpu.log" 2>&1
         grep -v '^{' "$OUT/bench_cpu.log" | grep -v -i warn | head -24
         echo "=== graphs timings ($(date +%T))"
-        timeout 120 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
+        timeout 100 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
             --profile-out "$OUT/graphs_profile.txt" > "$OUT/graphs.log" 2>&1
         grep -v -i warn "$OUT/graphs.log" | head -14
+        # the A/Bs of session 19's kernels (the default: `lease`'s gpu.md): the unrolled loop's pinned
+        # loads against the plain loop, and a loss band's wave of blocks (792) against about the 256 before
+        echo "=== A/B ($(date +%T))"
+        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_SMS=43; do
+            env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,layer --peers jax \
+                --rounds 2 --child-timeout 50 --out "$OUT/ab.md" > /dev/null 2>&1
+            echo "$ab"; grep -E "^\| (elementwise|layer)" "$OUT/ab.md" | head -4
+        done
+        rm -f "$OUT/ab.json"
         ;;
     *) echo "unknown step $step" ;;
     esac

@@ -12,6 +12,11 @@ position: every live array seen there (``weakref``: not kept alive, forgotten wh
 loop's launches cycling through the views of its rows made once in ``bind`` flatten each once, and
 the last scalar; then it launches through ``cuda.core.launch`` as Numba itself does.
 
+A flat C-contiguous Numba device array (every device buffer a generated driver passes is flat, and
+a call's results and flat views of its arguments are new arrays every call) is flattened here
+(``flat_pieces``), into what Numba's ``_prepare_args`` makes of it: Numba builds a strided memory
+view from the array's ``__cuda_array_interface__`` first, ~12 us a new array on the CI machine.
+
 It falls back to Numba's launch for anything it does not expect: the simulator, a debug kernel,
 an argument Numba would copy to the device (a host array), or a Numba without these internals.
 """
@@ -38,6 +43,7 @@ def fast_launch(configured: Any) -> Callable[..., None]:
     except (ImportError, AttributeError):  # the simulator, or other internals: Numba's own launch
         return configured  # type: ignore[no-any-return]
     state: dict[str, Any] = {}
+    device_array = _device_array_type()
 
     def first(args: tuple[Any, ...]) -> None:
         configured(*args)  # compiles, types and launches
@@ -50,6 +56,12 @@ def fast_launch(configured: Any) -> Callable[..., None]:
         state["function"] = kernel._codelibrary.get_cufunc().kernel
         state["kernel"] = kernel
         state["seen"] = [{} for _ in args]  # per position: _remember's table
+        array_type: Any = getattr(numba_dispatcher.types, "Array", type(None))
+        plain = not getattr(kernel, "extensions", None)
+        state["flat"] = [  # the positions typed as flat C-contiguous arrays (``flat_pieces``)
+            plain and isinstance(ty, array_type) and ty.ndim == 1 and ty.layout == "C"
+            for ty in kernel.argument_types
+        ]
 
     def launch(*args: Any) -> None:
         if "kernel" not in state:
@@ -58,21 +70,44 @@ def fast_launch(configured: Any) -> Callable[..., None]:
             else:
                 first(args)
             return
-        kernel, seen = state["kernel"], state["seen"]
+        kernel, seen, flat_at = state["kernel"], state["seen"], state["flat"]
         flat: list[Any] = []
         for i, (ty, value) in enumerate(zip(kernel.argument_types, args, strict=True)):
             ref, pieces = seen[i].get(id(value)) or seen[i].get(None, (None, ()))
             if ref is None or (ref() if isinstance(ref, weakref.ref) else ref) is not value:
-                pieces, retr = [], list[Any]()
-                kernel._prepare_args(ty, value, stream, retr, pieces)
-                if retr:  # Numba copied a host array to the device: its launch copies it back
-                    configured(*args)
-                    return
+                pieces = flat_pieces(value) if flat_at[i] and type(value) is device_array else None
+                if pieces is None:
+                    pieces, retr = [], list[Any]()
+                    kernel._prepare_args(ty, value, stream, retr, pieces)
+                    if retr:  # Numba copied a host array to the device: its launch copies it back
+                        configured(*args)
+                        return
                 _remember(seen[i], value, pieces)
             flat.extend(pieces)
         core_launch(stream, state["config"], state["function"], *flat)
 
     return launch
+
+
+def _device_array_type() -> type | None:
+    """Numba's ``DeviceNDArray`` (``None`` where it cannot be imported)."""
+    try:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    except ImportError:  # pragma: no cover - numba-cuda always has it
+        return None
+    return DeviceNDArray
+
+
+def flat_pieces(value: Any) -> list[Any] | None:
+    """What Numba's ``_prepare_args`` makes of the flat C-contiguous Numba device array ``value`` for a
+    parameter typed as one (no meminfo, no parent, its size, item size, data address, shape and
+    strides), or ``None`` for any other array (Numba flattens it)."""
+    if value.ndim != 1:
+        return None
+    n, itemsize = value.shape[0], value.dtype.itemsize
+    if n > 1 and value.strides[0] != itemsize:
+        return None
+    return [0, 0, n, itemsize, value.device_ctypes_pointer.value or 0, n, itemsize]
 
 
 def _remember(table: dict[int | None, tuple[Any, list[Any]]], value: Any, pieces: list[Any]) -> None:

@@ -4,13 +4,15 @@ fakes, to check what is flattened again and what is reused. On a GPU every kerne
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 
-from runtime.cuda_launch import fast_launch
+from runtime.cuda_launch import fast_launch, flat_pieces
 
 dispatcher_module = pytest.importorskip("numba.cuda.dispatcher", reason="numba's CUDA target")
 
@@ -120,3 +122,83 @@ def test_arrays_made_per_call_are_forgotten_when_they_die(numba_launch: list[tup
         kernel.flattened.clear()  # (the fake's record of them)
     (state,) = [c.cell_contents for c in launch.__closure__ if isinstance(c.cell_contents, dict)]
     assert [len(table) for table in state["seen"]] == [1, 0, 1]
+
+
+class _Memory:
+    """What a Numba ``DeviceNDArray`` asks of its memory (no GPU behind it)."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.size = nbytes
+        self.device_ctypes_pointer = ctypes.c_void_p(address)
+
+    def view(self, start: int, stop: int | None = None) -> _Memory:
+        return _Memory(self.device_ctypes_pointer.value + start, self.size - start)
+
+
+def device_array(shape: tuple[int, ...], dtype: Any, address: int = 0x7F0000000000, step: int = 1) -> Any:
+    """A Numba device array over fake memory (of every ``step``-th element of a C-ordered one)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+
+    host = np.zeros(shape, dtype)
+    host = host[..., ::step] if step > 1 else host
+    memory = _Memory(address, host.nbytes * step)
+    return DeviceNDArray(host.shape, host.strides, host.dtype, stream=0, gpu_data=memory)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32, np.bool_])
+@pytest.mark.parametrize("n", [1, 2, 1000])
+def test_flat_device_arrays_are_flattened_as_numba_does(dtype: Any, n: int) -> None:
+    """``flat_pieces`` gives what Numba's ``_prepare_args`` gives for a flat C-contiguous device array
+    (values and their Python types), without its strided memory view; other layouts are Numba's."""
+    from numba import from_dtype
+    from numba.core import types
+
+    array = device_array((n,), dtype)
+    numbas: list[Any] = []
+    kernel = SimpleNamespace(extensions=[])
+    dispatcher_module._Kernel._prepare_args(
+        kernel, types.Array(from_dtype(np.dtype(dtype)), 1, "C"), array, 0, [], numbas
+    )
+    ours = flat_pieces(array)
+    assert ours == numbas and [type(p) for p in ours] == [type(p) for p in numbas]
+    assert flat_pieces(device_array((n, 2), dtype)) is None
+    assert n == 1 or flat_pieces(device_array((2 * n,), dtype, step=2)) is None
+
+
+def test_flat_device_arrays_skip_numbas_flattening(numba_launch: list[tuple[Any, ...]]) -> None:
+    """A parameter typed as a flat C-contiguous array takes a new Numba device array's pieces from
+    ``flat_pieces``; the kernel flattens only what is not one."""
+    from numba.core import types
+
+    kernel = FakeKernel(3)
+    kernel.argument_types = [types.Array(types.float32, 1, "C"), "array", types.Array(types.float32, 1, "C")]
+    configured, _ = configured_launch(kernel)
+    launch = fast_launch(configured)
+    arena, other = Buffer(1), Buffer(2)
+    launch(device_array((4,), np.float32, 0x1000), arena, other)
+    result = device_array((8,), np.float32, 0x2000)
+    launch(result, arena, other)
+    assert kernel.flattened == [arena, other]  # ``other`` is no device array: Numba's
+    assert numba_launch[-1][1:8] == (0, 0, 8, 4, 0x2000, 8, 4)
+
+
+@pytest.mark.parametrize(
+    "shape, new",
+    [((256, 1024), (262144,)), ((262144,), (256, 1024)), ((2, 3, 4), (24,)), ((1,), ()), ((), (1,))],
+)
+def test_executables_reshape_device_arrays_as_numba_does(
+    shape: tuple[int, ...], new: tuple[int, ...]
+) -> None:
+    """``cuda_executable._reshaped`` (each argument flattened, each result shaped, every call) builds
+    the array Numba's ``reshape`` does: shape, strides, memory and stream."""
+    from runtime.cuda_executable import _reshaped
+
+    array = device_array(shape, np.float32)
+    ours, numbas = _reshaped(array, new), array.reshape(new)
+    assert (ours.shape, ours.strides, ours.dtype, ours.stream) == (
+        numbas.shape,
+        numbas.strides,
+        numbas.dtype,
+        numbas.stream,
+    )
+    assert ours.gpu_data is numbas.gpu_data is array.gpu_data

@@ -346,6 +346,31 @@ def test_elementwise_loops_keep_four_loads_in_flight(what, fn, loads, monkeypatc
     assert not plain_order.replace("a", "").startswith("l" * 2 * loads), (what, plain_order)
 
 
+def _assembled_bytes(ptx: str) -> int:
+    """The size of the sm_90 cubin ptxas makes of ``ptx`` (through nvJitLink, which needs no GPU)."""
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")
+    handle = nvjitlink.create(2, ["-arch=sm_90", "-O3"])
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
+        nvjitlink.complete(handle)
+        return int(nvjitlink.get_linked_cubin_size(handle))
+    finally:
+        nvjitlink.destroy(handle)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_pinned_loads_assemble_for_every_dtype(dtype) -> None:
+    """An unrolled loop's loads pass through ``runtime/cuda_intrinsics.pin``'s inline assembly, which
+    NVVM takes as text: ptxas must accept it for every register class (NVVM alone, as the other PTX
+    tests run, would not notice a wrong one; a GPU would, when it loads the kernel)."""
+    x = np.ones(5000, dtype)
+    fn = (lambda x: ~x) if dtype is np.bool_ else (lambda x: x * 3 + 1)
+    generated = dsl.compile(fn, target="cuda").lower(x).program.generated
+    assert "_pin(" in generated.source
+    for name, ptx in compile_ptx(generated, (9, 0)).items():
+        assert _assembled_bytes(ptx) > 0, name
+
+
 def test_a_band_of_one_element_rows_has_no_barriers() -> None:
     """Two outputs of one vector (siblings: no producer fuses them into one loop) are a band whose
     rows are one element: a thread owns its row, so the kernel has no ``bar.sync`` (it had one after

@@ -6,9 +6,9 @@ array), and a sequence of steps covering every primitive kind: bounded elementwi
 broadcasting binary ops (floor division, remainder and fmod unbounded), comparisons with ``where``
 and counted masks (bool, int64 and casts), reductions, matmul, concatenate/stack, ``arange`` and
 ``full`` sources, random ops (a dropout, uniform noise), copies, views (strided slices with
-``None``, transposes, reshapes, read-only ``broadcast_to``) and writes through them (``v[idx] = e``
-with leading unit dimensions on ``e``, ``v += e``, ``v[idx] += e`` by Python's own protocol), in-place
-methods, integer-array reads and writes
+``None``, transposes, reshapes, read-only ``broadcast_to`` and ``diagonal``) and writes through them
+(``v[idx] = e`` with leading unit dimensions on ``e``, ``v += e``, ``v[idx] += e`` by Python's own
+protocol), in-place methods, integer-array reads and writes
 (``take``, ``v[[i, j, i]] = e`` keeping the last write, ``.at[idx].add`` accumulating repeats), the
 other indexing forms of dsl/gather.py (``v[m] += c`` with a traced boolean mask, a mask beside slices
 ``v[:, m] = c``, integer arrays apart ``v[i, :, j]`` read and ``+=``, ``v[i] += e`` with repeated rows),
@@ -403,6 +403,7 @@ NUMPY: dict[str, Callable[..., Any]] = {
     "lshift": operator.lshift,
     "rshift": operator.rshift,
     "broadcast_to": np.broadcast_to,
+    "diagonal": np.diagonal,
     "sum": np.sum,
     "sum_int32": lambda v, **kw: np.sum(v, dtype=np.int32, **kw),  # accumulates in int32: wraps
     "max": lambda v, **kw: ordered(v, "max", **kw) if v.dtype.kind == "f" else np.max(v, **kw),
@@ -494,6 +495,7 @@ DSL: dict[str, Callable[..., Any]] = {
     "lshift": operator.lshift,
     "rshift": operator.rshift,
     "broadcast_to": dnp.broadcast_to,
+    "diagonal": dnp.diagonal,
     "sum": dnp.sum,
     "sum_int32": lambda v, **kw: dnp.sum(v, dtype=dnp.int32, **kw),
     "max": dnp.max,
@@ -709,6 +711,7 @@ STEP_RUNNERS: dict[str, Callable[..., Any]] = {
     "transpose": lambda env, B, i, axes: env.append(env[i].transpose(axes)),
     "reshape": lambda env, B, i, shape: env.append(env[i].reshape(shape)),
     "broadcast": lambda env, B, i, shape: env.append(B["broadcast_to"](env[i], shape)),
+    "diagonal": lambda env, B, i, *how: env.append(B["diagonal"](env[i], *how)),
     "setitem": lambda env, B, t, index, j: _setitem(env, t, index, j),
     "augmented": lambda env, B, op, t, j: env.__setitem__(
         t, B.get(op, AUGMENTED[op])(env[t], _operand(env, j))
@@ -782,6 +785,7 @@ STEP_LINES: dict[str, Callable[..., str]] = {
     "transpose": lambda new, i, axes: f"{new} = v{i}.transpose({axes})",
     "reshape": lambda new, i, shape: f"{new} = v{i}.reshape({shape})",
     "broadcast": lambda new, i, shape: f"{new} = broadcast_to(v{i}, {shape})",
+    "diagonal": lambda new, i, *how: f"{new} = diagonal(v{i}, {', '.join(map(str, how))})",
     "setitem": lambda new, t, index, j: f"v{t}[{_fmt_index(index)}] = {_o(j)}",
     "augmented": lambda new, op, t, j: f"v{t} {op} {_o(j)}",
     "imatmul": lambda new, t, j: f"v{t} @= v{j}[:n, :n]  # n = v{t}.shape[-1]",
@@ -1208,6 +1212,17 @@ def gen_broadcast(draw, env):
     return ("broadcast", i, (*lead, *shape))
 
 
+def gen_diagonal(draw, env):
+    """A read-only ``diagonal`` view (NumPy's sees later writes to its base: it was a copy here,
+    found by an outside probe, 2026-11-27); a ``broadcast_to`` where no value has two axes."""
+    arrays = [k for k, v in enumerate(env) if isinstance(v, np.ndarray) and v.ndim >= 2]
+    if not arrays:
+        return gen_broadcast(draw, env)
+    i = _pick(draw, arrays)
+    axis1, axis2 = draw(st.permutations(range(env[i].ndim)))[:2]
+    return ("diagonal", i, draw(st.integers(-2, 2)), axis1, axis2)
+
+
 def gen_int_unary(draw, env):
     return ("unary", draw(st.sampled_from(INT_UNARY)), _pick(draw, range(len(env))))
 
@@ -1531,6 +1546,7 @@ GENERATORS = {
     "copy": gen_copy,
     "view": gen_view,
     "broadcast": gen_broadcast,
+    "diagonal": gen_diagonal,
     "setitem": gen_setitem,
     "augmented": gen_augmented,
     "method": gen_method,
@@ -1547,6 +1563,7 @@ INT_GENERATORS = {
     "copy": gen_copy,
     "view": gen_view,
     "broadcast": gen_broadcast,
+    "diagonal": gen_diagonal,
     "setitem": gen_setitem,
     "augmented": gen_augmented,
     "library": gen_library,

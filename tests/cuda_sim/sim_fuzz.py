@@ -51,7 +51,10 @@ GRAD_BATCH = 8
 # sums and means (another order), matmuls, scatter-adds, loops and branches.
 EXACT_UNARY = {"log1p", "sqrt", "reciprocal", "abs", "sign", "negative", "relu", "dropout", "noise"}
 EXACT_UNARY.add("truncate")
-EXACT_CALLS = EXACT_UNARY | set(fuzz.BINARY) - {"power"} | set(fuzz.INT_BINARY) | set(fuzz.INT_UNARY)
+# (the fuzzer's divide and power take a tanh of their second operand: libdevice's, within an ulp of
+# libm's; a divide was compared bit for bit until a draw of 2026-11-27 differed in its last bit)
+TANH_OF_OPERAND = {"power", "divide"}
+EXACT_CALLS = EXACT_UNARY | set(fuzz.BINARY) - TANH_OF_OPERAND | set(fuzz.INT_BINARY) | set(fuzz.INT_UNARY)
 EXACT_METHODS = {"clip_", "abs_", "neg_", "relu_", "scale_", "zero_", "fill_", *fuzz.METHODS_WITH_SOURCE}
 MOVING = {"where", "count", "join", "arange", "full", "copy", "slice", "transpose", "reshape", "broadcast"}
 EXACT_LIBRARY = {"argmax", "argmin", "argmax_f64", "argmin_f64", "clip", "pad", "take_along_axis"}

@@ -75,7 +75,8 @@ from compiler.passes.rows import BandCosts
 from compiler.prims.base import Reducer
 
 SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
-LIGHT_SCRATCH = 64  # bytes of partial scalars a block may keep in global scratch and take FILLB blocks
+LIGHT_SCRATCH = 32  # bytes of partial scalars a block may keep in global scratch and fill the GPU
+SM_THREADS, SM_SHARED_BYTES = 2048, 228 * 1024  # what an SM of an H100 or H200 holds (``_resident``)
 
 
 @dataclass
@@ -162,7 +163,7 @@ def band_kernel(
     members = [g for g in band.groups if g not in band.tail]
     ct = _threads_per_row(band)
     stores = _stores(band, names, name, GPU.TPB // min(GPU.TPB, ct))  # rows per block on a GPU
-    cap = _block_cap(band, members, stores)
+    cap = _block_cap(band, members, stores, ct)
     # (threads per row, rows per block, blocks) on a GPU; scratch is sized for the larger of a GPU's
     # launch and the simulator's (which may take more blocks of fewer rows)
     launches = [_launch(sizes, ct, band.rows, cap) for sizes in (GPU, SIM)]
@@ -263,22 +264,32 @@ def band_costs(mode: str, siblings: bool = True) -> BandCosts | None:
     return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel", siblings=together)
 
 
-def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store]) -> str:
-    """The launch size (``LaunchSizes``' field) a band's blocks are capped at. A block that keeps
+def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store], ct: int) -> str:
+    """The most blocks a band takes, as an expression of the module's launch sizes. A block that keeps
     partial results or rows in global scratch has a slot of its own there, so such a band takes at
-    most ``BANDB`` blocks (each striding over more rows), not one per row; but where each block's
-    slot is a few scalars (full reductions: a loss), at most ``LIGHT_SCRATCH`` bytes, ``FILLB``
-    blocks, enough to fill the GPU (256 blocks of one row of 256 threads are two blocks an SM on an
-    H100, a quarter of its threads: layer norm's row kernel took 1.37 ms for a pass JAX's kernels
-    make in 1.13, benchmarks/results/2026-11-27-gpu-lease-b.md). Without per-block scratch, ``MAXB``."""
+    most ``BANDB`` blocks (each striding over more rows), not one per row. But where each block's slot
+    is a few scalars (full reductions: a loss), at most ``LIGHT_SCRATCH`` bytes, it takes one wave of
+    the blocks the GPU holds at once (``SMS`` times those an SM holds, ``_resident``): every SM
+    busy, the rows split evenly, and a partial per block (256 blocks of one row of 256 threads were
+    two blocks an SM on an H100: layer norm's row kernel took 1.37 ms for a pass JAX's kernels make in
+    1.13, benchmarks/results/2026-11-27-gpu-lease-b.md). Without per-block scratch, ``MAXB``."""
     global_rows = any(not s.shared for v, s in stores.items() if v in band.local)
     partials = [g for g in members if 0 in g.reduced_axes]
     if not global_rows and not partials:
         return "MAXB"
     if global_rows or any(g.root.result.type.size != 1 for g in partials):
         return "BANDB"
-    light = sum(_partial_wide(g).itemsize for g in partials) <= LIGHT_SCRATCH
-    return "FILLB" if light else "BANDB"
+    if sum(_partial_wide(g).itemsize for g in partials) > LIGHT_SCRATCH:
+        return "BANDB"
+    rt = GPU.TPB // min(GPU.TPB, ct)
+    rows = sum(s.size * s.dtype.itemsize for s in stores.values() if s.shared) * rt
+    return f"SMS * {_resident(rows + 2 * GPU.TPB * 8)}"  # (two trees of float64 at most)
+
+
+def _resident(shared_bytes: int) -> int:
+    """How many blocks of ``GPU.TPB`` threads and ``shared_bytes`` of shared memory an SM of an H100
+    or H200 holds at once (registers permitting)."""
+    return max(1, min(SM_THREADS // GPU.TPB, SM_SHARED_BYTES // max(shared_bytes, 1)))
 
 
 def _partial_wide(group: Group) -> DType:
@@ -290,10 +301,12 @@ def _partial_wide(group: Group) -> DType:
 
 def _launch(sizes: LaunchSizes, ct: int, rows: int, cap: str) -> tuple[int, int, int]:
     """A band kernel's (threads per row, rows per block, blocks) under ``sizes``, its blocks capped
-    at the launch size ``cap`` (as the module's ``_CT``, ``_RT`` and ``_G`` constants compute them)."""
+    at ``cap`` (``_block_cap``: a launch size, or one times a number), as the module's ``_CT``, ``_RT``
+    and ``_G`` constants compute them."""
     ct = min(sizes.TPB, ct)
     rt = sizes.TPB // ct
-    return ct, rt, max(1, min(-(-rows // rt), getattr(sizes, cap)))
+    size, _, times = cap.partition(" * ")
+    return ct, rt, max(1, min(-(-rows // rt), getattr(sizes, size) * int(times or 1)))
 
 
 def _spread(group: Group) -> int:
@@ -505,7 +518,7 @@ def _combine_partials(
 ) -> CudaKernel:
     """Each output's partials combined in a fixed order (deterministic): for fewer outputs than
     ``SPLIT_OUTPUTS`` (a loss: one), a block per output whose threads take fixed slots and then
-    the block's tree, as a split reduction's second pass does (``FILLB`` blocks' partials, a serial
+    the block's tree, as a split reduction's second pass does (a GPU's wave of blocks' partials, a serial
     loop of dependent loads for one thread); else a thread per output, its slots in order."""
     out = group.root.result
     dtype = out.type.dtype

@@ -5,6 +5,7 @@ scratch it asks the memory plan for (the simulator's launches need no more of it
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 
@@ -15,7 +16,7 @@ class LaunchSizes:
     TPB: int
     MAXB: int
     BANDB: int
-    FILLB: int
+    SMS: int
     COLS: int
     LANES: int
     TILE: int
@@ -26,12 +27,14 @@ MEANING = {  # printed beside each size in generated modules
     "TPB": "threads per block of loops and reductions (a power of two)",
     "MAXB": "blocks of a grid-stride launch",
     "BANDB": "blocks of a band kernel with global scratch per block (partials, rows)",
-    "FILLB": "blocks of a band kernel whose scratch per block is a few scalars (enough to fill the GPU)",
+    "SMS": "streaming multiprocessors (a band whose blocks keep a few scalars takes a wave of blocks)",
     "COLS": "column reductions: outputs per block (one warp's consecutive columns)...",
     "LANES": "... and threads per output in a block (rows lane, lane + LANES, ...)",
     "TILE": "matmul threads per block edge; each computes MICRO x MICRO outputs",
     "MAXG": "blocks along y and z",
 }
-# FILLB: an H100's 132 SMs take 8 blocks of 256 threads each (a band's shared rows may allow fewer)
-GPU = LaunchSizes(TPB=256, MAXB=8192, BANDB=256, FILLB=1024, COLS=32, LANES=8, TILE=16, MAXG=65535)
-SIM = LaunchSizes(TPB=8, MAXB=2, BANDB=2, FILLB=2, COLS=4, LANES=2, TILE=4, MAXG=2)
+# SMS: an H100's and an H200's (compiler/kernel/cuda/bands._block_cap); DSL_CUDA_SMS (read at import)
+# sets it for an A/B (43: about the 256 blocks of BANDB that layer norm's band took before 2026-11-27)
+_SMS = int(os.environ.get("DSL_CUDA_SMS", "").strip() or 132)
+GPU = LaunchSizes(TPB=256, MAXB=8192, BANDB=256, SMS=_SMS, COLS=32, LANES=8, TILE=16, MAXG=65535)
+SIM = LaunchSizes(TPB=8, MAXB=2, BANDB=2, SMS=1, COLS=4, LANES=2, TILE=4, MAXG=2)
