@@ -172,9 +172,8 @@ class Array:
         if readonly:
             raise tracing.user_error(
                 ReadOnlyError,
-                f"assignment destination is read-only: {request} writes into a view made by "
-                f"{readonly[0]} (broadcast_to, or diagonal), a view NumPy makes read-only; write into "
-                "a copy instead (.copy())",
+                f"assignment destination is read-only: {request} writes into a read-only view (made "
+                "by broadcast_to or diagonal, as NumPy's are); write into a copy instead (.copy())",
             )
         trace = tracing.current()
         if not trace.owns(storage.value):

@@ -26,7 +26,7 @@ from dsl import ops, pytree, scalar_args, tracing
 from dsl.array import Array, Storage, Strides, argument_shadow, argument_strides
 from dsl.binding import Binder, CallError, Default, Layout, argnums_tuple
 from dsl.errors import DSLError, TraceError
-from runtime.cuda_executable import device_layout, is_device_array, is_numba_device_array
+from runtime.cuda_executable import device_layout, is_device_array, is_plain_device_array
 from runtime.devices import resolve_target
 from runtime.errors import DeviceError
 
@@ -475,7 +475,7 @@ def _fast_leaf_key(leaf: Any) -> Any:
         return (leaf.shape, leaf.dtype, None if leaf.flags.c_contiguous else _leaf_strides(leaf))
     if kind is float or kind is int or kind is bool:
         return kind
-    if is_numba_device_array(leaf):  # (marked: a NumPy array's program may be a CPU one, which refuses it)
+    if is_plain_device_array(leaf):  # (marked: a NumPy array's program may be a CPU one, which refuses it)
         strides = None if leaf.is_c_contiguous() else _leaf_strides(leaf)
         return ("device", leaf.shape, leaf.dtype, strides)
     return None

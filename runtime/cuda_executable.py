@@ -41,6 +41,7 @@ _NUMBA_ARRAYS = ("DeviceNDArray", "MappedNDArray", "ManagedNDArray")
 
 
 _numba_array_types: dict[type, bool] = {}  # type -> whether it is one of Numba's device arrays
+_plain_array_types: dict[type, bool] = {}  # type -> whether it is Numba's ``DeviceNDArray`` itself
 
 
 def is_numba_device_array(x: Any) -> bool:
@@ -50,6 +51,16 @@ def is_numba_device_array(x: Any) -> bool:
     known = _numba_array_types.get(t)
     if known is None:
         known = _numba_array_types[t] = t.__name__ in _NUMBA_ARRAYS and t.__module__.startswith("numba")
+    return known
+
+
+def is_plain_device_array(x: Any) -> bool:
+    """Whether ``x`` is Numba's ``DeviceNDArray`` (not a mapped or managed array: those are NumPy
+    arrays too, and lack some of its methods, ``is_c_contiguous``)."""
+    t = type(x)
+    known = _plain_array_types.get(t)
+    if known is None:
+        known = _plain_array_types[t] = t.__name__ == "DeviceNDArray" and is_numba_device_array(x)
     return known
 
 
@@ -95,7 +106,7 @@ def device_address(x: Any) -> int:
 
 def _extent(x: Any) -> tuple[int, int]:
     """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
-    if is_numba_device_array(x) and x.size and x.is_c_contiguous():  # (the common case, read cheaply)
+    if is_plain_device_array(x) and x.size and x.is_c_contiguous():  # (the common case, read cheaply)
         ptr = int(x.device_ctypes_pointer.value or 0)
         return ptr, ptr + x.size * x.dtype.itemsize
     ptr, dtype, shape, strides = device_layout(x)
@@ -111,24 +122,18 @@ def _extent(x: Any) -> tuple[int, int]:
 
 def _reshaped(x: Any, shape: tuple[int, ...]) -> Any:
     """The C-contiguous device array ``x`` as ``shape`` (as many elements), sharing its memory: a
-    Numba ``DeviceNDArray`` built directly (``x.reshape`` costs ~10 us on the CI machine, a call
-    reshapes each argument and result), anything else through its ``reshape``."""
+    Numba ``DeviceNDArray`` built directly, as its ``reshape`` builds it (which costs ~9 us on the CI
+    machine, and a call reshapes each argument and result), anything else through its ``reshape``."""
     if tuple(x.shape) == shape:
         return x
-    kind = type(x)
-    if (
-        kind.__name__ != "DeviceNDArray"
-        or not is_numba_device_array(x)
-        or not x.size
-        or not x.is_c_contiguous()
-    ):
+    if not is_plain_device_array(x) or not x.size or not x.is_c_contiguous():
         return x.reshape(shape)
     strides: list[int] = []
     step = x.dtype.itemsize
     for n in reversed(shape):
         strides.insert(0, step)
         step *= n
-    return kind(shape, tuple(strides), x.dtype, stream=x.stream, gpu_data=x.gpu_data)
+    return type(x)(shape, tuple(strides), x.dtype, gpu_data=x.gpu_data)  # (stream 0, as Numba's reshape)
 
 
 class CudaExecutable(ArgumentChecks):

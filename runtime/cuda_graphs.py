@@ -234,6 +234,8 @@ def _blas_workspace_bytes(cuda: Any) -> int:
 
 
 _pool_ready: set[int] = set()
+# a stream -> the context of its first pool allocation (its device's: a stream belongs to one context)
+_stream_contexts: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 _capturing = threading.local()  # ``on``: this thread is capturing a graph (``capture``)
 
 
@@ -253,8 +255,9 @@ def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) 
     if not nbytes:
         return cuda.device_array(shape, dtype, stream=stream)
     driver, handle = _driver(), int(stream)
-    # (a Numba stream knows its context; ``cuda.current_context()`` looks it up anew at every call)
-    context = getattr(stream, "context", None) or cuda.current_context()
+    context = _stream_contexts.get(stream)  # (``cuda.current_context()`` looks it up anew each call)
+    if context is None:
+        context = _stream_contexts[stream] = cuda.current_context()
     if context.device.id not in _pool_ready:  # keep freed blocks for the next call
         _keep_pool_memory(driver, context.device.id)
     ptr = int(check(driver.cuMemAllocAsync(nbytes, handle), "cuMemAllocAsync"))

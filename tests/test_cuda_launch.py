@@ -162,7 +162,15 @@ def test_flat_device_arrays_are_flattened_as_numba_does(dtype: Any, n: int) -> N
     ours = flat_pieces(array)
     assert ours == numbas and [type(p) for p in ours] == [type(p) for p in numbas]
     assert flat_pieces(device_array((n, 2), dtype)) is None
-    assert n == 1 or flat_pieces(device_array((2 * n,), dtype, step=2)) is None
+    strided = device_array((2 * n,), dtype, step=2)  # (one element of a stride of two: Numba's stride)
+    if n == 1:
+        numbas = []
+        dispatcher_module._Kernel._prepare_args(
+            kernel, types.Array(from_dtype(np.dtype(dtype)), 1, "C"), strided, 0, [], numbas
+        )
+        assert flat_pieces(strided) == numbas
+    else:
+        assert flat_pieces(strided) is None
 
 
 def test_flat_device_arrays_skip_numbas_flattening(numba_launch: list[tuple[Any, ...]]) -> None:
@@ -194,6 +202,7 @@ def test_executables_reshape_device_arrays_as_numba_does(
     from runtime.cuda_executable import _reshaped
 
     array = device_array(shape, np.float32)
+    array.stream = object()  # (a call's arrays are on the executable's stream; Numba's reshape gives 0)
     ours, numbas = _reshaped(array, new), array.reshape(new)
     assert (ours.shape, ours.strides, ours.dtype, ours.stream) == (
         numbas.shape,
@@ -202,3 +211,16 @@ def test_executables_reshape_device_arrays_as_numba_does(
         numbas.stream,
     )
     assert ours.gpu_data is numbas.gpu_data is array.gpu_data
+
+
+def test_mapped_arrays_are_host_arrays_to_a_call() -> None:
+    """Numba's mapped (and managed) arrays are NumPy arrays with device memory, and lack some of
+    ``DeviceNDArray``'s methods: a call keys and checks them as the NumPy arrays they also are (the
+    device arrays' attribute-read signature took them too, and raised, found by review)."""
+    from numba.cuda.cudadrv.devicearray import MappedNDArray
+
+    import dsl
+
+    mapped = np.arange(6.0).view(MappedNDArray)
+    mapped.device_setup(_Memory(0x1000, 48))
+    np.testing.assert_array_equal(dsl.compile(lambda x: x * 2.0, target="cpu")(mapped), np.arange(6.0) * 2.0)
