@@ -22,6 +22,7 @@ import dsl.numpy as dnp
 from compiler.codegen import compile_ptx
 from compiler.ir.core import Function, Op, Value
 from compiler.ir.verify import verify
+from compiler.pipeline import option_defaults
 
 if not PTX_AVAILABLE:
     pytest.skip(PTX_UNAVAILABLE, allow_module_level=True)
@@ -344,6 +345,24 @@ def test_elementwise_loops_keep_four_loads_in_flight(what, fn, loads, monkeypatc
     assert order.replace("a", "").startswith("l" * 4 * loads + "s"), (what, order)
     (plain_order,) = plain.values()
     assert not plain_order.replace("a", "").startswith("l" * 2 * loads), (what, plain_order)
+
+
+@pytest.mark.parametrize("axis", [0, 1, None], ids=["columns", "rows", "all"])
+def test_reduction_loops_keep_four_loads_in_flight(axis, monkeypatch) -> None:
+    """A reduction kernel's loop runs 4 iterations at once too: their loads before any arithmetic
+    (the column kernel of layer norm's gradients loaded one iteration, divided, then loaded the next);
+    the plain loop loads, then computes."""
+    x = _f32(512, 300)
+
+    def fn(x):
+        return (x / (1.5 + x * x)).sum(axis=axis)
+
+    with option_defaults(row_fusion=False):
+        unrolled = _global_memory_order(fn, (x,), 4, monkeypatch)
+        plain = _global_memory_order(fn, (x,), 1, monkeypatch)
+    first = [order for name, order in unrolled.items() if "reduce" in name][0]
+    assert first.startswith("llll"), (axis, unrolled)
+    assert not [order for name, order in plain.items() if "reduce" in name][0].startswith("ll"), plain
 
 
 def _assembled_bytes(ptx: str) -> int:

@@ -92,9 +92,10 @@ class For:
     # arrays of the iteration's shape (``View``s of ``stop`` elements), so a chunk of it may slice them
     flat: bool = False
     step: int | str = 1
-    # a GPU grid-stride loop whose thread runs ``unroll`` iterations at once (``unrolled``: their
-    # loads first, their stores last, so that a thread has that many loads in flight); a kernel
-    # builder's choice, which the CPU printer ignores (the iterations are independent either way)
+    # a GPU loop (grid-stride, or a reduction's) whose thread runs ``unroll`` iterations at once (the
+    # CUDA printer's ``_unrolled``: their loads first, their stores last, their arithmetic in order, so
+    # that a thread has that many loads in flight); a kernel builder's choice, which the CPU printer
+    # ignores
     unroll: int = 1
 
     def range_text(self) -> str:

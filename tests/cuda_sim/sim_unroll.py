@@ -12,6 +12,7 @@ import pytest
 
 import dsl
 import dsl.numpy as dnp
+from compiler.pipeline import option_defaults
 
 RNG = np.random.default_rng(17)
 SIZES = [1, 47, 48, 49, 63, 64, 65, 200]
@@ -71,3 +72,36 @@ def test_the_unrolled_loop_is_in_the_module(monkeypatch: pytest.MonkeyPatch) -> 
     assert "while g_b + 3 * g_s < 100:" in source and "_u3_" in source, source
     monkeypatch.setenv("DSL_CUDA_UNROLL", "1")
     assert "while g_b" not in dsl.compile(_chain, target="cuda").lower(x, x).source()
+
+
+# Reductions' loops unroll too (``loops.reduce_kernel``'s ``accumulate``): their loads issued first,
+# their sums in the plain loop's order. One reduction per program (two and more reductions of a row
+# become a band): a full sum (split into chunks past 2**16), sums over either axis (a block per row;
+# a column kernel), a NaN-propagating max, and a sum of a gather of loaded positions (the positions'
+# loads issued early, not the gather's).
+REDUCTIONS = {
+    "full": (lambda x, i: (x / (1.5 + x * x)).sum(), (203, 5)),
+    "split": (lambda x, i: (x / (1.5 + x * x)).sum(), (300, 300)),
+    "rows": (lambda x, i: (x / (1.5 + x * x)).sum(axis=1), (3, 301)),
+    "columns": (lambda x, i: (x / (1.5 + x * x)).sum(axis=0), (203, 5)),
+    "max": (lambda x, i: dnp.max(x * 2.0, axis=1), (6, 37)),
+    "gathered": (lambda x, i: x[i % x.shape[0]].sum(), (141, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(REDUCTIONS))
+def test_unrolled_reductions_match_the_plain_loop_and_the_cpu(name: str, monkeypatch) -> None:
+    fn, shape = REDUCTIONS[name]
+    x = RNG.standard_normal(shape)
+    x.flat[::17] = np.nan if name == "max" else x.flat[::17]
+    i = np.arange(shape[0] * 2) * 7
+    got = {}
+    for unroll in ("4", "1"):
+        monkeypatch.setenv("DSL_CUDA_UNROLL", unroll)
+        with option_defaults(row_fusion=name != "gathered"):
+            compiled = dsl.compile(fn, target="cuda")
+            source = compiled.lower(x, i).source()
+            got[unroll] = _host(compiled(x, i))
+        assert ("while r_b + 3 * r_s < " in source and "_l3_" in source) == (unroll == "4"), source
+    np.testing.assert_array_equal(got["4"], got["1"], err_msg=f"{name}: unrolled against plain")
+    np.testing.assert_allclose(got["4"], dsl.compile(fn, target="cpu")(x, i), rtol=1e-12, err_msg=name)

@@ -6,6 +6,7 @@ none: the module's ``SIM`` constant picks one, and Numba drops the other branch 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from compiler.ir.types import DType
@@ -55,18 +56,23 @@ def _gpu_statement(s: Stmt) -> list[str] | None:
 
 
 def _unrolled(loop: For) -> list[str]:
-    """A grid-stride loop (``For.unroll``, ``kernel/cuda/loops.unrollable``) as a ``while`` whose
-    trip runs ``unroll`` of the thread's iterations, ``step`` apart: first the loads of every
-    iteration at the loop's own position (``_l{k}_{j}``, ``_hoisted``), then every iteration's
-    statements with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's
-    remaining iterations one at a time. A variable an iteration defines may be redefined by the next
-    (Numba's SSA keeps them apart), and no store comes before the last load.
+    """A loop (``For.unroll``, ``kernel/cuda/loops.unrollable``: an elementwise grid-stride loop, or
+    a reduction's loop) as a ``while`` whose trip runs ``unroll`` of the thread's iterations, ``step``
+    apart: first the loads of every iteration whose position needs no loaded value (``_l{k}_{j}``,
+    ``_hoisted``), after the index statements they need; then every iteration's statements in order
+    (an accumulator adds them in the plain loop's order: the same bits), with its stores' values kept
+    (``_u{k}_{j}``), then the stores; then the thread's remaining iterations one at a time. A variable
+    an iteration defines may be redefined by the next (Numba's SSA keeps them apart), and no store
+    comes before the last load.
 
     Each hoisted load is pinned there (``_pin``: ``runtime/cuda_intrinsics.py``): LLVM otherwise sinks
     it to its first use, and ptxas then keeps it behind the previous iteration's branches (a float
     division's slow path), so that a thread had one load in flight, not ``unroll``."""
     var, u = loop.var, loop.unroll
     base, step = f"{var}_b", f"{var}_s"
+    body = loop.body
+    assert all(isinstance(s, Line) for s in body), "kernel/cuda/loops.unrollable: straight-line statements"
+    hoisted, index = _hoisted(body, var)  # type: ignore[arg-type]
     loads: list[str] = []
     trip: list[str] = []
     stores: list[str] = []
@@ -75,14 +81,15 @@ def _unrolled(loop: For) -> list[str]:
         loads.append(at)
         trip.append(at)
         stores.append(at)
-        for j, s in enumerate(loop.body):
-            assert isinstance(s, Line), "kernel/cuda/loops.unrollable: straight-line statements only"
-            hoisted = _hoisted(s, var)
-            if hoisted is not None:
-                name, access = hoisted
+        for j, s in enumerate(body):
+            assert isinstance(s, Line)
+            if j in hoisted:
+                name, access = hoisted[j]
                 loads.append(f"_l{k}_{j} = _pin({access})")  # (runtime/cuda_intrinsics.py)
                 trip.append(f"{name} = _l{k}_{j}")
                 continue
+            if j in index:
+                loads.append(str(s.text))
             if not s.writes:
                 trip.append(s.text)
                 continue
@@ -99,16 +106,44 @@ def _unrolled(loop: For) -> list[str]:
     ]
 
 
-def _hoisted(s: Line, var: str) -> tuple[str, str] | None:
-    """``(name, element)`` of a statement that only loads one element at the loop's own position
-    (``name = array[var]``), which an unrolled trip issues before its arithmetic; ``None`` for the
-    rest (loads of broadcast operands at other positions stay where they are)."""
-    if s.writes or len(s.reads) != 1 or s.reads[0].index != (var,):
-        return None
-    name, sep, value = str(s.text).partition(" = ")
-    if not sep or value != text(s.reads[0]) or not name.isidentifier():
-        return None
-    return name, value
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def _hoisted(body: list[Line], var: str) -> tuple[dict[int, tuple[str, str]], set[int]]:
+    """An unrolled loop's loads an iteration may issue before its arithmetic, ``{j: (name,
+    element)}`` (statements ``name = array[index]``), and the index statements they need, ``{j}``
+    (statements that neither load nor store and compute from no loaded value: ``i0 = r``). A name
+    is *loaded* if any statement of the body defines it from a load or from a loaded name (an
+    accumulator, a temporary), wherever it stands, so that no hoisted statement reads a value an
+    earlier iteration's arithmetic changes; a load whose index reads a loaded name stays in place."""
+    parts = [str(s.text).partition(" = ") for s in body]
+    defined = [name if sep and name.isidentifier() else None for name, sep, _ in parts]
+    uses = [set(_NAME.findall(value if sep else name)) for name, sep, value in parts]
+    loaded = {d for s, d in zip(body, defined, strict=True) if s.reads and d}
+    grown = True
+    while grown:  # names computed from loaded ones, anywhere in the body
+        new = {d for d, u in zip(defined, uses, strict=True) if d and u & loaded} - loaded
+        loaded |= new
+        grown = bool(new)
+    hoisted: dict[int, tuple[str, str]] = {}
+    index: set[int] = set()
+    used_before: set[str] = set()  # (a name read before its statement carries the last iteration's)
+    for j, s in enumerate(body):
+        name, value = defined[j], parts[j][2]
+        if not s.writes and name is not None and name not in used_before:
+            if not s.reads:  # (one reading a loaded name is loaded itself: the fixpoint above)
+                if name not in loaded:
+                    index.add(j)
+            elif len(s.reads) == 1 and value == text(s.reads[0]) and not uses[j] & loaded:
+                hoisted[j] = (name, value)
+        used_before |= uses[j]
+    needed = set().union(*(uses[j] for j in hoisted))  # only the index statements the loads read
+    for j in sorted(index, reverse=True):
+        if defined[j] in needed:
+            needed |= uses[j]
+        else:
+            index.discard(j)
+    return hoisted, index
 
 
 def _block_reduce(r: BlockReduce) -> list[str]:

@@ -229,7 +229,10 @@ def reduce_kernel(spec: KernelSpec) -> CudaKernel | None:
 
     def accumulate(stop: int | str, start: int | str = 0, step: int | str = 1) -> list[Stmt]:
         per_r = [*index_stmts(inner, red_ix + flat), *inner]
-        return [*(Line(f"{o.acc} = {o.identity}") for o in outs), For("r", stop, per_r, start, step=step)]
+        loop = For("r", stop, per_r, start, step=step)
+        if unrollable(loop):  # its loads issued several iterations ahead (its sums in the same order)
+            loop.unroll = unroll_factor()
+        return [*(Line(f"{o.acc} = {o.identity}") for o in outs), loop]
 
     o_index = index_stmts(inner, kept_ix)
     o_name = spec.names[out]
