@@ -5,6 +5,7 @@ legality (kernel/cpu/regions.py), each from the recorded loads and stores, never
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dsl
 from compiler.compilation import option_defaults
@@ -126,3 +127,61 @@ def test_kernels_equal_up_to_their_buffers_are_one_function() -> None:
     assert "def k0_mul_chunk(ch, frame):" in shared  # the first defines it, the second calls it
     want = np.tanh(np.tanh(x) * 2.0 @ w) * 2.0
     np.testing.assert_allclose(dsl.compile(f)(x, w), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["index", "gathered", "carried", "forward", "twice", "tuple", "augmented"],
+)
+def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
+    """The CUDA printer's unrolled loop (``_unrolled``: the loads it can issue first, ``_hoisted``)
+    as plain Python against the plain loop, on bodies the kernel builders make (an index statement
+    then loads, a load at a loaded position) and on shapes its reading of the statements must refuse
+    to reorder (a carried index, one defined after its use or twice, a tuple target, ``+=``): these
+    hoisted a stale load before (a review's cases, 2026-11-27)."""
+    from compiler.codegen.cuda.printer import _unrolled
+    from compiler.kernel.ir import Access, For, Line, print_python
+
+    a, b = Access("a", ("k",)), Access("b", ("k",))
+    bodies = {
+        "index": [Line("k = r * 2"), Line("t0 = a[k]", (a,)), Line("acc = acc + t0 / (1.0 + t0)")],
+        "gathered": [
+            Line("t0 = a[r]", (Access("a", ("r",)),)),
+            Line("k = int(t0) % 50"),
+            Line("t1 = b[k]", (b,)),
+            Line("acc = acc + t1"),
+        ],
+        "carried": [Line("k = k + 2"), Line("t0 = a[k]", (a,)), Line("acc = acc + t0")],
+        "forward": [Line("t0 = a[k]", (a,)), Line("k = r * 3"), Line("acc = acc + t0")],
+        "twice": [
+            Line("k = r"),
+            Line("t0 = a[k]", (a,)),
+            Line("k = r + 1"),
+            Line("t1 = b[k]", (b,)),
+            Line("acc = acc + t0 + t1"),
+        ],
+        "tuple": [
+            Line("q = a[r]", (Access("a", ("r",)),)),
+            Line("k, w = divmod(int(q), 5)"),
+            Line("t2 = b[k]", (b,)),
+            Line("acc = acc + t2"),
+        ],
+        "augmented": [
+            Line("t0 = a[r]", (Access("a", ("r",)),)),
+            Line("acc += t0"),
+            Line("t1 = b[int(acc) % 50]", (Access("b", ("int(acc) % 50",)),)),
+            Line("acc += t1"),
+        ],
+    }
+    body = bodies[name]
+    unrolled = For("r", "n", body, 0, step=1)
+    unrolled.unroll = 4
+    results = []
+    for code in (
+        "\n".join(_unrolled(unrolled)),
+        "\n".join(print_python([For("r", "n", body, 0)], 0, prange=False)),
+    ):
+        env = {"a": np.arange(100.0) * 1.5, "b": np.arange(100.0) ** 2, "n": 10, "k": 0, "acc": 0.0}
+        exec(code, {**env, "_pin": lambda v: v}, env)  # noqa: S102 (the printers' own text)
+        results.append(env["acc"])
+    assert results[0] == results[1], (name, results)

@@ -112,14 +112,25 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 def _hoisted(body: list[Line], var: str) -> tuple[dict[int, tuple[str, str]], set[int]]:
     """An unrolled loop's loads an iteration may issue before its arithmetic, ``{j: (name,
     element)}`` (statements ``name = array[index]``), and the index statements they need, ``{j}``
-    (statements that neither load nor store and compute from no loaded value: ``i0 = r``). A name
-    is *loaded* if any statement of the body defines it from a load or from a loaded name (an
-    accumulator, a temporary), wherever it stands, so that no hoisted statement reads a value an
-    earlier iteration's arithmetic changes; a load whose index reads a loaded name stays in place."""
+    (statements that neither load nor store and compute from no loaded value: ``i0 = r``).
+
+    A name is *loaded* if any statement of the body defines it from a load or from a loaded name (an
+    accumulator, a temporary), wherever it stands, or defines it twice, or from itself: no hoisted
+    statement reads a value an earlier iteration's arithmetic changes, and a load whose index reads
+    a loaded name, or a name the body defines only later (the last iteration's), stays in place. A
+    body with a statement this reading cannot follow (not ``name = value`` and not a store) hoists
+    nothing."""
     parts = [str(s.text).partition(" = ") for s in body]
     defined = [name if sep and name.isidentifier() else None for name, sep, _ in parts]
+    if any(d is None and not s.writes for s, d in zip(body, defined, strict=True)):
+        return {}, set()
     uses = [set(_NAME.findall(value if sep else name)) for name, sep, value in parts]
-    loaded = {d for s, d in zip(body, defined, strict=True) if s.reads and d}
+    seen: set[str] = set()
+    loaded = set()
+    for s, d, u in zip(body, defined, uses, strict=True):
+        if d and (s.reads or d in seen or d in u):
+            loaded.add(d)
+        seen |= {d} if d else set()
     grown = True
     while grown:  # names computed from loaded ones, anywhere in the body
         new = {d for d, u in zip(defined, uses, strict=True) if d and u & loaded} - loaded
@@ -130,7 +141,8 @@ def _hoisted(body: list[Line], var: str) -> tuple[dict[int, tuple[str, str]], se
     used_before: set[str] = set()  # (a name read before its statement carries the last iteration's)
     for j, s in enumerate(body):
         name, value = defined[j], parts[j][2]
-        if not s.writes and name is not None and name not in used_before:
+        later = {d for d in defined[j + 1 :] if d}  # (read here, defined after: the last iteration's)
+        if not s.writes and name is not None and name not in used_before and not uses[j] & later:
             if not s.reads:  # (one reading a loaded name is loaded itself: the fixpoint above)
                 if name not in loaded:
                     index.add(j)
