@@ -136,19 +136,19 @@ for step in $steps; do
         # graph call's host time goes (cProfile: graphs_profile.txt; its output goes to a file, since a
         # pipe into `head` ended the 2026-11-27 lease b's run before it wrote the profile)
         echo "=== bench_gpu, cpu size ($(date +%T))"
-        timeout 150 $PY benchmarks/bench_gpu.py --sizes cpu --rounds 2 --budget-s 110 --child-timeout 60 \
+        timeout 120 $PY benchmarks/bench_gpu.py --sizes cpu --rounds 2 --budget-s 85 --child-timeout 50 \
             --out "$OUT/gpu_cpu.md" > "$OUT/bench_cpu.log" 2>&1
         grep -v '^{' "$OUT/bench_cpu.log" | grep -v -i warn | head -24
         echo "=== graphs timings ($(date +%T))"
-        timeout 100 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
+        timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
             --profile-out "$OUT/graphs_profile.txt" > "$OUT/graphs.log" 2>&1
         grep -v -i warn "$OUT/graphs.log" | head -14
         # the A/Bs of session 19's kernels (the default: `lease`'s gpu.md): the unrolled loop's pinned
         # loads against the plain loop, and a loss band's wave of blocks (792) against about the 256 before
         echo "=== A/B ($(date +%T))"
         for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_SMS=43; do
-            env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,layer --peers jax \
-                --rounds 2 --child-timeout 50 --out "$OUT/ab.md" > /dev/null 2>&1
+            env $ab timeout 75 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,layer --peers jax \
+                --rounds 2 --child-timeout 40 --out "$OUT/ab.md" > /dev/null 2>&1
             echo "$ab"; grep -E "^\| (elementwise|layer)" "$OUT/ab.md" | head -4
         done
         rm -f "$OUT/ab.json"
