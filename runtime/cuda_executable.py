@@ -128,12 +128,8 @@ def _reshaped(x: Any, shape: tuple[int, ...]) -> Any:
         return x
     if not is_plain_device_array(x) or not x.size or not x.is_c_contiguous():
         return x.reshape(shape)
-    strides: list[int] = []
-    step = x.dtype.itemsize
-    for n in reversed(shape):
-        strides.insert(0, step)
-        step *= n
-    return type(x)(shape, tuple(strides), x.dtype, gpu_data=x.gpu_data)  # (stream 0, as Numba's reshape)
+    strides = cuda_graphs.c_strides(shape, x.dtype.itemsize)
+    return type(x)(shape, strides, x.dtype, gpu_data=x.gpu_data)  # (stream 0, as Numba's reshape)
 
 
 class CudaExecutable(ArgumentChecks):

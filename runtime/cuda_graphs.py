@@ -265,10 +265,17 @@ def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) 
     from numba.cuda.cudadrv.driver import MemoryPointer
 
     memory = MemoryPointer(context, driver.CUdeviceptr(ptr), nbytes, finalizer=_freer(ptr, stream))
-    strides = [dtype.itemsize]
-    for n in reversed(shape[1:]):
-        strides.insert(0, strides[0] * n)
-    return DeviceNDArray(shape, tuple(strides) if shape else (), dtype, stream, memory)
+    return DeviceNDArray(shape, c_strides(shape, dtype.itemsize), dtype, stream, memory)
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The byte strides of a C-ordered array of ``shape`` (``()`` for a 0-d one)."""
+    strides: list[int] = []
+    step = itemsize
+    for n in reversed(shape):
+        strides.insert(0, step)
+        step *= n
+    return tuple(strides)
 
 
 def _freer(ptr: int, stream: Any) -> Callable[[], None]:
