@@ -365,6 +365,27 @@ def test_reduction_loops_keep_four_loads_in_flight(axis, monkeypatch) -> None:
     assert not [order for name, order in plain.items() if "reduce" in name][0].startswith("ll"), plain
 
 
+def test_band_row_loops_keep_four_loads_in_flight(monkeypatch) -> None:
+    """A band's row loops (``bands._row_loop``) run 4 of a thread's elements of the row at once:
+    layer norm's first member, the row's sum, loads 4 elements before it adds (the plain loop loads
+    one, adds it, loads the next)."""
+
+    def loss(x, g, b, r):
+        mu = x.mean(axis=-1, keepdims=True)
+        c = x - mu
+        var = (c * c).mean(axis=-1, keepdims=True)
+        return ((c / dnp.sqrt(var + 1e-5) * g + b) * r).sum()
+
+    x, g = _f32(64, 1024), _f32(1024)
+    fn = dsl.value_and_grad(loss, argnums=(0, 1, 2))
+    unrolled = _global_memory_order(fn, (x, g, g, x), 4, monkeypatch)
+    plain = _global_memory_order(fn, (x, g, g, x), 1, monkeypatch)
+    (band,) = [order for name, order in unrolled.items() if name.endswith("_rows")]
+    assert band.startswith("llllaaaa"), band
+    (plain_band,) = [order for name, order in plain.items() if name.endswith("_rows")]
+    assert plain_band.startswith("la"), plain_band
+
+
 def _assembled_bytes(ptx: str) -> int:
     """The size of the sm_90 cubin ptxas makes of ``ptx`` (through nvJitLink, which needs no GPU)."""
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")

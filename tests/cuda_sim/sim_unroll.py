@@ -13,6 +13,7 @@ import pytest
 import dsl
 import dsl.numpy as dnp
 from compiler.pipeline import option_defaults
+from dsl import pytree
 
 RNG = np.random.default_rng(17)
 SIZES = [1, 47, 48, 49, 63, 64, 65, 200]
@@ -105,3 +106,56 @@ def test_unrolled_reductions_match_the_plain_loop_and_the_cpu(name: str, monkeyp
         assert ("while r_b + 3 * r_s < " in source and "_l3_" in source) == (unroll == "4"), source
     np.testing.assert_array_equal(got["4"], got["1"], err_msg=f"{name}: unrolled against plain")
     np.testing.assert_allclose(got["4"], dsl.compile(fn, target="cpu")(x, i), rtol=1e-12, err_msg=name)
+
+
+# A band's row loops unroll too (``bands._row_loop``): the row's loads of several elements first,
+# its sums in order, its stores last, each at the position its own iteration computed (a row store's
+# index statement, ``i1 = c``, is redefined by the next iteration). In the simulator a row's threads
+# are at most 8, so rows of 45 and 70 elements run unrolled trips and the remainder loop.
+def _layer_norm(x, g, b, r):
+    mu = x.mean(axis=-1, keepdims=True)
+    c = x - mu
+    var = (c * c).mean(axis=-1, keepdims=True)
+    return ((c / dnp.sqrt(var + 1e-5) * g + b) * r).sum()
+
+
+def _softmax_rows(z, w):
+    z = z - z.max(axis=-1, keepdims=True)
+    e = dnp.exp(z)
+    return e / e.sum(axis=-1, keepdims=True) * w
+
+
+def _rows_in_place(z, w):
+    z *= 1.0 / (z * z).sum(axis=-1, keepdims=True)
+    return z + w
+
+
+BANDS = {
+    "layer norm": (dsl.value_and_grad(_layer_norm, argnums=(0, 1, 2)), 4),
+    "softmax rows": (_softmax_rows, 2),
+    "rows in place": (_rows_in_place, 2),
+}
+
+
+@pytest.mark.parametrize("name", list(BANDS))
+@pytest.mark.parametrize("width", [45, 70])
+def test_unrolled_band_rows_match_the_plain_loop_and_the_cpu(name: str, width: int, monkeypatch) -> None:
+    fn, n_args = BANDS[name]
+    rng = np.random.default_rng(width)
+    rows = 5
+    shapes = [(rows, width), (width,), (width,), (rows, width)] if n_args == 4 else [(rows, width), (width,)]
+    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = {}
+    for unroll in ("4", "1"):
+        monkeypatch.setenv("DSL_CUDA_UNROLL", unroll)
+        compiled = dsl.compile(fn, target="cuda")
+        source = compiled.lower(*args).source()
+        assert "_rows(" in source, source
+        assert ("while c_b + 3 * c_s < " in source) == (unroll == "4"), source
+        given = [np.copy(a) for a in args]
+        got[unroll] = [_host(a) for a in pytree.flatten(compiled(*given))[0]] + given
+    cpu_args = [np.copy(a) for a in args]
+    cpu = [np.asarray(a) for a in pytree.flatten(dsl.compile(fn, target="cpu")(*cpu_args))[0]] + cpu_args
+    for u, p, c in zip(got["4"], got["1"], cpu, strict=True):
+        np.testing.assert_array_equal(u, p, err_msg=f"{name} at {width}: unrolled against plain")
+        np.testing.assert_allclose(u, c, rtol=2e-5, atol=2e-5, err_msg=f"{name} at {width}: against the CPU")

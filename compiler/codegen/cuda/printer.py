@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from compiler.ir.types import DType
 from compiler.kernel.cuda.records import CudaKernel, text
 from compiler.kernel.emit import literal, typed
-from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, Line, Stmt, View, print_python
+from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, For, Line, Stmt, View, print_python
 
 
 def numba_type(dtype: DType) -> str:
@@ -56,14 +56,15 @@ def _gpu_statement(s: Stmt) -> list[str] | None:
 
 
 def _unrolled(loop: For) -> list[str]:
-    """A loop (``For.unroll``, ``kernel/cuda/loops.unrollable``: an elementwise grid-stride loop, or
-    a reduction's loop) as a ``while`` whose trip runs ``unroll`` of the thread's iterations, ``step``
-    apart: first the loads of every iteration whose position needs no loaded value (``_l{k}_{j}``,
-    ``_hoisted``), after the index statements they need; then every iteration's statements in order
-    (an accumulator adds them in the plain loop's order: the same bits), with its stores' values kept
-    (``_u{k}_{j}``), then the stores; then the thread's remaining iterations one at a time. A variable
-    an iteration defines may be redefined by the next (Numba's SSA keeps them apart), and no store
-    comes before the last load.
+    """A loop (``For.unroll``, ``kernel/cuda/loops.unrollable``: an elementwise grid-stride loop, a
+    reduction's loop, a band's row loop) as a ``while`` whose trip runs ``unroll`` of the thread's
+    iterations, ``step`` apart: first the loads of every iteration whose position needs no loaded
+    value (``_l{k}_{j}``, ``_hoisted``), after the index statements they need; then every iteration's
+    statements in order (an accumulator adds them in the plain loop's order: the same bits), with its
+    stores' values kept (``_u{k}_{j}``) and their positions (``_i{k}_{j}_{d}``: an index statement of
+    the iteration may compute one, and the next redefine it), then the stores; then the thread's
+    remaining iterations one at a time. A variable an iteration defines may be redefined by the next
+    (Numba's SSA keeps them apart), and no store comes before the last load.
 
     Each hoisted load is pinned there (``_pin``: ``runtime/cuda_intrinsics.py``): LLVM otherwise sinks
     it to its first use, and ptxas then keeps it behind the previous iteration's branches (a float
@@ -80,7 +81,6 @@ def _unrolled(loop: For) -> list[str]:
         at = f"{var} = {base}" + (f" + {k} * {step}" if k else "")
         loads.append(at)
         trip.append(at)
-        stores.append(at)
         for j, s in enumerate(body):
             assert isinstance(s, Line)
             if j in hoisted:
@@ -93,9 +93,16 @@ def _unrolled(loop: For) -> list[str]:
             if not s.writes:
                 trip.append(s.text)
                 continue
-            place = text(s.writes[0])
-            trip.append(f"_u{k}_{j} = {s.text.removeprefix(place + ' = ')}")
-            stores.append(f"{place} = _u{k}_{j}")
+            place = s.writes[0]
+            trip.append(f"_u{k}_{j} = {s.text.removeprefix(text(place) + ' = ')}")
+            at_k = []  # its position as the iteration computed it (an index statement may define it)
+            for d, e in enumerate(place.index):
+                if e == var:
+                    at_k.append(f"{base} + {k} * {step}" if k else base)
+                    continue
+                trip.append(f"_i{k}_{j}_{d} = {e}")
+                at_k.append(f"_i{k}_{j}_{d}")
+            stores.append(f"{text(Access(place.array, tuple(at_k)))} = _u{k}_{j}")
     rest = For(var, loop.stop, loop.body, base, loop.parallel, loop.flat, step)
     return [
         f"{base} = {loop.start}",

@@ -51,6 +51,8 @@ from compiler.kernel.cuda.loops import (
     loop_kernel,
     reduce_kernel,
     takes_siblings,
+    unroll_factor,
+    unrollable,
 )
 from compiler.kernel.cuda.records import (
     Builder,
@@ -349,8 +351,13 @@ def _stores(band: Band, names: dict[Value, str], kernel: str, slots: int) -> dic
 
 
 def _row_loop(bk: _Band, count: int, var: str, body: list[Stmt]) -> list[Stmt]:
-    """``body`` for ``var`` in the row's threads' share of ``range(count)``, on live rows."""
-    return [If("live", [For(var, count, body, "tx", True, step=bk.ct)])]
+    """``body`` for ``var`` in the row's threads' share of ``range(count)``, on live rows; a
+    straight-line body unrolled as a grid-stride loop's is (``loops.unrollable``: a thread's loads
+    of several elements in flight, a reduction's sums in the same order)."""
+    loop = For(var, count, body, "tx", True, step=bk.ct)
+    if unrollable(loop):
+        loop.unroll = unroll_factor()
+    return [If("live", [loop])]
 
 
 def _row_index(group: Group, var: str, body: list[Stmt]) -> list[Stmt]:

@@ -64,19 +64,24 @@ def unroll_factor() -> int:
 
 
 def unrollable(loop: For) -> bool:
-    """Whether a thread may run iterations of the grid-stride ``loop`` together, their stores after
-    all their loads: a flat body of straight-line statements whose only stores are of one element
-    each at the loop's own position (distinct iterations touch distinct elements of what they
-    write, so deferring a thread's stores is as safe as running the iterations on other threads)."""
+    """Whether a thread may run iterations of ``loop`` together, their stores after all their loads
+    (``For.unroll``): a body of straight-line statements, each store of one element, spelled
+    ``element = value`` (the printer keeps the value), none read back by a later statement of the
+    body (its load would come first), and each at the loop's own position, or anywhere in a parallel
+    loop (distinct iterations touch distinct elements of what they write, so deferring a thread's
+    stores is as safe as running the iterations on other threads, which such a loop's iterations may
+    be: a grid-stride loop, a band's row loop)."""
+    stored: set[str] = set()
     for s in loop.body:
-        if not isinstance(s, Line):
+        if not isinstance(s, Line) or any(a.array in stored for a in s.reads):
             return False
         if s.writes and (
             len(s.writes) > 1
-            or s.writes[0].index != (loop.var,)
-            or not s.text.startswith(f"{text(s.writes[0])} = ")  # (the printer keeps the value)
+            or not (loop.parallel or s.writes[0].index == (loop.var,))
+            or not s.text.startswith(f"{text(s.writes[0])} = ")
         ):
             return False
+        stored.update(a.array for a in s.writes)
     return True
 
 
