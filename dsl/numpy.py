@@ -244,7 +244,7 @@ mod = remainder
 
 def power(x: Any, y: Any) -> Array:
     dtype = ops.result_dtype(x, y)
-    weak_int = isinstance(y, (int, np.integer)) or (
+    weak_int = isinstance(y, int) or (  # (a NumPy integer is typed: bools ** np.int32(3) are int32)
         isinstance(y, Array) and y.weak and not y.ir_dtype.is_float  # a Python int passed as an argument
     )
     if dtype.is_bool or (isinstance(x, Array) and x.ir_dtype.is_bool and weak_int):

@@ -1021,8 +1021,16 @@ def _source(draw, env: list[Any], target: tuple[int, ...], leading_ones: bool = 
 
 
 def _int_constants(draw) -> list[IntConst]:
-    pool = OUT_OF_RANGE if draw(st.integers(0, 15)) == 0 else INT_CONSTANTS
-    return [IntConst(c) for c in pool]
+    """Python ints (weak: the array's dtype), now and then out of int32's range, or NumPy integer
+    scalars (typed, NEP 50: an int32 array with ``np.int64(3)`` is int64; ``bools ** np.int32(3)``
+    written in a program raised the weak int's error, 2026-11-27)."""
+    roll = draw(st.integers(0, 15))
+    if roll == 0:
+        return [IntConst(c) for c in OUT_OF_RANGE]
+    if roll <= 4:
+        typed = np.int32 if roll % 2 else np.int64
+        return [IntConst(typed(c)) for c in INT_CONSTANTS]
+    return [IntConst(c) for c in INT_CONSTANTS]
 
 
 def _pick(draw, candidates: Any) -> Any:

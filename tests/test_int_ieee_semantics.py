@@ -321,6 +321,19 @@ def test_bool_power_of_a_python_int_argument_raises_as_the_literal() -> None:
     assert got.dtype == np.int64 and got.tolist() == [1, 0]
 
 
+@pytest.mark.parametrize("exponent", [np.int32(3), np.int64(2), np.int32(0)])
+def test_bool_power_of_a_numpy_integer_is_its_dtype(exponent) -> None:
+    """A NumPy integer scalar is typed (NEP 50), written in the program or passed: bools to its power
+    are of its dtype, as in NumPy (written in the program, it raised the weak int's int8 error)."""
+    b = np.array([True, False, True])
+    want = b**exponent
+    for fn, args in ((lambda a: a**exponent, (b,)), (lambda a, y: a**y, (b, exponent))):
+        got = dsl.compile(fn)(*args)
+        assert got.dtype == want.dtype and got.tolist() == want.tolist(), (exponent, got, want)
+    with pytest.raises(ValueError, match="negative integer powers"):  # NumPy's error, as the literal's
+        dsl.compile(lambda a: a ** np.int32(-1))(b)
+
+
 @pytest.mark.parametrize("target", ["cpu", "cuda"])
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_integer_powers_past_65536_wrap_as_numpy(dtype, target: str) -> None:
