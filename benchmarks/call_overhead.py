@@ -14,6 +14,12 @@ GPU, but over fake memory (a ``DeviceNDArray`` built on an object with a device 
 reads it), so this too runs without a GPU. The executable is a stub returning the CPU's results;
 a second column times the CUDA executable's own checks of the arguments (``_checked`` of each, and
 ``_check_written`` where the program writes one), which a call runs before it launches anything.
+
+``--replay``: the whole call of a CUDA executable that replays its graph (``CudaExecutable._replay``:
+the checks, the staging copies, the launch, the results from the pool), on fake device arrays, with
+the driver API (``cuda.bindings.driver``) replaced by calls that do nothing: the host work of a call
+that is Python's, without the driver's own time per call (on an H100: a few microseconds each, for
+the staging copies, the allocations, the launch and the synchronization, counted beside it).
 """
 
 from __future__ import annotations
@@ -113,7 +119,7 @@ def device_overhead(name: str, batches: int, calls: int) -> tuple[float, float, 
     checks = CudaExecutable.__new__(CudaExecutable)  # (its constructor needs a GPU; the checks do not)
     checks.cuda = None
     checks.name = name
-    checks.input_types = [(tuple(a.shape), np.dtype(a.dtype)) for a in leaves]
+    checks.set_inputs([(tuple(a.shape), np.dtype(a.dtype)) for a in leaves])
     checks._written = tuple(lowered.program.generated.writeback)  # (the suite donates nothing)
     checks._arg_names = [str(i) for i in range(len(leaves))]
 
@@ -127,12 +133,106 @@ def device_overhead(name: str, batches: int, calls: int) -> tuple[float, float, 
     return outside, _best(check, batches, calls), len(leaves)
 
 
+class _IdleDriver:
+    """``cuda.bindings.driver`` for ``--replay``: each call a replay makes succeeds and does nothing."""
+
+    class CUresult:
+        CUDA_SUCCESS = 0
+
+    @staticmethod
+    def _done(*_: Any) -> tuple[int]:
+        return (0,)
+
+    cuMemcpyDtoDAsync = cuGraphLaunch = cuMemFreeAsync = _done
+
+    @staticmethod
+    def cuMemAllocAsync(nbytes: int, stream: int) -> tuple[int, int]:
+        return 0, _FakeMemory(nbytes).device_ctypes_pointer.value or 0
+
+    @staticmethod
+    def CUdeviceptr(address: int) -> Any:
+        from cuda.bindings import driver
+
+        return driver.CUdeviceptr(address)
+
+
+class _IdleStream:
+    def __int__(self) -> int:
+        return 0x5EED
+
+    def synchronize(self) -> None:
+        pass
+
+
+def replay_overhead(name: str, batches: int, calls: int) -> tuple[float, float, int, int, int]:
+    """``--replay``: seconds per whole call and in the executable, of program ``name`` compiled for
+    CUDA and replaying a graph over fake memory; its argument leaves, public results and launches."""
+    import math
+    import threading
+    from types import SimpleNamespace
+
+    from runtime import cuda_graphs
+    from runtime.cuda_executable import CudaExecutable
+
+    program = BUILDERS[name]()
+    flat, tree = pytree.flatten(program.args)
+    leaves = [fake_device_array(a) for a in flat]
+    inner = getattr(program.dslc, "_fn", program.dslc)
+    f = dsl.compile(lambda *a: inner(*a), target="cuda")
+    lowered = f.lower(*pytree.unflatten(tree, leaves))
+    generated, func = lowered.program.generated, lowered.program.compilation.func
+    context = SimpleNamespace(device=SimpleNamespace(id=0))
+    ex = CudaExecutable.__new__(CudaExecutable)  # (its constructor needs a GPU; a replay does not)
+    ex.cuda = SimpleNamespace(current_context=lambda: context)
+    ex.name, ex.stream = func.name, _IdleStream()
+    ex.n_results, ex.writeback = generated.n_results, tuple(generated.writeback)
+    ex.n_public = ex.n_results - len(ex.writeback)
+    ex.set_inputs([(p.type.shape, p.type.dtype.np) for p in func.params])
+    ex.result_types = [(tuple(t.shape), np.dtype(t.dtype.np)) for t in generated.result_types]
+    ex.direct, ex._written = frozenset(generated.direct_writeback), ex.writeback
+    ex._arg_names = list(func.arg_names)
+    ex._lock, ex._threads, ex.eager_reason, ex._warm = threading.Lock(), threading.local(), None, True
+    stages = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.input_types]
+    outs = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.result_types]
+    graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)  # (what a capture makes, not launched)
+    graph.args, graph.results, graph._exec = stages, tuple(outs), None
+    graph.arg_addresses = [cuda_graphs.address(a) for a in stages]
+    graph.addresses = [cuda_graphs.address(r) for r in outs]
+    graph.arg_bytes, graph.result_bytes = [a.nbytes for a in stages], [r.nbytes for r in outs]
+    ex.graph = graph
+    (entry,) = f._cache.values()
+    entry._run = ex
+    saved = cuda_graphs._driver_module, set(cuda_graphs._pool_ready)
+    cuda_graphs._driver_module = _IdleDriver()
+    cuda_graphs._pool_ready.add(0)
+    args = pytree.unflatten(tree, leaves)
+    try:
+        f(*args)
+        whole = _best(lambda: f(*args), batches, calls)
+        inside = _best(lambda: ex(*leaves), batches, calls)
+    finally:
+        cuda_graphs._driver_module = saved[0]
+        cuda_graphs._pool_ready.clear()
+        cuda_graphs._pool_ready.update(saved[1])
+    return whole, inside, len(leaves), ex.n_public, generated.launches
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--calls", type=int, default=50)
     parser.add_argument("--device", action="store_true", help="target cuda, Numba device arrays (no GPU)")
+    replay_help = "target cuda, a graph replay's whole call (no GPU)"
+    parser.add_argument("--replay", action="store_true", help=replay_help)
     args = parser.parse_args()
+    if args.replay:
+        print("| program | argument leaves | results | launches | us a call | us of it in the executable |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for name in BUILDERS:
+            whole, inside, leaves, results, launches = replay_overhead(name, args.batches, args.calls)
+            row = f"| {name} | {leaves} | {results} | {launches} | {whole * 1e6:.1f} | {inside * 1e6:.1f} |"
+            print(row, flush=True)
+        return
     if args.device:
         print("| program | argument leaves | us a call outside the executable | us of the argument checks |")
         print("|---|---:|---:|---:|")

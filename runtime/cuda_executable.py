@@ -122,14 +122,14 @@ def _extent(x: Any) -> tuple[int, int]:
 
 def _reshaped(x: Any, shape: tuple[int, ...]) -> Any:
     """The C-contiguous device array ``x`` as ``shape`` (as many elements), sharing its memory: a
-    Numba ``DeviceNDArray`` built directly, as its ``reshape`` builds it (which costs ~9 us on the CI
-    machine, and a call reshapes each argument and result), anything else through its ``reshape``."""
+    Numba ``DeviceNDArray`` built directly (``cuda_graphs.device_array_over``), as its ``reshape``
+    builds it (which costs ~9 us on the CI machine, and a call reshapes each argument and result),
+    anything else through its ``reshape``."""
     if tuple(x.shape) == shape:
         return x
     if not is_plain_device_array(x) or not x.size or not x.is_c_contiguous():
         return x.reshape(shape)
-    strides = cuda_graphs.c_strides(shape, x.dtype.itemsize)
-    return type(x)(shape, strides, x.dtype, gpu_data=x.gpu_data)  # (stream 0, as Numba's reshape)
+    return cuda_graphs.device_array_over(x.gpu_data, shape, x.dtype, 0, type(x))  # (stream 0: Numba's)
 
 
 class CudaExecutable(ArgumentChecks):
@@ -162,7 +162,7 @@ class CudaExecutable(ArgumentChecks):
         self.n_results = n_results
         self.writeback = tuple(writeback)
         self.n_public = n_results - len(self.writeback)
-        self.input_types = [(tuple(s), np.dtype(d)) for s, d in input_types]
+        self.set_inputs(input_types)
         self.result_types = [(tuple(s), np.dtype(d)) for s, d in result_types]
         self._outs = [(math.prod(s), np.dtype(d)) for s, d in out_types]
         self.direct = frozenset(direct_writeback)
@@ -178,10 +178,20 @@ class CudaExecutable(ArgumentChecks):
         self.graph: cuda_graphs.CallGraph | None = None
         self._warm = False  # a first, eager call compiled and loaded every kernel
 
+    def set_inputs(self, input_types: Sequence[tuple[Sequence[int], Any]]) -> None:
+        """The compiled signature's ``(shape, dtype)`` per argument, and the byte strides of a
+        C-ordered device array of each (``_checked``'s common case)."""
+        self.input_types = [(tuple(s), np.dtype(d)) for s, d in input_types]
+        self._c_strides = [cuda_graphs.c_strides(s, d.itemsize) for s, d in self.input_types]
+
     def __call__(self, *arrays: Any) -> tuple[Any, ...]:
         if len(arrays) != len(self.input_types):
             raise TypeError(f"{self.name} takes {len(self.input_types)} arguments, got {len(arrays)}")
-        on_device = any(is_device_array(a) for a in arrays)
+        on_device = False
+        for a in arrays:
+            if is_device_array(a):
+                on_device = True
+                break
         if self._written:
             self._check_written(arrays)
         with self._lock:
@@ -232,31 +242,32 @@ class CudaExecutable(ArgumentChecks):
         graph = self.graph or self._capture()
         if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
             return self._eager(arrays, on_device)
-        for stage, address, a in zip(graph.args, graph.arg_addresses, given):
+        for stage, address, nbytes, a in zip(graph.args, graph.arg_addresses, graph.arg_bytes, given):
             if isinstance(a, np.ndarray):
                 if a.size:
                     stage.copy_to_device(a, stream=stream)
             else:
-                cuda_graphs.copy_async(address, device_address(a), stage.nbytes, handle)
+                cuda_graphs.copy_async(address, device_address(a), nbytes, handle)
         graph.launch(handle)
-        written = zip(self.writeback, graph.results[self.n_public :], graph.addresses[self.n_public :])
-        for index, new, address in written:
+        n = self.n_public
+        written = zip(self.writeback, graph.results[n:], graph.addresses[n:], graph.result_bytes[n:])
+        for index, new, address, nbytes in written:
             target = given[index]
-            if not new.size:
+            if not nbytes:
                 continue
             if isinstance(target, np.ndarray):
                 self._write_host(arrays, index, new)
             else:
-                cuda_graphs.copy_async(device_address(target), address, new.nbytes, handle)
-        public = zip(graph.results[: self.n_public], graph.addresses, self.result_types)
+                cuda_graphs.copy_async(device_address(target), address, nbytes, handle)
+        public = zip(graph.results[:n], graph.addresses, graph.result_bytes, self.result_types)
         if not on_device:
-            host = [r.copy_to_host(stream=stream).reshape(s) for r, _, (s, _) in public]
+            host = [r.copy_to_host(stream=stream).reshape(s) for r, _, _, (s, _) in public]
             stream.synchronize()
             return tuple(host)
         fresh = []
-        for r, address, (s, dtype) in public:
+        for _, address, nbytes, (s, dtype) in public:
             out = cuda_graphs.pool_array(self.cuda, s, dtype, stream)
-            cuda_graphs.copy_async(device_address(out), address, r.nbytes, handle)
+            cuda_graphs.copy_async(device_address(out), address, nbytes, handle)
             fresh.append(out)
         stream.synchronize()
         return tuple(fresh)
@@ -292,6 +303,9 @@ class CudaExecutable(ArgumentChecks):
         """Argument ``i`` checked against the compiled signature: a Numba device array of its shape
         (a device argument, in place) or a flat C-ordered NumPy array (anything else)."""
         shape, dtype = self.input_types[i]
+        if is_plain_device_array(a) and a.shape == shape and a.strides == self._c_strides[i]:
+            if a.dtype == dtype:  # (the common case: Numba's C-ordered array of the signature)
+                return a
         if is_device_array(a):
             numba_own = is_numba_device_array(a) or not hasattr(self.cuda, "as_cuda_array")
             d = a if numba_own else self.cuda.as_cuda_array(a)

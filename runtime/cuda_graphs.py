@@ -170,6 +170,8 @@ class CallGraph:
         self.results = results
         self.arg_addresses = [address(a) for a in args]
         self.addresses = [address(r) for r in results]
+        self.arg_bytes = [int(a.nbytes) for a in args]
+        self.result_bytes = [int(r.nbytes) for r in results]
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
@@ -261,11 +263,52 @@ def pool_array(cuda: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any) 
     if context.device.id not in _pool_ready:  # keep freed blocks for the next call
         _keep_pool_memory(driver, context.device.id)
     ptr = int(check(driver.cuMemAllocAsync(nbytes, handle), "cuMemAllocAsync"))
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import MemoryPointer
+    memory = _numba_types()[1](context, driver.CUdeviceptr(ptr), nbytes, finalizer=_freer(ptr, stream))
+    return device_array_over(memory, shape, dtype, stream)
 
-    memory = MemoryPointer(context, driver.CUdeviceptr(ptr), nbytes, finalizer=_freer(ptr, stream))
-    return DeviceNDArray(shape, c_strides(shape, dtype.itemsize), dtype, stream, memory)
+
+_numba_classes: tuple[type, type] | None = None
+
+
+def _numba_types() -> tuple[type, type]:
+    """Numba's ``DeviceNDArray`` and ``MemoryPointer``, imported at the first use (a function's
+    ``from ... import`` costs a microsecond at every call)."""
+    global _numba_classes
+    if _numba_classes is None:
+        from numba.cuda.cudadrv.devicearray import DeviceNDArray
+        from numba.cuda.cudadrv.driver import MemoryPointer
+
+        _numba_classes = (DeviceNDArray, MemoryPointer)
+    return _numba_classes
+
+
+_layouts: dict[tuple[type, tuple[int, ...], np.dtype], dict[str, Any]] = {}
+_OWN = ("gpu_data", "stream")  # the attributes a ``DeviceNDArray`` keeps of its memory and stream
+_LAYOUTS_KEPT = 4096  # at most as many shapes' attributes (a long session's programs')
+
+
+def device_array_over(
+    memory: Any, shape: tuple[int, ...], dtype: np.dtype, stream: Any, kind: Any = None
+) -> Any:
+    """A C-ordered Numba device array (``kind``, by default ``DeviceNDArray``) of ``shape`` over
+    ``memory`` on ``stream``: the first of each shape built by Numba's constructor, the next ones
+    with its attributes but their own memory and stream (0.3 us on the CI machine, where the
+    constructor takes 2.5: a call makes one per result and reshape). ``tests/test_cuda_graphs.py``
+    checks that the constructor sets nothing else from its memory or stream."""
+    kind = kind or _numba_types()[0]
+    key = (kind, shape, dtype)
+    attributes = _layouts.get(key)
+    if attributes is None:
+        array = kind(shape, c_strides(shape, dtype.itemsize), dtype, stream, memory)
+        if len(_layouts) >= _LAYOUTS_KEPT:
+            _layouts.clear()
+        _layouts[key] = {k: v for k, v in vars(array).items() if k not in _OWN}
+        return array
+    array = kind.__new__(kind)
+    vars(array).update(attributes)
+    array.gpu_data = memory
+    array.stream = stream
+    return array
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

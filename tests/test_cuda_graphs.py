@@ -138,6 +138,39 @@ def test_pool_arrays_are_freed_in_stream_order(monkeypatch: pytest.MonkeyPatch) 
     assert fake.calls[-1] == ("free", 4096, 77)
 
 
+@pytest.mark.parametrize("shape", [(3, 4), (7,), (), (2, 1, 5)])
+@pytest.mark.parametrize("dtype", [F32, np.int64, np.bool_])
+def test_arrays_over_memory_are_what_numbas_constructor_makes(shape, dtype) -> None:
+    """``device_array_over`` copies the attributes of the first array of a shape, built by Numba's
+    constructor, into the next ones (a call makes one per result and reshape): each must be what the
+    constructor makes of its own memory and stream, with nothing the constructor derives from them
+    left over from the first (a Numba that did would fail here)."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from test_cuda_launch import _Memory
+
+    dtype = np.dtype(dtype)
+    nbytes = max(1, math.prod(shape)) * dtype.itemsize
+    first, second = _Memory(0x10000, nbytes), _Memory(0x20000, nbytes)
+    cuda_graphs._layouts.clear()
+    made = [
+        cuda_graphs.device_array_over(m, shape, dtype, s) for m, s in ((first, 0), (second, 7), (first, 9))
+    ]
+    for array, memory, stream in zip(made, (first, second, first), (0, 7, 9), strict=True):
+        want = DeviceNDArray(shape, cuda_graphs.c_strides(shape, dtype.itemsize), dtype, stream, memory)
+        assert type(array) is DeviceNDArray
+        assert {k: v for k, v in vars(array).items() if k != "_dummy"} == {
+            k: v for k, v in vars(want).items() if k != "_dummy"
+        }
+        assert (array.shape, array.strides, array.size, array.nbytes) == (
+            want.shape,
+            want.strides,
+            want.size,
+            want.nbytes,
+        )
+        assert array.device_ctypes_pointer.value == memory.device_ctypes_pointer.value
+        assert array.is_c_contiguous() and array.__cuda_array_interface__ == want.__cuda_array_interface__
+
+
 def test_call_arrays_come_from_the_pool_except_in_a_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call's fresh arrays (``result_array``: the driver's results, copies of NumPy arguments) come
     from the stream-ordered pool, eager calls included; from ``cuMemAlloc`` (``cuda.device_array``)

@@ -224,3 +224,27 @@ def test_mapped_arrays_are_host_arrays_to_a_call() -> None:
     mapped = np.arange(6.0).view(MappedNDArray)
     mapped.device_setup(_Memory(0x1000, 48))
     np.testing.assert_array_equal(dsl.compile(lambda x: x * 2.0, target="cpu")(mapped), np.arange(6.0) * 2.0)
+
+
+def test_device_arguments_are_checked_against_the_signature() -> None:
+    """``CudaExecutable._checked``: Numba's C-ordered array of the compiled shape and dtype is taken
+    as it is (read through its attributes), and any other a DSLError that names it, as before."""
+    from runtime.cuda_executable import CudaExecutable
+    from runtime.errors import DSLError, ShapeError
+
+    checks = CudaExecutable.__new__(CudaExecutable)  # (its constructor needs a GPU; the checks do not)
+    checks.cuda, checks.name, checks._arg_names = None, "f", ["x"]
+    checks.set_inputs([((4, 6), np.float32)])
+    good = device_array((4, 6), np.float32)
+    assert checks._checked(0, good) is good
+    assert checks._checked(0, device_array((4, 6), np.float32, step=1)) is not good
+    with pytest.raises(DSLError, match="dtype float64, but the program was compiled for float32"):
+        checks._checked(0, device_array((4, 6), np.float64))
+    with pytest.raises(ShapeError, match=r"shape \(6, 4\), but the program was compiled for shape \(4, 6\)"):
+        checks._checked(0, device_array((6, 4), np.float32))
+    with pytest.raises(DSLError, match="non-contiguous device array"):
+        checks._checked(0, device_array((4, 12), np.float32, step=2))
+    checks.set_inputs([((1, 6), np.float32)])  # a C-contiguous array whose size-1 axis has any stride
+    odd = device_array((1, 6), np.float32)
+    odd.strides = (4, 4)
+    assert checks._checked(0, odd) is odd
