@@ -131,7 +131,18 @@ def test_kernels_equal_up_to_their_buffers_are_one_function() -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["index", "gathered", "carried", "forward", "twice", "tuple", "augmented"],
+    [
+        "index",
+        "gathered",
+        "carried",
+        "forward",
+        "twice",
+        "tuple",
+        "augmented",
+        "stored",
+        "parenthesized",
+        "kept",
+    ],
 )
 def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
     """The CUDA printer's unrolled loop (``_unrolled``: the loads it can issue first, ``_hoisted``)
@@ -172,6 +183,24 @@ def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
             Line("t1 = b[int(acc) % 50]", (Access("b", ("int(acc) % 50",)),)),
             Line("acc += t1"),
         ],
+        # a store's position from an index statement the next iteration redefines, and a value read
+        # back from an element the same iteration stored (a band's row store: the store comes last)
+        "stored": [
+            Line("k = r * 3 + 1"),
+            Line("t0 = a[k]", (a,)),
+            Line("t1 = (t0 * 2.0)"),
+            Line("c[k] = t1", (), (Access("c", ("k",)),)),
+            Line("acc = (acc + t1) * 0.5"),
+        ],
+        # a value the code after the loop reads (a band's register of a one-element row): the last
+        # iteration's, where the unrolled trips ran the last one (n = 8, no remainder)
+        "kept": [Line("t0 = a[r]", (Access("a", ("r",)),)), Line("reg = t0 + 1.0"), Line("acc = acc + reg")],
+        "parenthesized": [
+            Line("k = (r + 2)"),
+            Line("t0 = (a[k])", (a,)),
+            Line("acc = (acc + (t0))"),
+            Line("c[(k)] = (acc)", (), (Access("c", ("(k)",)),)),
+        ],
     }
     body = bodies[name]
     unrolled = For("r", "n", body, 0, step=1)
@@ -181,7 +210,8 @@ def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
         "\n".join(_unrolled(unrolled)),
         "\n".join(print_python([For("r", "n", body, 0)], 0, prange=False)),
     ):
-        env = {"a": np.arange(100.0) * 1.5, "b": np.arange(100.0) ** 2, "n": 10, "k": 0, "acc": 0.0}
+        env = {"a": np.arange(100.0) * 1.5, "b": np.arange(100.0) ** 2, "c": np.zeros(100)}
+        env.update(n=8 if name == "kept" else 10, k=0, acc=0.0, reg=0.0)
         exec(code, {**env, "_pin": lambda v: v}, env)  # noqa: S102 (the printers' own text)
-        results.append(env["acc"])
+        results.append((env["acc"], env["reg"], env["c"].tolist()))
     assert results[0] == results[1], (name, results)

@@ -235,3 +235,36 @@ def test_a_band_of_one_element_rows_without_barriers(n: int) -> None:
     given = x.copy()
     np.testing.assert_array_equal(np.asarray(compiled(given)), x + 1.0)
     np.testing.assert_array_equal(given, x * 2.0)
+
+
+def _row_entropy_loss(x, y, w):  # found by a differential run of bands against the CPU, 2026-11-27
+    s = -(dsl.nn.log_softmax(y, axis=-1) * dsl.nn.softmax(y, axis=-1)).sum(axis=-1, keepdims=True)
+    t = x * 1.0
+    t += w
+    u = x - s
+    u = u - u.sum(axis=-1, keepdims=True)
+    return (u * x).sum() + t.sum() + s.sum()
+
+
+def _log_sum_loss(x, y, w):
+    s = dnp.log(dnp.exp(y).sum(axis=-1, keepdims=True))
+    u = x - s
+    u = u - u.sum(axis=-1, keepdims=True)
+    m = (s * 2.0 + w[:1]).max(axis=-1, keepdims=True)  # a row reduction of a one-element row
+    return (u * x).sum() + (x + w).sum() + s.sum() + (m * x).sum()
+
+
+@pytest.mark.parametrize("loss", [_row_entropy_loss, _log_sum_loss], ids=["entropy", "log sum"])
+@pytest.mark.parametrize("width", [5, 37])
+def test_one_element_rows_of_a_reduction_member_reach_every_thread(loss, width: int) -> None:
+    """A reduction member over rows of one element (a loss's sum of a per-row value, ``s.sum()``)
+    computes a value the band keeps (``log`` of the row sum, a register of each thread): every thread
+    of the row must compute it, where a loop over the row's one element ran on its first thread only,
+    and the next members read the other threads' zeros (the value and gradient were wrong)."""
+    x, y, w = RNG.standard_normal((6, width)), RNG.standard_normal((6, width)), RNG.standard_normal(width)
+    fn = dsl.value_and_grad(loss, argnums=(0, 2))
+    want = dsl_flat(dsl.compile(fn, target="cpu")(x, y, w))
+    got, source = run(fn, (x, y, w), row_fusion=True)
+    assert "_rows(" in source
+    for g, v in zip(dsl_flat(got), want, strict=True):
+        np.testing.assert_allclose(np.asarray(g), v, rtol=1e-9, atol=1e-9)

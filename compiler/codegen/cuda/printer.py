@@ -6,13 +6,13 @@ none: the module's ``SIM`` constant picks one, and Numba drops the other branch 
 
 from __future__ import annotations
 
-import re
+import ast
 from collections.abc import Sequence
 
 from compiler.ir.types import DType
 from compiler.kernel.cuda.records import CudaKernel, text
 from compiler.kernel.emit import literal, typed
-from compiler.kernel.ir import Access, Alloc, Barrier, BlockReduce, For, Line, Stmt, View, print_python
+from compiler.kernel.ir import Alloc, Barrier, BlockReduce, For, Line, Stmt, View, print_python
 
 
 def numba_type(dtype: DType) -> str:
@@ -60,78 +60,139 @@ def _unrolled(loop: For) -> list[str]:
     reduction's loop, a band's row loop) as a ``while`` whose trip runs ``unroll`` of the thread's
     iterations, ``step`` apart: first the loads of every iteration whose position needs no loaded
     value (``_l{k}_{j}``, ``_hoisted``), after the index statements they need; then every iteration's
-    statements in order (an accumulator adds them in the plain loop's order: the same bits), with its
-    stores' values kept (``_u{k}_{j}``) and their positions (``_i{k}_{j}_{d}``: an index statement of
-    the iteration may compute one, and the next redefine it), then the stores; then the thread's
-    remaining iterations one at a time. A variable an iteration defines may be redefined by the next
-    (Numba's SSA keeps them apart), and no store comes before the last load.
+    other statements in order (an accumulator adds them in the plain loop's order: the same bits),
+    with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's remaining
+    iterations one at a time, as the plain loop runs them.
+
+    Iteration ``k``'s variables are its own (``t0`` is ``t0__k``), so no variable is assigned twice
+    in a trip and Numba's SSA pass has nothing to rename (it took a fifth of a kernel's compile time
+    when each iteration redefined the same names); at the end of the trip each variable the body
+    assigns is assigned its last iteration's value, as the plain loop leaves it: the next trip reads
+    an accumulator's, and code after the loop a band's register (``v9_r``). An index statement runs
+    once per iteration, in the loads; a store's position is read from the iteration's own variables.
+    A body whose statements are not each ``name = value`` or ``element = value`` (``_Statement``) is
+    printed as the plain loop.
 
     Each hoisted load is pinned there (``_pin``: ``runtime/cuda_intrinsics.py``): LLVM otherwise sinks
     it to its first use, and ptxas then keeps it behind the previous iteration's branches (a float
     division's slow path), so that a thread had one load in flight, not ``unroll``."""
     var, u = loop.var, loop.unroll
     base, step = f"{var}_b", f"{var}_s"
-    body = loop.body
-    assert all(isinstance(s, Line) for s in body), "kernel/cuda/loops.unrollable: straight-line statements"
-    hoisted, index = _hoisted(body, var)  # type: ignore[arg-type]
+    assert all(isinstance(s, Line) for s in loop.body), "loops.unrollable: straight-line statements"
+    body: list[Line] = loop.body  # type: ignore[assignment]
+    parsed = [_Statement.parse(str(s.text)) for s in body]
+    plain = For(var, loop.stop, loop.body, loop.start, loop.parallel, loop.flat, loop.step)
+    if any(p is None for p in parsed):
+        return print_cuda([plain])
+    stmts: list[_Statement] = parsed  # type: ignore[assignment]
+    hoisted, index = _hoisted(body, stmts)
     loads: list[str] = []
+    issued: list[dict[str, str]] = []  # per iteration: the variables its loads section assigned
+    for k in range(u):
+        mine = {var: f"{var}__{k}"}
+        loads.append(f"{var}__{k} = {base}" + (f" + {k} * {step}" if k else ""))
+        for j in sorted(index | set(hoisted)):
+            st = stmts[j]
+            if j in hoisted:
+                loads.append(f"_l{k}_{j} = _pin({st.value(mine)})")  # (runtime/cuda_intrinsics.py)
+                mine[hoisted[j]] = f"_l{k}_{j}"
+            else:
+                loads.append(f"{st.defines}__{k} = {st.value(mine)}")
+                mine[str(st.defines)] = f"{st.defines}__{k}"
+        issued.append(mine)
     trip: list[str] = []
     stores: list[str] = []
+    current: dict[str, str] = {}  # each variable -> the one holding its latest value in this trip
     for k in range(u):
-        at = f"{var} = {base}" + (f" + {k} * {step}" if k else "")
-        loads.append(at)
-        trip.append(at)
-        for j, s in enumerate(body):
-            assert isinstance(s, Line)
-            if j in hoisted:
-                name, access = hoisted[j]
-                loads.append(f"_l{k}_{j} = _pin({access})")  # (runtime/cuda_intrinsics.py)
-                trip.append(f"{name} = _l{k}_{j}")
+        current.update(issued[k])  # (the body reads none of these before its statement assigns it)
+        for j, st in enumerate(stmts):
+            if j in index or j in hoisted:
                 continue
-            if j in index:
-                loads.append(str(s.text))
-            if not s.writes:
-                trip.append(s.text)
+            if st.defines is None:  # a store: its value now, the store after the last load
+                trip.append(f"_u{k}_{j} = {st.value(current)}")
+                stores.append(f"{st.target(current)} = _u{k}_{j}")
                 continue
-            place = s.writes[0]
-            trip.append(f"_u{k}_{j} = {s.text.removeprefix(text(place) + ' = ')}")
-            at_k = []  # its position as the iteration computed it (an index statement may define it)
-            for d, e in enumerate(place.index):
-                if e == var:
-                    at_k.append(f"{base} + {k} * {step}" if k else base)
-                    continue
-                trip.append(f"_i{k}_{j}_{d} = {e}")
-                at_k.append(f"_i{k}_{j}_{d}")
-            stores.append(f"{text(Access(place.array, tuple(at_k)))} = _u{k}_{j}")
-    rest = For(var, loop.stop, loop.body, base, loop.parallel, loop.flat, step)
+            name = f"{st.defines}__{k}"
+            name = name if current.get(st.defines) != name else f"{name}_{j}"  # (assigned twice)
+            trip.append(f"{name} = {st.value(current)}")
+            current[st.defines] = name
+    back = [f"{d} = {current[d]}" for d in dict.fromkeys(st.defines for st in stmts if st.defines)]
     return [
         f"{base} = {loop.start}",
         f"{step} = {loop.step}",
         f"while {base} + {u - 1} * {step} < {loop.stop}:",
-        *_indent([*loads, *trip, *stores, f"{base} += {u} * {step}"]),
-        *print_cuda([rest]),
+        *_indent([*loads, *trip, *stores, *back, f"{base} += {u} * {step}"]),
+        *print_cuda([For(var, loop.stop, loop.body, base, loop.parallel, loop.flat, step)]),
     ]
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+class _Statement:
+    """A statement of an unrolled loop's body, ``name = value`` or ``element = value`` (a store),
+    parsed once (``ast``) into the spans of the names it reads, so that it can be printed with
+    other variables in their places (an iteration's own)."""
+
+    def __init__(self, text: str, defines: str | None, split: int, reads: list[tuple[int, int, str]]) -> None:
+        self.text = text
+        self.defines = defines  # the name it assigns (None: a store)
+        self.split = split  # where its value starts in ``text``
+        self.reads = reads  # (start, end, name) of each name it reads, in order
+
+    @staticmethod
+    def parse(text: str) -> _Statement | None:
+        """The statement ``text``, or None where it is not one assignment of one name or element on
+        one line."""
+        try:
+            (tree,) = ast.parse(text).body
+        except (SyntaxError, ValueError):
+            return None
+        if not (text.isascii() and "\n" not in text and isinstance(tree, ast.Assign)):
+            return None
+        (target,) = tree.targets if len(tree.targets) == 1 else (None,)
+        if not isinstance(target, ast.Name | ast.Subscript) or target.end_col_offset is None:
+            return None
+        reads = sorted(
+            (n.col_offset, int(n.end_col_offset or 0), n.id)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        )
+        defines = target.id if isinstance(target, ast.Name) else None
+        equals = text.index("=", target.end_col_offset)  # (a value's node starts inside its parentheses)
+        return _Statement(
+            text, defines, equals + 1 + len(text[equals + 1 :]) - len(text[equals + 1 :].lstrip()), reads
+        )
+
+    def names(self) -> set[str]:
+        """The names it reads (a store's position included)."""
+        return {name for _, _, name in self.reads}
+
+    def value(self, names: dict[str, str]) -> str:
+        """Its value with each name read replaced by ``names``' variable for it, where there is one."""
+        return self._printed(names, self.split, len(self.text))
+
+    def target(self, names: dict[str, str]) -> str:
+        """The element a store writes, its position's names replaced as in ``value``."""
+        return self._printed(names, 0, self.text.rindex("=", 0, self.split)).rstrip()
+
+    def _printed(self, names: dict[str, str], begin: int, end: int) -> str:
+        out, at = [], begin
+        for start, stop, name in self.reads:
+            if begin <= start and stop <= end:
+                out += [self.text[at:start], names.get(name, name)]
+                at = stop
+        return "".join(out) + self.text[at:end]
 
 
-def _hoisted(body: list[Line], var: str) -> tuple[dict[int, tuple[str, str]], set[int]]:
-    """An unrolled loop's loads an iteration may issue before its arithmetic, ``{j: (name,
-    element)}`` (statements ``name = array[index]``), and the index statements they need, ``{j}``
-    (statements that neither load nor store and compute from no loaded value: ``i0 = r``).
+def _hoisted(body: list[Line], stmts: list[_Statement]) -> tuple[dict[int, str], set[int]]:
+    """An unrolled loop's loads an iteration may issue before its arithmetic, ``{j: name}``
+    (statements ``name = array[index]``), and the index statements they need, ``{j}`` (statements
+    that neither load nor store and compute from no loaded value: ``i0 = r``).
 
     A name is *loaded* if any statement of the body defines it from a load or from a loaded name (an
     accumulator, a temporary), wherever it stands, or defines it twice, or from itself: no hoisted
     statement reads a value an earlier iteration's arithmetic changes, and a load whose index reads
-    a loaded name, or a name the body defines only later (the last iteration's), stays in place. A
-    body with a statement this reading cannot follow (not ``name = value`` and not a store) hoists
-    nothing."""
-    parts = [str(s.text).partition(" = ") for s in body]
-    defined = [name if sep and name.isidentifier() else None for name, sep, _ in parts]
-    if any(d is None and not s.writes for s, d in zip(body, defined, strict=True)):
-        return {}, set()
-    uses = [set(_NAME.findall(value if sep else name)) for name, sep, value in parts]
+    a loaded name, or a name the body defines only later (the last iteration's), stays in place."""
+    defined = [st.defines for st in stmts]
+    uses = [st.names() for st in stmts]
     seen: set[str] = set()
     loaded = set()
     for s, d, u in zip(body, defined, uses, strict=True):
@@ -143,18 +204,18 @@ def _hoisted(body: list[Line], var: str) -> tuple[dict[int, tuple[str, str]], se
         new = {d for d, u in zip(defined, uses, strict=True) if d and u & loaded} - loaded
         loaded |= new
         grown = bool(new)
-    hoisted: dict[int, tuple[str, str]] = {}
+    hoisted: dict[int, str] = {}
     index: set[int] = set()
     used_before: set[str] = set()  # (a name read before its statement carries the last iteration's)
-    for j, s in enumerate(body):
-        name, value = defined[j], parts[j][2]
+    for j, (s, st) in enumerate(zip(body, stmts, strict=True)):
+        name = defined[j]
         later = {d for d in defined[j + 1 :] if d}  # (read here, defined after: the last iteration's)
         if not s.writes and name is not None and name not in used_before and not uses[j] & later:
             if not s.reads:  # (one reading a loaded name is loaded itself: the fixpoint above)
                 if name not in loaded:
                     index.add(j)
-            elif len(s.reads) == 1 and value == text(s.reads[0]) and not uses[j] & loaded:
-                hoisted[j] = (name, value)
+            elif len(s.reads) == 1 and st.value({}) == text(s.reads[0]) and not uses[j] & loaded:
+                hoisted[j] = name
         used_before |= uses[j]
     needed = set().union(*(uses[j] for j in hoisted))  # only the index statements the loads read
     for j in sorted(index, reverse=True):

@@ -374,46 +374,87 @@ def _loop_member(bk: _Band, j: int, group: Group, code: _Code) -> None:
     builder = bk.builder(group, j, "g", code)
     width = math.prod(group.shape[1:])
     values = [builder.value_at(v, idx) for v in group.outputs]
-    stores = [bk.store(v, idx, t, "g") for v, t in zip(group.outputs, values, strict=True)]
     lines = body_stmts(builder)
-    if width == 1:  # every thread computes the row's one element (its registers); one stores it
-        kept = [s for v, s in zip(group.outputs, stores, strict=True) if v in bk.band.local]
-        out = [(v, t) for v, t in zip(group.outputs, values, strict=True) if v not in bk.band.local]
-        over = [x for x in group.inputs if x not in bk.band.local]
-        if any(bk.overlap(v, x) for v, _ in out for x in over):
-            # A store over what the row's other threads read (in place, or into an argument): they
-            # all read first, into registers, and the store waits for them at a barrier.
-            held = [Line(f"{bk.names[v]}_w = {t}") for v, t in out]
-            code.before += [Line(f"{bk.names[v]}_w = {literal(0, v.type.dtype)}") for v, _ in out]
-            body = [*lines, *kept, *held]
-            late: list[Stmt] = [bk.store(v, idx, f"{bk.names[v]}_w", "g") for v, _ in out]
-            code.row += [
-                If("live", [*_row_index(group, "c", body), *body]),
-                *([] if bk.solo else [Barrier()]),
-                If("live and tx == 0", [*_row_index(group, "c", late), *late]),
-            ]
-            return
-        stored: list[Stmt] = [bk.store(v, idx, t, "g") for v, t in out]
-        body = [*lines, *kept, *([If("tx == 0", stored)] if stored else [])]
-        code.row.append(If("live", [*_row_index(group, "c", body), *body]))
+    if width == 1:
+        code.row += _one_element(bk, group, lines, list(zip(group.outputs, values, strict=True)), [], code)
         return
+    stores = [bk.store(v, idx, t, "g") for v, t in zip(group.outputs, values, strict=True)]
     body = [*lines, *stores]
     code.row += _row_loop(bk, width, "c", [*_row_index(group, "c", body), *body])
 
 
-def _reduction(bk: _Band, j: int, group: Group, flat: str | None, code: _Code) -> tuple[list[Stmt], Reducer]:
-    """A reduction member's body: the statements that evaluate the reduced value (``m{j}_x``) and
-    store the prologue values the group also stores, at the member's index."""
+def _one_element(
+    bk: _Band,
+    group: Group,
+    lines: list[Stmt],
+    values: list[tuple[Value, str]],
+    first: list[Stmt],
+    code: _Code,
+) -> list[Stmt]:
+    """A member's code for rows of one element: every thread of the row computes it (``lines``), so
+    that each holds the row's registers (the values the band keeps, ``values``' local ones; a loop
+    over the row's one element would run on its first thread only, and the others would read their
+    registers' zeros: a reduction member's prologue did, 2026-11-27); the row's first thread alone
+    has the effects: ``first`` (a reduction's accumulation) and the stores of ``values``' others."""
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    kept = [bk.store(v, idx, t, "g") for v, t in values if v in bk.band.local]
+    out = [(v, t) for v, t in values if v not in bk.band.local]
+    over = [x for x in group.inputs if x not in bk.band.local]
+    if any(bk.overlap(v, x) for v, _ in out for x in over):
+        # A store over what the row's other threads read (in place, or into an argument): they
+        # all read first, into registers, and the store waits for them at a barrier.
+        held = [Line(f"{bk.names[v]}_w = {t}") for v, t in out]
+        code.before += [Line(f"{bk.names[v]}_w = {literal(0, v.type.dtype)}") for v, _ in out]
+        body = [*lines, *kept, *held, *([If("tx == 0", first)] if first else [])]
+        late: list[Stmt] = [bk.store(v, idx, f"{bk.names[v]}_w", "g") for v, _ in out]
+        return [
+            If("live", [*_row_index(group, "c", body), *body]),
+            *([] if bk.solo else [Barrier()]),
+            If("live and tx == 0", [*_row_index(group, "c", late), *late]),
+        ]
+    effects: list[Stmt] = [*first, *(bk.store(v, idx, t, "g") for v, t in out)]
+    body = [*lines, *kept, *([If("tx == 0", effects)] if effects else [])]
+    return [If("live", [*_row_index(group, "c", body), *body])]
+
+
+def _reduction(
+    bk: _Band, j: int, group: Group, flat: str | None, code: _Code
+) -> tuple[list[Stmt], list[tuple[Value, str]], Line, Reducer]:
+    """A reduction member's parts: the statements that evaluate the reduced value, the prologue
+    values the group also stores (each with its temporary, at the member's index), and the statement
+    that takes the reduced value in the accumulator's type (``m{j}_x``)."""
     root = group.root
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
     builder = bk.builder(group, j, flat, code)
     target = builder.value_at(root.operands[0], idx)
-    extra_values = [(v, builder.value_at(v, idx)) for v in group.outputs if v is not root.result]
-    extra = [bk.store(v, idx, t, flat) for v, t in extra_values]
+    extra = [(v, builder.value_at(v, idx)) for v in group.outputs if v is not root.result]
     reducer = root.prim.reducer
     assert reducer is not None, f"{root.prim.name} has no reducer"
     wide = reducer.accumulator(root.result.type.dtype)
-    return [*body_stmts(builder), *extra, Line(f"m{j}_x = {typed(target, wide)}")], reducer
+    return body_stmts(builder), extra, Line(f"m{j}_x = {typed(target, wide)}"), reducer
+
+
+def _inner(bk: _Band, j: int, group: Group, acc: str, code: _Code) -> tuple[list[Stmt], Reducer]:
+    """A reduction member's statements for one element, accumulated into ``acc`` (an output's own)."""
+    lines, extra, x, reducer = _reduction(bk, j, group, None, code)
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    add = combine(reducer, acc, f"m{j}_x", reducer.accumulator(group.root.result.type.dtype))
+    return [*lines, *(bk.store(v, idx, t, None) for v, t in extra), x, add], reducer
+
+
+def _accumulated(
+    bk: _Band, j: int, group: Group, flat: str | None, acc: str, code: _Code
+) -> tuple[list[Stmt], Reducer]:
+    """A full row's reduction member accumulating into ``acc`` (one per thread): the row's threads
+    stride over its elements, each adding its own (a row of one element: ``_one_element``)."""
+    lines, extra, x, reducer = _reduction(bk, j, group, flat, code)
+    add = combine(reducer, acc, f"m{j}_x", reducer.accumulator(group.root.result.type.dtype))
+    width = math.prod(group.shape[1:])
+    if width == 1 and not bk.solo:
+        return _one_element(bk, group, [*lines, x], extra, [add], code), reducer
+    idx = tuple(f"i{d}" for d in range(len(group.shape)))
+    inner = [*lines, *(bk.store(v, idx, t, flat) for v, t in extra), x, add]
+    return _row_loop(bk, width, "c", [*_row_index(group, "c", inner), *inner]), reducer
 
 
 def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
@@ -422,12 +463,10 @@ def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
     split = min(group.reduced_axes, default=len(shape))
     kept, n_red = math.prod(shape[1:split]), math.prod(shape[split:])
     dtype = out.type.dtype
-    inner, reducer = _reduction(bk, j, group, "g" if kept == 1 else None, code)
-    wide = reducer.accumulator(dtype)
     acc = f"m{j}_acc"
-    inner.append(combine(reducer, acc, f"m{j}_x", wide))
-    identity = literal(reducer.identity(dtype), wide)
     if kept == 1:  # a block reduce over the row's threads; every thread reads the result
+        loop, reducer = _accumulated(bk, j, group, "g", acc, code)
+        wide = reducer.accumulator(dtype)
         code.trees.add(wide)
         sm = f"sm_{wide.np.name}"
         result = typed(f"{sm}[tid - tx]", dtype)
@@ -438,12 +477,15 @@ def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
             written = Access(bk.names[out], (ROW,))
             broadcast = [If("live and tx == 0", [Line(f"{text(written)} = {result}", (first,), (written,))])]
         code.row += [
-            Line(f"{acc} = {identity}"),
-            *_row_loop(bk, n_red, "c", [*_row_index(group, "c", inner), *inner]),
+            Line(f"{acc} = {literal(reducer.identity(dtype), wide)}"),
+            *loop,
             block_reduce(acc, wide, reducer, sm, "tx", bk.ct, f"m{j}_"),
             *broadcast,
         ]
         return
+    inner, reducer = _inner(bk, j, group, acc, code)
+    wide = reducer.accumulator(dtype)
+    identity = literal(reducer.identity(dtype), wide)
     kept_ix = unflatten("o", [f"i{d}" for d in range(1, split)], shape[1:split])
     red_ix = unflatten("r", [f"i{d}" for d in range(split, len(shape))], shape[split:])
     o_idx = (ROW, *(f"i{d}" for d in range(1, split)))
@@ -471,13 +513,12 @@ def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, r
     part = f"{bk.name}_p{group.index}"
     acc = f"m{j}_acc"
     if kept == 1:  # a full reduction: a register per thread, a block reduce after the rows
-        inner, reducer = _reduction(bk, j, group, "g", code)
+        loop, reducer = _accumulated(bk, j, group, "g", acc, code)
         wide = reducer.accumulator(dtype)
-        inner.append(combine(reducer, acc, f"m{j}_x", wide))
         code.trees.add(wide)
         sm = f"sm_{wide.np.name}"
         code.before.append(Line(f"{acc} = {literal(reducer.identity(dtype), wide)}"))
-        code.row += _row_loop(bk, math.prod(shape[1:]), "c", [*_row_index(group, "c", inner), *inner])
+        code.row += loop
         flushed = Access(part, ("cuda.blockIdx.x",))
         code.after += [
             block_reduce(acc, wide, reducer, sm, prefix=f"m{j}_"),
@@ -486,9 +527,8 @@ def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, r
         ]
         slots, gpu_slots = f"{bk.name}_G", blocks
     else:  # an element per output, owned by the thread that takes it in every row
-        inner, reducer = _reduction(bk, j, group, None, code)
+        inner, reducer = _inner(bk, j, group, acc, code)
         wide = reducer.accumulator(dtype)
-        inner.append(combine(reducer, acc, f"m{j}_x", wide))
         row_store = bk.stores[out]
         mine = row_store.at(bk.name, "o")
         kept_ix = unflatten("o", [f"i{d}" for d in kept_dims], [shape[d] for d in kept_dims])
