@@ -142,6 +142,9 @@ def test_kernels_equal_up_to_their_buffers_are_one_function() -> None:
         "stored",
         "parenthesized",
         "kept",
+        "read later",
+        "read before",
+        "lambda",
     ],
 )
 def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
@@ -183,8 +186,8 @@ def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
             Line("t1 = b[int(acc) % 50]", (Access("b", ("int(acc) % 50",)),)),
             Line("acc += t1"),
         ],
-        # a store's position from an index statement the next iteration redefines, and a value read
-        # back from an element the same iteration stored (a band's row store: the store comes last)
+        # a store's position from an index statement the next iteration redefines (the store comes
+        # last, at the position its own iteration computed)
         "stored": [
             Line("k = r * 3 + 1"),
             Line("t0 = a[k]", (a,)),
@@ -195,6 +198,19 @@ def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
         # a value the code after the loop reads (a band's register of a one-element row): the last
         # iteration's, where the unrolled trips ran the last one (n = 8, no remainder)
         "kept": [Line("t0 = a[r]", (Access("a", ("r",)),)), Line("reg = t0 + 1.0"), Line("acc = acc + reg")],
+        # an index statement reading a variable of the body that is no index statement (defined
+        # later, or read before it is defined): neither it nor the load it feeds may go first (a
+        # review's cases, 2026-11-27: the loads section read the previous trip's value)
+        "read later": [Line("k = m + r"), Line("t0 = a[k]", (a,)), Line("m = r * 2"), Line("acc = acc + t0")],
+        "read before": [
+            Line("w = m + 1"),
+            Line("m = r * 2"),
+            Line("k = m + 1"),
+            Line("t0 = a[k]", (a,)),
+            Line("acc = acc + t0 + w"),
+        ],
+        # a statement binding names of its own: not renamed (the plain loop)
+        "lambda": [Line("t0 = a[r]", (Access("a", ("r",)),)), Line("acc = acc + (lambda r: r * 2.0)(t0)")],
         "parenthesized": [
             Line("k = (r + 2)"),
             Line("t0 = (a[k])", (a,)),
@@ -211,7 +227,26 @@ def test_an_unrolled_loop_computes_what_the_plain_loop_does(name: str) -> None:
         "\n".join(print_python([For("r", "n", body, 0)], 0, prange=False)),
     ):
         env = {"a": np.arange(100.0) * 1.5, "b": np.arange(100.0) ** 2, "c": np.zeros(100)}
-        env.update(n=8 if name == "kept" else 10, k=0, acc=0.0, reg=0.0)
+        env.update(n=8 if name == "kept" else 10, k=0, acc=0.0, reg=0.0, m=0, w=0)
         exec(code, {**env, "_pin": lambda v: v}, env)  # noqa: S102 (the printers' own text)
         results.append((env["acc"], env["reg"], env["c"].tolist()))
     assert results[0] == results[1], (name, results)
+
+
+def test_which_gpu_loops_unroll() -> None:
+    """``cuda/loops.unrollable``: straight-line statements whose stores are of one element each, at
+    the loop's own position or, in a parallel loop (a grid-stride loop, a band's row loop), anywhere;
+    never a body that reads an array it stored earlier (its load would be issued first)."""
+    from compiler.kernel.cuda.loops import unrollable
+    from compiler.kernel.ir import Access, For, Line
+
+    own, other = Access("c", ("g",)), Access("c", ("ty * 8 + g",))
+    load = Line("t0 = a[g]", (Access("a", ("g",)),))
+    assert unrollable(For("g", 9, [load, Line("c[g] = t0", (), (own,))]))
+    assert not unrollable(For("g", 9, [load, Line("c[ty * 8 + g] = t0", (), (other,))]))
+    assert unrollable(For("g", 9, [load, Line("c[ty * 8 + g] = t0", (), (other,))], parallel=True))
+    read_back = Line("t1 = c[ty * 8 + g]", (other,))
+    assert not unrollable(
+        For("g", 9, [load, Line("c[ty * 8 + g] = t0", (), (other,)), read_back], parallel=True)
+    )
+    assert not unrollable(For("g", 9, [load, For("h", 2, [])], parallel=True))

@@ -258,9 +258,10 @@ def _log_sum_loss(x, y, w):
 @pytest.mark.parametrize("width", [5, 37])
 def test_one_element_rows_of_a_reduction_member_reach_every_thread(loss, width: int) -> None:
     """A reduction member over rows of one element (a loss's sum of a per-row value, ``s.sum()``)
-    computes a value the band keeps (``log`` of the row sum, a register of each thread): every thread
-    of the row must compute it, where a loop over the row's one element ran on its first thread only,
-    and the next members read the other threads' zeros (the value and gradient were wrong)."""
+    computes a value the band keeps (the entropy, a register of each thread): every thread of the
+    row must compute it, where a loop over the row's one element ran on its first thread only, and
+    the next members read the other threads' zeros (the entropy loss's value and gradient were
+    wrong). The log-sum loss adds a row reduction over one-element rows (it passed before too)."""
     x, y, w = RNG.standard_normal((6, width)), RNG.standard_normal((6, width)), RNG.standard_normal(width)
     fn = dsl.value_and_grad(loss, argnums=(0, 2))
     want = dsl_flat(dsl.compile(fn, target="cpu")(x, y, w))

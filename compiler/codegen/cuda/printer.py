@@ -64,8 +64,9 @@ def _unrolled(loop: For) -> list[str]:
     with its stores' values kept (``_u{k}_{j}``), then the stores; then the thread's remaining
     iterations one at a time, as the plain loop runs them.
 
-    Iteration ``k``'s variables are its own (``t0`` is ``t0__k``), so no variable is assigned twice
-    in a trip and Numba's SSA pass has nothing to rename (it took a fifth of a kernel's compile time
+    Iteration ``k``'s variables are its own (``t0`` is ``t0__k``; ``t0__k_j`` where the body assigns
+    ``t0`` again in statement ``j``), so no variable is assigned in two iterations and Numba's SSA
+    pass has next to nothing to rename (it took a fifth of a kernel's compile time
     when each iteration redefined the same names); at the end of the trip each variable the body
     assigns is assigned its last iteration's value, as the plain loop leaves it: the next trip reads
     an accumulator's, and code after the loop a band's register (``v9_r``). An index statement runs
@@ -140,13 +141,15 @@ class _Statement:
     @staticmethod
     def parse(text: str) -> _Statement | None:
         """The statement ``text``, or None where it is not one assignment of one name or element on
-        one line."""
+        one line, or binds names of its own (a lambda, a comprehension)."""
         try:
             (tree,) = ast.parse(text).body
         except (SyntaxError, ValueError):
             return None
         if not (text.isascii() and "\n" not in text and isinstance(tree, ast.Assign)):
             return None
+        if any(isinstance(n, ast.Lambda | ast.comprehension | ast.NamedExpr) for n in ast.walk(tree)):
+            return None  # (names it binds itself: not the body's variables)
         (target,) = tree.targets if len(tree.targets) == 1 else (None,)
         if not isinstance(target, ast.Name | ast.Subscript) or target.end_col_offset is None:
             return None
@@ -190,7 +193,9 @@ def _hoisted(body: list[Line], stmts: list[_Statement]) -> tuple[dict[int, str],
     A name is *loaded* if any statement of the body defines it from a load or from a loaded name (an
     accumulator, a temporary), wherever it stands, or defines it twice, or from itself: no hoisted
     statement reads a value an earlier iteration's arithmetic changes, and a load whose index reads
-    a loaded name, or a name the body defines only later (the last iteration's), stays in place."""
+    a loaded name, or a name the body defines only later (the last iteration's), stays in place. Of
+    the body's names, a hoisted statement reads only those of index statements hoisted before it
+    (the loads section has no other of the iteration's values)."""
     defined = [st.defines for st in stmts]
     uses = [st.names() for st in stmts]
     seen: set[str] = set()
@@ -217,6 +222,16 @@ def _hoisted(body: list[Line], stmts: list[_Statement]) -> tuple[dict[int, str],
             elif len(s.reads) == 1 and st.value({}) == text(s.reads[0]) and not uses[j] & loaded:
                 hoisted[j] = name
         used_before |= uses[j]
+    body_names = {d for d in defined if d}
+    settled = False
+    while not settled:  # each reads, of the body's names, only index statements issued before it
+        settled = True
+        for j in sorted(index | set(hoisted)):
+            issued = {defined[i] for i in index if i < j}
+            if (uses[j] & body_names) - issued:  # (a name defined later, or read before it is defined)
+                index.discard(j)
+                hoisted.pop(j, None)
+                settled = False
     needed = set().union(*(uses[j] for j in hoisted))  # only the index statements the loads read
     for j in sorted(index, reverse=True):
         if defined[j] in needed:
