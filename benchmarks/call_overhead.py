@@ -195,10 +195,8 @@ def replay_overhead(name: str, batches: int, calls: int) -> tuple[float, float, 
     stages = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.input_types]
     outs = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.result_types]
     graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)  # (what a capture makes, not launched)
-    graph.args, graph.results, graph._exec = stages, tuple(outs), None
-    graph.arg_addresses = [cuda_graphs.address(a) for a in stages]
-    graph.addresses = [cuda_graphs.address(r) for r in outs]
-    graph.arg_bytes, graph.result_bytes = [a.nbytes for a in stages], [r.nbytes for r in outs]
+    graph.stage(stages, tuple(outs))
+    graph._exec = None
     ex.graph = graph
     (entry,) = f._cache.values()
     entry._run = ex

@@ -166,16 +166,24 @@ class CallGraph:
     bound for the capture alive: the constants and views its kernels read are that binding's."""
 
     def __init__(self, exec_handle: Any, args: list[Any], results: tuple[Any, ...], keep: Any) -> None:
-        self.args = args
-        self.results = results
-        self.arg_addresses = [address(a) for a in args]
-        self.addresses = [address(r) for r in results]
-        self.arg_bytes = [int(a.nbytes) for a in args]
-        self.result_bytes = [int(r.nbytes) for r in results]
+        self.stage(args, results)
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
         done.atexit = False  # the driver may be gone at exit; the process frees the graph then
+
+    def stage(
+        self, args: list[Any], results: tuple[Any, ...], at: Callable[[Any], int] | None = None
+    ) -> None:
+        """Its staging buffers: the arguments it reads and the results it writes, with the address
+        (``at``, by default ``address``) and the bytes of each, which a replay reads (a stand-in for
+        a graph sets them here too)."""
+        at = at or address
+        self.args, self.results = args, results
+        self.arg_addresses = [at(a) for a in args]
+        self.addresses = [at(r) for r in results]
+        self.arg_bytes = [int(a.nbytes) for a in args]
+        self.result_bytes = [int(r.nbytes) for r in results]
 
     def launch(self, stream: int) -> None:
         check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")

@@ -51,10 +51,9 @@ class ReplayedRun:
 
     def __init__(self, cuda, bind, arena, outs, args, blas) -> None:
         self.run = bind(arena, cuda.stream())
-        self.outs, self.args = list(outs), args
-        self.results = tuple(self.run(*self.outs, *self.args))
-        self.arg_addresses = [device_address(a) for a in args]
-        self.addresses = [device_address(r) for r in self.results]
+        self.outs = list(outs)
+        results = tuple(self.run(*self.outs, *args))
+        cuda_graphs.CallGraph.stage(self, args, results, device_address)  # type: ignore[arg-type]
         self.launches = 0
 
     def launch(self, stream: int) -> None:
