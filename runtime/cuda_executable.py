@@ -187,11 +187,7 @@ class CudaExecutable(ArgumentChecks):
     def __call__(self, *arrays: Any) -> tuple[Any, ...]:
         if len(arrays) != len(self.input_types):
             raise TypeError(f"{self.name} takes {len(self.input_types)} arguments, got {len(arrays)}")
-        on_device = False
-        for a in arrays:
-            if is_device_array(a):
-                on_device = True
-                break
+        on_device = any(is_device_array(a) for a in arrays)
         if self._written:
             self._check_written(arrays)
         with self._lock:

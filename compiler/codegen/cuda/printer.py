@@ -160,9 +160,7 @@ class _Statement:
         )
         defines = target.id if isinstance(target, ast.Name) else None
         equals = text.index("=", target.end_col_offset)  # (a value's node starts inside its parentheses)
-        return _Statement(
-            text, defines, equals + 1 + len(text[equals + 1 :]) - len(text[equals + 1 :].lstrip()), reads
-        )
+        return _Statement(text, defines, len(text) - len(text[equals + 1 :].lstrip()), reads)
 
     def names(self) -> set[str]:
         """The names it reads (a store's position included)."""

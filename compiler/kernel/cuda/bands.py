@@ -434,12 +434,14 @@ def _reduction(
     return body_stmts(builder), extra, Line(f"m{j}_x = {typed(target, wide)}"), reducer
 
 
-def _inner(bk: _Band, j: int, group: Group, acc: str, code: _Code) -> tuple[list[Stmt], Reducer]:
-    """A reduction member's statements for one element, accumulated into ``acc`` (an output's own)."""
-    lines, extra, x, reducer = _reduction(bk, j, group, None, code)
+def _inner(
+    bk: _Band, j: int, group: Group, flat: str | None, acc: str, code: _Code
+) -> tuple[list[Stmt], Reducer]:
+    """A reduction member's statements for one element, accumulated into ``acc``."""
+    lines, extra, x, reducer = _reduction(bk, j, group, flat, code)
     idx = tuple(f"i{d}" for d in range(len(group.shape)))
     add = combine(reducer, acc, f"m{j}_x", reducer.accumulator(group.root.result.type.dtype))
-    return [*lines, *(bk.store(v, idx, t, None) for v, t in extra), x, add], reducer
+    return [*lines, *(bk.store(v, idx, t, flat) for v, t in extra), x, add], reducer
 
 
 def _accumulated(
@@ -447,13 +449,12 @@ def _accumulated(
 ) -> tuple[list[Stmt], Reducer]:
     """A full row's reduction member accumulating into ``acc`` (one per thread): the row's threads
     stride over its elements, each adding its own (a row of one element: ``_one_element``)."""
-    lines, extra, x, reducer = _reduction(bk, j, group, flat, code)
-    add = combine(reducer, acc, f"m{j}_x", reducer.accumulator(group.root.result.type.dtype))
     width = math.prod(group.shape[1:])
     if width == 1 and not bk.solo:
+        lines, extra, x, reducer = _reduction(bk, j, group, flat, code)
+        add = combine(reducer, acc, f"m{j}_x", reducer.accumulator(group.root.result.type.dtype))
         return _one_element(bk, group, [*lines, x], extra, [add], code), reducer
-    idx = tuple(f"i{d}" for d in range(len(group.shape)))
-    inner = [*lines, *(bk.store(v, idx, t, flat) for v, t in extra), x, add]
+    inner, reducer = _inner(bk, j, group, flat, acc, code)
     return _row_loop(bk, width, "c", [*_row_index(group, "c", inner), *inner]), reducer
 
 
@@ -483,7 +484,7 @@ def _row_reduction(bk: _Band, j: int, group: Group, code: _Code) -> None:
             *broadcast,
         ]
         return
-    inner, reducer = _inner(bk, j, group, acc, code)
+    inner, reducer = _inner(bk, j, group, None, acc, code)
     wide = reducer.accumulator(dtype)
     identity = literal(reducer.identity(dtype), wide)
     kept_ix = unflatten("o", [f"i{d}" for d in range(1, split)], shape[1:split])
@@ -527,7 +528,7 @@ def _partial_member(bk: _Band, j: int, group: Group, code: _Code, blocks: int, r
         ]
         slots, gpu_slots = f"{bk.name}_G", blocks
     else:  # an element per output, owned by the thread that takes it in every row
-        inner, reducer = _inner(bk, j, group, acc, code)
+        inner, reducer = _inner(bk, j, group, None, acc, code)
         wide = reducer.accumulator(dtype)
         row_store = bk.stores[out]
         mine = row_store.at(bk.name, "o")
