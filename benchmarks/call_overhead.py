@@ -19,7 +19,9 @@ a second column times the CUDA executable's own checks of the arguments (``_chec
 the checks, the staging copies, the launch, the results from the pool), on fake device arrays, with
 the driver API (``cuda.bindings.driver``) replaced by calls that do nothing: the host work of a call
 that is Python's, without the driver's own time per call (on an H100: a few microseconds each, for
-the staging copies, the allocations, the launch and the synchronization, counted beside it).
+the staging copies, the allocations, the launch and the synchronization, counted beside it). Two
+forms: the arguments elsewhere than the graph read them (each staged: copied in), and the arguments
+where the graph reads them in place (a loop passing the same arrays: ``CallGraph.direct``).
 """
 
 from __future__ import annotations
@@ -143,7 +145,13 @@ class _IdleDriver:
     def _done(*_: Any) -> tuple[int]:
         return (0,)
 
-    cuMemcpyDtoDAsync = cuGraphLaunch = cuMemFreeAsync = _done
+    cuGraphLaunch = cuMemFreeAsync = _done
+    copies = 0  # the staging copies made
+
+    @classmethod
+    def cuMemcpyDtoDAsync(cls, *_: Any) -> tuple[int]:
+        cls.copies += 1
+        return (0,)
 
     @staticmethod
     def cuMemAllocAsync(nbytes: int, stream: int) -> tuple[int, int]:
@@ -164,9 +172,12 @@ class _IdleStream:
         pass
 
 
-def replay_overhead(name: str, batches: int, calls: int) -> tuple[float, float, int, int, int]:
+def replay_overhead(
+    name: str, batches: int, calls: int, in_place: bool
+) -> tuple[float, float, int, int, int, int]:
     """``--replay``: seconds per whole call and in the executable, of program ``name`` compiled for
-    CUDA and replaying a graph over fake memory; its argument leaves, public results and launches."""
+    CUDA and replaying a graph over fake memory; its argument leaves, public results, launches and
+    staging copies a call. ``in_place``: the graph reads the arguments where the call passes them."""
     import math
     import threading
     from types import SimpleNamespace
@@ -195,7 +206,10 @@ def replay_overhead(name: str, batches: int, calls: int) -> tuple[float, float, 
     stages = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.input_types]
     outs = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.result_types]
     graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)  # (what a capture makes, not launched)
-    graph.stage(stages, tuple(outs))
+    if in_place:
+        graph.stage([_flat(a) for a in leaves], tuple(outs), direct=[True] * len(leaves))
+    else:
+        graph.stage(stages, tuple(outs))
     graph._exec = None
     ex.graph = graph
     (entry,) = f._cache.values()
@@ -206,13 +220,23 @@ def replay_overhead(name: str, batches: int, calls: int) -> tuple[float, float, 
     args = pytree.unflatten(tree, leaves)
     try:
         f(*args)
+        _IdleDriver.copies = 0
+        f(*args)
+        copies = _IdleDriver.copies
         whole = _best(lambda: f(*args), batches, calls)
         inside = _best(lambda: ex(*leaves), batches, calls)
     finally:
         cuda_graphs._driver_module = saved[0]
         cuda_graphs._pool_ready.clear()
         cuda_graphs._pool_ready.update(saved[1])
-    return whole, inside, len(leaves), ex.n_public, generated.launches
+    return whole, inside, len(leaves), ex.n_public, generated.launches, copies
+
+
+def _flat(array: Any) -> Any:
+    """A C-ordered device array as the flat array a call binds (its memory)."""
+    from runtime.cuda_executable import _reshaped
+
+    return _reshaped(array, (array.size,))
 
 
 def main() -> None:
@@ -224,12 +248,19 @@ def main() -> None:
     parser.add_argument("--replay", action="store_true", help=replay_help)
     args = parser.parse_args()
     if args.replay:
-        print("| program | argument leaves | results | launches | us a call | us of it in the executable |")
-        print("|---|---:|---:|---:|---:|---:|")
+        print(
+            "| program | argument leaves | results | launches | arguments | staging copies "
+            "| us a call | us of it in the executable |"
+        )
+        print("|---|---:|---:|---:|---|---:|---:|---:|")
         for name in BUILDERS:
-            whole, inside, leaves, results, launches = replay_overhead(name, args.batches, args.calls)
-            row = f"| {name} | {leaves} | {results} | {launches} | {whole * 1e6:.1f} | {inside * 1e6:.1f} |"
-            print(row, flush=True)
+            for in_place in (False, True):
+                whole, inside, leaves, results, launches, copies = replay_overhead(
+                    name, args.batches, args.calls, in_place
+                )
+                where = "read in place" if in_place else "staged"
+                row = f"| {name} | {leaves} | {results} | {launches} | {where} | {copies} "
+                print(f"{row}| {whole * 1e6:.1f} | {inside * 1e6:.1f} |", flush=True)
         return
     if args.device:
         print("| program | argument leaves | us a call outside the executable | us of the argument checks |")

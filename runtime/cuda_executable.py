@@ -104,6 +104,14 @@ def device_address(x: Any) -> int:
     return device_layout(x)[0]
 
 
+def _address(given: Any, used: Any) -> int:
+    """The device address of an argument the caller passed on the device (``used``: as the call
+    uses it), else 0 (a host value, which a call copies anyway, or an empty array)."""
+    if not is_device_array(given) or not used.size:
+        return 0
+    return device_address(used)
+
+
 def _extent(x: Any) -> tuple[int, int]:
     """``(first byte, last byte + 1)`` of a device array's memory (for the overlap check)."""
     if is_plain_device_array(x) and x.size and x.is_c_contiguous():  # (the common case, read cheaply)
@@ -177,6 +185,8 @@ class CudaExecutable(ArgumentChecks):
         self.eager_reason = cuda_graphs.eager_reason(host_reads, launches, staged, copies)  # None: graphs
         self.graph: cuda_graphs.CallGraph | None = None
         self._warm = False  # a first, eager call compiled and loaded every kernel
+        self._seen: list[int] = []  # the device address of each argument at the last call (0: none)
+        self._moved: set[int] = set()  # arguments a graph stages (found elsewhere once it read in place)
 
     def set_inputs(self, input_types: Sequence[tuple[Sequence[int], Any]]) -> None:
         """The compiled signature's ``(shape, dtype)`` per argument, and the byte strides of a
@@ -200,6 +210,8 @@ class CudaExecutable(ArgumentChecks):
         """A call launching every kernel (the lock held)."""
         stream = self.stream
         args = [self._to_device(i, a) for i, a in enumerate(arrays)]
+        if self.eager_reason is None:  # (the next call's capture reads in place what stayed put)
+            self._seen = [_address(a, g) for a, g in zip(arrays, args, strict=True)]
         outs = [cuda_graphs.result_array(self.cuda, n, d, stream) for n, d in self._outs]
         results = self.run(*outs, *args)
         for index, new in zip(self.writeback, results[self.n_public :]):
@@ -228,17 +240,31 @@ class CudaExecutable(ArgumentChecks):
 
     def _replay(self, arrays: Sequence[Any], on_device: bool) -> tuple[Any, ...]:
         """A call through the graph (captured on the first call here): the arguments copied into its
-        staging buffers, one launch, the write-backs and results copied out of its buffers."""
+        staging buffers (those it reads in place checked to be where it reads them), one launch,
+        the write-backs and results copied out of its buffers."""
         stream = self.stream
         handle = cuda_graphs.stream_handle(stream)
         if not getattr(self._threads, "ready", False):  # the driver API calls below need a context
             self.cuda.current_context()
             self._threads.ready = True
         given = [self._checked(i, a) for i, a in enumerate(arrays)]
-        graph = self.graph or self._capture()
+        graph = self.graph
+        if graph is not None and True in graph.direct:
+            moved = [
+                i
+                for i, (a, d) in enumerate(zip(given, graph.direct, strict=True))
+                if d and (isinstance(a, np.ndarray) or device_address(a) != graph.arg_addresses[i])
+            ]
+            if moved:  # captured again, those arguments staged from now on
+                self._moved.update(moved)
+                graph = None
+        graph = graph or self._capture(given)
         if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
             return self._eager(arrays, on_device)
-        for stage, address, nbytes, a in zip(graph.args, graph.arg_addresses, graph.arg_bytes, given):
+        staged = zip(graph.args, graph.arg_addresses, graph.arg_bytes, given, graph.direct)
+        for stage, address, nbytes, a, direct in staged:
+            if direct:
+                continue
             if isinstance(a, np.ndarray):
                 if a.size:
                     stage.copy_to_device(a, stream=stream)
@@ -253,7 +279,7 @@ class CudaExecutable(ArgumentChecks):
                 continue
             if isinstance(target, np.ndarray):
                 self._write_host(arrays, index, new)
-            else:
+            elif not (graph.direct[index] and address == graph.arg_addresses[index]):  # (else in place)
                 cuda_graphs.copy_async(device_address(target), address, nbytes, handle)
         public = zip(graph.results[:n], graph.addresses, graph.result_bytes, self.result_types)
         if not on_device:
@@ -268,15 +294,28 @@ class CudaExecutable(ArgumentChecks):
         stream.synchronize()
         return tuple(fresh)
 
-    def _capture(self) -> cuda_graphs.CallGraph | None:
-        """The graph of a call, captured on new staging buffers; ``None`` (and ``eager_reason``
-        set) where the capture fails."""
+    def _capture(self, given: Sequence[Any]) -> cuda_graphs.CallGraph | None:
+        """The graph of a call with the arguments ``given`` (``_checked``): a device argument at the
+        address it had at the last call read in place (unless it moved once before), the others
+        from new staging buffers; ``None`` (and ``eager_reason`` set) where the capture fails."""
         stream = self.stream
+        seen = [_address(a, a) for a in given]
+        direct = [
+            bool(now) and i not in self._moved and i < len(self._seen) and now == self._seen[i]
+            for i, now in enumerate(seen)
+        ]
+        self._seen = seen
+        self.graph = None  # (a graph found stale is dropped before the new one is made)
         try:  # (an allocation failing here, out of memory, means eager too)
-            args = [self.cuda.device_array(math.prod(s), d, stream=stream) for s, d in self.input_types]
+            args = [
+                _reshaped(a, (a.size,)) if d else self.cuda.device_array(math.prod(s), t, stream=stream)
+                for a, d, (s, t) in zip(given, direct, self.input_types, strict=True)
+            ]
             outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
             stream.synchronize()
-            self.graph = cuda_graphs.capture(self.cuda, self._bind, self.arena, outs, args, self._blas)
+            self.graph = cuda_graphs.capture(
+                self.cuda, self._bind, self.arena, outs, args, self._blas, direct=direct
+            )
         except Exception as err:  # any failure of a capture means: launch eagerly
             self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
         return self.graph

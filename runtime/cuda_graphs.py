@@ -17,8 +17,8 @@ of an executable runs eagerly (it compiles and loads every kernel, picks cuBLAS,
 handle: none of that may happen inside a capture), the second captures, instantiates and launches.
 
 Addresses: a captured kernel holds the addresses it was given. Those of the arena, the constants and
-the kernels' scratch never change; the arguments' and results' do, every call. The graph is made
-address-independent by *staging*: it is captured on executable-owned buffers, one per argument
+the kernels' scratch never change; the results' do, every call, and the arguments' may. The graph is
+made address-independent by *staging*: it is captured on executable-owned buffers, one per argument
 (``CallGraph.args``) and the results the capture produced (``CallGraph.results``); a call copies
 each argument in (device to device, or host to device where the NumPy path copied anyway), launches
 the graph, and copies each result out (into a fresh array from the device's stream-ordered pool, or
@@ -26,6 +26,18 @@ to the host where the NumPy path copied anyway). Updating the captured kernel no
 (``cuGraphExecKernelNodeSetParams``) instead would spare the copies, but it needs every kernel's
 flattened Numba parameters decoded, and a cuBLAS gemm node (opaque parameters) or a memcpy node
 reading an argument cannot be updated that way at all; staging works for every node.
+
+Arguments that stay put are read in place (``CallGraph.direct``): a device argument at the address
+the previous call's had (a loop passing the same arrays: weights updated in place, a buffer refilled
+each step) is captured at that address, as an eager launch reads it, and a replay checks that the
+argument is still there instead of copying it (layer norm at the CPU suite's sizes stages 32 MB of
+inputs a call: some 20 us of device time at 3 TB/s, beside its kernels' 0.15 ms; the MLP step at
+the GPU sizes 84 MB). An argument found elsewhere makes the executable capture again with that
+argument staged from then on (``CudaExecutable._moved``), so each argument costs at most one more
+capture. Nothing of the caller's is kept for the address: a replay reads it only when the call
+passes an array there, whatever array that is (an address taken again by a new array of the
+signature is read as that array). A mutated argument read in place is written in place too, by the
+graph itself, as the eager call writes it.
 
 When (``eager_reason``): graphs are on by default (``GRAPHS_BY_DEFAULT``: validated on an H100 on
 2026-11-27, ``benchmarks/results/2026-11-27-gpu-lease.md``; ``DSL_CUDA_GRAPHS=0`` turns them off),
@@ -161,29 +173,45 @@ def _capture_stream(cuda: Any) -> Any:
 
 
 class CallGraph:
-    """A captured call: the instantiated graph, the staging buffers of the arguments it reads, and
-    the results it writes (flat device arrays, the order of the driver's). It also keeps the driver
-    bound for the capture alive: the constants and views its kernels read are that binding's."""
+    """A captured call: the instantiated graph, the staging buffers of the arguments it reads (or
+    the address of each argument it reads in place), and the results it writes (flat device arrays,
+    the order of the driver's). It also keeps the driver bound for the capture alive: the constants
+    and views its kernels read are that binding's."""
 
-    def __init__(self, exec_handle: Any, args: list[Any], results: tuple[Any, ...], keep: Any) -> None:
-        self.stage(args, results)
+    def __init__(
+        self,
+        exec_handle: Any,
+        args: list[Any],
+        results: tuple[Any, ...],
+        keep: Any,
+        direct: Sequence[bool] = (),
+    ) -> None:
+        self.stage(args, results, direct=direct)
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
         done.atexit = False  # the driver may be gone at exit; the process frees the graph then
 
     def stage(
-        self, args: list[Any], results: tuple[Any, ...], at: Callable[[Any], int] | None = None
+        self,
+        args: list[Any],
+        results: tuple[Any, ...],
+        at: Callable[[Any], int] | None = None,
+        direct: Sequence[bool] = (),
     ) -> None:
-        """Its staging buffers: the arguments it reads and the results it writes, with the address
-        (``at``, by default ``address``) and the bytes of each, which a replay reads (a stand-in for
-        a graph sets them here too)."""
+        """Its buffers: the arguments it reads and the results it writes, with the address (``at``,
+        by default ``address``) and the bytes of each, which a replay reads (a stand-in for a graph
+        sets them here too). ``direct``: which arguments it reads in place, at the caller's address
+        (the module docstring); it keeps no reference to those (``args`` holds ``None`` there)."""
         at = at or address
-        self.args, self.results = args, results
+        self.direct = list(direct) or [False] * len(args)
         self.arg_addresses = [at(a) for a in args]
-        self.addresses = [at(r) for r in results]
         self.arg_bytes = [int(a.nbytes) for a in args]
+        self.args: list[Any] = [None if d else a for a, d in zip(args, self.direct, strict=True)]
+        self.addresses = [at(r) for r in results]
         self.result_bytes = [int(r.nbytes) for r in results]
+        mine = [a for a, d in zip(args, self.direct, strict=True) if d]
+        self.results: tuple[Any, ...] = tuple(None if any(r is a for a in mine) else r for r in results)
 
     def launch(self, stream: int) -> None:
         check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
@@ -199,11 +227,18 @@ def _destroy(exec_handle: Any) -> None:
 
 
 def capture(
-    cuda: Any, bind: Callable[..., Any], arena: Any, outs: Sequence[Any], args: list[Any], blas: bool
+    cuda: Any,
+    bind: Callable[..., Any],
+    arena: Any,
+    outs: Sequence[Any],
+    args: list[Any],
+    blas: bool,
+    direct: Sequence[bool] = (),
 ) -> CallGraph:
     """Capture one call of the generated driver ``bind`` (``codegen/cuda/driver.py``) on ``arena``,
-    with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments);
-    with ``blas``, its cuBLAS calls get a workspace of the graph's own.
+    with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments:
+    staging buffers, or the caller's own arrays where ``direct`` says so); with ``blas``, its cuBLAS
+    calls get a workspace of the graph's own.
 
     Every buffer ``run`` allocates is one of its results (the driver allocates only results per
     call), so keeping the results keeps every address the graph holds alive."""
@@ -233,7 +268,7 @@ def capture(
             exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         finally:
             driver.cuGraphDestroy(graph)  # the executable graph is independent of it
-    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs), workspace))
+    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs), workspace), direct)
 
 
 def _blas_workspace_bytes(cuda: Any) -> int:

@@ -49,17 +49,20 @@ class ReplayedRun:
     the first run's buffers, as a graph writes to the addresses it captured. What is checked is the
     executable's side: arguments copied in, write-backs and results copied out."""
 
-    def __init__(self, cuda, bind, arena, outs, args, blas) -> None:
+    def __init__(self, cuda, bind, arena, outs, args, blas, direct=()) -> None:
         self.run = bind(arena, cuda.stream())
-        self.outs = list(outs)
+        self.outs, self.read = list(outs), list(args)  # (a graph reads the caller's at their addresses)
+        read_in_place = [(a, a.copy_to_host()) for a, d in zip(args, direct) if d]
         results = tuple(self.run(*self.outs, *args))
-        cuda_graphs.CallGraph.stage(self, args, results, device_address)  # type: ignore[arg-type]
+        for a, before in read_in_place:  # a capture runs nothing: the caller's arrays stay as they were
+            a.copy_to_device(before)
+        cuda_graphs.CallGraph.stage(self, args, results, device_address, direct)  # type: ignore[arg-type]
         self.launches = 0
 
     def launch(self, stream: int) -> None:
         self.launches += 1
-        for mine, new in zip(self.results, self.run(*self.outs, *self.args)):
-            if new is not mine and mine.size:
+        for mine, new in zip(self.results, self.run(*self.outs, *self.read)):
+            if mine is not None and new is not mine and mine.size:
                 mine.copy_to_device(new)
 
 
@@ -151,3 +154,114 @@ def test_a_failed_capture_falls_back_to_eager(replayed: bool, monkeypatch: pytes
             np.testing.assert_allclose(g, w, rtol=1e-5)
         np.testing.assert_allclose(a_gpu, a_cpu, rtol=1e-6)
     assert executable.graph is None and "capture failed" in executable.eager_reason
+
+
+def _counted_copies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """The (destination, source) of each staging copy a replay makes from now on."""
+    copies: list[tuple[int, int]] = []
+    copy = cuda_graphs.copy_async
+
+    def counted(dst: int, src: int, nbytes: int, stream: int) -> None:
+        copies.append((dst, src))
+        copy(dst, src, nbytes, stream)
+
+    monkeypatch.setattr(cuda_graphs, "copy_async", counted)
+    return copies
+
+
+def _train(w, b, x, y):
+    h = dnp.tanh(x @ w + b)
+    loss = ((h - y) ** 2).sum()
+    w -= 0.05 * x.T @ (2.0 * (h - y) * (1.0 - h * h))  # mutated arguments, updated every call
+    b -= 0.05 * (2.0 * (h - y) * (1.0 - h * h)).sum(0)
+    return loss, h
+
+
+def test_arguments_that_stay_put_are_read_in_place(replayed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loop passing the same device arrays: the graph reads them (and writes the mutated ones)
+    where they are, with no staging copy in or back; only the results are copied out."""
+    w0, b0 = RNG.standard_normal((6, 3)).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    x, y = RNG.standard_normal((5, 6)).astype(np.float32), RNG.standard_normal((5, 3)).astype(np.float32)
+    f, ref = dsl.compile(_train, target="cuda"), dsl.compile(_train, target="cpu")
+    w_gpu, b_gpu, x_gpu, y_gpu = (cuda.to_device(a.copy()) for a in (w0, b0, x, y))
+    w_cpu, b_cpu = w0.copy(), b0.copy()
+    executable = _graphs_forced(f, w_gpu, b_gpu, x_gpu, y_gpu)
+    copies = _counted_copies(monkeypatch)
+    for step in range(4):
+        loss, h = f(w_gpu, b_gpu, x_gpu, y_gpu)
+        want_loss, want_h = ref(w_cpu, b_cpu, x, y)
+        np.testing.assert_allclose(loss.copy_to_host(), want_loss, rtol=1e-4)
+        np.testing.assert_allclose(h.copy_to_host(), want_h, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(w_gpu.copy_to_host(), w_cpu, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(b_gpu.copy_to_host(), b_cpu, rtol=1e-4, atol=1e-6)
+        if step == 0:  # the first call is eager; the second captures
+            continue
+        graph = executable.graph
+        assert graph is not None and graph.direct == [True] * 4
+        mine = {device_address(a) for a in (w_gpu, b_gpu, x_gpu, y_gpu)}
+        assert not any(src in mine for _, src in copies), "an argument read in place was staged"
+        # the results copied out, and the write-backs the plan does not make in place (``direct``)
+        wrote = {dst for dst, _ in copies} & {device_address(a) for a in (w_gpu, b_gpu)}
+        assert len(wrote) == 2 - len(executable.direct), copies
+        assert len(copies) == executable.n_public + len(wrote), copies
+        copies.clear()
+    assert not replayed or graph.launches == 3
+
+
+def test_an_argument_that_moves_is_staged_from_then_on(
+    replayed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An argument the graph read in place, passed elsewhere (a new array, a host array): the
+    executable captures again with it staged, once; the others stay read in place."""
+    captures = []
+    capture = cuda_graphs.capture
+
+    def counted(*args, **kwargs):
+        captures.append(kwargs.get("direct"))
+        return capture(*args, **kwargs)
+
+    monkeypatch.setattr(cuda_graphs, "capture", counted)
+    w0, b0 = RNG.standard_normal((6, 3)).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    xs = [RNG.standard_normal((5, 6)).astype(np.float32) for _ in range(6)]
+    y = RNG.standard_normal((5, 3)).astype(np.float32)
+    f, ref = dsl.compile(_train, target="cuda"), dsl.compile(_train, target="cpu")
+    w_gpu, b_gpu, y_gpu = (cuda.to_device(a.copy()) for a in (w0, b0, y))
+    w_cpu, b_cpu = w0.copy(), b0.copy()
+    x_gpu = cuda.to_device(xs[0])
+    executable = _graphs_forced(f, w_gpu, b_gpu, x_gpu, y_gpu)
+    for step, x in enumerate(xs):
+        if step >= 2:  # the first two calls pass x at one address, the next ones elsewhere
+            x_gpu = cuda.to_device(x) if step != 4 else x  # (step 4: a host array)
+        else:
+            x_gpu.copy_to_device(x)
+        loss, h = f(w_gpu, b_gpu, x_gpu, y_gpu)
+        want_loss, want_h = ref(w_cpu, b_cpu, x, y)
+        np.testing.assert_allclose(np.asarray(loss.copy_to_host()), want_loss, rtol=1e-4)
+        np.testing.assert_allclose(h.copy_to_host(), want_h, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(w_gpu.copy_to_host(), w_cpu, rtol=1e-4, atol=1e-6)
+    assert captures == [[True] * 4, [True, True, False, True]]
+    assert executable.graph is not None and executable.graph.direct == [True, True, False, True]
+
+
+def _reversed_into(a, b):
+    c = a[::-1] * 1.0
+    a[:] = c + b  # a write-back the plan does not make in place (it reads a reversed)
+    return c
+
+
+@pytest.mark.parametrize("body", [_ret_arg_too, _reversed_into])
+def test_mutated_arguments_read_in_place(replayed: bool, body) -> None:
+    """The same device arrays every call, one mutated each time (in place by the kernels, or by a
+    copy back after the graph): the values of a CPU loop."""
+    a0, b = RNG.standard_normal(9).astype(np.float32), RNG.standard_normal(9).astype(np.float32)
+    f, ref = dsl.compile(body, target="cuda"), dsl.compile(body, target="cpu")
+    a_gpu, b_gpu, a_cpu = cuda.to_device(a0.copy()), cuda.to_device(b), a0.copy()
+    executable = _graphs_forced(f, a_gpu, b_gpu)
+    for _ in range(4):
+        got, want = f(a_gpu, b_gpu), ref(a_cpu, b)
+        pairs = zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,))
+        for g, w in pairs:
+            np.testing.assert_allclose(g.copy_to_host(), w, rtol=1e-5)
+        np.testing.assert_allclose(a_gpu.copy_to_host(), a_cpu, rtol=1e-5)
+    assert executable.graph is not None and executable.graph.direct == [True, True]
+    assert executable.direct == ({0} if body is _ret_arg_too else set())
