@@ -19,9 +19,11 @@ a second column times the CUDA executable's own checks of the arguments (``_chec
 the checks, the staging copies, the launch, the results from the pool), on fake device arrays, with
 the driver API (``cuda.bindings.driver``) replaced by calls that do nothing: the host work of a call
 that is Python's, without the driver's own time per call (on an H100: a few microseconds each, for
-the staging copies, the allocations, the launch and the synchronization, counted beside it). Two
-forms: the arguments elsewhere than the graph read them (each staged: copied in), and the arguments
-where the graph reads them in place (a loop passing the same arrays: ``CallGraph.direct``).
+the staging copies, the allocations, the launch and the synchronization, counted beside it). Three
+forms (``FORMS``): the arguments elsewhere than the graph reads them (each staged: copied in) and the
+results copied out; the arguments where the graph reads them in place (a loop passing the same
+arrays: ``CallGraph.direct``); and those with the graph's results handed out (``CallGraph.hands_out``:
+a loop dropping each call's results).
 """
 
 from __future__ import annotations
@@ -172,12 +174,15 @@ class _IdleStream:
         pass
 
 
+FORMS = ("staged", "read in place", "results handed out")  # ``--replay``'s graphs
+
+
 def replay_overhead(
-    name: str, batches: int, calls: int, in_place: bool
+    name: str, batches: int, calls: int, form: str
 ) -> tuple[float, float, int, int, int, int]:
     """``--replay``: seconds per whole call and in the executable, of program ``name`` compiled for
     CUDA and replaying a graph over fake memory; its argument leaves, public results, launches and
-    staging copies a call. ``in_place``: the graph reads the arguments where the call passes them."""
+    staging copies a call. ``form``: one of ``FORMS``."""
     import math
     import threading
     from types import SimpleNamespace
@@ -203,20 +208,23 @@ def replay_overhead(
     ex.direct, ex._written = frozenset(generated.direct_writeback), ex.writeback
     ex._arg_names = list(func.arg_names)
     ex._lock, ex._threads, ex.eager_reason, ex._warm = threading.Lock(), threading.local(), None, True
+    ex._seen, ex._moved = [], set()
     stages = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.input_types]
     outs = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.result_types]
     graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)  # (what a capture makes, not launched)
-    if in_place:
-        graph.stage([_flat(a) for a in leaves], tuple(outs), direct=[True] * len(leaves))
-    else:
+    if form == "staged":
         graph.stage(stages, tuple(outs))
+    else:
+        direct = [True] * len(leaves)
+        graph.stage([_flat(a) for a in leaves], tuple(outs), direct=direct, hands_out=form != "read in place")
     graph._exec = None
-    ex.graph = graph
+    ex.graphs = [graph]
     (entry,) = f._cache.values()
     entry._run = ex
-    saved = cuda_graphs._driver_module, set(cuda_graphs._pool_ready)
+    saved = cuda_graphs._driver_module, set(cuda_graphs._pool_ready), cuda_graphs.HANDOUT_GRAPHS
     cuda_graphs._driver_module = _IdleDriver()
     cuda_graphs._pool_ready.add(0)
+    cuda_graphs.HANDOUT_GRAPHS = int(graph.hands_out)  # (none to capture: the one graph serves)
     args = pytree.unflatten(tree, leaves)
     try:
         f(*args)
@@ -225,8 +233,9 @@ def replay_overhead(
         copies = _IdleDriver.copies
         whole = _best(lambda: f(*args), batches, calls)
         inside = _best(lambda: ex(*leaves), batches, calls)
+        assert ex.graphs == [graph], "the replays did not all go through the graph"
     finally:
-        cuda_graphs._driver_module = saved[0]
+        cuda_graphs._driver_module, cuda_graphs.HANDOUT_GRAPHS = saved[0], saved[2]
         cuda_graphs._pool_ready.clear()
         cuda_graphs._pool_ready.update(saved[1])
     return whole, inside, len(leaves), ex.n_public, generated.launches, copies
@@ -249,17 +258,16 @@ def main() -> None:
     args = parser.parse_args()
     if args.replay:
         print(
-            "| program | argument leaves | results | launches | arguments | staging copies "
+            "| program | argument leaves | results | launches | graph | staging copies "
             "| us a call | us of it in the executable |"
         )
         print("|---|---:|---:|---:|---|---:|---:|---:|")
         for name in BUILDERS:
-            for in_place in (False, True):
+            for form in FORMS:
                 whole, inside, leaves, results, launches, copies = replay_overhead(
-                    name, args.batches, args.calls, in_place
+                    name, args.batches, args.calls, form
                 )
-                where = "read in place" if in_place else "staged"
-                row = f"| {name} | {leaves} | {results} | {launches} | {where} | {copies} "
+                row = f"| {name} | {leaves} | {results} | {launches} | {form} | {copies} "
                 print(f"{row}| {whole * 1e6:.1f} | {inside * 1e6:.1f} |", flush=True)
         return
     if args.device:

@@ -177,15 +177,16 @@ class CudaExecutable(ArgumentChecks):
         self._written = tuple(dict.fromkeys((*self.writeback, *donated)))
         self._arg_names = list(arg_names)
         self._lock = threading.Lock()
-        self._threads = threading.local()  # ``ready``: Numba made its context current in this thread
+        self._threads = threading.local()  # ``context``: Numba made it current in this thread
         nbytes = lambda types: [math.prod(s) * d.itemsize for s, d in types]  # noqa: E731
         staged, copies = cuda_graphs.staging(
             nbytes(self.input_types), nbytes(self.result_types[: self.n_public]), self.writeback
         )
         self.eager_reason = cuda_graphs.eager_reason(host_reads, launches, staged, copies)  # None: graphs
-        self.graph: cuda_graphs.CallGraph | None = None
+        self.graphs: list[cuda_graphs.CallGraph] = []  # (``_graph``)
+        self.graph: cuda_graphs.CallGraph | None = None  # the last replay's
         self._warm = False  # a first, eager call compiled and loaded every kernel
-        self._seen: list[int] = []  # the device address of each argument at the last call (0: none)
+        self._seen: list[int] = []  # each argument's device address at the last eager call or capture
         self._moved: set[int] = set()  # arguments a graph stages (found elsewhere once it read in place)
 
     def set_inputs(self, input_types: Sequence[tuple[Sequence[int], Any]]) -> None:
@@ -244,21 +245,12 @@ class CudaExecutable(ArgumentChecks):
         the write-backs and results copied out of its buffers."""
         stream = self.stream
         handle = cuda_graphs.stream_handle(stream)
-        if not getattr(self._threads, "ready", False):  # the driver API calls below need a context
-            self.cuda.current_context()
-            self._threads.ready = True
+        context = getattr(self._threads, "context", None)
+        if context is None:  # the driver API calls below need a context
+            context = self._threads.context = self.cuda.current_context()
         given = [self._checked(i, a) for i, a in enumerate(arrays)]
-        graph = self.graph
-        if graph is not None and True in graph.direct:
-            moved = [
-                i
-                for i, (a, d) in enumerate(zip(given, graph.direct, strict=True))
-                if d and (isinstance(a, np.ndarray) or device_address(a) != graph.arg_addresses[i])
-            ]
-            if moved:  # captured again, those arguments staged from now on
-                self._moved.update(moved)
-                graph = None
-        graph = graph or self._capture(given)
+        hand_out = on_device and cuda_graphs.HANDOUT_GRAPHS > 0
+        graph = self.graph = self._graph(given, hand_out)
         if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
             return self._eager(arrays, on_device)
         staged = zip(graph.args, graph.arg_addresses, graph.arg_bytes, given, graph.direct)
@@ -287,17 +279,45 @@ class CudaExecutable(ArgumentChecks):
             stream.synchronize()
             return tuple(host)
         fresh = []
-        for _, address, nbytes, (s, dtype) in public:
-            out = cuda_graphs.pool_array(self.cuda, s, dtype, stream)
-            cuda_graphs.copy_async(device_address(out), address, nbytes, handle)
-            fresh.append(out)
+        if graph.hands_out:
+            for k, (s, dtype) in enumerate(self.result_types[:n]):
+                fresh.append(cuda_graphs.handed_out(graph, k, s, dtype, stream, context))
+        else:
+            for _, address, nbytes, (s, dtype) in public:
+                out = cuda_graphs.pool_array(self.cuda, s, dtype, stream)
+                cuda_graphs.copy_async(device_address(out), address, nbytes, handle)
+                fresh.append(out)
         stream.synchronize()
         return tuple(fresh)
 
-    def _capture(self, given: Sequence[Any]) -> cuda_graphs.CallGraph | None:
-        """The graph of a call with the arguments ``given`` (``_checked``): a device argument at the
-        address it had at the last call read in place (unless it moved once before), the others
-        from new staging buffers; ``None`` (and ``eager_reason`` set) where the capture fails."""
+    def _graph(self, given: Sequence[Any], hand_out: bool) -> cuda_graphs.CallGraph | None:
+        """The graph a call with the arguments ``given`` replays (``None`` where a capture failed):
+        one not busy (``CallGraph.busy``) that hands its results out where the call may take them
+        (``hand_out``: device results), captured while fewer than ``HANDOUT_GRAPHS`` do, else one
+        that copies them out. Graphs that read in place an argument found elsewhere are dropped
+        first, and that argument is staged from then on (``_moved``)."""
+        moved = {
+            i
+            for g in self.graphs
+            for i, (a, d) in enumerate(zip(given, g.direct, strict=True))
+            if d and (isinstance(a, np.ndarray) or device_address(a) != g.arg_addresses[i])
+        }
+        if moved:
+            self._moved |= moved
+            self.graphs = [g for g in self.graphs if not any(g.direct[i] for i in moved)]
+        for g in self.graphs:
+            if (g.hands_out or not hand_out) and not g.busy():
+                return g
+        if hand_out and sum(g.hands_out for g in self.graphs) < cuda_graphs.HANDOUT_GRAPHS:
+            return self._capture(given, hands_out=True)
+        copying = [g for g in self.graphs if not g.hands_out]
+        return copying[0] if copying else self._capture(given, hands_out=False)
+
+    def _capture(self, given: Sequence[Any], hands_out: bool) -> cuda_graphs.CallGraph | None:
+        """A new graph of a call with the arguments ``given`` (``_checked``), kept in ``graphs``:
+        a device argument at the address it had at the last eager call or capture read in place
+        (unless it moved once before), the others from new staging buffers; ``None`` (and
+        ``eager_reason`` set) where the capture fails."""
         stream = self.stream
         seen = [_address(a, a) for a in given]
         direct = [
@@ -305,7 +325,6 @@ class CudaExecutable(ArgumentChecks):
             for i, now in enumerate(seen)
         ]
         self._seen = seen
-        self.graph = None  # (a graph found stale is dropped before the new one is made)
         try:  # (an allocation failing here, out of memory, means eager too)
             args = [
                 _reshaped(a, (a.size,)) if d else self.cuda.device_array(math.prod(s), t, stream=stream)
@@ -313,12 +332,14 @@ class CudaExecutable(ArgumentChecks):
             ]
             outs = [self.cuda.device_array(n, d, stream=stream) for n, d in self._outs]
             stream.synchronize()
-            self.graph = cuda_graphs.capture(
-                self.cuda, self._bind, self.arena, outs, args, self._blas, direct=direct
+            graph = cuda_graphs.capture(
+                self.cuda, self._bind, self.arena, outs, args, self._blas, direct=direct, hands_out=hands_out
             )
         except Exception as err:  # any failure of a capture means: launch eagerly
             self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
-        return self.graph
+            return None
+        self.graphs.append(graph)
+        return graph
 
     def _to_device(self, i: int, a: Any) -> Any:
         """Argument ``i`` as a flat device array: device arrays in place, others copied."""

@@ -39,6 +39,15 @@ passes an array there, whatever array that is (an address taken again by a new a
 signature is read as that array). A mutated argument read in place is written in place too, by the
 graph itself, as the eager call writes it.
 
+Results handed out (``CallGraph.hands_out``): a call with device results may get the graph's own
+result buffers, with no copy out, where that graph's earlier results are all dropped (``busy``: a
+weak reference per handed-out buffer, ``handed_out``, which every view of it keeps alive). A loop
+that drops each call's results before the next but one (``loss = f(...)`` rebinds after the call)
+alternates between two such graphs (``HANDOUT_GRAPHS``); a caller keeping results (a list of
+losses) has them all busy, and its calls replay one graph that copies results out, as before.
+Each graph has its own staging and result buffers (up to ``HANDOUT_GRAPHS + 1`` sets), and its own
+capture (a few milliseconds each, once).
+
 When (``eager_reason``): graphs are on by default (``GRAPHS_BY_DEFAULT``: validated on an H100 on
 2026-11-27, ``benchmarks/results/2026-11-27-gpu-lease.md``; ``DSL_CUDA_GRAPHS=0`` turns them off),
 never under the CUDA simulator (it has no graphs), never for a driver
@@ -86,6 +95,7 @@ COPY_HOST_S = 3e-6  # host time of one staging copy (cuMemcpy*Async through cuda
 COPY_BYTES_PER_S = 1.5e12  # bytes a device-to-device copy moves per second (1.5-1.9e12 measured)
 STAGING_SHARE = 0.5  # the copies may cost at most this share of the launch time graphs save
 POOL_RESULTS = os.environ.get("DSL_CUDA_POOL", "1").strip() != "0"  # ``result_array``
+HANDOUT_GRAPHS = 2  # graphs whose results a call gets without a copy (two: a loop's alternation)
 
 
 def graphs_enabled() -> bool:
@@ -185,8 +195,9 @@ class CallGraph:
         results: tuple[Any, ...],
         keep: Any,
         direct: Sequence[bool] = (),
+        hands_out: bool = False,
     ) -> None:
-        self.stage(args, results, direct=direct)
+        self.stage(args, results, direct=direct, hands_out=hands_out)
         self._exec = exec_handle
         self._keep = keep
         done = weakref.finalize(self, _destroy, exec_handle)
@@ -198,12 +209,16 @@ class CallGraph:
         results: tuple[Any, ...],
         at: Callable[[Any], int] | None = None,
         direct: Sequence[bool] = (),
+        hands_out: bool = False,
     ) -> None:
         """Its buffers: the arguments it reads and the results it writes, with the address (``at``,
         by default ``address``) and the bytes of each, which a replay reads (a stand-in for a graph
         sets them here too). ``direct``: which arguments it reads in place, at the caller's address
-        (the module docstring); it keeps no reference to those (``args`` holds ``None`` there)."""
+        (the module docstring); it keeps no reference to those (``args`` holds ``None`` there).
+        ``hands_out``: whether a call may get its result buffers (``handed_out``)."""
         at = at or address
+        self.hands_out = hands_out
+        self.out: list[weakref.ref[Any]] = []  # the memory of the results handed out (``busy``)
         self.direct = list(direct) or [False] * len(args)
         self.arg_addresses = [at(a) for a in args]
         self.arg_bytes = [int(a.nbytes) for a in args]
@@ -215,6 +230,26 @@ class CallGraph:
 
     def launch(self, stream: int) -> None:
         check(_driver().cuGraphLaunch(self._exec, stream), "cuGraphLaunch")
+
+    def busy(self) -> bool:
+        """Whether a result it handed out is still alive (a launch would overwrite it)."""
+        if self.out:
+            self.out = [r for r in self.out if r() is not None]
+        return bool(self.out)
+
+
+def handed_out(
+    graph: CallGraph, k: int, shape: tuple[int, ...], dtype: np.dtype, stream: Any, context: Any
+) -> Any:
+    """Result ``k`` of ``graph`` given to the caller as it is, no copy: a device array of ``shape``
+    over new memory at the buffer's address (in ``context``; it keeps the buffer alive: the caller
+    may outlive the graph), weakly referenced by the graph until it and every view of it are gone
+    (a view keeps the memory it was cut from: Numba's ``MemoryPointer.view``)."""
+    pointer = _numba_types()[1]
+    memory = pointer(context, _driver().CUdeviceptr(graph.addresses[k]), graph.result_bytes[k])
+    memory.kept = graph.results[k]
+    graph.out.append(weakref.ref(memory))
+    return device_array_over(memory, shape, dtype, stream)
 
 
 def address(array: Any) -> int:
@@ -234,11 +269,12 @@ def capture(
     args: list[Any],
     blas: bool,
     direct: Sequence[bool] = (),
+    hands_out: bool = False,
 ) -> CallGraph:
     """Capture one call of the generated driver ``bind`` (``codegen/cuda/driver.py``) on ``arena``,
     with the staging buffers ``outs`` (its caller-allocated results) and ``args`` (its arguments:
     staging buffers, or the caller's own arrays where ``direct`` says so); with ``blas``, its cuBLAS
-    calls get a workspace of the graph's own.
+    calls get a workspace of the graph's own. ``hands_out``: ``CallGraph.hands_out``.
 
     Every buffer ``run`` allocates is one of its results (the driver allocates only results per
     call), so keeping the results keeps every address the graph holds alive."""
@@ -268,7 +304,7 @@ def capture(
             exec_handle = check(driver.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
         finally:
             driver.cuGraphDestroy(graph)  # the executable graph is independent of it
-    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs), workspace), direct)
+    return CallGraph(exec_handle, args, tuple(results), (run, tuple(outs), workspace), direct, hands_out)
 
 
 def _blas_workspace_bytes(cuda: Any) -> int:

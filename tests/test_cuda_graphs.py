@@ -171,6 +171,40 @@ def test_arrays_over_memory_are_what_numbas_constructor_makes(shape, dtype) -> N
         assert array.is_c_contiguous() and array.__cuda_array_interface__ == want.__cuda_array_interface__
 
 
+def test_handed_out_results_keep_their_graph_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A result a graph hands out (``handed_out``, Numba's real array and memory classes over a
+    fake buffer): the graph is busy while the array or any view cut from it is alive, free after;
+    the array keeps the graph's buffer alive, and reads at its address."""
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
+    from test_cuda_launch import device_array
+
+    monkeypatch.setattr(cuda_graphs, "_driver", lambda: pytest.importorskip("cuda.bindings.driver"))
+    buffer = device_array((12,), F32, address=0x7F0000001000)
+    graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)
+    graph.stage([], (buffer,), hands_out=True)
+    assert not graph.busy()
+    context = SimpleNamespace(device=SimpleNamespace(id=0))
+    a = cuda_graphs.handed_out(graph, 0, (3, 4), np.dtype(F32), 0, context)
+    assert type(a) is DeviceNDArray and (a.shape, a.strides, a.dtype) == ((3, 4), (16, 4), F32)
+    assert a.device_ctypes_pointer.value == 0x7F0000001000 and graph.busy()
+    # a view, as Numba's slicing makes it (``a[1]`` itself needs a driver for its stream): an array
+    # over its memory's view, which keeps the memory it was cut from
+    row = DeviceNDArray((4,), (4,), F32, 0, a.gpu_data.view(16, 32))
+    assert row.device_ctypes_pointer.value == 0x7F0000001000 + 16
+    del a
+    gc.collect()
+    assert graph.busy()
+    kept = row.gpu_data._view._owner.kept  # (the handed-out memory keeps the graph's buffer)
+    assert kept is buffer
+    del row, kept
+    gc.collect()
+    assert not graph.busy() and graph.out == []
+    b = cuda_graphs.handed_out(graph, 0, (12,), np.dtype(F32), 0, context)
+    del graph
+    gc.collect()
+    assert b.gpu_data.kept is buffer  # the caller's result outlives the graph, its buffer with it
+
+
 def test_call_arrays_come_from_the_pool_except_in_a_capture(monkeypatch: pytest.MonkeyPatch) -> None:
     """A call's fresh arrays (``result_array``: the driver's results, copies of NumPy arguments) come
     from the stream-ordered pool, eager calls included; from ``cuMemAlloc`` (``cuda.device_array``)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 
 import numpy as np
 import pytest
@@ -49,15 +50,17 @@ class ReplayedRun:
     the first run's buffers, as a graph writes to the addresses it captured. What is checked is the
     executable's side: arguments copied in, write-backs and results copied out."""
 
-    def __init__(self, cuda, bind, arena, outs, args, blas, direct=()) -> None:
+    def __init__(self, cuda, bind, arena, outs, args, blas, direct=(), hands_out=False) -> None:
         self.run = bind(arena, cuda.stream())
         self.outs, self.read = list(outs), list(args)  # (a graph reads the caller's at their addresses)
         read_in_place = [(a, a.copy_to_host()) for a, d in zip(args, direct) if d]
         results = tuple(self.run(*self.outs, *args))
         for a, before in read_in_place:  # a capture runs nothing: the caller's arrays stay as they were
             a.copy_to_device(before)
-        cuda_graphs.CallGraph.stage(self, args, results, device_address, direct)  # type: ignore[arg-type]
+        cuda_graphs.CallGraph.stage(self, args, results, device_address, direct, hands_out)  # type: ignore[arg-type]
         self.launches = 0
+
+    busy = cuda_graphs.CallGraph.busy
 
     def launch(self, stream: int) -> None:
         self.launches += 1
@@ -81,7 +84,17 @@ def replayed(monkeypatch: pytest.MonkeyPatch) -> bool:
     monkeypatch.setattr(
         cuda_graphs, "pool_array", lambda cuda, shape, dtype, stream: cuda.device_array(shape, dtype)
     )
+    monkeypatch.setattr(cuda_graphs, "handed_out", _handed_out)
     return True
+
+
+def _handed_out(graph, k, shape, dtype, stream, context):
+    """``cuda_graphs.handed_out`` in the simulator: the stand-in's own result buffer (a view of it,
+    of the result's shape), weakly referenced by the graph."""
+    array = graph.results[k].reshape(shape)
+    assert device_address(array) == graph.addresses[k]  # (the buffer itself, not a copy)
+    graph.out.append(weakref.ref(array))
+    return array
 
 
 def _graphs_forced(f, *args):
@@ -112,7 +125,7 @@ def test_replayed_calls_stage_arguments_and_results(replayed: bool, device: bool
             np.testing.assert_allclose(get(g), w, rtol=1e-5)
         np.testing.assert_allclose(get(a_gpu), a_cpu, rtol=1e-6)
     assert executable.graph is not None
-    assert not replayed or executable.graph.launches == len(inputs) - 1
+    assert not replayed or sum(g.launches for g in executable.graphs) == len(inputs) - 1
     results = [f(put(a.copy()), put(b))[2] for a, b in inputs[:2]]  # fresh arrays, not the graph's
     np.testing.assert_allclose(get(results[0]), (inputs[0][0] + inputs[0][1]) * 2.0, rtol=1e-5)
 
@@ -197,15 +210,16 @@ def test_arguments_that_stay_put_are_read_in_place(replayed: bool, monkeypatch: 
         if step == 0:  # the first call is eager; the second captures
             continue
         graph = executable.graph
-        assert graph is not None and graph.direct == [True] * 4
-        mine = {device_address(a) for a in (w_gpu, b_gpu, x_gpu, y_gpu)}
-        assert not any(src in mine for _, src in copies), "an argument read in place was staged"
-        # the results copied out, and the write-backs the plan does not make in place (``direct``)
+        assert graph is not None and graph.direct == [True] * 4 and graph.hands_out
+        # no argument staged, no result copied: only the write-backs the plan does not make in
+        # place (``direct``) are copied back
         wrote = {dst for dst, _ in copies} & {device_address(a) for a in (w_gpu, b_gpu)}
         assert len(wrote) == 2 - len(executable.direct), copies
-        assert len(copies) == executable.n_public + len(wrote), copies
+        assert len(copies) == len(wrote), copies
         copies.clear()
-    assert not replayed or graph.launches == 3
+    # (loss, h) of one call are alive during the next: two graphs hand their results out in turn
+    assert [g.hands_out for g in executable.graphs] == [True, True]
+    assert not replayed or [g.launches for g in executable.graphs] == [2, 1]
 
 
 def test_an_argument_that_moves_is_staged_from_then_on(
@@ -239,8 +253,9 @@ def test_an_argument_that_moves_is_staged_from_then_on(
         np.testing.assert_allclose(np.asarray(loss.copy_to_host()), want_loss, rtol=1e-4)
         np.testing.assert_allclose(h.copy_to_host(), want_h, rtol=1e-4, atol=1e-6)
         np.testing.assert_allclose(w_gpu.copy_to_host(), w_cpu, rtol=1e-4, atol=1e-6)
-    assert captures == [[True] * 4, [True, True, False, True]]
-    assert executable.graph is not None and executable.graph.direct == [True, True, False, True]
+    # the second call's graph, then (x moved) two handing their results out in turn
+    assert captures == [[True] * 4, [True, True, False, True], [True, True, False, True]]
+    assert [g.direct for g in executable.graphs] == [[True, True, False, True]] * 2
 
 
 def _reversed_into(a, b):
@@ -265,3 +280,28 @@ def test_mutated_arguments_read_in_place(replayed: bool, body) -> None:
         np.testing.assert_allclose(a_gpu.copy_to_host(), a_cpu, rtol=1e-5)
     assert executable.graph is not None and executable.graph.direct == [True, True]
     assert executable.direct == ({0} if body is _ret_arg_too else set())
+
+
+def test_results_kept_are_never_overwritten(replayed: bool) -> None:
+    """A caller keeping every call's results (a list of losses): the two graphs that hand results
+    out stay busy once each holds one, and the later calls replay a third that copies them out;
+    every kept result keeps its own value."""
+    f = dsl.compile(lambda x, s: (dnp.sin(x) * s, (x * s).sum()), target="cuda")
+    xs = [RNG.standard_normal(33).astype(np.float32) for _ in range(6)]
+    x_gpu, s_gpu = cuda.to_device(xs[0]), cuda.to_device(np.float32(1.5))
+    executable = _graphs_forced(f, x_gpu, s_gpu)
+    kept = []
+    for x in xs:
+        x_gpu.copy_to_device(x)  # the same arrays each call: read in place
+        kept.append(f(x_gpu, s_gpu))
+    for (y, total), x in zip(kept, xs, strict=True):
+        np.testing.assert_allclose(y.copy_to_host(), np.sin(x) * np.float32(1.5), rtol=1e-5)
+        np.testing.assert_allclose(total.copy_to_host(), (x * np.float32(1.5)).sum(), rtol=1e-5)
+    assert [g.hands_out for g in executable.graphs] == [True, True, False]
+    assert all(g.direct == [True, True] for g in executable.graphs)
+    assert executable.graphs[0].busy() and executable.graphs[1].busy() and not executable.graphs[2].busy()
+    assert not replayed or [g.launches for g in executable.graphs] == [1, 1, 3]
+    addresses = {device_address(r) for pair in kept for r in pair}
+    assert len(addresses) == 12  # no two results share memory
+    del kept, y, total
+    assert not executable.graphs[0].busy() and not executable.graphs[1].busy()
