@@ -215,8 +215,12 @@ def replay_overhead(
     if form == "staged":
         graph.stage(stages, tuple(outs))
     else:
+        flat = [_flat(a) for a in leaves]
+        for j, index in enumerate(ex.writeback):  # the plan's in-place write-backs: the argument itself
+            if index in ex.direct:
+                outs[ex.n_public + j] = flat[index]
         direct = [True] * len(leaves)
-        graph.stage([_flat(a) for a in leaves], tuple(outs), direct=direct, hands_out=form != "read in place")
+        graph.stage(flat, tuple(outs), direct=direct, hands_out=form != "read in place")
     graph._exec = None
     ex.graphs = [graph]
     (entry,) = f._cache.values()

@@ -299,8 +299,8 @@ class CudaExecutable(ArgumentChecks):
         moved = {
             i
             for g in self.graphs
-            for i, (a, d) in enumerate(zip(given, g.direct, strict=True))
-            if d and (isinstance(a, np.ndarray) or device_address(a) != g.arg_addresses[i])
+            for i, at in g.read_at
+            if isinstance(given[i], np.ndarray) or device_address(given[i]) != at
         }
         if moved:
             self._moved |= moved

@@ -219,10 +219,12 @@ class CallGraph:
         at = at or address
         self.hands_out = hands_out
         self.out: list[weakref.ref[Any]] = []  # the memory of the results handed out (``busy``)
+        self.pointers: dict[int, Any] = {}  # result -> its driver pointer object (``handed_out``)
         self.direct = list(direct) or [False] * len(args)
         self.arg_addresses = [at(a) for a in args]
         self.arg_bytes = [int(a.nbytes) for a in args]
         self.args: list[Any] = [None if d else a for a, d in zip(args, self.direct, strict=True)]
+        self.read_at = [(i, at) for i, (at, d) in enumerate(zip(self.arg_addresses, self.direct)) if d]
         self.addresses = [at(r) for r in results]
         self.result_bytes = [int(r.nbytes) for r in results]
         mine = [a for a, d in zip(args, self.direct, strict=True) if d]
@@ -245,8 +247,10 @@ def handed_out(
     over new memory at the buffer's address (in ``context``; it keeps the buffer alive: the caller
     may outlive the graph), weakly referenced by the graph until it and every view of it are gone
     (a view keeps the memory it was cut from: Numba's ``MemoryPointer.view``)."""
-    pointer = _numba_types()[1]
-    memory = pointer(context, _driver().CUdeviceptr(graph.addresses[k]), graph.result_bytes[k])
+    at = graph.pointers.get(k)
+    if at is None:
+        at = graph.pointers[k] = _driver().CUdeviceptr(graph.addresses[k])
+    memory = _numba_types()[1](context, at, graph.result_bytes[k])
     memory.kept = graph.results[k]
     graph.out.append(weakref.ref(memory))
     return device_array_over(memory, shape, dtype, stream)
