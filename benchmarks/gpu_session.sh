@@ -38,6 +38,8 @@
 # their own memory; lease2 now profiles a graph call's host time (graphs_profile.txt). Session 19 (after
 # lease b): unrolled loops' loads pinned first (runtime/cuda_intrinsics.py), a wave of blocks for a loss band
 # (lease2's A/Bs), device arrays' signatures from their attributes, test_sorted_scatter's oracle drops.
+# Session 21: graphs read arguments that stay put in place and hand their results out (sim_graphs on the
+# GPU in `lease`; lease2's A/B against DSL_CUDA_STAGE_ALL=1).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -151,6 +153,10 @@ for step in $steps; do
                 --rounds 2 --child-timeout 40 --out "$OUT/ab.md" > /dev/null 2>&1
             echo "$ab"; grep -E "^\| (elementwise|layer)" "$OUT/ab.md" | head -4
         done
+        # session 21's graphs (arguments read in place, results handed out) against staging them all
+        env DSL_CUDA_STAGE_ALL=1 timeout 60 $PY benchmarks/bench_gpu.py --sizes cpu --programs softmax,layer \
+            --peers jax --rounds 2 --child-timeout 30 --out "$OUT/ab.md" > /dev/null 2>&1
+        echo "DSL_CUDA_STAGE_ALL=1"; grep -E "^\| (softmax|layer)" "$OUT/ab.md" | head -4
         rm -f "$OUT/ab.json"
         ;;
     *) echo "unknown step $step" ;;

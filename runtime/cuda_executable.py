@@ -324,6 +324,8 @@ class CudaExecutable(ArgumentChecks):
             bool(now) and i not in self._moved and i < len(self._seen) and now == self._seen[i]
             for i, now in enumerate(seen)
         ]
+        if cuda_graphs.STAGE_ALL:
+            direct = [False] * len(seen)
         self._seen = seen
         try:  # (an allocation failing here, out of memory, means eager too)
             args = [

@@ -95,7 +95,9 @@ COPY_HOST_S = 3e-6  # host time of one staging copy (cuMemcpy*Async through cuda
 COPY_BYTES_PER_S = 1.5e12  # bytes a device-to-device copy moves per second (1.5-1.9e12 measured)
 STAGING_SHARE = 0.5  # the copies may cost at most this share of the launch time graphs save
 POOL_RESULTS = os.environ.get("DSL_CUDA_POOL", "1").strip() != "0"  # ``result_array``
-HANDOUT_GRAPHS = 2  # graphs whose results a call gets without a copy (two: a loop's alternation)
+# ``DSL_CUDA_STAGE_ALL=1``: every argument staged and every result copied out, as before 2026-11-28 (an A/B)
+STAGE_ALL = os.environ.get("DSL_CUDA_STAGE_ALL", "0").strip() == "1"
+HANDOUT_GRAPHS = 0 if STAGE_ALL else 2  # graphs whose results a call gets without a copy (a loop alternates)
 
 
 def graphs_enabled() -> bool:

@@ -305,3 +305,20 @@ def test_results_kept_are_never_overwritten(replayed: bool) -> None:
     assert len(addresses) == 12  # no two results share memory
     del kept, y, total
     assert not executable.graphs[0].busy() and not executable.graphs[1].busy()
+
+
+def test_stage_all_switch(replayed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``DSL_CUDA_STAGE_ALL=1`` (an A/B): one graph, every argument staged, every result copied out."""
+    monkeypatch.setattr(cuda_graphs, "STAGE_ALL", True)
+    monkeypatch.setattr(cuda_graphs, "HANDOUT_GRAPHS", 0)
+    f = dsl.compile(lambda x, s: (dnp.sin(x) * s, (x * s).sum()), target="cuda")
+    x, s = RNG.standard_normal(33).astype(np.float32), np.float32(1.5)
+    x_gpu, s_gpu = cuda.to_device(x), cuda.to_device(s)
+    executable = _graphs_forced(f, x_gpu, s_gpu)
+    copies = _counted_copies(monkeypatch)
+    kept = [f(x_gpu, s_gpu) for _ in range(4)]
+    for y, total in kept:
+        np.testing.assert_allclose(y.copy_to_host(), np.sin(x) * s, rtol=1e-5)
+        np.testing.assert_allclose(total.copy_to_host(), (x * s).sum(), rtol=1e-5)
+    assert [(g.direct, g.hands_out) for g in executable.graphs] == [([False, False], False)]
+    assert len(copies) == 3 * 4  # each of the three replays: two arguments in, two results out
