@@ -140,18 +140,28 @@ def test_layer_norm_columns_after_the_band_at_the_gpu_size() -> None:
     assert body.count("a0[") == body.count("a3[") == reads and "acc1 = " in body, body
 
 
-def test_a_band_keeping_a_scalar_per_block_takes_a_wave_of_blocks() -> None:
+def test_a_band_keeping_a_scalar_per_block_takes_a_wave_of_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Layer norm's band keeps one float64 per block (its partial of the loss): it takes as many blocks
-    as the GPU holds at once (``GPU.SMS`` times 6: its two rows of 4096 float32 in shared memory a
-    block leave room for 6 an SM), not ``GPU.BANDB`` (256: two per SM, whose barriers left the SMs
-    idle), each taking an even share of the rows; its combine is one block whose threads take fixed
-    slots, then the block's tree (deterministic), where one thread looped over every slot."""
+    as the GPU holds at once (``GPU.SMS`` times 4: the launch bounds hold each thread to 64 registers
+    so that 4 blocks of 256 threads fit an SM, ``bands.BAND_BLOCKS``), not ``GPU.BANDB`` (256: two
+    per SM, whose barriers left the SMs idle), each taking an even share of the rows; its combine is
+    one block whose threads take fixed slots, then the block's tree (deterministic), where one
+    thread looped over every slot. Without bounds (``DSL_CUDA_BAND_BLOCKS=0``) the wave counts what
+    shared memory and threads allow: 6 blocks with its two rows of 4096 float32, 8 with rows of
+    1024."""
     plan, source = layer_norm_plan(16384, 4096)
-    assert "k0_rows_G = max(1, min((16384 + k0_rows_RT - 1) // k0_rows_RT, SMS * 6))" in source
+    assert "k0_rows_G = max(1, min((16384 + k0_rows_RT - 1) // k0_rows_RT, SMS * 4))" in source
+    assert "@cuda.jit(cache=not SIM, **_bounds(4))\ndef k0_rows(" in source
     ((lo, hi),) = re.findall(r"k0_rows_p\d+ = arena\[(\d+):(\d+)\]", source)  # the partials' scratch
-    assert int(hi) - int(lo) == GPU.SMS * 6 * 8
+    assert int(hi) - int(lo) == GPU.SMS * 4 * 8
     (combine,) = [k for k in source.split("\n\n\n") if "def k0_rows_combine" in k]
     assert "for q in range(tid, k0_rows_G, TPB):" in combine and "shfl_down_sync" in combine, combine
+    _, small = layer_norm_plan(4096, 1024)
+    assert "k0_rows_G = max(1, min((4096 + k0_rows_RT - 1) // k0_rows_RT, SMS * 4))" in small
+    monkeypatch.setenv("DSL_CUDA_BAND_BLOCKS", "0")
+    _, unbounded = layer_norm_plan(16384, 4096)
+    assert "k0_rows_G = max(1, min((16384 + k0_rows_RT - 1) // k0_rows_RT, SMS * 6))" in unbounded
+    assert "@cuda.jit(cache=not SIM)\ndef k0_rows(" in unbounded
     _, small = layer_norm_plan(4096, 1024)  # rows of 4 KiB: 8 blocks of 256 threads an SM
     assert "k0_rows_G = max(1, min((4096 + k0_rows_RT - 1) // k0_rows_RT, SMS * 8))" in small
     column_sums, _ = layer_norm_plan(16384, 4096, "band")  # a row of partials per block: BANDB

@@ -398,6 +398,46 @@ def _assembled_bytes(ptx: str) -> int:
         nvjitlink.destroy(handle)
 
 
+def _registers(ptx: str) -> tuple[int, int]:
+    """``(registers a thread, bytes of spill stores)`` ptxas gives ``ptx`` for sm_90 (nvJitLink)."""
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")
+    options = ["-arch=sm_90", "-O3", "-verbose"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
+        nvjitlink.complete(handle)
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    text = log.decode(errors="replace")
+    (registers,) = re.findall(r"Used (\d+) registers", text)
+    (spills,) = re.findall(r"(\d+) bytes spill stores", text)
+    return int(registers), int(spills)
+
+
+@pytest.mark.parametrize("what", [p[0] for p in _band_programs()])
+def test_band_kernels_fit_four_blocks_an_sm(what: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A band kernel's launch bounds ask an SM to hold 4 of its blocks of 256 threads
+    (``bands.BAND_BLOCKS``, where shared memory allows): ptxas then holds each thread to 64
+    registers, and every band form fits with no spill. Without bounds (``DSL_CUDA_BAND_BLOCKS=0``)
+    layer norm's band at 4096x1024 took 130 registers, one block an SM (2026-11-28)."""
+    _, fn, args = next(p for p in _band_programs() if p[0] == what)
+    program = dsl.compile(fn, target="cuda").lower(*args).program.generated
+    ptx = compile_ptx(program, (9, 0))
+    for kernel in program.kernels:
+        if kernel.name.endswith("_rows"):
+            assert re.search(r"\.maxntid 256, 1, 1\s+\.minnctapersm 4", ptx[kernel.name]), kernel.name
+            registers, spills = _registers(ptx[kernel.name])
+            assert registers <= 64 and spills == 0, (kernel.name, registers, spills)
+    if what == "layer norm 4096x1024":
+        monkeypatch.setenv("DSL_CUDA_BAND_BLOCKS", "0")
+        unbounded = dsl.compile(fn, target="cuda").lower(*args).program.generated
+        (band,) = [k.name for k in unbounded.kernels if k.name.endswith("_rows")]
+        text = compile_ptx(unbounded, (9, 0))[band]
+        assert ".minnctapersm" not in text and _registers(text)[0] > 64
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
 def test_pinned_loads_assemble_for_every_dtype(dtype) -> None:
     """An unrolled loop's loads pass through ``runtime/cuda_intrinsics.pin``'s inline assembly, which

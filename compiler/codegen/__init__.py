@@ -145,10 +145,12 @@ def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str,
         )
         key = (kernel.text, tuple(kernel.arg_types))
         library = _LOWERED.get(key)
+        dispatcher = getattr(module, kernel.name)
+        bounds = dispatcher.targetoptions.get("launch_bounds")  # (``CudaKernel.min_blocks``)
         if library is None:  # type and lower once; NVVM then runs once per compute capability
-            library = _LOWERED[key] = _lower_kernel(cuda, getattr(module, kernel.name).py_func, sig)
+            library = _LOWERED[key] = _lower_kernel(cuda, dispatcher.py_func, sig, bounds)
         if library is None:
-            out[kernel.name], _ = cuda.compile_ptx(getattr(module, kernel.name).py_func, sig, cc=cc)
+            out[kernel.name], _ = cuda.compile_ptx(dispatcher.py_func, sig, cc=cc, launch_bounds=bounds)
         else:
             (out[kernel.name],) = library.get_asm_strs(cc=cc)
     return out
@@ -157,14 +159,17 @@ def compile_ptx(program: CudaProgram, cc: tuple[int, int] = (9, 0)) -> dict[str,
 _LOWERED: dict[Any, Any] = {}  # kernel text and signature -> its Numba code library (LLVM IR)
 
 
-def _lower_kernel(cuda: Any, py_func: Any, sig: tuple[Any, ...]) -> Any:
-    """numba-cuda's code library of a kernel (what ``compile_ptx`` builds before NVVM), or ``None``
-    where this numba-cuda lacks the internal entry point (then ``compile_ptx`` runs per arch)."""
+def _lower_kernel(cuda: Any, py_func: Any, sig: tuple[Any, ...], bounds: Any = None) -> Any:
+    """numba-cuda's code library of a kernel (what ``compile_ptx`` builds before NVVM) with its
+    launch bounds, or ``None`` where this numba-cuda lacks the internal entry point (then
+    ``compile_ptx`` runs per arch)."""
     try:
         from numba.cuda.compiler import _compile_pyfunc_with_fixup  # type: ignore[attr-defined]
     except ImportError:
         return None
-    library, _ = _compile_pyfunc_with_fixup(py_func, sig, device=False, abi="numba", cc=(8, 0))
+    library, _ = _compile_pyfunc_with_fixup(
+        py_func, sig, device=False, abi="numba", cc=(8, 0), launch_bounds=bounds
+    )
     return library
 
 

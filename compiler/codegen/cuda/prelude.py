@@ -62,6 +62,12 @@ def _grid(n):
     return max(1, min((n + TPB - 1) // TPB, MAXB))
 
 
+def _bounds(blocks):
+    """A kernel's launch bounds (``CudaKernel.min_blocks``): blocks of TPB threads and at least
+    ``blocks`` of them resident on an SM (the simulator takes none)."""
+    return {} if SIM else {"launch_bounds": (TPB, blocks)}
+
+
 def _alloc(shape, dtype, stream):
     """A call's fresh device array (a result): from the stream-ordered pool (runtime/cuda_graphs.py)."""
     return _result_array(cuda, shape, dtype, stream)

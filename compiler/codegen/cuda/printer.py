@@ -21,7 +21,8 @@ def numba_type(dtype: DType) -> str:
 
 
 def kernel_text(kernel: CudaKernel) -> str:
-    header = ["@cuda.jit(cache=not SIM)", f"def {kernel.name}({', '.join(kernel.ir.params)}):"]
+    bounds = f", **_bounds({kernel.min_blocks})" if kernel.min_blocks else ""
+    header = [f"@cuda.jit(cache=not SIM{bounds})", f"def {kernel.name}({', '.join(kernel.ir.params)}):"]
     text = "\n".join(header + (print_cuda(kernel.ir.body, 1) or ["    pass"]))
     if kernel.constants:  # read by the kernel as compile-time constants
         text = "\n".join(f"{name} = {expr}" for name, expr in kernel.constants) + "\n\n\n" + text

@@ -36,6 +36,7 @@ program order, and a barrier would only hold each warp to the block's slowest.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -79,6 +80,13 @@ from compiler.prims.base import Reducer
 SHARED_BYTES = 40 * 1024  # a band's rows in shared memory (static shared memory: 48 KiB a block)
 LIGHT_SCRATCH = 32  # bytes of partial scalars a block may keep in global scratch and fill the GPU
 SM_THREADS, SM_SHARED_BYTES = 2048, 228 * 1024  # what an SM of an H100 or H200 holds (``_resident``)
+# Blocks of a band kernel an SM holds at once, as its registers allow (``band_blocks``): its launch
+# bounds ask for this many (``CudaKernel.min_blocks``: 64 registers a thread), unless its shared
+# memory allows fewer. Without bounds, sm_90's ptxas gave the suite's bands 56-130 registers (layer
+# norm's at the CPU suite's size 130: one block of 256 threads an SM, while the wave counted 8);
+# with 4 blocks asked, every one fits 64 with no spills, and 5 spills each 8-56 bytes a thread
+# (2026-11-28, benchmarks/results/2026-11-28-graphs-and-registers.md).
+BAND_BLOCKS = 4
 
 
 @dataclass
@@ -229,6 +237,7 @@ def band_kernel(
         *sorted({(f"{name}_S{size}", f"{name}_RT * {size}") for size, _, _ in shared}),
     ]
     top.follow = code.follow
+    top.min_blocks = _resident(_shared_bytes(stores, ct)) if band_blocks() else 0
     return top
 
 
@@ -283,15 +292,29 @@ def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store], ct
         return "BANDB"
     if sum(_partial_wide(g).itemsize for g in partials) > LIGHT_SCRATCH:
         return "BANDB"
+    return f"SMS * {_resident(_shared_bytes(stores, ct))}"
+
+
+def _shared_bytes(stores: dict[Value, _Store], ct: int) -> int:
+    """A band block's shared memory on a GPU: its rows in shared memory, and two trees of float64
+    at most."""
     rt = GPU.TPB // min(GPU.TPB, ct)
-    rows = sum(s.size * s.dtype.itemsize for s in stores.values() if s.shared) * rt
-    return f"SMS * {_resident(rows + 2 * GPU.TPB * 8)}"  # (two trees of float64 at most)
+    return sum(s.size * s.dtype.itemsize for s in stores.values() if s.shared) * rt + 2 * GPU.TPB * 8
+
+
+def band_blocks() -> int:
+    """The blocks of a band kernel an SM holds as its registers allow, which its launch bounds ask
+    for (``BAND_BLOCKS``): ``DSL_CUDA_BAND_BLOCKS`` (read when a program is compiled; ``0``: no
+    bounds, the registers ptxas likes, and waves that count no registers, as before 2026-11-28)."""
+    value = os.environ.get("DSL_CUDA_BAND_BLOCKS", "").strip()
+    return int(value) if value.isdigit() else BAND_BLOCKS
 
 
 def _resident(shared_bytes: int) -> int:
     """How many blocks of ``GPU.TPB`` threads and ``shared_bytes`` of shared memory an SM of an H100
-    or H200 holds at once (registers permitting)."""
-    return max(1, min(SM_THREADS // GPU.TPB, SM_SHARED_BYTES // max(shared_bytes, 1)))
+    or H200 holds at once, registers permitting (``band_blocks``: the launch bounds make them)."""
+    by_registers = band_blocks() or SM_THREADS
+    return max(1, min(SM_THREADS // GPU.TPB, SM_SHARED_BYTES // max(shared_bytes, 1), by_registers))
 
 
 def _partial_wide(group: Group) -> DType:

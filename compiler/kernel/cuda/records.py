@@ -67,6 +67,9 @@ class CudaKernel:
     shared: bool = False  # defined in a library module of its own, shared by every program using it
     wrapper: str = ""  # a runtime function the configured launch goes through (``_matmul_launcher``)
     wrapper_args: tuple[str, ...] = ()  # the wrapper's arguments after the launch and stream (literals)
+    # blocks of ``TPB`` threads an SM must hold at once (0: any): a GPU's registers per thread are
+    # capped to let it (``launch_bounds``; ptxas spills past the cap)
+    min_blocks: int = 0
 
 
 def linear(idx: Sequence[str], shape: Sequence[int]) -> str:
