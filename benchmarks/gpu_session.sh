@@ -39,7 +39,8 @@
 # lease b): unrolled loops' loads pinned first (runtime/cuda_intrinsics.py), a wave of blocks for a loss band
 # (lease2's A/Bs), device arrays' signatures from their attributes, test_sorted_scatter's oracle drops.
 # Session 21: graphs read arguments that stay put in place and hand their results out (sim_graphs on the
-# GPU in `lease`; lease2's A/B against DSL_CUDA_STAGE_ALL=1).
+# GPU in `lease`; lease2's A/B against DSL_CUDA_STAGE_ALL=1); band kernels' launch bounds hold them to 64
+# registers (lease2's A/B against DSL_CUDA_BAND_BLOCKS=0).
 #
 #     bash benchmarks/gpu_session.sh [STEP ...]
 set -u
@@ -148,15 +149,18 @@ for step in $steps; do
         # the A/Bs of session 19's kernels (the default: `lease`'s gpu.md): the unrolled loop's pinned
         # loads against the plain loop, and a loss band's wave of blocks (792) against about the 256 before
         echo "=== A/B ($(date +%T))"
-        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_SMS=43; do
+        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_SMS=43 DSL_CUDA_BAND_BLOCKS=0; do
             env $ab timeout 75 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,layer --peers jax \
                 --rounds 2 --child-timeout 40 --out "$OUT/ab.md" > /dev/null 2>&1
             echo "$ab"; grep -E "^\| (elementwise|layer)" "$OUT/ab.md" | head -4
         done
-        # session 21's graphs (arguments read in place, results handed out) against staging them all
-        env DSL_CUDA_STAGE_ALL=1 timeout 60 $PY benchmarks/bench_gpu.py --sizes cpu --programs softmax,layer \
-            --peers jax --rounds 2 --child-timeout 30 --out "$OUT/ab.md" > /dev/null 2>&1
-        echo "DSL_CUDA_STAGE_ALL=1"; grep -E "^\| (softmax|layer)" "$OUT/ab.md" | head -4
+        # session 21 at the CPU size: graphs reading arguments in place and handing results out against
+        # staging them all, and the band kernels' launch bounds (64 registers) against none
+        for ab in DSL_CUDA_STAGE_ALL=1 DSL_CUDA_BAND_BLOCKS=0; do
+            env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes cpu --programs softmax,layer \
+                --peers jax --rounds 2 --child-timeout 30 --out "$OUT/ab.md" > /dev/null 2>&1
+            echo "$ab (cpu size)"; grep -E "^\| (softmax|layer)" "$OUT/ab.md" | head -4
+        done
         rm -f "$OUT/ab.json"
         ;;
     *) echo "unknown step $step" ;;
