@@ -209,6 +209,7 @@ def _float_divmod(x: Any, y: Any, dtype: DType) -> tuple[Array, Array]:
     return ops.unary(ew.stop_gradient, where(equal(b, 0), quotient, floordiv)), mod
 
 
+@ops.keeps_weak
 def floor_divide(x: Any, y: Any) -> Array:
     """``x // y`` as NumPy computes it (integers floor, 0 for ``y == 0``; floats through ``npy_divmod``)."""
     dtype = ops.result_dtype(x, y)
@@ -219,6 +220,7 @@ def floor_divide(x: Any, y: Any) -> Array:
     return ops.binary(ew.div, x, y, dtype)  # integer ``div`` floors, like NumPy
 
 
+@ops.keeps_weak
 def remainder(x: Any, y: Any) -> Array:
     """``x % y`` as NumPy computes it: the sign of ``y``, 0 for an integer ``y`` of 0."""
     dtype = ops.result_dtype(x, y)
@@ -232,6 +234,7 @@ def remainder(x: Any, y: Any) -> Array:
     return where(logical_and(not_equal(mod, 0), not_equal(less(b, 0), less(mod, 0))), add(mod, b), mod)
 
 
+@ops.keeps_weak
 def divmod(x: Any, y: Any) -> tuple[Array, Array]:
     dtype = ops.result_dtype(x, y)
     if dtype.is_float:  # one npy_divmod for both results
@@ -312,6 +315,7 @@ def square(x: Any) -> Array:
     return multiply(x, x)
 
 
+@ops.keeps_weak
 def reciprocal(x: Any) -> Array:
     """``1 / x`` in ``x``'s dtype. Integers as NumPy's loop (C's ``1.0 / x`` converted): truncated
     toward zero (1 and -1 keep themselves, every other nonzero value gives 0), and 0 the dtype's

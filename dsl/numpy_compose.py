@@ -413,11 +413,13 @@ def _scaled(x: Any, factor: float) -> Array:
     return dnp.multiply(ops.cast(x, dtype), np.asarray(factor, dtype.np))
 
 
+@ops.keeps_weak
 def deg2rad(x: Any) -> Array:
     """``np.deg2rad``: ``x * (pi / 180)`` (the factor rounded to ``x``'s float dtype)."""
     return _scaled(x, np.pi / 180.0)
 
 
+@ops.keeps_weak
 def rad2deg(x: Any) -> Array:
     """``np.rad2deg``: ``x * (180 / pi)``."""
     return _scaled(x, 180.0 / np.pi)
@@ -432,6 +434,7 @@ def float_power(x: Any, y: Any) -> Array:
     return dnp.power(dnp.astype(x, np.float64), dnp.astype(y, np.float64))
 
 
+@ops.keeps_weak
 def heaviside(x1: Any, x2: Any) -> Array:
     """``np.heaviside``: 0 below zero, 1 above, ``x2`` at zero, NaN at NaN."""
     x1 = ops.asarray(x1)
@@ -446,6 +449,7 @@ def fix(x: Any) -> Array:
     return dnp.trunc(x)
 
 
+@ops.keeps_weak
 def sinc(x: Any) -> Array:
     """``np.sinc``: ``sin(pi x) / (pi x)``, as NumPy computes it (1 at 0 from ``x = 1e-20`` there;
     integers and bools in float64, as NumPy's Python-float arithmetic makes them)."""

@@ -287,12 +287,14 @@ def isneginf(x: Any) -> Array:
 # ---- elementwise --------------------------------------------------------------------------------------
 
 
+@ops.keeps_weak
 def fabs(x: Any) -> Array:
     """``np.fabs``: the absolute value as a float (integers in float64)."""
     x = dnp.asarray(x)
     return dnp.abs(ops.cast(x, ops.float_of(x.ir_dtype)))
 
 
+@ops.keeps_weak
 def logaddexp2(x1: Any, x2: Any) -> Array:
     """``np.logaddexp2``: ``log2(2**x1 + 2**x2)`` as NumPy's ``npy_logaddexp2``: equal arguments give
     ``x + 1``, else the larger plus ``log2(1 + 2**-gap)``."""

@@ -8,9 +8,10 @@ array made from a Python scalar argument stays weak like the scalar it came from
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,10 @@ def asarray(x: Any) -> Array:
     """A traced array for ``x``: traced arrays pass through; Python scalars become weak constants."""
     if isinstance(x, Array):
         return x
+    if isinstance(x, (np.ndarray, np.generic)):  # (first: NumPy's float64 scalar is a Python float too)
+        return constant(x)
     if isinstance(x, Scalar):
         return constant(x, _default_dtype(x), weak=True)
-    if isinstance(x, (np.ndarray, np.generic)):
-        return constant(x)
     raise tracing.user_error(
         TraceError,
         f"cannot use a value of type {type(x).__name__} as an array in a compiled function; "
@@ -132,8 +133,8 @@ def result_dtype(*xs: Any) -> DType:
 
 def to_dtype(x: Any, dtype: DType) -> Array:
     """``x`` as an array of ``dtype`` (Python scalars are made directly in it)."""
-    if isinstance(x, Scalar):
-        return constant(x, dtype, weak=True)  # raises OverflowError where it does not fit, as NumPy 2
+    if isinstance(x, Scalar):  # (weak only if a Python number: NumPy's scalars are typed)
+        return constant(x, dtype, weak=is_weak(x))  # raises OverflowError where it does not fit, as NumPy 2
     x = asarray(x)
     note_narrowing(x, dtype)
     return cast(x, dtype)
@@ -249,7 +250,7 @@ def unary(prim: Primitive, x: Any, float_only: bool = False) -> Array:
 def binary(prim: Primitive, x: Any, y: Any, dtype: DType | None = None) -> Array:
     """Promote, broadcast and apply a two-operand elementwise primitive."""
     dtype = dtype or result_dtype(x, y)
-    weak = all(isinstance(v, Scalar) or (isinstance(v, Array) and v.weak) for v in (x, y))
+    weak = is_weak(x) and is_weak(y)
     a, b = _broadcast_all([to_dtype(x, dtype), to_dtype(y, dtype)])
     return emit_elementwise(prim, [a, b], weak=weak)
 
@@ -260,10 +261,40 @@ def true_divide(x: Any, y: Any) -> Array:
 
 
 def where(cond: Any, x: Any, y: Any) -> Array:
+    """``x`` where ``cond`` holds, else ``y``: weak where both are (JAX's ``where``; the condition's
+    type does not matter)."""
     pred = cast(asarray(cond), DType.i1)
     dtype = result_dtype(x, y)
     p, a, b = _broadcast_all([pred, to_dtype(x, dtype), to_dtype(y, dtype)])
-    return emit_elementwise(elementwise.select, [p, a, b])
+    return emit_elementwise(elementwise.select, [p, a, b], weak=is_weak(x) and is_weak(y))
+
+
+def is_weak(x: Any) -> bool:
+    """Whether ``x`` promotes as a Python scalar does (NEP 50): a Python number, or a weak array (a
+    Python number passed as an argument, a loop's counter, what is computed from weak values only)."""
+    if isinstance(x, Array):
+        return x.weak
+    return isinstance(x, Scalar) and not isinstance(x, np.generic)  # (NumPy's float64 is a float)
+
+
+def keeps_weak(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (an elementwise function composed of others) with a weak result where its positional
+    arguments are all weak, as JAX's weak types pass through its functions (``i % 2`` of a loop's
+    counter added to a float32 carry keeps it float32): a composition may take in strong constants
+    of the result's dtype (the zeros of ``remainder``'s float form) that would make it strong."""
+
+    @functools.wraps(fn)
+    def weak_where_its_arguments_are(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        if not all(is_weak(a) for a in args):
+            return out
+        return tuple(map(_weakened, out)) if isinstance(out, tuple) else _weakened(out)
+
+    return weak_where_its_arguments_are
+
+
+def _weakened(x: Array) -> Array:
+    return x if x.weak else Array(x._storage, x._steps, x._shadow, True, x.type)
 
 
 # ---- reductions --------------------------------------------------------------------------------------

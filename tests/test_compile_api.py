@@ -105,6 +105,58 @@ def test_python_scalar_arguments_are_weak() -> None:
     assert_same(out, np.full(3, 0.5, np.float32))
 
 
+_WEAK_FLOAT_UNARY = """abs negative sign square sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan
+arctan sinh cosh tanh arcsinh floor ceil trunc rint round fix fabs reciprocal deg2rad rad2deg degrees radians
+sinc""".split()
+_WEAK_FLOAT_BINARY = """add subtract multiply divide floor_divide remainder mod fmod power float_power maximum
+minimum fmax fmin copysign hypot arctan2 logaddexp logaddexp2 heaviside""".split()
+_WEAK_INT = """add subtract multiply floor_divide remainder mod fmod maximum minimum fmax fmin bitwise_and
+bitwise_or bitwise_xor left_shift right_shift""".split()
+
+
+@pytest.mark.parametrize(
+    "name, args",
+    [(n, (2.5,)) for n in _WEAK_FLOAT_UNARY]
+    + [(n, (2.5, 1.5)) for n in _WEAK_FLOAT_BINARY]
+    + [(n, (7, 3)) for n in _WEAK_INT]
+    + [("reciprocal", (3,)), ("abs", (-3,)), ("square", (3,))],
+)
+def test_functions_of_weak_scalars_stay_weak(name: str, args: tuple) -> None:
+    """A function of Python numbers passed as arguments (weak) is weak, as JAX's weak types pass
+    through its functions: added to a float32 (or int32) array it keeps the array's dtype, where
+    NumPy's own function would return a typed scalar. Compositions took in typed constants and
+    came out strong (float64 or int64) for ``%``, ``//``, ``where`` and a dozen others, so that a loop's
+    ``c + (i % 2)`` changed its carry's type (2026-11-28, an outside prober)."""
+    fn = getattr(dnp, name)
+    base = np.ones(3, np.float32 if isinstance(args[0], float) else np.int32)
+    got = dsl.compile(lambda b, *s: b + fn(*s))(base, *args)
+    assert got.dtype == base.dtype, (name, got.dtype)
+    want = base + getattr(np, name)(*args)  # (NumPy's typed scalar: compared in its dtype)
+    np.testing.assert_allclose(got, want.astype(base.dtype), rtol=1e-6)
+
+
+def test_operators_and_control_flow_of_weak_scalars_stay_weak() -> None:
+    """``%``, ``//``, ``divmod`` and ``where`` of weak values (a Python number argument, a loop's
+    counter) are weak: ``c + (i % 2)`` keeps a float32 carry's type, as in ``jax.lax.fori_loop``."""
+    c = np.zeros(3, np.float32)
+    got = dsl.compile(lambda c: dsl.fori_loop(0, 5, lambda i, c: c + (i % 2), c))(c)
+    assert_same(got, np.full(3, 2, np.float32))
+    ints = np.zeros(3, np.int32)
+    got = dsl.compile(lambda c: dsl.fori_loop(0, 5, lambda i, c: c + (i % 3) * (i // 2), c))(ints)
+    assert_same(got, np.full(3, sum((i % 3) * (i // 2) for i in range(5)), np.int32))
+    x = np.ones(2, np.float32)
+    assert_same(dsl.compile(lambda x, s: x + s % 7)(x, 5), np.full(2, 6, np.float32))
+    assert_same(dsl.compile(lambda x, s: x + s // 2)(x, 5.0), np.full(2, 3, np.float32))
+    assert_same(dsl.compile(lambda x, s: x + s % 2.0)(x, 5.0), np.full(2, 2, np.float32))
+    q, r = dsl.compile(lambda x, s, t: tuple(x + v for v in divmod(s, t)))(x, 7.0, 2.0)
+    assert_same(q, np.full(2, 4, np.float32))
+    assert_same(r, np.full(2, 2, np.float32))
+    on = dsl.compile(lambda x, c, s, t: x + dnp.where(c, s, t))(x, True, 2.5, 1.5)
+    assert_same(on, np.full(2, 3.5, np.float32))
+    typed = dsl.compile(lambda x, s: x + dnp.where(x > 0, s, np.float64(1.5)))(x, 2.5)  # a typed operand
+    assert typed.dtype == np.float64
+
+
 def test_results_never_alias_inputs_or_each_other() -> None:
     @dsl.compile
     def f(x):

@@ -210,8 +210,8 @@ def _body(env: list[Any], B: dict, ops: tuple, c: Any, k: Any = None) -> Any:
             c = B[params[0]](c)
         elif kind == "binary":  # with an outer value (the body reads it from the enclosing block)
             c = B[params[0]](c, _operand(env, params[1]))
-        elif kind == "counter":
-            c = c * 0.5 + k * 0.25
+        elif kind == "counter":  # an expression of the counter (a fori_loop's: weak, as a Python int)
+            c = c * 0.5 + COUNTER_FORMS[params[0] if params else 0][0](k)
         elif kind == "iadd":  # an augmented write of the carry: c += x
             c += _operand(env, params[0])
         elif kind == "add_":
@@ -830,10 +830,21 @@ STEP_LINES: dict[str, Callable[..., str]] = {
 }
 
 
+# A body's expressions of its loop's counter, and how a program prints each: a fori_loop's counter is
+# weak (a Python int in NumPy's loop), and so is what ``%``, ``//`` and ``divmod`` make of it, so a
+# float32 carry stays float32 (``k % 3`` gave int64 and changed the carry's type, 2026-11-28).
+COUNTER_FORMS: tuple[tuple[Callable[[Any], Any], str], ...] = (
+    (lambda k: k * 0.25, "k * 0.25"),
+    (lambda k: (k % 3) * 0.25, "(k % 3) * 0.25"),
+    (lambda k: (k // 2) * 0.5 - (k % 2), "(k // 2) * 0.5 - (k % 2)"),
+    (lambda k: divmod(k + 1, 3)[1] / 8 + (k / 2) % 1.0, "divmod(k + 1, 3)[1] / 8 + (k / 2) % 1.0"),
+)
+
+
 BODY_LINES: dict[str, Callable[..., str]] = {
     "unary": lambda name: f"c = {name}(c)",
     "binary": lambda name, j: f"c = {name}(c, {_o(j)})",
-    "counter": lambda: "c = c * 0.5 + k * 0.25",
+    "counter": lambda form=0: f"c = c * 0.5 + {COUNTER_FORMS[form][1]}",
     "iadd": lambda j: f"c += {_o(j)}",
     "add_": lambda j: f"c.add_({_o(j)})",
     "setrow": lambda j: f"c[k % c.shape[0] (0 outside a fori_loop)] = {_o(j)}",
@@ -1336,7 +1347,7 @@ def _draw_body(
                 ("binary", draw(st.sampled_from(LOOP_BINARY)), draw(st.sampled_from(outer + list(CONSTANTS))))
             )
         elif kind == "counter":
-            ops.append(("counter",))
+            ops.append(("counter", draw(st.integers(0, len(COUNTER_FORMS) - 1))))
         elif kind == "outer":
             if targets:
                 ops.append(("outer", draw(st.sampled_from(targets))))
