@@ -10,7 +10,13 @@ caches nothing of ``compile_ptx``); run twice to see the machine's noise.
 
 ``--suite``: the names are programs of the CPU suite (``suite_programs.BUILDERS``, e.g. "layer norm";
 default all six), compiled for ``target="cuda"``; with ``DSL_CUDA_UNROLL=1`` beside the default,
-the compile-time cost of unrolled loops.
+the compile-time cost of unrolled loops. ``--gpu-sizes``: at issue 27's GPU sizes
+(``cuda_plans.GPU_BUILDERS``) instead.
+
+``--registers`` (with ``--suite``): each kernel's registers a thread and spill bytes as sm_90's ptxas
+gives them (nvJitLink, the ``cuda`` extra's: no GPU needed), and the blocks of its threads an SM
+holds as those registers allow: the launch bounds' effect (``DSL_CUDA_BAND_BLOCKS=0`` beside the
+default: none).
 """
 
 from __future__ import annotations
@@ -35,10 +41,12 @@ def main() -> None:
     parser.add_argument("names", nargs="*")
     parser.add_argument("--cc", default="9.0", help="compute capability, e.g. 8.0 or 9.0")
     parser.add_argument("--suite", action="store_true", help="the names are the CPU suite's programs")
+    parser.add_argument("--gpu-sizes", action="store_true", help="--suite at issue 27's GPU sizes")
+    parser.add_argument("--registers", action="store_true", help="--suite: each kernel's registers (sm_90)")
     args = parser.parse_args()
     cc = tuple(int(p) for p in args.cc.split("."))
     if args.suite:
-        suite(args.names, cc)
+        suite(args.names, cc, args.gpu_sizes, args.registers)
         return
     args.names = args.names or ["random_bits", "log1p", "cbrt", "exp", "add"]
     print("| primitive | kernels | seconds to PTX |\n|---|---:|---:|")
@@ -50,22 +58,55 @@ def main() -> None:
         print(f"| {name} | {len(ptx)} | {time.perf_counter() - start:.1f} |")
 
 
-def suite(names: list[str], cc: tuple[int, ...]) -> None:
-    """``--suite``: each named program of the CPU suite compiled for CUDA, then all its kernels to PTX."""
+def suite(names: list[str], cc: tuple[int, ...], gpu_sizes: bool = False, registers: bool = False) -> None:
+    """``--suite``: each named program of the CPU suite (or at the GPU sizes) compiled for CUDA, then
+    all its kernels to PTX; with ``registers``, each kernel's registers instead of the time."""
     sys.path.insert(0, HERE)
+    import cuda_plans
     import suite_programs
 
     import dsl
 
-    print("| program | kernels | seconds to PTX |\n|---|---:|---:|")
-    for name in names or list(suite_programs.BUILDERS):
-        program = suite_programs.BUILDERS[name]()
+    builders = cuda_plans.GPU_BUILDERS if gpu_sizes else suite_programs.BUILDERS
+    if registers:
+        print("| program | kernel | registers | spill bytes | blocks of 256 an SM (registers) |")
+        print("|---|---|---:|---:|---:|")
+    else:
+        print("| program | kernels | seconds to PTX |\n|---|---:|---:|")
+    for name in names or list(builders):
+        program = builders[name]()
         inner = getattr(program.dslc, "_fn", program.dslc)
         compiled = dsl.compile(lambda *a, f=inner: f(*a), target="cuda")
         generated = compiled.lower(*program.args).program.generated
         start = time.perf_counter()
         ptx = compile_ptx(generated, cc)
-        print(f"| {name} | {len(ptx)} | {time.perf_counter() - start:.1f} |", flush=True)
+        if not registers:
+            print(f"| {name} | {len(ptx)} | {time.perf_counter() - start:.1f} |", flush=True)
+            continue
+        for kernel, text in ptx.items():
+            used, spilled = ptxas_registers(text, cc)
+            blocks = 65536 // (256 * (-(-used // 8) * 8))  # (registers are given out 8 a thread at a time)
+            print(f"| {name} | {kernel} | {used} | {spilled} | {blocks} |", flush=True)
+
+
+def ptxas_registers(ptx: str, cc: tuple[int, ...]) -> tuple[int, int]:
+    """``(registers a thread, spill-store bytes)`` ptxas gives a kernel's PTX (nvJitLink's ptxas)."""
+    import re
+
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-O3", "-verbose"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
+        nvjitlink.complete(handle)
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    text = log.decode(errors="replace")
+    used = re.findall(r"Used (\d+) registers", text)[0]
+    return int(used), int(re.findall(r"(\d+) bytes spill stores", text)[0])
 
 
 if __name__ == "__main__":
