@@ -146,10 +146,11 @@ for step in $steps; do
         timeout 90 $PY benchmarks/cuda_graphs.py --repeats 30 --rounds 3 --out "$OUT/graphs.md" --profile 100 \
             --profile-out "$OUT/graphs_profile.txt" > "$OUT/graphs.log" 2>&1
         grep -v -i warn "$OUT/graphs.log" | head -14
-        # the A/Bs of session 19's kernels (the default: `lease`'s gpu.md): the unrolled loop's pinned
-        # loads against the plain loop, and a loss band's wave of blocks (792) against about the 256 before
+        # the A/Bs of sessions 19-21's kernels (the default: `lease`'s gpu.md): the unrolled loops' pinned
+        # loads against the plain loop, and the band kernels' launch bounds (64 registers, a wave of 4
+        # blocks an SM) against none (DSL_CUDA_SMS=43, the wave's A/B before the bounds, is left out)
         echo "=== A/B ($(date +%T))"
-        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_SMS=43 DSL_CUDA_BAND_BLOCKS=0; do
+        for ab in DSL_CUDA_UNROLL=1 DSL_CUDA_BAND_BLOCKS=0; do
             env $ab timeout 75 $PY benchmarks/bench_gpu.py --sizes gpu --programs chain,layer --peers jax \
                 --rounds 2 --child-timeout 40 --out "$OUT/ab.md" > /dev/null 2>&1
             echo "$ab"; grep -E "^\| (elementwise|layer)" "$OUT/ab.md" | head -4
@@ -157,8 +158,8 @@ for step in $steps; do
         # session 21 at the CPU size: graphs reading arguments in place and handing results out against
         # staging them all, and the band kernels' launch bounds (64 registers) against none
         for ab in DSL_CUDA_STAGE_ALL=1 DSL_CUDA_BAND_BLOCKS=0; do
-            env $ab timeout 60 $PY benchmarks/bench_gpu.py --sizes cpu --programs softmax,layer \
-                --peers jax --rounds 2 --child-timeout 30 --out "$OUT/ab.md" > /dev/null 2>&1
+            env $ab timeout 55 $PY benchmarks/bench_gpu.py --sizes cpu --programs softmax,layer \
+                --peers jax --rounds 2 --child-timeout 25 --out "$OUT/ab.md" > /dev/null 2>&1
             echo "$ab (cpu size)"; grep -E "^\| (softmax|layer)" "$OUT/ab.md" | head -4
         done
         rm -f "$OUT/ab.json"
