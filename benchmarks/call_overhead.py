@@ -208,7 +208,7 @@ def replay_overhead(
     ex.direct, ex._written = frozenset(generated.direct_writeback), ex.writeback
     ex._arg_names = list(func.arg_names)
     ex._lock, ex._threads, ex.eager_reason, ex._warm = threading.Lock(), threading.local(), None, True
-    ex._seen, ex._moved = [], set()
+    ex._seen, ex._moved, ex._no_capture = [], set(), None
     stages = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.input_types]
     outs = [fake_device_array(np.empty(math.prod(s), d)) for s, d in ex.result_types]
     graph = cuda_graphs.CallGraph.__new__(cuda_graphs.CallGraph)  # (what a capture makes, not launched)

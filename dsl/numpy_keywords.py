@@ -106,16 +106,17 @@ def _ufunc(fn: Callable[..., Array], name: str) -> Callable[..., Any]:
 
 def _loop_operand(a: Any, target: ops.DType, casting: str, name: str) -> Any:
     """An operand of a ufunc called with ``dtype``: cast to it, under NumPy's casting rule (a Python
-    scalar stays weak, as NumPy casts it to the loop's type)."""
+    number by its kind: NumPy casts it to the loop's type). The result is of that dtype, typed, as
+    NumPy's (``remainder(5, 3, dtype=np.int64)`` is an int64, not a weak int)."""
     if not isinstance(a, Array):
-        return a
-    if not a.weak and not ops.can_cast(a.ir_dtype, target, casting):
+        a = ops.asarray(a)
+    if not ops.castable(a, target, casting):
         raise tracing.user_error(
             CastingError,
             f"dsl.numpy.{name}(..., dtype={target.np.name}): cannot cast a {a.dtype} operand to "
             f"{target.np.name} with casting rule '{casting}'; pass casting='unsafe' or use .astype()",
         )
-    return ops.cast(a, target)
+    return ops.cast(a, target) if not a.weak else ops.strong(ops.cast(a, target))
 
 
 def write_out(out: Any, result: Any, where: Any, casting: str, name: str, since: int) -> Array:

@@ -182,13 +182,26 @@ def fit(x: Array, target: Array, casting: str, what: str) -> Array:
                 f"{target.shape} (it does not broadcast to it)",
             )
         x = broadcast_to(x, target.shape)
-    if not x.weak and not can_cast(x.ir_dtype, target.ir_dtype, casting):
+    if not castable(x, target.ir_dtype, casting):
         raise tracing.user_error(
             CastingError,
             f"{what}: cannot write a {x.dtype} result into a {target.dtype} array in place "
             f"(casting rule '{casting}'); use .astype() first",
         )
     return cast(x, target.ir_dtype)
+
+
+_KIND_ORDER = {"b": 0, "i": 1, "u": 1, "f": 2}
+
+
+def castable(x: Array, target: DType, casting: str) -> bool:
+    """Whether ``x`` may become ``target`` under NumPy's ``casting`` rule: a typed value by NumPy's
+    ``can_cast``; a weak one (a Python number, or what is computed from them alone) by its kind, as a
+    Python number adapts to any dtype of its kind or a wider one (``1`` into int8, ``1.5`` into
+    float32, but not ``1.5`` into int32 unless ``casting='unsafe'``)."""
+    if not x.weak:
+        return can_cast(x.ir_dtype, target, casting)
+    return casting == "unsafe" or _KIND_ORDER[x.dtype.kind] <= _KIND_ORDER[target.np.kind]
 
 
 # ---- broadcasting --------------------------------------------------------------------------------
@@ -278,15 +291,15 @@ def is_weak(x: Any) -> bool:
 
 
 def keeps_weak(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (an elementwise function composed of others) with a weak result where its positional
-    arguments are all weak, as JAX's weak types pass through its functions (``i % 2`` of a loop's
+    """``fn`` (an elementwise function composed of others) with a weak result where its arguments
+    are all weak, as JAX's weak types pass through its functions (``i % 2`` of a loop's
     counter added to a float32 carry keeps it float32): a composition may take in strong constants
     of the result's dtype (the zeros of ``remainder``'s float form) that would make it strong."""
 
     @functools.wraps(fn)
     def weak_where_its_arguments_are(*args: Any, **kwargs: Any) -> Any:
         out = fn(*args, **kwargs)
-        if not all(is_weak(a) for a in args):
+        if not all(is_weak(a) for a in (*args, *kwargs.values())):
             return out
         return tuple(map(_weakened, out)) if isinstance(out, tuple) else _weakened(out)
 
@@ -295,6 +308,11 @@ def keeps_weak(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _weakened(x: Array) -> Array:
     return x if x.weak else Array(x._storage, x._steps, x._shadow, True, x.type)
+
+
+def strong(x: Array) -> Array:
+    """``x`` typed: it promotes by its dtype (a Python number given a dtype explicitly)."""
+    return x if not x.weak else Array(x._storage, x._steps, x._shadow, False, x.type)
 
 
 # ---- reductions --------------------------------------------------------------------------------------

@@ -188,6 +188,7 @@ class CudaExecutable(ArgumentChecks):
         self._warm = False  # a first, eager call compiled and loaded every kernel
         self._seen: list[int] = []  # each argument's device address at the last eager call or capture
         self._moved: set[int] = set()  # arguments a graph stages (found elsewhere once it read in place)
+        self._no_capture: str | None = None  # why no more graphs are captured (a later capture failed)
 
     def set_inputs(self, input_types: Sequence[tuple[Sequence[int], Any]]) -> None:
         """The compiled signature's ``(shape, dtype)`` per argument, and the byte strides of a
@@ -250,9 +251,10 @@ class CudaExecutable(ArgumentChecks):
             context = self._threads.context = self.cuda.current_context()
         given = [self._checked(i, a) for i, a in enumerate(arrays)]
         hand_out = on_device and cuda_graphs.HANDOUT_GRAPHS > 0
-        graph = self.graph = self._graph(given, hand_out)
-        if graph is None:  # the capture failed: eager from now on (self.eager_reason says why)
+        graph = self._graph(given, hand_out)
+        if graph is None:  # eager: this call, or from now on where a first capture failed (eager_reason)
             return self._eager(arrays, on_device)
+        self.graph = graph
         staged = zip(graph.args, graph.arg_addresses, graph.arg_bytes, given, graph.direct)
         for stage, address, nbytes, a, direct in staged:
             if direct:
@@ -291,33 +293,38 @@ class CudaExecutable(ArgumentChecks):
         return tuple(fresh)
 
     def _graph(self, given: Sequence[Any], hand_out: bool) -> cuda_graphs.CallGraph | None:
-        """The graph a call with the arguments ``given`` replays (``None`` where a capture failed):
-        one not busy (``CallGraph.busy``) that hands its results out where the call may take them
-        (``hand_out``: device results), captured while fewer than ``HANDOUT_GRAPHS`` do, else one
-        that copies them out. Graphs that read in place an argument found elsewhere are dropped
-        first, and that argument is staged from then on (``_moved``)."""
+        """The graph a call with the arguments ``given`` replays, ``None`` where it runs eagerly (a
+        first capture failed: ``eager_reason``; or no graph fits and none may be captured).
+
+        Graphs that read in place a device argument found elsewhere are dropped, and that argument
+        is staged from then on (``_moved``); a host (NumPy) argument moves nothing, but only a graph
+        that stages it serves the call. Of those that fit, one not busy (``CallGraph.busy``) that
+        hands its results out where the call may take them (``hand_out``: device results); else a
+        new one while fewer than ``HANDOUT_GRAPHS`` do; else one that copies results out (captured
+        once); else any that is not busy."""
+        host = {i for i, a in enumerate(given) if isinstance(a, np.ndarray)}
         moved = {
-            i
-            for g in self.graphs
-            for i, at in g.read_at
-            if isinstance(given[i], np.ndarray) or device_address(given[i]) != at
+            i for g in self.graphs for i, at in g.read_at if i not in host and device_address(given[i]) != at
         }
         if moved:
             self._moved |= moved
             self.graphs = [g for g in self.graphs if not any(g.direct[i] for i in moved)]
-        for g in self.graphs:
+        fits = [g for g in self.graphs if not any(g.direct[i] for i in host)]
+        for g in fits:
             if (g.hands_out or not hand_out) and not g.busy():
                 return g
-        if hand_out and sum(g.hands_out for g in self.graphs) < cuda_graphs.HANDOUT_GRAPHS:
-            return self._capture(given, hands_out=True)
-        copying = [g for g in self.graphs if not g.hands_out]
-        return copying[0] if copying else self._capture(given, hands_out=False)
+        if self._no_capture is None:
+            if hand_out and sum(g.hands_out for g in self.graphs) < cuda_graphs.HANDOUT_GRAPHS:
+                return self._capture(given, hands_out=True)
+            if all(g.hands_out for g in self.graphs):
+                return self._capture(given, hands_out=False)
+        return next((g for g in fits if not g.busy()), None)
 
     def _capture(self, given: Sequence[Any], hands_out: bool) -> cuda_graphs.CallGraph | None:
         """A new graph of a call with the arguments ``given`` (``_checked``), kept in ``graphs``:
         a device argument at the address it had at the last eager call or capture read in place
         (unless it moved once before), the others from new staging buffers; ``None`` (and
-        ``eager_reason`` set) where the capture fails."""
+        ``eager_reason`` set, or ``_no_capture`` where other graphs serve) where the capture fails."""
         stream = self.stream
         seen = [_address(a, a) for a in given]
         direct = [
@@ -337,8 +344,12 @@ class CudaExecutable(ArgumentChecks):
             graph = cuda_graphs.capture(
                 self.cuda, self._bind, self.arena, outs, args, self._blas, direct=direct, hands_out=hands_out
             )
-        except Exception as err:  # any failure of a capture means: launch eagerly
-            self.eager_reason = f"the capture failed ({type(err).__name__}: {err})"
+        except Exception as err:  # any failure of a capture means: launch eagerly (or replay the others)
+            reason = f"the capture failed ({type(err).__name__}: {err})"
+            if self.graphs:  # (out of memory for a third graph: the two there serve on, or eager calls)
+                self._no_capture = reason
+            else:
+                self.eager_reason = reason
             return None
         self.graphs.append(graph)
         return graph

@@ -28,16 +28,17 @@ flattened Numba parameters decoded, and a cuBLAS gemm node (opaque parameters) o
 reading an argument cannot be updated that way at all; staging works for every node.
 
 Arguments that stay put are read in place (``CallGraph.direct``): a device argument at the address
-the previous call's had (a loop passing the same arrays: weights updated in place, a buffer refilled
-each step) is captured at that address, as an eager launch reads it, and a replay checks that the
-argument is still there instead of copying it (layer norm at the CPU suite's sizes stages 32 MB of
-inputs a call: some 20 us of device time at 3 TB/s, beside its kernels' 0.15 ms; the MLP step at
-the GPU sizes 84 MB). An argument found elsewhere makes the executable capture again with that
-argument staged from then on (``CudaExecutable._moved``), so each argument costs at most one more
-capture. Nothing of the caller's is kept for the address: a replay reads it only when the call
-passes an array there, whatever array that is (an address taken again by a new array of the
-signature is read as that array). A mutated argument read in place is written in place too, by the
-graph itself, as the eager call writes it.
+it had at the executable's last eager call or capture (a loop passing the same arrays: weights
+updated in place, a buffer refilled each step) is captured at that address, as an eager launch
+reads it, and a replay checks that the argument is still there instead of copying it (layer norm at
+the CPU suite's sizes stages 32 MB of inputs a call: some 20 us of device time at 3 TB/s, beside its
+kernels' 0.15 ms; the MLP step at the GPU sizes 84 MB). A device argument found elsewhere drops the
+graphs that read it in place (up to three, captured again as calls need them) and is staged from
+then on (``CudaExecutable._moved``): each argument moves once at most. A host (NumPy) argument moves
+nothing: a graph that stages it serves the call. Nothing of the caller's is kept for the address: a
+replay reads it only when the call passes an array there, whatever array that is (an address taken
+again by a new array of the signature is read as that array). A mutated argument read in place is
+written in place too, by the graph itself, as the eager call writes it.
 
 Results handed out (``CallGraph.hands_out``): a call with device results may get the graph's own
 result buffers, with no copy out, where that graph's earlier results are all dropped (``busy``: a
@@ -46,7 +47,9 @@ that drops each call's results before the next but one (``loss = f(...)`` rebind
 alternates between two such graphs (``HANDOUT_GRAPHS``); a caller keeping results (a list of
 losses) has them all busy, and its calls replay one graph that copies results out, as before.
 Each graph has its own staging and result buffers (up to ``HANDOUT_GRAPHS + 1`` sets), and its own
-capture (a few milliseconds each, once).
+capture (a few milliseconds each, once). A capture that fails after the first (out of memory for
+another set of buffers) stops captures, not graphs: those there serve on, and a call none can serve
+runs eagerly.
 
 When (``eager_reason``): graphs are on by default (``GRAPHS_BY_DEFAULT``: validated on an H100 on
 2026-11-27, ``benchmarks/results/2026-11-27-gpu-lease.md``; ``DSL_CUDA_GRAPHS=0`` turns them off),

@@ -138,3 +138,29 @@ def test_errors_name_the_users_line(name: str) -> None:
     assert phrase in str(info.value) and "test_numpy_keywords.py:" in str(info.value), str(info.value)
     np.testing.assert_array_equal(x, X)  # nothing written
     np.testing.assert_array_equal(i, I34)
+
+
+def test_weak_values_are_cast_by_their_kind() -> None:
+    """A weak value (Python numbers, or what is computed from them alone) written with ``out=`` or
+    cast by ``dtype=`` is checked by its kind, as NumPy checks the Python numbers' result: a float
+    into an int32 ``out`` raises (it had passed since such results became weak, 2026-11-28), an int
+    into an int32 ``out`` fits; ``dtype=`` gives a typed result (int64 stays int64 beside int32)."""
+    a, m = np.zeros(3, np.int32), np.array([True, False, True])
+    for fn in (
+        lambda a, m: dnp.negative(dnp.where(m, 1.5, 2.5), out=a),
+        lambda a, m: dnp.remainder(5.5, 2.0, out=a),
+        lambda a, m: dnp.add(5.5, 2.0, out=a),
+    ):
+        with pytest.raises(dsl.CastingError, match="cannot write a float64 result into a int32"):
+            dsl.compile(fn)(a.copy(), m)
+    assert_same(dsl.compile(lambda a: dnp.add(5, 2, out=a))(a.copy()), np.full(3, 7, np.int32))
+    for fn, want in (
+        (lambda b: dnp.remainder(5, 3, dtype=np.int64) + b, np.add(np.remainder(5, 3, dtype=np.int64), a)),
+        (lambda b: dnp.add(5, 3, dtype=np.int64) + b, np.add(np.add(5, 3, dtype=np.int64), a)),
+    ):
+        assert_same(dsl.compile(fn)(a), want)
+    with pytest.raises(dsl.CastingError, match="cannot cast a float64 operand to int64"):
+        dsl.compile(lambda b: dnp.add(5.5, 3, dtype=np.int64) + b)(a)
+    # a keyword argument counts: heaviside of a float32 array and 0.5 is float32, typed
+    got = dsl.compile(lambda x, b: dnp.heaviside(x1=x, x2=0.5) + b)(np.ones(3, np.float32), m)
+    assert_same(got, np.heaviside(np.ones(3, np.float32), 0.5) + m)

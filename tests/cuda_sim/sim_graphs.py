@@ -322,3 +322,53 @@ def test_stage_all_switch(replayed: bool, monkeypatch: pytest.MonkeyPatch) -> No
         np.testing.assert_allclose(total.copy_to_host(), (x * s).sum(), rtol=1e-5)
     assert [(g.direct, g.hands_out) for g in executable.graphs] == [([False, False], False)]
     assert len(copies) == 3 * 4  # each of the three replays: two arguments in, two results out
+
+
+def test_a_host_call_keeps_the_graphs_that_read_in_place(replayed: bool) -> None:
+    """A NumPy argument now and then (an evaluation between training steps) moves nothing: it gets a
+    graph that stages it, and the graphs reading the device arrays in place stay. (The executable is
+    called directly: through ``dsl.compile`` a host argument makes a signature, and an executable, of
+    its own; one executable meets both where it is handed the arrays itself.)"""
+    f = dsl.compile(lambda x, s: (dnp.sin(x) * s, (x * s).sum()), target="cuda")
+    x, s = RNG.standard_normal(17).astype(np.float32), np.float32(0.5)
+    x_gpu, s_gpu = cuda.to_device(x), cuda.to_device(s)
+    executable = _graphs_forced(f, x_gpu, s_gpu)
+    for step in range(7):
+        host = step == 4
+        y, total = executable(x if host else x_gpu, s_gpu)
+        np.testing.assert_allclose(y.copy_to_host(), np.sin(x) * s, rtol=1e-5)
+    assert executable._moved == set()
+    assert sorted((g.direct, g.hands_out) for g in executable.graphs) == [
+        ([False, True], False),  # the host call's: x staged, results copied out
+        ([True, True], True),
+        ([True, True], True),
+    ]
+
+
+def test_a_later_capture_failing_leaves_the_graphs_there(
+    replayed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second capture that fails (out of memory for another graph's buffers) stops captures, not
+    graphs: the first graph serves on, and a call it cannot serve (its results still held) runs
+    eagerly; the values are the CPU's throughout."""
+    captures = []
+    capture = cuda_graphs.capture
+
+    def second_fails(*args, **kwargs):
+        captures.append(kwargs.get("hands_out"))
+        if len(captures) > 1:
+            raise cuda_graphs.DeviceError("cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY")
+        return capture(*args, **kwargs)
+
+    monkeypatch.setattr(cuda_graphs, "capture", second_fails)
+    f = dsl.compile(lambda x: dnp.exp(x) * 2.0, target="cuda")
+    x_gpu = cuda.to_device(RNG.standard_normal(9).astype(np.float32))
+    executable = _graphs_forced(f, x_gpu)
+    kept = [f(x_gpu) for _ in range(5)]  # graph, (capture fails) eager, eager ...
+    for y in kept:
+        np.testing.assert_allclose(y.copy_to_host(), np.exp(x_gpu.copy_to_host()) * 2.0, rtol=1e-5)
+    assert executable.eager_reason is None and "OUT_OF_MEMORY" in executable._no_capture
+    assert len(executable.graphs) == 1 and captures == [True, True]
+    del kept
+    f(x_gpu)  # the graph is free again: it serves
+    assert not replayed or executable.graphs[0].launches == 2
