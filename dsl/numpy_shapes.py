@@ -117,6 +117,12 @@ def _edge_parts(x: Array, axis: int, before: int, after: int, mode: str) -> tupl
     return head, tail
 
 
+def _reflected(edge: Array, chunk: Array) -> Array:
+    """``2 * edge - chunk`` (``reflect_type="odd"``) as NumPy's pad stores it: in the array's dtype, so
+    bools (whose arithmetic is in integers) are True where it is nonzero (2026-11-28: ints came out)."""
+    return ops.cast(dnp.subtract(dnp.multiply(2, edge), chunk), chunk.ir_dtype)
+
+
 def _reflect_odd(x: Array, axis: int, before: int, after: int, include_edge: bool) -> Array:
     """``reflect_type="odd"`` past one period: NumPy's own loop (``_set_reflect_both``), each round
     reflecting a chunk of what is filled so far about its current edge value (``2 * edge - chunk``),
@@ -133,13 +139,13 @@ def _reflect_odd(x: Array, axis: int, before: int, after: int, include_edge: boo
         if before:
             k = min(length, before)
             chunk = flip(_along(out, axis, slice(offset, offset + k)), axis)
-            parts.append(dnp.subtract(dnp.multiply(2, _along(out, axis, slice(0, 1))), chunk))
+            parts.append(_reflected(_along(out, axis, slice(0, 1)), chunk))
             before -= k
         parts.append(out)
         if after:
             k = min(length, after)
             chunk = flip(_along(out, axis, slice(filled - offset - k, filled - offset)), axis)
-            parts.append(dnp.subtract(dnp.multiply(2, _along(out, axis, slice(filled - 1, filled))), chunk))
+            parts.append(_reflected(_along(out, axis, slice(filled - 1, filled)), chunk))
             after -= k
         out = dnp.concatenate(parts, axis)
     return out
@@ -189,9 +195,9 @@ def pad(
                 out = dnp.take(out, positions, axis=axis)
                 continue
             head, tail = _edge_parts(out, axis, before, after, mode)
-            if odd:  # NumPy's 2 * edge - chunk, in the array's dtype
-                head = dnp.subtract(dnp.multiply(2, _along(out, axis, slice(0, 1))), head)
-                tail = dnp.subtract(dnp.multiply(2, _along(out, axis, slice(n - 1, n))), tail)
+            if odd:  # NumPy's 2 * edge - chunk, stored in the array's dtype (bools: nonzero)
+                head = _reflected(_along(out, axis, slice(0, 1)), head)
+                tail = _reflected(_along(out, axis, slice(n - 1, n)), tail)
             out = dnp.concatenate([p for p in (head, out, tail) if p.shape[axis]], axis)
     return ops.new_storage(out) if out is x else out
 

@@ -238,7 +238,17 @@ CASES: dict[str, tuple[Any, Any, tuple]] = {
             (x,),
         )
         for mode in ("reflect", "symmetric")
-        for x in (M34, I34)
+        for x in (M34, I34, I34 > 0)
+    },
+    # bools reflected odd: NumPy stores 2 * edge - x in the bool array (nonzero: True); ints came out
+    # (2026-11-28, an outside prober)
+    **{
+        f"pad_{mode}_odd_bools": (
+            lambda x, mode=mode: dnp.pad(x, ((2, 1), (3, 2)), mode, reflect_type="odd"),
+            lambda x, mode=mode: np.pad(x, ((2, 1), (3, 2)), mode, reflect_type="odd"),
+            (I34 > 0,),
+        )
+        for mode in ("reflect", "symmetric")
     },
     **COMPOSED,
     "clip_lower": (lambda x: dnp.clip(x, 0.1, None), lambda x: np.clip(x, 0.1, None), (M34,)),
