@@ -872,12 +872,14 @@ def ravel(x: Any, order: str = "C") -> Array:
 # ---- making arrays (NumPy's default dtype is float64) ---------------------------------------------------
 
 
-def zeros(shape: Any, dtype: Any = np.float64) -> Array:
-    return ops.full(shape, 0, dtype)
+def zeros(shape: Any, dtype: Any = None) -> Array:
+    """``np.zeros``: float64 unless ``dtype`` says otherwise (``dtype=None`` too, as NumPy)."""
+    return ops.full(shape, 0, np.float64 if dtype is None else dtype)
 
 
-def ones(shape: Any, dtype: Any = np.float64) -> Array:
-    return ops.full(shape, 1, dtype)
+def ones(shape: Any, dtype: Any = None) -> Array:
+    """``np.ones``: float64 unless ``dtype`` says otherwise (``dtype=None`` too, as NumPy)."""
+    return ops.full(shape, 1, np.float64 if dtype is None else dtype)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:

@@ -303,7 +303,9 @@ def logaddexp2(x1: Any, x2: Any) -> Array:
     gap = dnp.where(dnp.equal(a, b), 0, dnp.subtract(a, b))
     log2e = np.asarray(1 / math.log(2), dtype.np)
     larger = dnp.add(dnp.maximum(a, b), dnp.multiply(log2e, dnp.log1p(dnp.exp2(dnp.negative(dnp.abs(gap))))))
-    return dnp.where(dnp.equal(a, b), dnp.add(a, 1), larger)
+    # (ties: the larger's value, a itself, with maximum's tie rule: half the gradient each, as JAX's
+    # 2**x / (2**x + 2**y); ``a + 1`` gave all of it to x1, 2026-11-28)
+    return dnp.where(dnp.equal(a, b), dnp.add(dnp.maximum(a, b), 1), larger)
 
 
 # ---- polynomials -------------------------------------------------------------------------------------

@@ -720,7 +720,11 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Ar
             f"arange with dtype=bool is only supported for at most 2 elements (NumPy's rule); got {n}",
         )
     if not ir.is_float:  # NumPy's: the first two values in the dtype, then their difference repeated
-        first, second = (int(np.array(v).astype(ir.np)) for v in (start, start + step))
+        # (an integer out of the dtype's range raises OverflowError as NumPy's; a float truncates)
+        first, second = (
+            int(np.array(v, ir.np) if isinstance(v, (int, np.integer)) else np.array(v).astype(ir.np))
+            for v in (start, start + step)
+        )
         start, step = first, second - first  # (arange(0.5, 4, 1.5, dtype=int) is [0, 2, 4])
     idx = emit(source.iota, [], {"shape": (n,), "dimension": 0, "dtype": DType.i64})
     if (start, step) == (0, 1):

@@ -648,3 +648,24 @@ def test_a_decorators_wrapper_is_bound_against_its_own_parameters() -> None:
 
     assert_same(h(x, n=3), x**3)
     assert_same(dsl.grad(lambda x: h(x).sum())(x), 2 * x)
+
+
+def test_an_outside_probers_numpy_findings() -> None:
+    """Found by an outside prober (2026-11-28), each against NumPy, JAX or the exact derivative."""
+    x = np.array([0.7, 1.9])
+    got = dsl.compile(lambda x: dnp.zeros(2, dtype=None) + x.astype(dnp.int32))(x)  # float64 zeros
+    assert_same(got, np.zeros(2, dtype=None) + x.astype(np.int32))
+    assert dsl.compile(lambda x: dnp.ones(2, dtype=None) + x[:1].astype(dnp.int32))(x).dtype == np.float64
+    with pytest.raises(OverflowError):  # NumPy's: 1 + 2**38 does not fit int32 (the step wrapped to 0)
+        dsl.compile(lambda x: dnp.arange(1, 2**40, 2**38, dtype=dnp.int32) + x)(np.zeros(4, np.int32))
+    assert_same(
+        dsl.compile(lambda x: dnp.arange(0.5, 4, 1.5, dtype=dnp.int32) + x)(np.zeros(3, np.int32)),
+        np.arange(0.5, 4, 1.5, dtype=np.int32),
+    )
+    # logaddexp2 at x == y is smooth: 2**x / (2**x + 2**y), half each (it gave all to x)
+    ties = np.array([1.0, 0.0, -3.0])
+    for grads in dsl.grad(lambda x, y: dnp.sum(dnp.logaddexp2(x, y)), argnums=(0, 1))(ties, ties.copy()):
+        assert_same(grads, np.full(3, 0.5))
+    # d2(x**y)/dx dy = x**(y - 1) (1 + y log x): 1/3 at (3, 0), and the Hessian symmetric (it was 1)
+    hessian = dsl.hessian(lambda z: dnp.power(z[0], z[1]))(np.array([3.0, 0.0]))
+    np.testing.assert_allclose(hessian, [[0.0, 1 / 3], [1 / 3, np.log(3.0) ** 2]], rtol=1e-12)

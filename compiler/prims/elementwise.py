@@ -427,10 +427,14 @@ def _pow_vjp(build: Build, op: Op, ct: Value, wanted: Wanted) -> Cotangents:
     e, (a, b) = emitter(build), op.operands
     ct_a = ct_b = None
     if wanted[0]:
-        # b * a**(b - 1), with a**0 where b == 0 (so 0, not 0 * inf at a == 0: a**0 is 1 everywhere,
-        # PyTorch's rule and JAX's for integer exponents; JAX's float one gives NaN there)
+        # b * a**(b - 1), with a**0 where b == 0 and a == 0 (so 0, not 0 * inf: a**0 is 1 everywhere,
+        # PyTorch's rule and JAX's for integer exponents; JAX's float one gives NaN there). Only
+        # there: where a != 0 the b == 0 term keeps a**-1, which its derivative in b needs
+        # (d2(a**b)/da db = 1/a at b == 0; it was 1, 2026-11-28).
         one = full_like(build, 1, b.type)
-        safe_b = e(select, e(eq, b, full_like(build, 0, b.type)), one, b)
+        zero_b = e(eq, b, full_like(build, 0, b.type))
+        zero_a = e(eq, a, full_like(build, 0, a.type))
+        safe_b = e(select, e(and_, zero_b, zero_a), one, b)
         ct_a = e(mul, ct, e(mul, b, e(pow_, a, e(sub, safe_b, one))))
     if wanted[1]:
         # d(a**b)/db = out * log(a): NaN where a < 0 (no real derivative; JAX's), 0 at a == 0 (JAX's
