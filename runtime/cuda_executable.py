@@ -10,8 +10,9 @@ only after every kernel ran; a NumPy argument gets the new value copied back, a 
 written in place (directly by the kernels when the plan says so, else by a device copy).
 
 A call launches its kernels one by one (eagerly), or, where ``runtime/cuda_graphs.py`` says so
-(graphs on, a driver without host reads, the cost rule), replays the graph the second
-call captured, through staging buffers.
+(graphs on, a driver without host reads, the cost rule), replays a captured graph (``_graph``):
+arguments that stayed put read in place, the others through staging buffers; results handed out
+from the graph's own buffers where its last ones were dropped, else copied out.
 """
 
 from __future__ import annotations
@@ -241,9 +242,10 @@ class CudaExecutable(ArgumentChecks):
         np.copyto(arrays[index], staged.reshape(self.input_types[index][0]), casting="unsafe")
 
     def _replay(self, arrays: Sequence[Any], on_device: bool) -> tuple[Any, ...]:
-        """A call through the graph (captured on the first call here): the arguments copied into its
-        staging buffers (those it reads in place checked to be where it reads them), one launch,
-        the write-backs and results copied out of its buffers."""
+        """A call through a graph (``_graph``: captured at the first replay that needs it): the
+        arguments copied into its staging buffers (those it reads in place checked to be where it
+        reads them), one launch, the write-backs copied back, and the results handed out (its own
+        buffers) or copied out of them."""
         stream = self.stream
         handle = cuda_graphs.stream_handle(stream)
         context = getattr(self._threads, "context", None)
