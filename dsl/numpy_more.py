@@ -331,7 +331,10 @@ def nanvar(a: Any, axis: Any = None, dtype: Any = None, ddof: float = 0, keepdim
     if not dnp.asarray(a).ir_dtype.is_float:
         return dnp.var(x, axis=axis, ddof=ddof, keepdims=keepdims)
     numbers = dnp.logical_not(dnp.isnan(x))
-    return numpy_stats.masked_var(dnp.where(numbers, x, 0), numbers, axis, ddof, keepdims)
+    out = numpy_stats.masked_var(dnp.where(numbers, x, 0), numbers, axis, ddof, keepdims)
+    # NumPy's nanvar: NaN where the numbers are at most ddof (``var``'s own rule gives inf there)
+    few = dnp.less_equal(dnp.sum(numbers, axis, keepdims=keepdims), ddof)
+    return dnp.where(few, ops.cast(ops.asarray(np.nan), out.ir_dtype), out)
 
 
 def nanstd(a: Any, axis: Any = None, dtype: Any = None, ddof: float = 0, keepdims: bool = False) -> Array:

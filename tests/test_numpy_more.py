@@ -4,6 +4,7 @@ against central differences, and ``tests/cuda_sim/sim_numpy_more.py`` the same t
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -250,3 +251,17 @@ def test_gradients_against_central_differences(name: str) -> None:
 def test_clear_errors(call: Any, error: type[Exception], phrase: str) -> None:
     with pytest.raises(error, match=rf"test_numpy_more.py:\d+: .*{phrase}"):
         dsl.compile(call)(M)
+
+
+@pytest.mark.parametrize("ddof", [0, 1, 2, 3, 1.5])
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_nanvar_with_at_most_ddof_numbers_is_nan(axis, ddof) -> None:
+    """``nanvar``/``nanstd`` where a slice has at most ``ddof`` numbers: NaN, as NumPy's (``var``'s
+    rule, inf, came out; an outside prober, 2026-11-28)."""
+    x = np.array([[1.0, np.nan, 3.0, 4.0], [np.nan, np.nan, 2.0, np.nan], [np.nan] * 4])
+    for fn, ref in ((dnp.nanvar, np.nanvar), (dnp.nanstd, np.nanstd)):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = ref(x, axis=axis, ddof=ddof)
+        got = dsl.compile(lambda x, fn=fn: fn(x, axis=axis, ddof=ddof))(x)
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
