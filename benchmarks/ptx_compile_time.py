@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.dirname(HERE), os.path.join(os.path.dirname(HERE), "tests")]
 
 import test_prims_registry as registry  # noqa: E402
-from cuda_ptx import cuda_program  # noqa: E402
+from cuda_ptx import assemble, cuda_program  # noqa: E402
 
 from compiler.codegen import compile_ptx  # noqa: E402
 from compiler.pipeline import Options, plan_program  # noqa: E402
@@ -84,29 +84,9 @@ def suite(names: list[str], cc: tuple[int, ...], gpu_sizes: bool = False, regist
             print(f"| {name} | {len(ptx)} | {time.perf_counter() - start:.1f} |", flush=True)
             continue
         for kernel, text in ptx.items():
-            used, spilled = ptxas_registers(text, cc)
-            blocks = 65536 // (256 * (-(-used // 8) * 8))  # (registers are given out 8 a thread at a time)
-            print(f"| {name} | {kernel} | {used} | {spilled} | {blocks} |", flush=True)
-
-
-def ptxas_registers(ptx: str, cc: tuple[int, ...]) -> tuple[int, int]:
-    """``(registers a thread, spill-store bytes)`` ptxas gives a kernel's PTX (nvJitLink's ptxas)."""
-    import re
-
-    from cuda.bindings import nvjitlink
-
-    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-O3", "-verbose"]
-    handle = nvjitlink.create(len(options), options)
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
-        nvjitlink.complete(handle)
-        log = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, log)
-    finally:
-        nvjitlink.destroy(handle)
-    text = log.decode(errors="replace")
-    used = re.findall(r"Used (\d+) registers", text)[0]
-    return int(used), int(re.findall(r"(\d+) bytes spill stores", text)[0])
+            done = assemble(text, cc)
+            blocks = 65536 // (256 * (-(-done.registers // 8) * 8))  # (registers go out 8 a thread at a time)
+            print(f"| {name} | {kernel} | {done.registers} | {done.spill_bytes} | {blocks} |", flush=True)
 
 
 if __name__ == "__main__":

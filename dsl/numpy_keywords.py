@@ -116,7 +116,7 @@ def _loop_operand(a: Any, target: ops.DType, casting: str, name: str) -> Any:
             f"dsl.numpy.{name}(..., dtype={target.np.name}): cannot cast a {a.dtype} operand to "
             f"{target.np.name} with casting rule '{casting}'; pass casting='unsafe' or use .astype()",
         )
-    return ops.cast(a, target) if not a.weak else ops.strong(ops.cast(a, target))
+    return ops.weakness(ops.cast(a, target), False)
 
 
 def write_out(out: Any, result: Any, where: Any, casting: str, name: str, since: int) -> Array:

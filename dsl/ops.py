@@ -301,18 +301,15 @@ def keeps_weak(fn: Callable[..., Any]) -> Callable[..., Any]:
         out = fn(*args, **kwargs)
         if not all(is_weak(a) for a in (*args, *kwargs.values())):
             return out
-        return tuple(map(_weakened, out)) if isinstance(out, tuple) else _weakened(out)
+        return tuple(weakness(o, True) for o in out) if isinstance(out, tuple) else weakness(out, True)
 
     return weak_where_its_arguments_are
 
 
-def _weakened(x: Array) -> Array:
-    return x if x.weak else Array(x._storage, x._steps, x._shadow, True, x.type)
-
-
-def strong(x: Array) -> Array:
-    """``x`` typed: it promotes by its dtype (a Python number given a dtype explicitly)."""
-    return x if not x.weak else Array(x._storage, x._steps, x._shadow, False, x.type)
+def weakness(x: Array, weak: bool) -> Array:
+    """``x`` (its storage: no copy) weak or typed: a composition's result of weak values only
+    (``keeps_weak``), a Python number given a dtype explicitly (typed)."""
+    return x if x.weak == weak else Array(x._storage, x._steps, x._shadow, weak, x.type)
 
 
 # ---- reductions --------------------------------------------------------------------------------------

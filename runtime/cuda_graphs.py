@@ -229,7 +229,7 @@ class CallGraph:
         self.arg_addresses = [at(a) for a in args]
         self.arg_bytes = [int(a.nbytes) for a in args]
         self.args: list[Any] = [None if d else a for a, d in zip(args, self.direct, strict=True)]
-        self.read_at = [(i, at) for i, (at, d) in enumerate(zip(self.arg_addresses, self.direct)) if d]
+        self.read_at = [(i, a) for i, (a, d) in enumerate(zip(self.arg_addresses, self.direct)) if d]
         self.addresses = [at(r) for r in results]
         self.result_bytes = [int(r.nbytes) for r in results]
         mine = [a for a, d in zip(args, self.direct, strict=True) if d]

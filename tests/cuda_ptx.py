@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from compiler.codegen import compile_ptx, cuda_program
 from compiler.ir.core import Function
@@ -39,3 +40,32 @@ def check_ptx(func: Function, what: str, inplace: bool = True) -> int:
             assert f".target sm_{cc[0]}{cc[1]}" in text, f"{what}: {name}"
             assert re.search(r"\.entry\s+\S*" + re.escape(name), text), f"{what}: {name} has no entry"
     return len(program.kernels)
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """What sm_``cc``'s ptxas makes of a kernel's PTX (``assemble``)."""
+
+    cubin_bytes: int
+    registers: int  # a thread's
+    spill_bytes: int  # spill stores
+
+
+def assemble(ptx: str, cc: tuple[int, ...] = (9, 0)) -> Assembled:
+    """``ptx`` assembled by ptxas through nvJitLink (the ``cuda`` extra's; no GPU needed)."""
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-O3", "-verbose"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
+        nvjitlink.complete(handle)
+        size = int(nvjitlink.get_linked_cubin_size(handle))
+        log = bytearray(nvjitlink.get_info_log_size(handle))
+        nvjitlink.get_info_log(handle, log)
+    finally:
+        nvjitlink.destroy(handle)
+    text = log.decode(errors="replace")
+    (registers,) = re.findall(r"Used (\d+) registers", text)
+    (spills,) = re.findall(r"(\d+) bytes spill stores", text)
+    return Assembled(size, int(registers), int(spills))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import test_prims_registry as registry
 import test_vjp_rules as rules
-from cuda_ptx import ARCHS, PTX_AVAILABLE, PTX_UNAVAILABLE, check_ptx
+from cuda_ptx import ARCHS, PTX_AVAILABLE, PTX_UNAVAILABLE, Assembled, assemble, check_ptx
 
 import dsl
 import dsl.numpy as dnp
@@ -386,34 +386,10 @@ def test_band_row_loops_keep_four_loads_in_flight(monkeypatch) -> None:
     assert plain_band.startswith("la"), plain_band
 
 
-def _assembled_bytes(ptx: str) -> int:
-    """The size of the sm_90 cubin ptxas makes of ``ptx`` (through nvJitLink, which needs no GPU)."""
-    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")
-    handle = nvjitlink.create(2, ["-arch=sm_90", "-O3"])
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
-        nvjitlink.complete(handle)
-        return int(nvjitlink.get_linked_cubin_size(handle))
-    finally:
-        nvjitlink.destroy(handle)
-
-
-def _registers(ptx: str) -> tuple[int, int]:
-    """``(registers a thread, bytes of spill stores)`` ptxas gives ``ptx`` for sm_90 (nvJitLink)."""
-    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")
-    options = ["-arch=sm_90", "-O3", "-verbose"]
-    handle = nvjitlink.create(len(options), options)
-    try:
-        nvjitlink.add_data(handle, nvjitlink.InputType.PTX, ptx.encode(), len(ptx), "kernel")
-        nvjitlink.complete(handle)
-        log = bytearray(nvjitlink.get_info_log_size(handle))
-        nvjitlink.get_info_log(handle, log)
-    finally:
-        nvjitlink.destroy(handle)
-    text = log.decode(errors="replace")
-    (registers,) = re.findall(r"Used (\d+) registers", text)
-    (spills,) = re.findall(r"(\d+) bytes spill stores", text)
-    return int(registers), int(spills)
+def _assembled(ptx: str) -> Assembled:
+    """``ptx`` assembled by sm_90's ptxas (``cuda_ptx.assemble``), or the test skipped without it."""
+    pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the cuda extra's ptxas)")
+    return assemble(ptx)
 
 
 @pytest.mark.parametrize("what", [p[0] for p in _band_programs()])
@@ -428,14 +404,15 @@ def test_band_kernels_fit_four_blocks_an_sm(what: str, monkeypatch: pytest.Monke
     for kernel in program.kernels:
         if kernel.name.endswith("_rows"):
             assert re.search(r"\.maxntid 256, 1, 1\s+\.minnctapersm 4", ptx[kernel.name]), kernel.name
-            registers, spills = _registers(ptx[kernel.name])
+            assembled = _assembled(ptx[kernel.name])
+            registers, spills = assembled.registers, assembled.spill_bytes
             assert registers <= 64 and spills == 0, (kernel.name, registers, spills)
     if what == "layer norm 4096x1024":
         monkeypatch.setenv("DSL_CUDA_BAND_BLOCKS", "0")
         unbounded = dsl.compile(fn, target="cuda").lower(*args).program.generated
         (band,) = [k.name for k in unbounded.kernels if k.name.endswith("_rows")]
         text = compile_ptx(unbounded, (9, 0))[band]
-        assert ".minnctapersm" not in text and _registers(text)[0] > 64
+        assert ".minnctapersm" not in text and _assembled(text).registers > 64
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
@@ -448,7 +425,7 @@ def test_pinned_loads_assemble_for_every_dtype(dtype) -> None:
     generated = dsl.compile(fn, target="cuda").lower(x).program.generated
     assert "_pin(" in generated.source
     for name, ptx in compile_ptx(generated, (9, 0)).items():
-        assert _assembled_bytes(ptx) > 0, name
+        assert _assembled(ptx).cubin_bytes > 0, name
 
 
 def test_a_band_of_one_element_rows_has_no_barriers() -> None:

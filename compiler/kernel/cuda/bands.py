@@ -173,7 +173,8 @@ def band_kernel(
     members = [g for g in band.groups if g not in band.tail]
     ct = _threads_per_row(band)
     stores = _stores(band, names, name, GPU.TPB // min(GPU.TPB, ct))  # rows per block on a GPU
-    cap = _block_cap(band, members, stores, ct)
+    resident = _resident(_shared_bytes(stores, ct))  # blocks an SM holds (the launch bounds ask it)
+    cap = _block_cap(band, members, stores, resident)
     # (threads per row, rows per block, blocks) on a GPU; scratch is sized for the larger of a GPU's
     # launch and the simulator's (which may take more blocks of fewer rows)
     launches = [_launch(sizes, ct, band.rows, cap) for sizes in (GPU, SIM)]
@@ -237,7 +238,7 @@ def band_kernel(
         *sorted({(f"{name}_S{size}", f"{name}_RT * {size}") for size, _, _ in shared}),
     ]
     top.follow = code.follow
-    top.min_blocks = _resident(_shared_bytes(stores, ct)) if band_blocks() else 0
+    top.min_blocks = resident if band_blocks() else 0
     return top
 
 
@@ -275,7 +276,7 @@ def band_costs(mode: str, siblings: bool = True) -> BandCosts | None:
     return BandCosts(partial_rows, column_chunks, row_bytes, always=mode == "kernel", siblings=together)
 
 
-def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store], ct: int) -> str:
+def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store], resident: int) -> str:
     """The most blocks a band takes, as an expression of the module's launch sizes. A block that keeps
     partial results or rows in global scratch has a slot of its own there, so such a band takes at
     most ``BANDB`` blocks (each striding over more rows), not one per row. But where each block's slot
@@ -292,7 +293,7 @@ def _block_cap(band: Band, members: list[Group], stores: dict[Value, _Store], ct
         return "BANDB"
     if sum(_partial_wide(g).itemsize for g in partials) > LIGHT_SCRATCH:
         return "BANDB"
-    return f"SMS * {_resident(_shared_bytes(stores, ct))}"
+    return f"SMS * {resident}"
 
 
 def _shared_bytes(stores: dict[Value, _Store], ct: int) -> int:
